@@ -1,0 +1,18 @@
+/* spsim command line: one function per subcommand, each returning the exit code. */
+#ifndef SPSIM_CLI_H
+#define SPSIM_CLI_H
+
+#include <glib.h>
+
+/* Each takes the arguments after the subcommand name (argv[0] is "spsim SUBCOMMAND"). */
+int sp_cmd_topo(int argc, char **argv);
+int sp_cmd_platform(int argc, char **argv);
+int sp_cmd_bench(int argc, char **argv);
+int sp_cmd_verify(int argc, char **argv);
+/* What-if analysis: argv[1] is the platform file. */
+int sp_cmd_whatif(int argc, char **argv);
+
+/* Print "spsim: <message>" for @p err on stderr and return 2 (usage) or 1. */
+int sp_cli_fail(GError *err);
+
+#endif

@@ -1,0 +1,12 @@
+## src/cli: the spsim command
+bin_PROGRAMS += spsim
+spsim_SOURCES = src/cli/main.c src/cli/cli.h
+spsim_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
+spsim_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+
+# topo subcommand
+spsim_SOURCES += src/cli/cmd_topo.c
+# platform, bench, verify subcommands
+spsim_SOURCES += src/cli/cmd_platform.c src/cli/cmd_bench.c src/cli/cmd_verify.c
+# what-if analysis
+spsim_SOURCES += src/cli/cmd_whatif.c

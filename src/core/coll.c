@@ -1,0 +1,1 @@
+/* coll: being written */

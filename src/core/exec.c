@@ -1,0 +1,1 @@
+/* exec: being written */

@@ -1,0 +1,1 @@
+/* lower: being written */

@@ -1,0 +1,1 @@
+## src/nccl: the real backend (MPI host transport, NCCL + CUDA transport, spsim-run)

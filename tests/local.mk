@@ -1,0 +1,1 @@
+## tests: one GTest program per module, TAP output

@@ -1,1 +1,87 @@
 ## tests: one GTest program per module, TAP output
+
+# runtime: dtypes, programs, executor, loopback, traces
+check_PROGRAMS += tests/test-dtype tests/test-program tests/test-exec
+tests_test_dtype_SOURCES = tests/test-dtype.c
+tests_test_dtype_CFLAGS = $(AM_CFLAGS) -ffp-contract=off
+tests_test_dtype_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_test_program_SOURCES = tests/test-program.c
+tests_test_program_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_test_exec_SOURCES = tests/test-exec.c
+tests_test_exec_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-dtype tests/test-program tests/test-exec
+
+# whatif: models, layouts, step model, CLI
+check_PROGRAMS += tests/test-model tests/test-layout tests/test-step
+tests_test_model_SOURCES = tests/test-model.c
+tests_test_model_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_test_layout_SOURCES = tests/test-layout.c
+tests_test_layout_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_test_step_SOURCES = tests/test-step.c
+tests_test_step_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-model tests/test-layout tests/test-step tests/test-whatif-cli.sh
+EXTRA_DIST += tests/test-whatif-cli.sh
+
+# graph + ops: graph IR and the operation library
+check_PROGRAMS += tests/test-graph tests/test-ops-ulysses tests/test-ops-tp tests/test-ops-isp tests/test-ops-pipe \
+	tests/test-ops-ring
+tests_test_ops_ring_SOURCES = tests/test-ops-ring.c
+tests_test_ops_ring_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_test_ops_pipe_SOURCES = tests/test-ops-pipe.c
+tests_test_ops_pipe_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_test_ops_tp_SOURCES = tests/test-ops-tp.c
+tests_test_ops_tp_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_test_ops_isp_SOURCES = tests/test-ops-isp.c
+tests_test_ops_isp_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_test_graph_SOURCES = tests/test-graph.c
+tests_test_graph_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_test_ops_ulysses_SOURCES = tests/test-ops-ulysses.c
+tests_test_ops_ulysses_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-graph tests/test-ops-ulysses tests/test-ops-tp tests/test-ops-isp tests/test-ops-pipe \
+	tests/test-ops-ring
+
+# coll: collectives (lowering, reference, verification cases)
+check_PROGRAMS += tests/test-coll
+tests_test_coll_SOURCES = tests/test-coll.c
+tests_test_coll_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-coll
+
+# topology: library tests and the topo CLI
+check_PROGRAMS += tests/test-topology
+tests_test_topology_SOURCES = tests/test-topology.c
+tests_test_topology_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-topology tests/test-topo-cli.sh
+EXTRA_DIST += tests/test-topo-cli.sh
+
+# platforms: generator, shipped platforms, bench CLI
+check_PROGRAMS += tests/test-platform
+tests_test_platform_SOURCES = tests/test-platform.c
+tests_test_platform_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/sim -DSP_TOP_SRCDIR='"$(abs_top_srcdir)"'
+tests_test_platform_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-platform tests/test-bench-cli.sh
+EXTRA_DIST += tests/test-bench-cli.sh
+
+# simengine: the SimGrid engine and `spsim verify`
+check_PROGRAMS += tests/test-sim
+tests_test_sim_SOURCES = tests/test-sim.c
+tests_test_sim_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
+tests_test_sim_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-sim tests/test-verify-cli.sh
+EXTRA_DIST += tests/test-verify-cli.sh
+
+# real: spsim-run under mpirun (identity with the simulation, faults, CLI), CUDA kernels
+check_PROGRAMS += tests/test-real-ref
+tests_test_real_ref_SOURCES = tests/test-real-ref.c
+tests_test_real_ref_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-real-identity.sh tests/test-real-faults.sh
+EXTRA_DIST += tests/test-real-identity.sh tests/test-real-faults.sh
+if HAVE_CUDA
+check_PROGRAMS += tests/test-real-cuda
+tests_test_real_cuda_SOURCES = tests/test-real-cuda.c
+tests_test_real_cuda_CFLAGS = $(AM_CFLAGS) $(SP_CUDA_CPPFLAGS) -I$(top_srcdir)/src/nccl
+tests_test_real_cuda_LDADD = src/nccl/kernels.$(OBJEXT) libspsim.la $(CUDA_LIBS) -lstdc++ \
+	$(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-real-cuda
+else
+EXTRA_DIST += tests/test-real-cuda.c
+endif

@@ -1,9 +1,842 @@
-/* placeholder until the whatif subcommand lands */
+/* spsim PLATFORM.xml: what-if analysis. Ranks the parallel layouts of a model on a
+ * cluster by predicted step time, with memory per GPU and exposed communication. */
 #include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "cli.h"
 #include "spsim/error.h"
+#include "spsim/exec.h"
+#include "spsim/layout.h"
+#include "spsim/model.h"
+#include "spsim/step.h"
+#include "whatif_sim.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* ---------- platform facts (host count, GPU peak and memory, node size) ---------- */
+
+typedef struct {
+  int32_t hosts;
+  int32_t gpus_per_node;   /* 0: unknown */
+  double speed;            /* first host's speed, flop/s (0: unknown) */
+  double gpu_mem;          /* bytes (0: unknown) */
+  char *gpu_model;         /* property, or NULL */
+  /* parse state */
+  GArray *zone_counts;     /* hosts directly inside each open zone */
+  GHashTable *node_sizes;  /* size -> occurrences */
+  gboolean in_first_host;
+} plat_info;
+
+static double parse_unit_value(const char *s, gboolean bytes, gboolean *ok)
+{
+  char *end = NULL;
+  double v = g_ascii_strtod(s, &end);
+  *ok = end != s && v >= 0;
+  if (!*ok) return 0;
+  while (*end == ' ') end++;
+  double mul = 1;
+  switch (*end) {
+  case 'k': case 'K': mul = bytes && end[1] == 'i' ? 1024.0 : 1e3; break;
+  case 'M': mul = bytes && end[1] == 'i' ? 1024.0 * 1024 : 1e6; break;
+  case 'G': mul = bytes && end[1] == 'i' ? GIB : 1e9; break;
+  case 'T': mul = bytes && end[1] == 'i' ? GIB * 1024 : 1e12; break;
+  case 'P': mul = 1e15; break;
+  case 'E': mul = 1e18; break;
+  default: break;
+  }
+  return v * mul;
+}
+
+static const char *attr(const char **names, const char **values, const char *key)
+{
+  for (int i = 0; names[i] != NULL; i++)
+    if (strcmp(names[i], key) == 0) return values[i];
+  return NULL;
+}
+
+static void plat_start(GMarkupParseContext *ctx, const char *el, const char **an, const char **av,
+                       gpointer user, GError **err)
+{
+  (void)ctx; (void)err;
+  plat_info *p = user;
+  if (strcmp(el, "zone") == 0 || strcmp(el, "AS") == 0) {
+    int32_t z = 0;
+    g_array_append_val(p->zone_counts, z);
+  } else if (strcmp(el, "host") == 0) {
+    p->hosts++;
+    if (p->zone_counts->len > 0) g_array_index(p->zone_counts, int32_t, p->zone_counts->len - 1)++;
+    const char *sp = attr(an, av, "speed");
+    if (p->hosts == 1) {
+      p->in_first_host = TRUE;
+      if (sp != NULL) {
+        gboolean ok;
+        g_auto(GStrv) ps = g_strsplit(sp, ",", 2);
+        p->speed = parse_unit_value(ps[0], FALSE, &ok);
+      }
+    }
+  } else if (strcmp(el, "cluster") == 0) {
+    const char *rad = attr(an, av, "radical");
+    int32_t n = 0;
+    if (rad != NULL) {
+      g_auto(GStrv) parts = g_strsplit(rad, ",", -1);
+      for (int i = 0; parts[i]; i++) {
+        long a = 0, b = 0;
+        if (sscanf(parts[i], "%ld-%ld", &a, &b) == 2) n += (int32_t)(b - a + 1);
+        else n += 1;
+      }
+    }
+    p->hosts += n;
+    const char *sp = attr(an, av, "speed");
+    if (sp != NULL && p->speed == 0) {
+      gboolean ok;
+      p->speed = parse_unit_value(sp, FALSE, &ok);
+    }
+  } else if (strcmp(el, "prop") == 0 && (p->in_first_host || p->zone_counts->len <= 1)) {
+    const char *id = attr(an, av, "id"), *val = attr(an, av, "value");
+    if (id == NULL || val == NULL) return;
+    g_autofree char *lid = g_ascii_strdown(id, -1);
+    if (strstr(lid, "mem") != NULL && p->gpu_mem == 0) {
+      gboolean ok;
+      double v = parse_unit_value(val, TRUE, &ok);
+      if (ok && v > 0) p->gpu_mem = v < 1e6 ? v * GIB : v; /* a bare small number is GiB */
+    } else if ((strcmp(lid, "gpu") == 0 || strcmp(lid, "gpu_model") == 0 || strcmp(lid, "model") == 0) && p->gpu_model == NULL) {
+      p->gpu_model = g_strdup(val);
+    } else if (strcmp(lid, "gpus_per_node") == 0 && p->gpus_per_node == 0) {
+      p->gpus_per_node = atoi(val);
+    }
+  }
+}
+
+static void plat_end(GMarkupParseContext *ctx, const char *el, gpointer user, GError **err)
+{
+  (void)ctx; (void)err;
+  plat_info *p = user;
+  if ((strcmp(el, "zone") == 0 || strcmp(el, "AS") == 0) && p->zone_counts->len > 0) {
+    int32_t n = g_array_index(p->zone_counts, int32_t, p->zone_counts->len - 1);
+    g_array_set_size(p->zone_counts, p->zone_counts->len - 1);
+    if (n > 0) {
+      gpointer old = g_hash_table_lookup(p->node_sizes, GINT_TO_POINTER(n));
+      g_hash_table_insert(p->node_sizes, GINT_TO_POINTER(n), GINT_TO_POINTER(GPOINTER_TO_INT(old) + 1));
+    }
+  } else if (strcmp(el, "host") == 0) {
+    p->in_first_host = FALSE;
+  }
+}
+
+static gboolean plat_scan(const char *path, plat_info *p, GError **err)
+{
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  GError *ferr = NULL;
+  if (!g_file_get_contents(path, &text, &len, &ferr)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot read platform: %s", ferr->message);
+    g_error_free(ferr);
+    return FALSE;
+  }
+  memset(p, 0, sizeof *p);
+  p->zone_counts = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  p->node_sizes = g_hash_table_new(g_direct_hash, g_direct_equal);
+  GMarkupParser parser = { plat_start, plat_end, NULL, NULL, NULL };
+  GMarkupParseContext *ctx = g_markup_parse_context_new(&parser, G_MARKUP_IGNORE_QUALIFIED, p, NULL);
+  /* Skip the XML declaration and DOCTYPE, which GMarkup does not accept. */
+  const char *body = text;
+  gboolean ok = TRUE;
+  ok = g_markup_parse_context_parse(ctx, body, (gssize)len, &ferr) && g_markup_parse_context_end_parse(ctx, &ferr);
+  g_markup_parse_context_free(ctx);
+  if (!ok) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: not a readable platform XML: %s", path, ferr->message);
+    g_error_free(ferr);
+    return FALSE;
+  }
+  /* The most common number of hosts per innermost zone is the node size. */
+  if (p->gpus_per_node == 0) {
+    GHashTableIter it;
+    gpointer k, v;
+    int best = 0, bestc = 0;
+    g_hash_table_iter_init(&it, p->node_sizes);
+    while (g_hash_table_iter_next(&it, &k, &v))
+      if (GPOINTER_TO_INT(v) > bestc || (GPOINTER_TO_INT(v) == bestc && GPOINTER_TO_INT(k) < best)) {
+        best = GPOINTER_TO_INT(k);
+        bestc = GPOINTER_TO_INT(v);
+      }
+    if (bestc >= 2 && best < p->hosts) p->gpus_per_node = best;
+  }
+  if (p->hosts == 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM, "%s: the platform has no hosts", path);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static void plat_clear(plat_info *p)
+{
+  g_free(p->gpu_model);
+  if (p->zone_counts) g_array_free(p->zone_counts, TRUE);
+  if (p->node_sizes) g_hash_table_destroy(p->node_sizes);
+}
+
+/* ---------- collective pricing with a cache ---------- */
+
+typedef struct {
+  gboolean engine;         /* SimGrid engine, else analytic */
+  gboolean step_fidelity;
+  sp_analytic_net net;
+  GHashTable *cache;       /* "coll/n/stride/bytes" -> double* */
+  guint64 engine_calls;
+} pricer;
+
+static gboolean price_cached(void *user, const sp_comm *c, double *seconds, GError **err)
+{
+  pricer *pr = user;
+  if (!pr->engine) return sp_price_analytic(&pr->net, c, seconds, err);
+  char key[96];
+  g_snprintf(key, sizeof key, "%d/%d/%d/%" G_GUINT64_FORMAT, (int)c->coll, c->n, c->stride, c->bytes);
+  double *hit = g_hash_table_lookup(pr->cache, key);
+  if (hit != NULL) { *seconds = *hit; return TRUE; }
+  double t = 0;
+  if (!sp_whatif_engine_price(c, pr->step_fidelity, &t, err)) return FALSE;
+  pr->engine_calls++;
+  double *v = g_new(double, 1);
+  *v = t;
+  g_hash_table_insert(pr->cache, g_strdup(key), v);
+  *seconds = t;
+  return TRUE;
+}
+
+/* ---------- options ---------- */
+
+typedef struct {
+  char *model, *layout, *global_batch, *json, *trace, *svg, *fidelity;
+  gint64 seq;
+  int mb, gpus, top, gpn;
+  gboolean explain, verify, all;
+  double eff_mm, eff_attn, peak_tflops, gpu_mem_gib, mem_usable;
+} opts;
+
+static gboolean parse_global_batch(const char *s, int64_t seq, int64_t *seqs, GError **err)
+{
+  char *end = NULL;
+  double v = g_ascii_strtod(s, &end);
+  if (end == s || v <= 0 || !isfinite(v)) goto bad;
+  double mul = 0;
+  if (*end == '\0') { *seqs = (int64_t)v; if ((double)*seqs != v) goto bad; return TRUE; }
+  if (strcmp(end, "K") == 0 || strcmp(end, "k") == 0) mul = 1024.0;
+  else if (strcmp(end, "M") == 0) mul = 1024.0 * 1024;
+  else if (strcmp(end, "G") == 0) mul = GIB;
+  else if (strcmp(end, "tok") == 0) mul = 1;
+  else goto bad;
+  double tokens = v * mul;
+  if (fmod(tokens, (double)seq) != 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--global-batch %s = %.0f tokens is not a multiple of --seq %" G_GINT64_FORMAT,
+                s, tokens, seq);
+    return FALSE;
+  }
+  *seqs = (int64_t)(tokens / (double)seq);
+  return TRUE;
+bad:
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--global-batch '%s': give sequences (1024) or tokens with a suffix (4M = 4 x 2^20 tokens, 8192tok)", s);
+  return FALSE;
+}
+
+/* ---------- evaluation ---------- */
+
+typedef struct {
+  sp_step_result r;
+  char *label;
+} row;
+
+static int cmp_rows(const void *a, const void *b)
+{
+  const row *x = a, *y = b;
+  if (x->r.fits != y->r.fits) return x->r.fits ? -1 : 1;
+  /* equal times (within 1e-9): the layout needing less memory first */
+  if (fabs(x->r.step_time - y->r.step_time) > 1e-9 * MAX(x->r.step_time, y->r.step_time))
+    return x->r.step_time < y->r.step_time ? -1 : 1;
+  if (x->r.mem.total != y->r.mem.total) return x->r.mem.total < y->r.mem.total ? -1 : 1;
+  g_autofree char *sx = sp_layout_to_string(&x->r.layout);
+  g_autofree char *sy = sp_layout_to_string(&y->r.layout);
+  return strcmp(sx, sy);
+}
+
+static int cmp_mem(const void *a, const void *b)
+{
+  const row *x = a, *y = b;
+  if (x->r.mem.total != y->r.mem.total) return x->r.mem.total < y->r.mem.total ? -1 : 1;
+  return cmp_rows(a, b);
+}
+
+/* ---------- output ---------- */
+
+static const char *const kind_title[SP_COMM_KIND_COUNT] = { "TP", "SP a2a", "ISP", "ring", "PP", "DP" };
+
+static void print_table(FILE *f, const row *rows, guint n, int32_t world)
+{
+  fprintf(f, "%3s  %-26s %8s %9s %6s %7s | %6s %6s %6s %6s %6s %6s %7s | %7s %4s\n", "#", "layout", "step s",
+          "tok/s/GPU", "MFU", "TFLOP/s", "TP", "SPa2a", "ISP", "ring", "PP", "DP", "bubble", "mem GiB", "fits");
+  for (guint i = 0; i < n; i++) {
+    const sp_step_result *r = &rows[i].r;
+    fprintf(f, "%3u  %-26s %8.3f %9.1f %5.1f%% %7.1f |", i + 1, rows[i].label, r->step_time,
+            r->tokens_per_s / world, 100.0 * r->mfu, r->tflops);
+    for (int k = 0; k < SP_COMM_KIND_COUNT; k++) fprintf(f, " %6.3f", r->exposed[k]);
+    fprintf(f, " %7.3f | %7.1f %4s\n", r->bubble, r->mem.total / GIB, r->fits ? "yes" : "NO");
+  }
+  fprintf(f, "     (exposed communication and bubble in seconds per step)\n");
+}
+
+static void pct(GString *s, double part, double whole)
+{
+  g_string_append_printf(s, "%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+}
+
+/* One paragraph on why the winner wins, generated from the numbers. */
+static char *explain_winner(const row *rows, guint nrows, const sp_model *m, double mem_cap, int32_t gpn, int64_t seq)
+{
+  const row *w = &rows[0];
+  const sp_step_result *r = &w->r;
+  const sp_layout *l = &r->layout;
+  GString *s = g_string_new("");
+  g_string_append_printf(s, "Why %s wins: compute is ", w->label);
+  pct(s, r->compute, r->step_time);
+  g_string_append_printf(s, " of its %.3f s step (MFU %.1f%%).", r->step_time, 100 * r->mfu);
+  if (l->tp > 1) {
+    g_string_append_printf(s, " tp=%d keeps the tensor-parallel %s %s (%.3f s exposed, ", l->tp,
+                           l->tp_sp ? "all-gathers/reduce-scatters" : "all-reduces",
+                           gpn > 0 && l->tp <= gpn ? "inside one node on NVLink" : "on the network",
+                           r->exposed[SP_COMM_TP]);
+    pct(s, r->exposed[SP_COMM_TP], r->step_time);
+    g_string_append_printf(s, ")%s and divides the weights %d ways.", l->tp_sp ? ", with sequence parallelism splitting the activations" : "", l->tp);
+  } else {
+    g_string_append(s, " It uses no tensor parallelism, so no per-layer all-reduces sit on the critical path.");
+  }
+  if (l->sp > 1) {
+    g_string_append_printf(s, " Ulysses sp=%d splits the %" G_GINT64_FORMAT "-token sequence for %.3f s of all-to-alls (", l->sp,
+                           seq, r->exposed[SP_COMM_SP]);
+    pct(s, r->exposed[SP_COMM_SP], r->step_time);
+    g_string_append(s, ").");
+  }
+  if (l->cp > 1) {
+    g_string_append_printf(s, " Ring attention over cp=%d hides its K/V exchange behind the attention blocks except %.3f s.", l->cp,
+                           r->exposed[SP_COMM_RING]);
+  }
+  if (l->wp > 1) {
+    g_string_append_printf(s, " ISP wp=%d shards the weights and prefetches them under compute (%.3f s exposed).", l->wp,
+                           r->exposed[SP_COMM_ISP]);
+  }
+  if (l->pp > 1) {
+    g_string_append_printf(s, " pp=%d with %" G_GINT64_FORMAT " micro-batches costs a %.1f%% bubble (%.3f s) and %.3f s of stage-to-stage sends.",
+                           l->pp, r->microbatches, 100.0 * sp_step_bubble_fraction(l->pp, r->microbatches), r->bubble,
+                           r->exposed[SP_COMM_PP]);
+  } else {
+    g_string_append(s, " Without pipeline parallelism there is no bubble.");
+  }
+  int32_t g = sp_layout_replicas(l) / l->wp;
+  if (g > 1)
+    g_string_append_printf(s, " The data-parallel %s over %d replicas overlaps the backward pass except %.3f s.",
+                           l->zero >= 3 ? "parameter gathers and gradient reduce-scatters (ZeRO-3)"
+                           : l->zero >= 1 ? "gradient reduce-scatter and parameter all-gather" : "gradient all-reduce",
+                           g, r->exposed[SP_COMM_DP]);
+  g_string_append_printf(s, " It needs %.1f GiB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f%s) of %.1f GiB usable",
+                         r->mem.total / GIB, r->mem.weights / GIB, r->mem.grads / GIB, r->mem.optim / GIB, r->mem.act / GIB,
+                         l->ckpt == SP_CKPT_NONE ? "" : l->ckpt == SP_CKPT_SELECTIVE ? " with selective recomputation" : " with full recomputation",
+                         mem_cap / GIB);
+  g_string_append(s, r->fits ? "." : ", so it does NOT fit.");
+  if (nrows > 1) {
+    const sp_step_result *q = &rows[1].r;
+    /* Name the component where the runner-up loses most. */
+    double dc = q->compute - r->compute, db = q->bubble - r->bubble;
+    double best = dc;
+    const char *what = "compute (recomputation or less efficient splits)";
+    if (db > best) { best = db; what = "pipeline bubble"; }
+    for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
+      double d = q->exposed[k] - r->exposed[k];
+      if (d > best) { best = d; what = kind_title[k]; }
+    }
+    g_string_append_printf(s, " The runner-up, %s, is %.1f%% slower, mostly in %s (+%.3f s).", rows[1].label,
+                           100.0 * (q->step_time / r->step_time - 1.0), what, best);
+  }
+  (void)m;
+  return g_string_free(s, FALSE);
+}
+
+static void json_num(GString *s, const char *key, double v, gboolean comma)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_formatd(buf, sizeof buf, "%.9g", v);
+  g_string_append_printf(s, "\"%s\": %s%s", key, buf, comma ? ", " : "");
+}
+
+static gboolean write_json(const char *path, const row *rows, guint n, const sp_model *m, const sp_step_ctx *c,
+                           const sp_sweep *sw, const char *platform, const char *fidelity, GError **err)
+{
+  GString *s = g_string_new("{\n");
+  g_string_append_printf(s, "  \"platform\": \"%s\",\n  \"fidelity\": \"%s\",\n", platform, fidelity);
+  g_string_append_printf(s, "  \"model\": {\"name\": \"%s\", \"layers\": %" G_GINT64_FORMAT ", \"hidden\": %" G_GINT64_FORMAT
+                         ", \"heads\": %" G_GINT64_FORMAT ", \"kv_heads\": %" G_GINT64_FORMAT ", \"ffn\": %" G_GINT64_FORMAT
+                         ", \"vocab\": %" G_GINT64_FORMAT ", ", m->name, m->layers, m->hidden, m->heads, m->kv_heads, m->ffn, m->vocab);
+  json_num(s, "params", sp_model_params(m), FALSE);
+  g_string_append(s, "},\n  ");
+  g_string_append_printf(s, "\"gpus\": %d, \"gpus_per_node\": %d, \"seq\": %" G_GINT64_FORMAT ", \"global_batch\": %" G_GINT64_FORMAT ",\n  ",
+                         c->world, c->gpus_per_node, c->seq, c->global_batch);
+  json_num(s, "peak_flops", c->hw.peak_flops, TRUE);
+  json_num(s, "gpu_mem_bytes", c->hw.mem_bytes, TRUE);
+  json_num(s, "mem_usable", c->hw.mem_usable, TRUE);
+  json_num(s, "eff_matmul", c->hw.eff_matmul, TRUE);
+  json_num(s, "eff_attn", c->hw.eff_attn, FALSE);
+  g_string_append(s, ",\n");
+  if (sw != NULL) {
+    g_string_append_printf(s, "  \"considered\": %" G_GUINT64_FORMAT ", \"skipped\": {", sw->considered);
+    for (int k = 1; k < SP_SKIP_COUNT; k++)
+      g_string_append_printf(s, "\"%s\": %" G_GUINT64_FORMAT "%s", sp_skip_reason((sp_skip)k), sw->skipped[k], k + 1 < SP_SKIP_COUNT ? ", " : "");
+    g_string_append(s, "},\n");
+  }
+  g_string_append(s, "  \"layouts\": [\n");
+  for (guint i = 0; i < n; i++) {
+    const sp_step_result *r = &rows[i].r;
+    g_autofree char *ls = sp_layout_to_string(&r->layout);
+    g_string_append_printf(s, "    {\"rank\": %u, \"layout\": \"%s\", \"label\": \"%s\", \"microbatches\": %" G_GINT64_FORMAT ", ",
+                           i + 1, ls, rows[i].label, r->microbatches);
+    json_num(s, "step_s", r->step_time, TRUE);
+    json_num(s, "tokens_per_s", r->tokens_per_s, TRUE);
+    json_num(s, "mfu", r->mfu, TRUE);
+    json_num(s, "hfu", r->hfu, TRUE);
+    json_num(s, "tflops_per_gpu", r->tflops, TRUE);
+    json_num(s, "compute_s", r->compute, TRUE);
+    json_num(s, "bubble_s", r->bubble, TRUE);
+    g_string_append(s, "\"exposed_s\": {");
+    for (int k = 0; k < SP_COMM_KIND_COUNT; k++) json_num(s, sp_comm_kind_name((sp_comm_kind)k), r->exposed[k], k + 1 < SP_COMM_KIND_COUNT);
+    g_string_append(s, "}, \"comm_s\": {");
+    for (int k = 0; k < SP_COMM_KIND_COUNT; k++) json_num(s, sp_comm_kind_name((sp_comm_kind)k), r->comm[k], k + 1 < SP_COMM_KIND_COUNT);
+    g_string_append(s, "}, \"mem_bytes\": {");
+    json_num(s, "weights", r->mem.weights, TRUE);
+    json_num(s, "grads", r->mem.grads, TRUE);
+    json_num(s, "optim", r->mem.optim, TRUE);
+    json_num(s, "act", r->mem.act, TRUE);
+    json_num(s, "buffers", r->mem.buffers, TRUE);
+    json_num(s, "total", r->mem.total, FALSE);
+    g_string_append_printf(s, "}, \"fits\": %s}%s\n", r->fits ? "true" : "false", i + 1 < n ? "," : "");
+  }
+  g_string_append(s, "  ]\n}\n");
+  GError *ferr = NULL;
+  gboolean ok = g_file_set_contents(path, s->str, (gssize)s->len, &ferr);
+  g_string_free(s, TRUE);
+  if (!ok) {
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot write --json file: %s", ferr->message);
+    g_error_free(ferr);
+  }
+  return ok;
+}
+
+static const char *const seg_color[] = { "#4e79a7", "#bab0ac", "#e15759", "#f28e2b", "#76b7b2", "#59a14f", "#edc948", "#b07aa1" };
+
+static gboolean write_svg(const char *path, const row *rows, guint n, const sp_model *m, int32_t world, GError **err)
+{
+  const double left = 230, width = 620, bar = 22, gap = 10, top = 60;
+  double maxt = 0;
+  for (guint i = 0; i < n; i++) maxt = MAX(maxt, rows[i].r.step_time);
+  if (maxt <= 0) maxt = 1;
+  double height = top + n * (bar + gap) + 70;
+  GString *s = g_string_new("");
+  g_string_append_printf(s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+                         left + width + 120, height);
+  g_string_append(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+  g_string_append_printf(s, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">spsim what-if: %s on %d GPUs, step time breakdown of the top %u layouts</text>\n",
+                         m->name, world, n);
+  const char *names[] = { "compute", "bubble", "TP", "SP a2a", "ISP", "ring", "PP", "DP" };
+  for (int k = 0; k < 8; k++) {
+    double x = 10 + k * 100;
+    g_string_append_printf(s, "<rect x=\"%.0f\" y=\"34\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.0f\" y=\"45\">%s</text>\n",
+                           x, seg_color[k], x + 16, names[k]);
+  }
+  for (guint i = 0; i < n; i++) {
+    const sp_step_result *r = &rows[i].r;
+    double y = top + i * (bar + gap);
+    g_string_append_printf(s, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%u. %s%s</text>\n", left - 8, y + bar * 0.7, i + 1,
+                           rows[i].label, r->fits ? "" : " (no fit)");
+    double segs[8] = { r->compute, r->bubble };
+    for (int k = 0; k < SP_COMM_KIND_COUNT; k++) segs[2 + k] = r->exposed[k];
+    double x = left;
+    for (int k = 0; k < 8; k++) {
+      double w = segs[k] / maxt * width;
+      if (w <= 0) continue;
+      char val[G_ASCII_DTOSTR_BUF_SIZE];
+      g_ascii_formatd(val, sizeof val, "%.3f", segs[k]);
+      g_string_append_printf(s, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\"><title>%s: %s s</title></rect>\n",
+                             x, y, w, bar, seg_color[k], names[k], val);
+      x += w;
+    }
+    g_string_append_printf(s, "<text x=\"%.2f\" y=\"%.1f\">%.3f s, MFU %.1f%%</text>\n", x + 6, y + bar * 0.7, r->step_time, 100 * r->mfu);
+  }
+  double ay = top + n * (bar + gap) + 5;
+  g_string_append_printf(s, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"black\"/>\n", left, ay, left + width, ay);
+  for (int t = 0; t <= 4; t++) {
+    double x = left + width * t / 4.0;
+    g_string_append_printf(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.2f s</text>\n",
+                           x, ay, x, ay + 5, x, ay + 18, maxt * t / 4.0);
+  }
+  g_string_append_printf(s, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"middle\">seconds per training step (exposed communication only; overlapped transfers are hidden)</text>\n",
+                         left + width / 2, ay + 36);
+  g_string_append(s, "</svg>\n");
+  GError *ferr = NULL;
+  gboolean ok = g_file_set_contents(path, s->str, (gssize)s->len, &ferr);
+  g_string_free(s, TRUE);
+  if (!ok) {
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot write --svg file: %s", ferr->message);
+    g_error_free(ferr);
+  }
+  return ok;
+}
+
+/* Chrome trace of the chosen layout: one row per pipeline stage (its first rank), the
+ * 1F1B schedule simulated with the step model's per-micro-batch phases. */
+static gboolean write_trace(const char *path, const sp_step_result *r, GError **err)
+{
+  const sp_layout *l = &r->layout;
+  int32_t pp = l->pp;
+  int64_t m = r->microbatches;
+  int32_t stride = l->tp * l->sp * l->cp * l->dp;
+  double tf = r->mb_fwd, tb = r->mb_bwd, tc = pp > 1 ? r->mb_p2p / 2.0 : 0.0;
+  sp_trace *t = sp_trace_new();
+  sp_trace_set_op_name(t, 1, "forward");
+  sp_trace_set_op_name(t, 2, "backward");
+  sp_trace_set_op_name(t, 3, "pipeline send");
+  sp_trace_set_op_name(t, 4, "gradient sync (exposed)");
+  /* f_end[p][i], b_end[p][i] computed stage by stage in dependency order. */
+  double *fend = g_new0(double, (gsize)pp * m), *bend = g_new0(double, (gsize)pp * m);
+  /* Per stage operation order of 1F1B: warm-up forwards, then one forward one backward. */
+  int64_t *order = g_new(int64_t, 2 * m); /* >=0: forward i, <0: backward -(i+1) */
+  double *clock = g_new0(double, pp);
+  int64_t *pos = g_new0(int64_t, pp);
+  int64_t **orders = g_new(int64_t *, pp);
+  for (int32_t p = 0; p < pp; p++) {
+    orders[p] = g_new(int64_t, 2 * m);
+    int64_t w = MIN((int64_t)(pp - p - 1), m), k = 0, fi = 0, bi = 0;
+    for (; fi < w; fi++) orders[p][k++] = fi;
+    while (k < 2 * m) {
+      if (fi < m) orders[p][k++] = fi++;
+      if (bi < m) orders[p][k++] = -(bi++ + 1);
+    }
+  }
+  g_free(order);
+  for (int64_t i = 0; i < (int64_t)pp * m; i++) { fend[i] = -1; bend[i] = -1; }
+  /* Repeatedly advance any stage whose next operation's inputs are ready. */
+  gboolean progress = TRUE;
+  while (progress) {
+    progress = FALSE;
+    for (int32_t p = 0; p < pp; p++) {
+      while (pos[p] < 2 * m) {
+        int64_t op = orders[p][pos[p]];
+        double ready;
+        if (op >= 0) {
+          if (p > 0 && fend[(p - 1) * m + op] < 0) break;
+          ready = p > 0 ? fend[(p - 1) * m + op] + tc : 0;
+        } else {
+          int64_t i = -op - 1;
+          if (p < pp - 1 && bend[(p + 1) * m + i] < 0) break;
+          if (fend[p * m + i] < 0) break;
+          ready = p < pp - 1 ? bend[(p + 1) * m + i] + tc : 0;
+        }
+        double start = MAX(clock[p], ready);
+        double dur = op >= 0 ? tf : tb;
+        sp_trace_event ev = { .rank = p * stride, .op = op >= 0 ? 1 : 2, .phase = (uint32_t)(op >= 0 ? op : -op - 1),
+                              .kind = SP_STEP_COMPUTE, .start = start, .end = start + dur, .bytes = 0 };
+        sp_trace_add(t, &ev);
+        if (tc > 0 && ((op >= 0 && p < pp - 1) || (op < 0 && p > 0))) {
+          sp_trace_event cv = { .rank = p * stride, .op = 3, .phase = ev.phase, .kind = SP_STEP_WAIT,
+                                .start = start + dur, .end = start + dur + tc, .bytes = 0 };
+          sp_trace_add(t, &cv);
+        }
+        if (op >= 0) fend[p * m + op] = start + dur;
+        else bend[p * m - op - 1] = start + dur;
+        clock[p] = start + dur;
+        pos[p]++;
+        progress = TRUE;
+      }
+    }
+  }
+  double end = 0;
+  for (int32_t p = 0; p < pp; p++) end = MAX(end, clock[p]);
+  if (r->dp_tail > 0)
+    for (int32_t p = 0; p < pp; p++) {
+      sp_trace_event ev = { .rank = p * stride, .op = 4, .kind = SP_STEP_WAIT, .start = end, .end = end + r->dp_tail };
+      sp_trace_add(t, &ev);
+    }
+  for (int32_t p = 0; p < pp; p++) g_free(orders[p]);
+  g_free(orders);
+  g_free(fend);
+  g_free(bend);
+  g_free(clock);
+  g_free(pos);
+  gboolean ok = sp_trace_write_chrome(t, path, err);
+  sp_trace_free(t);
+  return ok;
+}
+
+/* ---------- the command ---------- */
+
+static char **model_dirs(void)
+{
+  GPtrArray *a = g_ptr_array_new();
+  const char *env = g_getenv("SPSIM_MODELS_DIR");
+  if (env && *env) g_ptr_array_add(a, g_strdup(env));
+#ifdef SP_SRC_MODELS_DIR
+  g_ptr_array_add(a, g_strdup(SP_SRC_MODELS_DIR));
+#endif
+#ifdef SP_MODELS_DIR
+  g_ptr_array_add(a, g_strdup(SP_MODELS_DIR));
+#endif
+  const char *src = g_getenv("SPSIM_SRCDIR");
+  if (src && *src) g_ptr_array_add(a, g_build_filename(src, "models", NULL));
+  g_ptr_array_add(a, NULL);
+  return (char **)g_ptr_array_free(a, FALSE);
+}
+
+static void progress(guint done, guint total, gboolean tty)
+{
+  if (!tty || total == 0) return;
+  if (done != total && done % 2048 != 0) return;
+  int w = 40, f = (int)((double)done / total * w);
+  fprintf(stderr, "\r[%.*s%*s] %u/%u layouts", f, "########################################", w - f, "", done, total);
+  if (done == total) fputs("\r\033[K", stderr);
+}
+
 int sp_cmd_whatif(int argc, char **argv)
 {
-  (void)argc; (void)argv;
-  return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_UNSUPPORTED, "'%s' is not built yet", argv[0]));
+  opts o = { .seq = 8192, .mb = 1, .top = 10, .eff_mm = -1, .eff_attn = -1, .mem_usable = -1 };
+  GOptionEntry entries[] = {
+    { "model", 'm', 0, G_OPTION_ARG_STRING, &o.model, "built-in model name or FILE.json (default: llama3-70b from 128 GPUs, llama3-8b below)", "NAME" },
+    { "seq", 's', 0, G_OPTION_ARG_INT64, &o.seq, "sequence length in tokens (default 8192)", "N" },
+    { "global-batch", 'b', 0, G_OPTION_ARG_STRING, &o.global_batch, "sequences per step, or tokens with a suffix: 4M (x 2^20), 8192tok (default 1024 sequences)", "N" },
+    { "micro-batch", 0, 0, G_OPTION_ARG_INT, &o.mb, "micro-batch size in sequences (default 1)", "N" },
+    { "layout", 'l', 0, G_OPTION_ARG_STRING, &o.layout, "evaluate one layout, e.g. tp=8,pp=4,dp=32,zero=1,ckpt=selective (default: sweep)", "SPEC" },
+    { "gpus", 'g', 0, G_OPTION_ARG_INT, &o.gpus, "GPUs to use (default: every host of the platform)", "N" },
+    { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &o.gpn, "GPUs per node (default: from the platform's zones, else 8)", "N" },
+    { "top", 'k', 0, G_OPTION_ARG_INT, &o.top, "rows of the ranked table (default 10)", "K" },
+    { "all", 0, 0, G_OPTION_ARG_NONE, &o.all, "rank layouts that do not fit in memory too", NULL },
+    { "json", 0, 0, G_OPTION_ARG_FILENAME, &o.json, "write every evaluated layout with its breakdown", "FILE" },
+    { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o.trace, "write a Chrome trace of the winner's step (1F1B per stage)", "FILE" },
+    { "svg", 0, 0, G_OPTION_ARG_FILENAME, &o.svg, "write a stacked-bar chart of the top layouts", "FILE" },
+    { "explain", 0, 0, G_OPTION_ARG_NONE, &o.explain, "count skipped layouts per reason", NULL },
+    { "fidelity", 0, 0, G_OPTION_ARG_STRING, &o.fidelity, "collective pricing: flow (SimGrid, default), step (SimGrid step by step), analytic", "MODE" },
+    { "eff-matmul", 0, 0, G_OPTION_ARG_DOUBLE, &o.eff_mm, "achieved fraction of peak in GEMMs (default 0.70)", "F" },
+    { "eff-attn", 0, 0, G_OPTION_ARG_DOUBLE, &o.eff_attn, "achieved fraction of peak in attention (default 0.50)", "F" },
+    { "peak-tflops", 0, 0, G_OPTION_ARG_DOUBLE, &o.peak_tflops, "dense bf16 peak per GPU (default: platform host speed)", "T" },
+    { "gpu-mem", 0, 0, G_OPTION_ARG_DOUBLE, &o.gpu_mem_gib, "GPU memory in GiB (default: platform property, else 80)", "GIB" },
+    { "mem-usable", 0, 0, G_OPTION_ARG_DOUBLE, &o.mem_usable, "usable fraction of GPU memory (default 0.92)", "F" },
+    { "verify", 0, 0, G_OPTION_ARG_NONE, &o.verify, "run the winner's collectives in data mode at reduced size (not available yet)", NULL },
+    { NULL, 0, 0, 0, NULL, NULL, NULL },
+  };
+  GError *err = NULL;
+  int rc = 1;
+  GOptionContext *octx = g_option_context_new("PLATFORM.xml - rank the parallel layouts of a model on a cluster");
+  g_option_context_add_main_entries(octx, entries, NULL);
+  g_option_context_set_help_enabled(octx, TRUE);
+  plat_info pi = { 0 };
+  sp_model *model = NULL;
+  sp_sweep *sw = NULL;
+  GArray *rows = NULL;
+  pricer pr = { 0 };
+  char **dirs = model_dirs();
+  char *gpu_lc = NULL, *why = NULL; /* freed at out: no g_autofree past a goto */
+  if (!g_option_context_parse(octx, &argc, &argv, &err)) goto out;
+  if (argc != 2) {
+    err = g_error_new(G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "expected exactly one platform file (got %d arguments; see spsim --help)", argc - 1);
+    goto out;
+  }
+  const char *platform = argv[1];
+  if (o.seq <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--seq must be a positive number of tokens (got %" G_GINT64_FORMAT ")", o.seq); goto out; }
+  if (o.mb <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--micro-batch must be positive (got %d)", o.mb); goto out; }
+  if (o.top <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--top must be positive (got %d)", o.top); goto out; }
+  if ((o.eff_mm != -1 && (o.eff_mm <= 0 || o.eff_mm > 1)) || (o.eff_attn != -1 && (o.eff_attn <= 0 || o.eff_attn > 1)) ||
+      (o.mem_usable != -1 && (o.mem_usable <= 0 || o.mem_usable > 1))) {
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--eff-matmul, --eff-attn and --mem-usable are fractions in (0, 1]");
+    goto out;
+  }
+  if (o.verify) {
+    err = g_error_new(SP_ERROR, SP_ERROR_UNSUPPORTED, "--verify is not implemented yet (run 'spsim verify' on a collective instead)");
+    goto out;
+  }
+  if (!plat_scan(platform, &pi, &err)) goto out;
+
+  /* Collective pricing: the SimGrid engine when it can, else the closed form. */
+  const char *fid = o.fidelity ? o.fidelity : "flow";
+  if (strcmp(fid, "flow") != 0 && strcmp(fid, "step") != 0 && strcmp(fid, "analytic") != 0) {
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--fidelity must be flow, step or analytic (got '%s')", fid);
+    goto out;
+  }
+  sp_analytic_net_init(&pr.net);
+  pr.cache = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  pr.step_fidelity = strcmp(fid, "step") == 0;
+  const char *fid_used = "analytic";
+  if (strcmp(fid, "analytic") != 0) {
+    GError *eerr = NULL;
+    if (sp_whatif_engine_open(platform, &eerr)) {
+      pr.engine = TRUE;
+      fid_used = fid;
+      if (sp_whatif_engine_hosts() > 0) pi.hosts = sp_whatif_engine_hosts();
+    } else if (eerr->domain == SP_ERROR && eerr->code == SP_ERROR_UNSUPPORTED) {
+      fprintf(stderr, "spsim: note: %s; pricing collectives with the analytic model\n", eerr->message);
+      g_error_free(eerr);
+    } else {
+      err = eerr;
+      goto out;
+    }
+  }
+
+  int32_t world = pi.hosts;
+  if (o.gpus != 0) {
+    if (o.gpus < 0 || o.gpus > pi.hosts) {
+      err = g_error_new(SP_ERROR, SP_ERROR_PLATFORM, "--gpus %d: the platform has %d hosts", o.gpus, pi.hosts);
+      goto out;
+    }
+    world = o.gpus;
+  }
+  int32_t gpn = o.gpn > 0 ? o.gpn : pi.gpus_per_node > 0 ? pi.gpus_per_node : 8;
+  if (gpn > world) gpn = world;
+  pr.net.gpus_per_node = gpn;
+
+  const char *mname = o.model ? o.model : world >= 128 ? "llama3-70b" : "llama3-8b";
+  model = sp_model_find(mname, (const char *const *)dirs, &err);
+  if (model == NULL) goto out;
+  int64_t gb = 1024;
+  if (o.global_batch && !parse_global_batch(o.global_batch, o.seq, &gb, &err)) goto out;
+
+  /* Hardware: peak from the platform's host speed, memory from its properties. */
+  sp_step_ctx ctx = { .model = model, .seq = o.seq, .global_batch = gb, .world = world, .gpus_per_node = gpn,
+                      .price = price_cached, .price_user = &pr };
+  sp_step_hw_init(&ctx.hw);
+  gpu_lc = pi.gpu_model ? g_ascii_strdown(pi.gpu_model, -1) : NULL;
+  gboolean a100 = gpu_lc && strstr(gpu_lc, "a100") != NULL;
+  const char *peak_src = "default H100 SXM";
+  if (a100) {
+    /* DGX A100: 312 TFLOP/s bf16, 2.04 TB/s HBM2e, NVLink3 ~232 GB/s busbw, 8 x 200 Gb/s HDR NICs */
+    ctx.hw.peak_flops = 312e12;
+    ctx.hw.hbm_bw = 2.039e12;
+    pr.net.intra_busbw = 232e9;
+    pr.net.nic_bw = 23e9;
+    peak_src = "A100 default";
+  }
+  if (pi.speed >= 1e12) { ctx.hw.peak_flops = pi.speed; peak_src = "platform host speed"; }
+  if (o.peak_tflops > 0) { ctx.hw.peak_flops = o.peak_tflops * 1e12; peak_src = "--peak-tflops"; }
+  const char *mem_src = "default 80 GiB";
+  if (pi.gpu_mem > 0) { ctx.hw.mem_bytes = pi.gpu_mem; mem_src = "platform property"; }
+  if (o.gpu_mem_gib > 0) { ctx.hw.mem_bytes = o.gpu_mem_gib * GIB; mem_src = "--gpu-mem"; }
+  if (o.eff_mm > 0) ctx.hw.eff_matmul = o.eff_mm;
+  if (o.eff_attn > 0) ctx.hw.eff_attn = o.eff_attn;
+  if (o.mem_usable > 0) ctx.hw.mem_usable = o.mem_usable;
+
+  sp_layout_ctx lctx = { .model = model, .world = world, .gpus_per_node = gpn, .seq = o.seq, .global_batch = gb, .mb = o.mb };
+  rows = g_array_new(FALSE, FALSE, sizeof(row));
+  GArray *cands;
+  if (o.layout) {
+    sp_layout l;
+    if (!sp_layout_parse(o.layout, &l, &err)) goto out;
+    if (sp_layout_check(&l, &lctx, &err) != SP_SKIP_NONE) goto out;
+    cands = g_array_new(FALSE, FALSE, sizeof(sp_layout));
+    g_array_append_val(cands, l);
+  } else {
+    sp_sweep_opts so;
+    sp_sweep_opts_init(&so, &lctx);
+    sw = sp_sweep_run(&lctx, &so);
+    cands = g_array_ref(sw->layouts);
+  }
+  gboolean tty = isatty(2);
+  for (guint i = 0; i < cands->len; i++) {
+    row rw = { 0 };
+    if (!sp_step_eval(&ctx, &g_array_index(cands, sp_layout, i), &rw.r, &err)) {
+      g_array_unref(cands);
+      goto out;
+    }
+    rw.label = sp_layout_label(&rw.r.layout);
+    g_array_append_val(rows, rw);
+    progress(i + 1, cands->len, tty);
+  }
+  g_array_unref(cands);
+  qsort(rows->data, rows->len, sizeof(row), cmp_rows);
+
+  guint nfit = 0;
+  for (guint i = 0; i < rows->len; i++) nfit += g_array_index(rows, row, i).r.fits;
+  double cap = ctx.hw.mem_bytes * ctx.hw.mem_usable;
+
+  printf("spsim what-if: %s (%.2f B parameters) on %d GPUs (%d per node), seq %" G_GINT64_FORMAT ", global batch %" G_GINT64_FORMAT
+         " sequences (%.2f M tokens), micro-batch %d\n",
+         model->name, sp_model_params(model) / 1e9, world, gpn, o.seq, gb, (double)gb * o.seq / 1e6, o.mb);
+  printf("GPU: %.1f TFLOP/s bf16 (%s), %.1f GiB (%s, %.0f%% usable); efficiency: matmul %.2f, attention %.2f; collectives: %s\n",
+         ctx.hw.peak_flops / 1e12, peak_src, ctx.hw.mem_bytes / GIB, mem_src, 100 * ctx.hw.mem_usable, ctx.hw.eff_matmul,
+         ctx.hw.eff_attn, strcmp(fid_used, "analytic") == 0 ? "analytic alpha-beta model" : fid_used);
+  if (sw != NULL)
+    printf("%u layouts evaluated (%" G_GUINT64_FORMAT " candidates, %" G_GUINT64_FORMAT " skipped as invalid%s), %u fit in memory\n",
+           rows->len, sw->considered, sw->considered - rows->len, o.explain ? "" : ": --explain lists why", nfit);
+  if (o.explain && sw != NULL) {
+    printf("skipped layouts by reason:\n");
+    for (int k = 1; k < SP_SKIP_COUNT; k++)
+      if (sw->skipped[k] > 0) printf("  %8" G_GUINT64_FORMAT "  %s\n", sw->skipped[k], sp_skip_reason((sp_skip)k));
+    printf("  %8u  evaluated but exceed %.1f GiB per GPU\n", rows->len - nfit, cap / GIB);
+  }
+  if (rows->len == 0) {
+    err = g_error_new(SP_ERROR, SP_ERROR_LAYOUT, "no valid layout of %s on %d GPUs (seq %" G_GINT64_FORMAT ", global batch %" G_GINT64_FORMAT
+                      "); run with --explain to see why", model->name, world, o.seq, gb);
+    goto out;
+  }
+  printf("\n");
+  if (nfit == 0 && o.layout != NULL) {
+    const row *r0 = &g_array_index(rows, row, 0);
+    print_table(stdout, r0, 1, world);
+    err = g_error_new(SP_ERROR, SP_ERROR_PLATFORM, "layout %s needs %.1f GiB per GPU, more than the %.1f GiB usable "
+                      "(try ckpt=selective or full, zero=1..3, more tp or pp)", r0->label, r0->r.mem.total / GIB, cap / GIB);
+    goto out;
+  }
+  if (nfit == 0 && !o.all) {
+    qsort(rows->data, rows->len, sizeof(row), cmp_mem);
+    guint k = MIN((guint)o.top, rows->len);
+    printf("%s does not fit in %.1f GiB per GPU with any layout; the closest layouts by memory:\n", model->name, cap / GIB);
+    print_table(stdout, (row *)rows->data, k, world);
+    err = g_error_new(SP_ERROR, SP_ERROR_PLATFORM, "%s cannot fit on %d GPUs of %.1f GiB: the smallest layout (%s) needs %.1f GiB per GPU; "
+                      "add GPUs, shorten --seq, or use a smaller model", model->name, world, ctx.hw.mem_bytes / GIB,
+                      g_array_index(rows, row, 0).label, g_array_index(rows, row, 0).r.mem.total / GIB);
+    if (o.json) {
+      GError *jerr = NULL;
+      if (!write_json(o.json, (row *)rows->data, rows->len, model, &ctx, sw, platform, fid_used, &jerr)) g_error_free(jerr);
+    }
+    goto out;
+  }
+  guint shown = MIN((guint)o.top, o.all ? rows->len : nfit);
+  print_table(stdout, (row *)rows->data, shown, world);
+  why = explain_winner((row *)rows->data, MIN(shown, 2u), model, cap, gpn, o.seq);
+  printf("\n%s\n", why);
+  /* A faster layout that does not fit is worth knowing about. */
+  if (!o.all) {
+    const row *best = &g_array_index(rows, row, 0);
+    for (guint i = nfit; i < rows->len; i++) {
+      const row *q = &g_array_index(rows, row, i);
+      if (q->r.step_time < best->r.step_time) {
+        printf("(Faster but over memory: %s, %.3f s per step, needs %.1f GiB per GPU.)\n", q->label, q->r.step_time, q->r.mem.total / GIB);
+        break;
+      }
+    }
+  }
+  if (o.json && !write_json(o.json, (row *)rows->data, rows->len, model, &ctx, sw, platform, fid_used, &err)) goto out;
+  if (o.svg && !write_svg(o.svg, (row *)rows->data, shown, model, world, &err)) goto out;
+  if (o.trace && !write_trace(o.trace, &g_array_index(rows, row, 0).r, &err)) goto out;
+  rc = 0;
+out:
+  if (err != NULL) rc = sp_cli_fail(err);
+  if (rows != NULL) {
+    for (guint i = 0; i < rows->len; i++) g_free(g_array_index(rows, row, i).label);
+    g_array_free(rows, TRUE);
+  }
+  sp_sweep_free(sw);
+  sp_model_free(model);
+  plat_clear(&pi);
+  if (pr.cache) g_hash_table_destroy(pr.cache);
+  g_strfreev(dirs);
+  g_free(gpu_lc);
+  g_free(why);
+  g_option_context_free(octx);
+  g_free(o.model); g_free(o.layout); g_free(o.global_batch); g_free(o.json); g_free(o.trace); g_free(o.svg); g_free(o.fidelity);
+  return rc;
 }

@@ -10,3 +10,5 @@ spsim_SOURCES += src/cli/cmd_topo.c
 spsim_SOURCES += src/cli/cmd_platform.c src/cli/cmd_bench.c src/cli/cmd_verify.c
 # what-if analysis
 spsim_SOURCES += src/cli/cmd_whatif.c
+# whatif: where the built-in models are (source tree for uninstalled runs, then pkgdatadir)
+spsim_CFLAGS += -DSP_SRC_MODELS_DIR='"$(abs_top_srcdir)/models"' -DSP_MODELS_DIR='"$(modelsdir)"'

@@ -1,6 +1,6 @@
 ## src/core: libspsim (GLib + json-glib only; no engine code here)
 lib_LTLIBRARIES += libspsim.la
-libspsim_la_CFLAGS = $(AM_CFLAGS)
+libspsim_la_CFLAGS = $(AM_CFLAGS) -ffp-contract=off
 libspsim_la_LIBADD = $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 libspsim_la_LDFLAGS = -version-info 0:0:0 $(AM_LDFLAGS)
 libspsim_la_SOURCES =
@@ -16,4 +16,18 @@ libspsim_la_SOURCES += src/core/topology.c
 spsiminclude_HEADERS += src/core/spsim/topology.h
 
 # collectives: lowering and reference
-libspsim_la_SOURCES += src/core/coll.c src/core/lower.c src/core/reference.c
+libspsim_la_SOURCES += src/core/coll.c src/core/lower.c src/core/lower_ring.c \
+	src/core/lower_tree.c src/core/reference.c src/core/verify.c
+noinst_HEADERS += src/core/coll_priv.h
+spsiminclude_HEADERS += src/core/spsim/verify.h
+
+# whatif: model configs, layouts and the training-step cost model
+libspsim_la_SOURCES += src/core/model.c src/core/layout.c src/core/step.c
+spsiminclude_HEADERS += src/core/spsim/model.h src/core/spsim/layout.h src/core/spsim/step.h
+
+# graph + ops: communication graph IR, lowering, reference, kernels, operation library
+libspsim_la_SOURCES += src/core/graph.c src/core/graph_lower.c src/core/kernels.c \
+	src/core/ops_ulysses.c src/core/ops_tp.c src/core/ops_isp.c src/core/ops_pipe.c src/core/ops_ring.c \
+	src/core/ops_verify.c
+noinst_HEADERS += src/core/graph_private.h src/core/ops_private.h
+spsiminclude_HEADERS += src/core/spsim/graph.h src/core/spsim/kernels.h src/core/spsim/ops.h

@@ -1,1 +1,349 @@
-/* lower: being written */
+/* Lowering of collectives into per-rank programs: step emitters shared by the
+ * algorithms, the dispatcher, send-recv, n == 1 and the DIRECT algorithms.
+ * RING lives in lower_ring.c, TREE in lower_tree.c. */
+#include "config.h"
+
+#include "coll_priv.h"
+#include "spsim/coll.h"
+#include "spsim/error.h"
+
+/* ------------------------------------------------------------ emitters */
+
+static int32_t tag_of(const sp_lctx *c, uint32_t phase)
+{
+  return c->spec->tag + (int32_t)(phase % 1024u);
+}
+
+static void comm(sp_lctx *c, sp_step_kind kind, int32_t member, uint32_t phase, uint32_t buf,
+                 uint64_t off, uint64_t bytes)
+{
+  if (bytes == 0)
+    return;
+  sp_step s = { 0 };
+  s.kind = kind;
+  s.op = c->spec->op_id;
+  s.phase = phase;
+  s.peer = c->spec->ranks[member];
+  s.tag = tag_of(c, phase);
+  s.bytes = bytes;
+  s.rows = 1;
+  s.row_bytes = bytes;
+  if (kind == SP_STEP_SEND)
+    s.src = (sp_ref){ buf, off };
+  else
+    s.dst = (sp_ref){ buf, off };
+  sp_program_append(c->prog, &s);
+  c->posted++;
+}
+
+void sp_l_send(sp_lctx *c, int32_t member, uint32_t phase, uint32_t buf, uint64_t off, uint64_t bytes)
+{
+  comm(c, SP_STEP_SEND, member, phase, buf, off, bytes);
+}
+
+void sp_l_recv(sp_lctx *c, int32_t member, uint32_t phase, uint32_t buf, uint64_t off, uint64_t bytes)
+{
+  comm(c, SP_STEP_RECV, member, phase, buf, off, bytes);
+}
+
+void sp_l_wait(sp_lctx *c, uint32_t phase)
+{
+  if (c->posted == 0)
+    return;
+  sp_step s = { 0 };
+  s.kind = SP_STEP_WAIT;
+  s.op = c->spec->op_id;
+  s.phase = phase;
+  sp_program_append(c->prog, &s);
+  c->posted = 0;
+}
+
+void sp_l_copy(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint32_t sbuf, uint64_t soff,
+               uint64_t bytes)
+{
+  if (bytes == 0 || (dbuf == sbuf && doff == soff))
+    return;
+  sp_step s = { 0 };
+  s.kind = SP_STEP_COPY;
+  s.op = c->spec->op_id;
+  s.phase = phase;
+  s.dst = (sp_ref){ dbuf, doff };
+  s.src = (sp_ref){ sbuf, soff };
+  s.bytes = bytes;
+  s.rows = 1;
+  s.row_bytes = bytes;
+  sp_program_append(c->prog, &s);
+}
+
+void sp_l_reduce(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint32_t sbuf, uint64_t soff,
+                 uint64_t elems)
+{
+  if (elems == 0)
+    return;
+  sp_step s = { 0 };
+  s.kind = SP_STEP_REDUCE;
+  s.op = c->spec->op_id;
+  s.phase = phase;
+  s.dst = (sp_ref){ dbuf, doff };
+  s.src = (sp_ref){ sbuf, soff };
+  s.count = elems;
+  s.bytes = elems * c->es;
+  s.dtype = c->spec->dtype;
+  s.redop = c->spec->redop;
+  sp_program_append(c->prog, &s);
+}
+
+void sp_l_avg(sp_lctx *c, uint32_t phase, uint32_t buf, uint64_t off, uint64_t elems)
+{
+  if (elems == 0 || c->spec->redop != SP_RED_AVG || c->n == 1)
+    return;
+  sp_step s = { 0 };
+  s.kind = SP_STEP_SCALE;
+  s.op = c->spec->op_id;
+  s.phase = phase;
+  s.dst = (sp_ref){ buf, off };
+  s.count = elems;
+  s.bytes = elems * c->es;
+  s.dtype = c->spec->dtype;
+  s.divide = TRUE;
+  s.scale = (double)c->n;
+  sp_program_append(c->prog, &s);
+}
+
+uint32_t sp_l_scratch(sp_lctx *c, uint64_t bytes, const char *what)
+{
+  char *name = g_strdup_printf("coll%u.%s", c->spec->op_id, what);
+  uint32_t b = sp_program_add_buffer(c->prog, bytes, name);
+  g_free(name);
+  return b;
+}
+
+uint64_t sp_l_chunk_elems(const sp_coll_spec *spec)
+{
+  uint64_t cb = spec->chunk_bytes ? spec->chunk_bytes : SP_RING_DEFAULT_CHUNK_BYTES;
+  uint64_t ce = cb / sp_dtype_size(spec->dtype);
+  return ce ? ce : 1;
+}
+
+/* ------------------------------------------------------------ DIRECT */
+
+/* slot of member j in a scratch holding the n-1 other members' blocks */
+static uint64_t slot_of(int32_t j, int32_t me)
+{
+  return (uint64_t)(j < me ? j : j - 1);
+}
+
+/* Direct reduce-scatter of the (offset, length) block of every member j inside
+ * "in" at in_off(j); result into out at out_off. Blocks are described in
+ * elements by offs[]/lens[] (size n). Index order 0..n-1. */
+static void direct_rs(sp_lctx *c, uint32_t phase, const uint64_t *offs, const uint64_t *lens,
+                      uint32_t out_buf, uint64_t out_off)
+{
+  int32_t n = c->n, me = c->me;
+  size_t es = c->es;
+  uint64_t mylen = lens[me];
+  uint32_t R = 0;
+  if (mylen > 0)
+    R = sp_l_scratch(c, (uint64_t)(n - 1) * mylen * es, "rs");
+  for (int32_t k = 1; k < n; k++) {
+    int32_t to = (me + k) % n, from = (me - k + n) % n;
+    sp_l_send(c, to, phase, c->in, offs[to] * es, lens[to] * es);
+    sp_l_recv(c, from, phase, R, slot_of(from, me) * mylen * es, mylen * es);
+  }
+  sp_l_wait(c, phase);
+  if (mylen == 0)
+    return;
+  uint64_t dst = out_off * es;
+  if (me == 0)
+    sp_l_copy(c, phase, out_buf, dst, c->in, offs[me] * es, mylen * es);
+  else
+    sp_l_copy(c, phase, out_buf, dst, R, 0, mylen * es);
+  for (int32_t j = 1; j < n; j++) {
+    if (j == me)
+      sp_l_reduce(c, phase, out_buf, dst, c->in, offs[me] * es, mylen);
+    else
+      sp_l_reduce(c, phase, out_buf, dst, R, slot_of(j, me) * mylen * es, mylen);
+  }
+  sp_l_avg(c, phase, out_buf, dst, mylen);
+}
+
+gboolean sp_lower_direct(sp_lctx *c, GError **err)
+{
+  const sp_coll_spec *sp = c->spec;
+  int32_t n = c->n, me = c->me, root = sp->root;
+  size_t es = c->es;
+  uint64_t cnt = sp->count, cb = cnt * es;
+
+  switch (sp->coll) {
+  case SP_COLL_ALL_TO_ALL:
+    sp_l_copy(c, 0, c->out, (uint64_t)me * cb, c->in, (uint64_t)me * cb, cb);
+    for (int32_t k = 1; k < n; k++) {
+      int32_t to = (me + k) % n, from = (me - k + n) % n;
+      sp_l_send(c, to, (uint32_t)k - 1, c->in, (uint64_t)to * cb, cb);
+      sp_l_recv(c, from, (uint32_t)k - 1, c->out, (uint64_t)from * cb, cb);
+      sp_l_wait(c, (uint32_t)k - 1);
+    }
+    return TRUE;
+  case SP_COLL_ALL_GATHER:
+    sp_l_copy(c, 0, c->out, (uint64_t)me * cb, c->in, 0, cb);
+    for (int32_t k = 1; k < n; k++) {
+      int32_t to = (me + k) % n, from = (me - k + n) % n;
+      sp_l_send(c, to, 0, c->in, 0, cb);
+      sp_l_recv(c, from, 0, c->out, (uint64_t)from * cb, cb);
+    }
+    sp_l_wait(c, 0);
+    return TRUE;
+  case SP_COLL_REDUCE_SCATTER: {
+    uint64_t *offs = g_new(uint64_t, n), *lens = g_new(uint64_t, n);
+    for (int32_t j = 0; j < n; j++) {
+      offs[j] = (uint64_t)j * cnt;
+      lens[j] = cnt;
+    }
+    direct_rs(c, 0, offs, lens, c->out, 0);
+    g_free(offs);
+    g_free(lens);
+    return TRUE;
+  }
+  case SP_COLL_ALL_REDUCE: {
+    uint64_t *offs = g_new(uint64_t, n), *lens = g_new(uint64_t, n);
+    for (int32_t j = 0; j < n; j++) {
+      offs[j] = sp_seg_off(cnt, n, j);
+      lens[j] = sp_seg_len(cnt, n, j);
+    }
+    direct_rs(c, 0, offs, lens, c->out, offs[me]);
+    for (int32_t k = 1; k < n; k++) {
+      int32_t to = (me + k) % n, from = (me - k + n) % n;
+      sp_l_send(c, to, 1, c->out, offs[me] * es, lens[me] * es);
+      sp_l_recv(c, from, 1, c->out, offs[from] * es, lens[from] * es);
+    }
+    sp_l_wait(c, 1);
+    g_free(offs);
+    g_free(lens);
+    return TRUE;
+  }
+  case SP_COLL_BROADCAST:
+    if (me == root) {
+      sp_l_copy(c, 0, c->out, 0, c->in, 0, cb);
+      for (int32_t k = 1; k < n; k++)
+        sp_l_send(c, (root + k) % n, 0, c->in, 0, cb);
+    } else {
+      sp_l_recv(c, root, 0, c->out, 0, cb);
+    }
+    sp_l_wait(c, 0);
+    return TRUE;
+  case SP_COLL_REDUCE: {
+    if (me != root) {
+      sp_l_send(c, root, 0, c->in, 0, cb);
+      sp_l_wait(c, 0);
+      return TRUE;
+    }
+    if (cb == 0)
+      return TRUE;
+    uint32_t R = sp_l_scratch(c, (uint64_t)(n - 1) * cb, "reduce");
+    for (int32_t k = 1; k < n; k++) {
+      int32_t from = (root + k) % n;
+      sp_l_recv(c, from, 0, R, slot_of(from, me) * cb, cb);
+    }
+    sp_l_wait(c, 0);
+    if (me == 0)
+      sp_l_copy(c, 0, c->out, 0, c->in, 0, cb);
+    else
+      sp_l_copy(c, 0, c->out, 0, R, 0, cb);
+    for (int32_t j = 1; j < n; j++) {
+      if (j == me)
+        sp_l_reduce(c, 0, c->out, 0, c->in, 0, cnt);
+      else
+        sp_l_reduce(c, 0, c->out, 0, R, slot_of(j, me) * cb, cnt);
+    }
+    sp_l_avg(c, 0, c->out, 0, cnt);
+    return TRUE;
+  }
+  default:
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED, "%s has no direct algorithm",
+                sp_coll_name(sp->coll));
+    return FALSE;
+  }
+}
+
+/* ------------------------------------------------------------ dispatcher */
+
+static gboolean check_buf(const sp_program *prog, uint32_t b, uint64_t need, const char *what,
+                          const sp_coll_spec *spec, GError **err)
+{
+  if (b >= prog->bufs->len) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "%s on rank %d: %s buffer index %u does not exist (the program has %u buffers); "
+                "add it with sp_program_add_buffer first",
+                sp_coll_name(spec->coll), prog->rank, what, b, prog->bufs->len);
+    return FALSE;
+  }
+  uint64_t have = g_array_index(prog->bufs, sp_buffer, b).bytes;
+  if (have < need) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "%s on rank %d: %s buffer %u has %" G_GUINT64_FORMAT " bytes but needs %"
+                G_GUINT64_FORMAT " (%s elements by the buffer convention of coll.h)",
+                sp_coll_name(spec->coll), prog->rank, what, b, have, need,
+                sp_dtype_name(spec->dtype));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean sp_lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t in_buf,
+                       uint32_t out_buf, GError **err)
+{
+  g_return_val_if_fail(prog != NULL, FALSE);
+  if (!sp_coll_spec_validate(spec, err))
+    return FALSE;
+  sp_algo algo = sp_algo_choose(spec);
+  if (!sp_coll_algo_supported(spec, algo, err))
+    return FALSE;
+  int32_t me = sp_coll_index_of(spec, prog->rank);
+  if (me < 0)
+    return TRUE; /* not a member: nothing to do */
+
+  size_t es = sp_dtype_size(spec->dtype);
+  uint64_t in_bytes = sp_coll_in_count(spec) * es, out_bytes = sp_coll_out_count(spec) * es;
+  if (!check_buf(prog, in_buf, in_bytes, "input", spec, err) ||
+      !check_buf(prog, out_buf, out_bytes, "output", spec, err))
+    return FALSE;
+
+  sp_lctx c = { .prog = prog, .spec = spec, .me = me, .n = spec->n, .es = es,
+                .in = in_buf, .out = out_buf, .posted = 0 };
+
+  if (in_buf == out_buf && spec->n > 1) {
+    if (in_bytes != out_bytes) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                  "%s on rank %d: in and out are the same buffer %u but their sizes differ "
+                  "(%" G_GUINT64_FORMAT " vs %" G_GUINT64_FORMAT " bytes); use separate buffers",
+                  sp_coll_name(spec->coll), prog->rank, in_buf, in_bytes, out_bytes);
+      return FALSE;
+    }
+    /* in place: snapshot the input so the algorithms can read it after writing out */
+    if (in_bytes > 0) {
+      uint32_t snap = sp_l_scratch(&c, in_bytes, "in");
+      sp_l_copy(&c, 0, snap, 0, in_buf, 0, in_bytes);
+      c.in = snap;
+    }
+  }
+
+  if (spec->coll == SP_COLL_SEND_RECV) {
+    uint64_t b = spec->count * es;
+    if (me == 0)
+      sp_l_send(&c, 1, 0, c.in, 0, b);
+    else
+      sp_l_recv(&c, 0, 0, c.out, 0, b);
+    sp_l_wait(&c, 0);
+    return TRUE;
+  }
+  if (spec->n == 1) {
+    sp_l_copy(&c, 0, c.out, 0, c.in, 0, in_bytes);
+    return TRUE;
+  }
+  switch (algo) {
+  case SP_ALGO_RING: return sp_lower_ring(&c, err);
+  case SP_ALGO_TREE: return sp_lower_tree(&c, err);
+  case SP_ALGO_DIRECT:
+  default: return sp_lower_direct(&c, err);
+  }
+}

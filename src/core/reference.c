@@ -1,1 +1,215 @@
-/* reference: being written */
+/* Reference semantics of the collectives, computed globally without any
+ * communication and without running a schedule: each output element is folded
+ * by a closed-form loop that follows the order coll.h states for the algorithm
+ * the spec resolves to. Bitwise equality with an engine's run is the check. */
+#include "config.h"
+
+#include <string.h>
+
+#include "coll_priv.h"
+#include "spsim/coll.h"
+#include "spsim/error.h"
+
+typedef enum {
+  PLAN_CHAIN,    /* acc = x[s]; acc ⊕= x[s+1]; ...; acc ⊕= x[s+n-1] (indices mod n) */
+  PLAN_DOUBLING, /* folded leaves, then d = 1, 2, ..: v[j] ⊕= v[j+d] for j % 2d == 0 */
+  PLAN_HALVING,  /* folded leaves, then d = p/2, .., 1: v[j] ⊕= v[j+d] for j < d */
+  PLAN_BINOMIAL, /* a[u] = x[root+u]; t = L-1 .. 0: a[u] ⊕= a[u+2^t] for u < 2^t */
+} plan_kind;
+
+typedef struct {
+  const sp_coll_spec *spec;
+  sp_ref_input_fn get;
+  void *user;
+  size_t es;
+  int32_t n;
+} refctx;
+
+/* Fold w elements of every member's input starting at element @first into @out. */
+static void fold(const refctx *rc, plan_kind plan, int32_t s, uint64_t first, uint64_t w, void *out)
+{
+  int32_t n = rc->n;
+  size_t es = rc->es;
+  sp_dtype t = rc->spec->dtype;
+  sp_redop op = rc->spec->redop;
+  unsigned char *o = out;
+
+  if (plan == PLAN_CHAIN) {
+    unsigned char *tmp = g_malloc(w * es);
+    rc->get(rc->user, s % n, first, w, o);
+    for (int32_t k = 1; k < n; k++) {
+      rc->get(rc->user, (s + k) % n, first, w, tmp);
+      sp_reduce_host(o, tmp, w, t, op);
+    }
+    g_free(tmp);
+    return;
+  }
+
+  unsigned char *v = g_malloc((size_t)n * w * es);
+#define V(j) (v + (size_t)(j) * w * es)
+  if (plan == PLAN_BINOMIAL) {
+    int32_t L = sp_ceil_log2(n);
+    for (int32_t u = 0; u < n; u++)
+      rc->get(rc->user, (u + s) % n, first, w, V(u));
+    for (int32_t lev = L - 1; lev >= 0; lev--) {
+      int32_t h = 1 << lev;
+      for (int32_t u = 0; u < h && u + h < n; u++)
+        sp_reduce_host(V(u), V(u + h), w, t, op);
+    }
+  } else {
+    int32_t p = sp_pow2_floor(n), r = n - p;
+    /* leaves: pairs (2j, 2j+1) for j < r fold first; then members j + r */
+    for (int32_t j = 0; j < p; j++) {
+      if (j < r) {
+        rc->get(rc->user, 2 * j, first, w, V(j));
+        rc->get(rc->user, 2 * j + 1, first, w, V(p)); /* V(p) is free scratch (n > p) */
+        sp_reduce_host(V(j), V(p), w, t, op);
+      } else {
+        rc->get(rc->user, j + r, first, w, V(j));
+      }
+    }
+    if (plan == PLAN_DOUBLING) {
+      for (int32_t d = 1; d < p; d *= 2)
+        for (int32_t j = 0; j < p; j += 2 * d)
+          sp_reduce_host(V(j), V(j + d), w, t, op);
+    } else {
+      for (int32_t d = p / 2; d >= 1; d /= 2)
+        for (int32_t j = 0; j < d; j++)
+          sp_reduce_host(V(j), V(j + d), w, t, op);
+    }
+  }
+  memcpy(o, V(0), w * es);
+#undef V
+  g_free(v);
+}
+
+/* Reduce the n contributions of elements [first, first + len) into out,
+ * window by window to bound memory, then AVG. */
+static void reduce_range(const refctx *rc, plan_kind plan, int32_t s, uint64_t first, uint64_t len,
+                         void *out)
+{
+  uint64_t budget = ((uint64_t)8 << 20) / ((uint64_t)rc->n * rc->es);
+  uint64_t win = budget ? budget : 1;
+  unsigned char *o = out;
+  for (uint64_t e = 0; e < len; e += win) {
+    uint64_t w = len - e < win ? len - e : win;
+    fold(rc, plan, s, first + e, w, o + e * rc->es);
+  }
+  if (rc->spec->redop == SP_RED_AVG && rc->n > 1)
+    sp_scale_host(out, len, rc->spec->dtype, (double)rc->n, TRUE);
+}
+
+gboolean sp_coll_reference_member(const sp_coll_spec *spec, sp_ref_input_fn get, void *user,
+                                  int32_t member, void *out, gboolean *written, GError **err)
+{
+  *written = FALSE;
+  if (!sp_coll_spec_validate(spec, err))
+    return FALSE;
+  sp_algo algo = sp_algo_choose(spec);
+  if (!sp_coll_algo_supported(spec, algo, err))
+    return FALSE;
+  if (member < 0 || member >= spec->n) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "%s reference: member %d is not a group index in [0, %d)",
+                sp_coll_name(spec->coll), member, spec->n);
+    return FALSE;
+  }
+  refctx rc = { spec, get, user, sp_dtype_size(spec->dtype), spec->n };
+  int32_t n = spec->n, i = member;
+  uint64_t c = spec->count;
+  size_t es = rc.es;
+  unsigned char *o = out;
+
+  switch (spec->coll) {
+  case SP_COLL_ALL_GATHER:
+    for (int32_t j = 0; j < n; j++)
+      get(user, j, 0, c, o + (size_t)j * c * es);
+    break;
+  case SP_COLL_ALL_TO_ALL:
+    for (int32_t j = 0; j < n; j++)
+      get(user, j, (uint64_t)i * c, c, o + (size_t)j * c * es);
+    break;
+  case SP_COLL_BROADCAST: get(user, spec->root, 0, c, o); break;
+  case SP_COLL_SEND_RECV:
+    if (i != 1)
+      return TRUE; /* member 0's out is untouched */
+    get(user, 0, 0, c, o);
+    break;
+  case SP_COLL_ALL_REDUCE:
+    if (n == 1) {
+      get(user, 0, 0, c, o);
+      break;
+    }
+    for (int32_t s = 0; s < n; s++) {
+      uint64_t so = sp_seg_off(c, n, s), sl = sp_seg_len(c, n, s);
+      switch (algo) {
+      case SP_ALGO_RING: reduce_range(&rc, PLAN_CHAIN, (s + 1) % n, so, sl, o + so * es); break;
+      case SP_ALGO_TREE: reduce_range(&rc, PLAN_DOUBLING, 0, so, sl, o + so * es); break;
+      default: reduce_range(&rc, PLAN_CHAIN, 0, so, sl, o + so * es); break;
+      }
+    }
+    break;
+  case SP_COLL_REDUCE_SCATTER:
+    if (n == 1) {
+      get(user, 0, 0, c, o);
+      break;
+    }
+    switch (algo) {
+    case SP_ALGO_RING: reduce_range(&rc, PLAN_CHAIN, (i + 1) % n, (uint64_t)i * c, c, o); break;
+    case SP_ALGO_TREE: reduce_range(&rc, PLAN_HALVING, 0, (uint64_t)i * c, c, o); break;
+    default: reduce_range(&rc, PLAN_CHAIN, 0, (uint64_t)i * c, c, o); break;
+    }
+    break;
+  case SP_COLL_REDUCE:
+    if (i != spec->root)
+      return TRUE; /* only the root's out is written */
+    if (n == 1) {
+      get(user, 0, 0, c, o);
+      break;
+    }
+    switch (algo) {
+    case SP_ALGO_RING: reduce_range(&rc, PLAN_CHAIN, (spec->root + 1) % n, 0, c, o); break;
+    case SP_ALGO_TREE: reduce_range(&rc, PLAN_BINOMIAL, spec->root, 0, c, o); break;
+    default: reduce_range(&rc, PLAN_CHAIN, 0, 0, c, o); break;
+    }
+    break;
+  default:
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "invalid collective %d", (int)spec->coll);
+    return FALSE;
+  }
+  *written = TRUE;
+  return TRUE;
+}
+
+typedef struct {
+  const void *const *ins;
+  size_t es;
+} ins_user;
+
+static void get_from_ins(void *user, int32_t member, uint64_t first, uint64_t count, void *dst)
+{
+  const ins_user *u = user;
+  if (count == 0)
+    return;
+  memcpy(dst, (const unsigned char *)u->ins[member] + first * u->es, count * u->es);
+}
+
+gboolean sp_coll_reference(const sp_coll_spec *spec, const void *const *ins, void *const *outs,
+                           GError **err)
+{
+  if (!sp_coll_spec_validate(spec, err))
+    return FALSE;
+  if (ins == NULL || outs == NULL) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "%s reference: pass the %d members' input and output buffers (got NULL)",
+                sp_coll_name(spec->coll), spec->n);
+    return FALSE;
+  }
+  ins_user u = { ins, sp_dtype_size(spec->dtype) };
+  for (int32_t i = 0; i < spec->n; i++) {
+    gboolean written;
+    if (!sp_coll_reference_member(spec, get_from_ins, &u, i, outs[i], &written, err))
+      return FALSE;
+  }
+  return TRUE;
+}

@@ -1,1 +1,30 @@
 ## src/nccl: the real backend (MPI host transport, NCCL + CUDA transport, spsim-run)
+## MPI, CUDA and NCCL are used only here.
+bin_PROGRAMS += spsim-run
+spsim_run_SOURCES = src/nccl/run.c src/nccl/real.h src/nccl/transport_mpi.c src/nccl/native_mpi.c
+spsim_run_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS)
+spsim_run_LDADD = libspsim.la $(MPI_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+EXTRA_DIST += src/nccl/kernels.cu src/nccl/kernels.h src/nccl/transport_nccl.c
+
+if HAVE_CUDA
+# CUDA headers go in as system headers: nccl.h has old-style prototypes that
+# -Wstrict-prototypes -Werror would reject.
+SP_CUDA_CPPFLAGS = -isystem $(CUDA_HOME)/include
+spsim_run_SOURCES += src/nccl/transport_nccl.c src/nccl/kernels.h
+spsim_run_CFLAGS += $(SP_CUDA_CPPFLAGS)
+spsim_run_LDADD += src/nccl/kernels.$(OBJEXT) $(CUDA_LIBS) -lstdc++
+
+# The kernels are built by nvcc with an explicit rule (automake knows no CUDA):
+# -fmad=false keeps data kernels free of FMA contraction; host warnings go
+# through -Xcompiler; sanitizer flags never reach nvcc. Override the GPU
+# targets with `make NVCC_ARCH_FLAGS=...`.
+NVCC_ARCH_FLAGS = --generate-code arch=compute_80,code=[sm_80,compute_80] \
+	--generate-code arch=compute_90,code=sm_90
+SP_NVCC_WERROR = $(if $(findstring -Werror,$(SP_WARN_CFLAGS)),-Werror all-warnings -Xcompiler -Werror)
+SP_NVCCFLAGS = -std=c++17 -O3 -fmad=false $(NVCC_ARCH_FLAGS) -Xcompiler -fPIC,-Wall,-Wextra \
+	$(SP_NVCC_WERROR) -I$(top_builddir) -I$(top_srcdir)/src/nccl
+src/nccl/kernels.$(OBJEXT): $(top_srcdir)/src/nccl/kernels.cu $(top_srcdir)/src/nccl/kernels.h
+	@$(MKDIR_P) src/nccl
+	$(AM_V_GEN)$(NVCC) $(SP_NVCCFLAGS) -c -o $@ $(top_srcdir)/src/nccl/kernels.cu
+CLEANFILES += src/nccl/kernels.$(OBJEXT)
+endif

@@ -1,4 +1,1145 @@
+/* The SimGrid engine (see sim.h): platform loading, one actor per rank running
+ * sp_exec over a SimGrid transport, cost and data modes, STEP and FLOW fidelity. */
 #include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <simgrid/actor.h>
+#include <simgrid/comm.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/mailbox.h>
+
+#include "flow.h"
 #include "sim.h"
-int sp_sim_placeholder(void);
-int sp_sim_placeholder(void) { return 0; }
+#include "spsim/error.h"
+#include "spsim/exec.h"
+
+G_STATIC_ASSERT(sizeof(gpointer) >= 8); /* (src, tag) keys are packed into pointers */
+
+#ifdef SP_SANITIZERS
+#define SIM_STACK_KIB 1024
+#define SIM_FACTORY "--cfg=contexts/factory:thread"
+#else
+#define SIM_STACK_KIB 256
+#define SIM_FACTORY NULL
+#endif
+
+/* ---- global engine state ------------------------------------------------ */
+
+static struct {
+  gboolean ready;
+  char *path;
+  int32_t nhosts;
+  char **names;        /* declaration order */
+  sg_host_t *hosts;
+  double *mem_bw;      /* bytes/s, 0 = free */
+  double *local_lat;   /* seconds per local step */
+  int32_t *map;        /* rank -> host, map_n entries */
+  int32_t map_n;
+  GHashTable *lat;     /* (host a, host b) -> route latency + 1 (cache, filled inside actors) */
+  uint32_t generation; /* mailbox namespace; bumped after a failed run */
+  char **argv;         /* handed to simgrid_init, kept for the process lifetime */
+  GPtrArray *args;     /* owns the strings of argv */
+  sp_sim_compute_fn compute;
+  void *compute_ud;
+} g_sim;
+
+const char *sp_fidelity_name(sp_fidelity f) { return f == SP_FIDELITY_FLOW ? "flow" : "step"; }
+
+gboolean sp_fidelity_parse(const char *s, sp_fidelity *out, GError **err)
+{
+  if (s && strcmp(s, "step") == 0) {
+    *out = SP_FIDELITY_STEP;
+    return TRUE;
+  }
+  if (s && strcmp(s, "flow") == 0) {
+    *out = SP_FIDELITY_FLOW;
+    return TRUE;
+  }
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown fidelity '%s' (use step or flow)",
+              s ? s : "");
+  return FALSE;
+}
+
+gboolean sp_sim_ready(void) { return g_sim.ready; }
+const char *sp_sim_platform_path(void) { return g_sim.path; }
+int32_t sp_sim_num_hosts(void) { return g_sim.ready ? g_sim.nhosts : 0; }
+
+const char *sp_sim_host_name(int32_t i)
+{
+  if (!g_sim.ready || i < 0 || i >= g_sim.nhosts)
+    return NULL;
+  return g_sim.names[i];
+}
+
+void sp_sim_set_compute_hook(sp_sim_compute_fn fn, void *ud)
+{
+  g_sim.compute = fn;
+  g_sim.compute_ud = ud;
+}
+
+int32_t sp_sim_host_of(int32_t r)
+{
+  return (r >= 0 && r < g_sim.map_n) ? g_sim.map[r] : r;
+}
+
+gboolean sp_sim_set_host_map(const int32_t *map, int32_t n, GError **err)
+{
+  if (map == NULL || n <= 0) {
+    g_clear_pointer(&g_sim.map, g_free);
+    g_sim.map_n = 0;
+    return TRUE;
+  }
+  int32_t limit = g_sim.ready ? g_sim.nhosts : G_MAXINT32;
+  GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (int32_t r = 0; r < n; r++) {
+    if (map[r] < 0 || map[r] >= limit || g_hash_table_contains(seen, GINT_TO_POINTER(map[r] + 1))) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                  "host map: rank %d -> host %d is %s; map each rank to a distinct host in [0, %d)",
+                  r, map[r], map[r] < 0 || map[r] >= limit ? "out of range" : "already used",
+                  limit);
+      g_hash_table_unref(seen);
+      return FALSE;
+    }
+    g_hash_table_add(seen, GINT_TO_POINTER(map[r] + 1));
+  }
+  g_hash_table_unref(seen);
+  g_free(g_sim.map);
+  g_sim.map = g_memdup2(map, sizeof(int32_t) * (gsize)n);
+  g_sim.map_n = n;
+  return TRUE;
+}
+
+/* ---- platform pre-validation (GMarkup) ----------------------------------- */
+
+typedef struct {
+  GPtrArray *names;   /* host names in declaration order */
+  GPtrArray *cfg;     /* "--cfg=id:value" from <config><prop> */
+  GPtrArray *stack;   /* element names */
+  gboolean saw_platform;
+} plat_parse;
+
+static const char *attr(const char **names, const char **values, const char *key)
+{
+  for (int i = 0; names[i]; i++)
+    if (strcmp(names[i], key) == 0)
+      return values[i];
+  return NULL;
+}
+
+/* Expand a radical "0-3,5,7-9" into names prefix<i>suffix. */
+static gboolean expand_radical(plat_parse *pp, const char *prefix, const char *radical,
+                               const char *suffix, GError **err)
+{
+  gchar **parts = g_strsplit(radical, ",", -1);
+  gboolean ok = TRUE;
+  for (int i = 0; parts[i] && ok; i++) {
+    char *s = g_strstrip(parts[i]);
+    char *end = NULL;
+    errno = 0;
+    long a = strtol(s, &end, 10), b = a;
+    if (end == s || errno) {
+      ok = FALSE;
+      break;
+    }
+    if (*end == '-') {
+      char *s2 = end + 1;
+      b = strtol(s2, &end, 10);
+      if (end == s2 || errno) {
+        ok = FALSE;
+        break;
+      }
+    }
+    if (*end != '\0' || b < a || b - a > 10000000) {
+      ok = FALSE;
+      break;
+    }
+    for (long v = a; v <= b; v++)
+      g_ptr_array_add(pp->names, g_strdup_printf("%s%ld%s", prefix, v, suffix));
+  }
+  g_strfreev(parts);
+  if (!ok)
+    g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+                "radical '%s' is not a list of numbers and ranges like 0-7,9", radical);
+  return ok;
+}
+
+static void pp_start(GMarkupParseContext *ctx, const char *el, const char **an, const char **av,
+                     gpointer ud, GError **err)
+{
+  (void)ctx;
+  plat_parse *pp = ud;
+  if (pp->stack->len == 0) {
+    if (strcmp(el, "platform") != 0) {
+      g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+                  "the root element is <%s>, a SimGrid platform starts with <platform>", el);
+      return;
+    }
+    pp->saw_platform = TRUE;
+  }
+  const char *parent = pp->stack->len ? g_ptr_array_index(pp->stack, pp->stack->len - 1) : "";
+  g_ptr_array_add(pp->stack, g_strdup(el));
+  if (strcmp(el, "host") == 0 || strcmp(el, "peer") == 0) {
+    const char *id = attr(an, av, "id");
+    if (!id) {
+      g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_MISSING_ATTRIBUTE, "<%s> without an id", el);
+      return;
+    }
+    g_ptr_array_add(pp->names, g_strdup(id));
+  } else if (strcmp(el, "cluster") == 0 || strcmp(el, "cabinet") == 0) {
+    const char *prefix = attr(an, av, "prefix"), *radical = attr(an, av, "radical"),
+               *suffix = attr(an, av, "suffix");
+    if (!radical) {
+      g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_MISSING_ATTRIBUTE, "<%s> without a radical", el);
+      return;
+    }
+    expand_radical(pp, prefix ? prefix : "", radical, suffix ? suffix : "", err);
+  } else if (strcmp(el, "prop") == 0 && strcmp(parent, "config") == 0) {
+    const char *id = attr(an, av, "id"), *value = attr(an, av, "value");
+    if (!id || !value) {
+      g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_MISSING_ATTRIBUTE,
+                  "<config><prop> needs id and value");
+      return;
+    }
+    g_ptr_array_add(pp->cfg, g_strdup_printf("--cfg=%s:%s", id, value));
+  }
+}
+
+static void pp_end(GMarkupParseContext *ctx, const char *el, gpointer ud, GError **err)
+{
+  (void)ctx; (void)el; (void)err;
+  plat_parse *pp = ud;
+  g_ptr_array_remove_index(pp->stack, pp->stack->len - 1);
+}
+
+/* Read and check @p path: well-formed XML, a <platform> root, at least one host. */
+static gboolean preparse(const char *path, plat_parse *pp, GError **err)
+{
+  char *text = NULL;
+  gsize len = 0;
+  GError *e = NULL;
+  if (!g_file_get_contents(path, &text, &len, &e)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot read platform '%s': %s", path, e->message);
+    g_error_free(e);
+    return FALSE;
+  }
+  GMarkupParser parser = { pp_start, pp_end, NULL, NULL, NULL };
+  GMarkupParseContext *ctx = g_markup_parse_context_new(&parser, 0, pp, NULL);
+  gboolean ok = g_markup_parse_context_parse(ctx, text, (gssize)len, &e) &&
+                g_markup_parse_context_end_parse(ctx, &e);
+  if (!ok) {
+    int line = 0, col = 0;
+    g_markup_parse_context_get_position(ctx, &line, &col);
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "platform '%s' is not valid XML (line %d): %s", path,
+                line, e->message);
+    g_error_free(e);
+  } else if (!pp->saw_platform) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "platform '%s' has no <platform> element", path);
+    ok = FALSE;
+  } else if (pp->names->len == 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE,
+                "platform '%s' declares no host; add <host> or <cluster> elements", path);
+    ok = FALSE;
+  }
+  g_markup_parse_context_free(ctx);
+  g_free(text);
+  return ok;
+}
+
+/* ---- SimGrid arguments and the child-process check ------------------------ */
+
+static GPtrArray *simgrid_args(const plat_parse *pp, gboolean quiet)
+{
+  GPtrArray *a = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(a, g_strdup("spsim"));
+  g_ptr_array_add(a, g_strdup("--cfg=network/model:CM02"));
+  g_ptr_array_add(a, g_strdup("--cfg=network/TCP-gamma:0"));
+  g_ptr_array_add(a, g_strdup("--cfg=network/crosstraffic:0"));
+  g_ptr_array_add(a, g_strdup("--cfg=contexts/nthreads:1"));
+  g_ptr_array_add(a, g_strdup_printf("--cfg=contexts/stack-size:%d", SIM_STACK_KIB));
+  if (SIM_FACTORY)
+    g_ptr_array_add(a, g_strdup(SIM_FACTORY));
+  g_ptr_array_add(a, g_strdup("--log=root.thresh:critical"));
+  if (quiet)
+    g_ptr_array_add(a, g_strdup("--log=root.app:file:/dev/null"));
+  for (guint i = 0; i < pp->cfg->len; i++)
+    g_ptr_array_add(a, g_strdup(g_ptr_array_index(pp->cfg, i)));
+  const char *extra = g_getenv("SPSIM_SIMGRID_ARGS");
+  if (extra && *extra) {
+    gchar **toks = g_strsplit_set(extra, " \t", -1);
+    for (int i = 0; toks[i]; i++)
+      if (*toks[i])
+        g_ptr_array_add(a, g_strdup(toks[i]));
+    g_strfreev(toks);
+  }
+  g_ptr_array_add(a, NULL);
+  return a;
+}
+
+/* Load the platform in a child process: SimGrid aborts on files it rejects, and
+ * that must not take the caller down. @return FALSE with SimGrid's message. */
+static gboolean check_in_child(const char *path, const plat_parse *pp, GError **err)
+{
+  int fds[2];
+  if (pipe(fds) != 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "pipe: %s", g_strerror(errno));
+    return FALSE;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "fork: %s", g_strerror(errno));
+    return FALSE;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0)
+      dup2(devnull, 1);
+    dup2(fds[1], 2);
+    GPtrArray *a = simgrid_args(pp, FALSE);
+    int argc = (int)a->len - 1;
+    simgrid_init(&argc, (char **)a->pdata);
+    simgrid_load_platform(path);
+    _exit(0);
+  }
+  close(fds[1]);
+  GString *out = g_string_new(NULL);
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n > 0)
+      g_string_append_len(out, buf, n);
+    else if (n == 0 || errno != EINTR)
+      break;
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  gboolean ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!ok) {
+    /* keep the most telling line: the last one that is not a backtrace or ASan noise */
+    gchar **lines = g_strsplit(out->str, "\n", -1);
+    const char *best = NULL;
+    for (int i = 0; lines[i]; i++) {
+      const char *l = g_strstrip(lines[i]);
+      if (*l && (strstr(l, "CRITICAL") || strstr(l, "rror") || strstr(l, "xception")))
+        best = l;
+    }
+    if (!best)
+      for (int i = 0; lines[i]; i++)
+        if (*lines[i])
+          best = lines[i];
+    /* drop SimGrid's "[time] file:line: [category/CRITICAL] " prefix */
+    const char *msg = best ? best : "SimGrid stopped without a message";
+    const char *tag = strstr(msg, "/CRITICAL] ");
+    if (tag)
+      msg = tag + strlen("/CRITICAL] ");
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "platform '%s' rejected by SimGrid: %s", path, msg);
+    g_strfreev(lines);
+  }
+  g_string_free(out, TRUE);
+  return ok;
+}
+
+/* Parse "12.5GBps" style bandwidths (bytes/s) and "3us" style times (seconds). */
+static double parse_unit(const char *s, gboolean time)
+{
+  if (!s)
+    return 0.0;
+  char *end = NULL;
+  double v = g_ascii_strtod(s, &end);
+  if (end == s || !isfinite(v) || v < 0)
+    return 0.0;
+  while (*end == ' ')
+    end++;
+  static const struct { const char *u; double f; } bw[] = {
+    { "", 1 }, { "Bps", 1 }, { "kBps", 1e3 }, { "KBps", 1e3 }, { "MBps", 1e6 }, { "GBps", 1e9 },
+    { "TBps", 1e12 }, { "KiBps", 1024.0 }, { "MiBps", 1048576.0 }, { "GiBps", 1073741824.0 },
+    { "TiBps", 1099511627776.0 } };
+  static const struct { const char *u; double f; } tm[] = {
+    { "", 1 }, { "s", 1 }, { "ms", 1e-3 }, { "us", 1e-6 }, { "ns", 1e-9 } };
+  if (time) {
+    for (gsize i = 0; i < G_N_ELEMENTS(tm); i++)
+      if (strcmp(end, tm[i].u) == 0)
+        return v * tm[i].f;
+  } else {
+    for (gsize i = 0; i < G_N_ELEMENTS(bw); i++)
+      if (strcmp(end, bw[i].u) == 0)
+        return v * bw[i].f;
+  }
+  return 0.0;
+}
+
+/* "h10" after "h9": compare digit runs numerically (fallback host order). */
+static gint natural_cmp(gconstpointer pa, gconstpointer pb)
+{
+  const char *a = sg_host_get_name(*(const sg_host_t *)pa), *b = sg_host_get_name(*(const sg_host_t *)pb);
+  while (*a && *b) {
+    if (g_ascii_isdigit(*a) && g_ascii_isdigit(*b)) {
+      char *ea, *eb;
+      unsigned long long x = strtoull(a, &ea, 10), y = strtoull(b, &eb, 10);
+      if (x != y)
+        return x < y ? -1 : 1;
+      a = ea;
+      b = eb;
+    } else {
+      if (*a != *b)
+        return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+      a++;
+      b++;
+    }
+  }
+  return (unsigned char)*a - (unsigned char)*b;
+}
+
+gboolean sp_sim_init(const char *platform_xml, GError **err)
+{
+  if (platform_xml == NULL || *platform_xml == '\0') {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "no platform file given");
+    return FALSE;
+  }
+  if (g_sim.ready) {
+    if (strcmp(g_sim.path, platform_xml) == 0)
+      return TRUE;
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                "platform '%s' is already loaded; SimGrid holds one platform per process, so "
+                "'%s' needs a new process",
+                g_sim.path, platform_xml);
+    return FALSE;
+  }
+  if (!g_file_test(platform_xml, G_FILE_TEST_EXISTS)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "platform file '%s' does not exist", platform_xml);
+    return FALSE;
+  }
+  if (g_file_test(platform_xml, G_FILE_TEST_IS_DIR)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "platform '%s' is a directory, not an XML file",
+                platform_xml);
+    return FALSE;
+  }
+  plat_parse pp = { g_ptr_array_new_with_free_func(g_free), g_ptr_array_new_with_free_func(g_free),
+                    g_ptr_array_new_with_free_func(g_free), FALSE };
+  gboolean ok = preparse(platform_xml, &pp, err) && check_in_child(platform_xml, &pp, err);
+  if (ok) {
+    /* simgrid_init drops the arguments it consumes from argv (and may refer to argv[0]
+     * later): it gets a shallow copy, the strings stay owned by g_sim.args */
+    GPtrArray *a = simgrid_args(&pp, TRUE);
+    int argc = (int)a->len - 1;
+    char **argv = g_new0(char *, a->len);
+    memcpy(argv, a->pdata, sizeof(char *) * a->len);
+    g_sim.args = a;
+    g_sim.argv = argv;
+    simgrid_init(&argc, argv);
+    simgrid_load_platform(platform_xml);
+
+    size_t n = sg_host_count();
+    g_sim.nhosts = (int32_t)n;
+    g_sim.hosts = g_new0(sg_host_t, n);
+    gboolean by_decl = pp.names->len == n;
+    for (size_t i = 0; by_decl && i < n; i++) {
+      g_sim.hosts[i] = sg_host_by_name(g_ptr_array_index(pp.names, i));
+      if (g_sim.hosts[i] == NULL)
+        by_decl = FALSE;
+    }
+    if (!by_decl) {
+      sg_host_t *list = sg_host_list();
+      memcpy(g_sim.hosts, list, n * sizeof(sg_host_t));
+      free(list);
+      qsort(g_sim.hosts, n, sizeof(sg_host_t), natural_cmp);
+    }
+    g_sim.names = g_new0(char *, n + 1);
+    g_sim.mem_bw = g_new0(double, n);
+    g_sim.local_lat = g_new0(double, n);
+    for (size_t i = 0; i < n; i++) {
+      g_sim.names[i] = g_strdup(sg_host_get_name(g_sim.hosts[i]));
+      g_sim.mem_bw[i] = parse_unit(sg_host_get_property_value(g_sim.hosts[i], "mem_bw"), FALSE);
+      g_sim.local_lat[i] = parse_unit(sg_host_get_property_value(g_sim.hosts[i], "local_latency"), TRUE);
+    }
+    g_sim.lat = g_hash_table_new(g_int64_hash, g_int64_equal);
+    g_sim.path = g_strdup(platform_xml);
+    g_sim.ready = TRUE;
+  }
+  g_ptr_array_unref(pp.names);
+  g_ptr_array_unref(pp.cfg);
+  g_ptr_array_unref(pp.stack);
+  return ok;
+}
+
+/* ---- local step costs ------------------------------------------------------ */
+
+/* Seconds of a local step on host h (COMPUTE: with speed; markers excluded). */
+static double local_seconds(int32_t h, const sp_step *s, double *flops_part)
+{
+  double bw = g_sim.mem_bw[h], lat = g_sim.local_lat[h];
+  double touched = 0.0;
+  *flops_part = 0.0;
+  switch (s->kind) {
+  case SP_STEP_COPY: touched = 2.0 * (double)s->bytes; break;
+  case SP_STEP_REDUCE: touched = 3.0 * (double)s->count * (double)sp_dtype_size(s->dtype); break;
+  case SP_STEP_SCALE: touched = 2.0 * (double)s->count * (double)sp_dtype_size(s->dtype); break;
+  case SP_STEP_FILL: touched = (double)s->bytes; break;
+  case SP_STEP_COMPUTE: {
+    double speed = sg_host_get_speed(g_sim.hosts[h]);
+    double tf = speed > 0 ? s->flops / speed : 0.0;
+    double tm = bw > 0 ? (double)s->bytes / bw : 0.0;
+    *flops_part = tf;
+    return MAX(tf, tm);
+  }
+  default: return 0.0;
+  }
+  return (bw > 0 ? touched / bw : 0.0) + lat;
+}
+
+static double flow_cost(void *ud, int32_t rank, const sp_step *s)
+{
+  (void)ud;
+  double fp;
+  return local_seconds(sp_sim_host_of(rank), s, &fp);
+}
+
+/* Route latency between two hosts; must run inside an actor (SimGrid 3.32). */
+static double route_latency(int32_t a, int32_t b)
+{
+  gint64 key = ((gint64)a << 32) | (uint32_t)b;
+  double *v = g_hash_table_lookup(g_sim.lat, &key);
+  if (v)
+    return *v;
+  gint64 *k = g_new(gint64, 1);
+  double *val = g_new(double, 1);
+  *k = key;
+  *val = sg_host_get_route_latency(g_sim.hosts[a], g_sim.hosts[b]);
+  g_hash_table_insert(g_sim.lat, k, val);
+  return *val;
+}
+
+/* ---- one run ---------------------------------------------------------------- */
+
+typedef struct sim_msg {
+  int32_t src, tag;
+  uint64_t bytes;
+  void *payload;               /* packed bytes (data mode) or NULL */
+  struct sim_msg *prev, *next; /* run-wide list of live messages, freed if a run fails */
+} sim_msg;
+
+typedef struct {
+  int32_t peer, tag;
+  void *data;
+  uint64_t rows, row_bytes, stride;
+  gboolean done;
+} posted_recv;
+
+typedef struct sim_run sim_run;
+
+typedef struct {
+  sim_run *run;
+  int32_t rank, host;
+  sp_program *prog;
+  gboolean owned;      /* prog released through the source */
+  void *const *bufs;
+  sp_exec *exec;
+  sp_transport transport;
+  GArray *sends;       /* sg_comm_t of the open block */
+  GArray *recvs;       /* posted_recv of the open block */
+  GArray *comms;       /* scratch for wait_all */
+  gpointer *slots;     /* get_async landing slots */
+  guint nslots;
+  GHashTable *stash;   /* (src, tag) -> GQueue of sim_msg arrived early */
+  GError *error;
+  gboolean finished;
+  double end;
+} rank_ctx;
+
+struct sim_run {
+  int32_t world;
+  rank_ctx *ranks;
+  sg_mailbox_t *mbox;  /* per rank, created on first use */
+  sim_msg live;        /* sentinel */
+  double t0;
+  sp_trace *trace;
+  gboolean data;
+  gboolean killing;
+};
+
+static double sim_now(const sim_run *run) { return simgrid_get_clock() - run->t0; }
+
+static sg_mailbox_t mbox_of(sim_run *run, int32_t r)
+{
+  if (run->mbox[r] == NULL) {
+    char name[64];
+    g_snprintf(name, sizeof name, "spsim.g%u.r%d", g_sim.generation, r);
+    run->mbox[r] = sg_mailbox_by_name(name);
+  }
+  return run->mbox[r];
+}
+
+static void msg_free(sim_msg *m)
+{
+  m->prev->next = m->next;
+  m->next->prev = m->prev;
+  g_free(m->payload);
+  g_free(m);
+}
+
+static gpointer key_of(int32_t src, int32_t tag)
+{
+  return GSIZE_TO_POINTER(((gsize)(uint32_t)src << 32) | (uint32_t)tag);
+}
+
+static guint key_hash(gconstpointer k)
+{
+  guint64 x = (guint64)GPOINTER_TO_SIZE(k);
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (guint)x;
+}
+
+static void queue_free(gpointer q) { g_queue_free((GQueue *)q); }
+
+static gboolean sim_post_send(void *vctx, int32_t peer, int32_t tag, const void *data, uint64_t rows,
+                              uint64_t row_bytes, uint64_t stride, GError **err)
+{
+  rank_ctx *c = vctx;
+  sim_run *run = c->run;
+  if (peer < 0 || peer >= run->world || peer == c->rank) {
+    g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "rank %d sends to rank %d, outside [0, %d)",
+                c->rank, peer, run->world);
+    return FALSE;
+  }
+  sim_msg *m = g_new0(sim_msg, 1);
+  m->src = c->rank;
+  m->tag = tag;
+  m->bytes = rows * row_bytes;
+  if (data && m->bytes > 0) {
+    m->payload = g_malloc(m->bytes);
+    sp_pack_host(m->payload, data, rows, row_bytes, stride);
+  }
+  m->next = run->live.next;
+  m->prev = &run->live;
+  run->live.next->prev = m;
+  run->live.next = m;
+  sg_comm_t comm = sg_mailbox_put_async(mbox_of(run, peer), m, (long)m->bytes);
+  g_array_append_val(c->sends, comm);
+  return TRUE;
+}
+
+static gboolean sim_post_recv(void *vctx, int32_t peer, int32_t tag, void *data, uint64_t rows,
+                              uint64_t row_bytes, uint64_t stride, GError **err)
+{
+  rank_ctx *c = vctx;
+  if (peer < 0 || peer >= c->run->world || peer == c->rank) {
+    g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "rank %d receives from rank %d, outside [0, %d)",
+                c->rank, peer, c->run->world);
+    return FALSE;
+  }
+  posted_recv pr = { peer, tag, data, rows, row_bytes, stride, FALSE };
+  g_array_append_val(c->recvs, pr);
+  return TRUE;
+}
+
+/* Hand message @m to posted receive @pr. */
+static gboolean deliver(rank_ctx *c, posted_recv *pr, sim_msg *m, GError **err)
+{
+  uint64_t want = pr->rows * pr->row_bytes;
+  if (m->bytes != want) {
+    g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT,
+                "rank %d posted a receive of %" G_GUINT64_FORMAT " bytes from rank %d (tag %d) but "
+                "the message carries %" G_GUINT64_FORMAT " bytes; the programs do not match",
+                c->rank, want, m->src, m->tag, m->bytes);
+    msg_free(m);
+    return FALSE;
+  }
+  if (pr->data && m->payload)
+    sp_unpack_host(pr->data, m->payload, pr->rows, pr->row_bytes, pr->stride);
+  msg_free(m);
+  pr->done = TRUE;
+  return TRUE;
+}
+
+static sim_msg *stash_pop(rank_ctx *c, int32_t src, int32_t tag)
+{
+  gpointer k = key_of(src, tag);
+  GQueue *q = g_hash_table_lookup(c->stash, k);
+  if (q == NULL)
+    return NULL;
+  sim_msg *m = g_queue_pop_head(q);
+  if (g_queue_is_empty(q))
+    g_hash_table_remove(c->stash, k);
+  return m;
+}
+
+static void stash_push(rank_ctx *c, sim_msg *m)
+{
+  gpointer k = key_of(m->src, m->tag);
+  GQueue *q = g_hash_table_lookup(c->stash, k);
+  if (q == NULL) {
+    q = g_queue_new();
+    g_hash_table_insert(c->stash, k, q);
+  }
+  g_queue_push_tail(q, m);
+}
+
+/* Match stashed messages to pending receives in posting order; @return receives left. */
+static gboolean match_pending(rank_ctx *c, guint *left, GError **err)
+{
+  guint n = 0;
+  for (guint i = 0; i < c->recvs->len; i++) {
+    posted_recv *pr = &g_array_index(c->recvs, posted_recv, i);
+    if (pr->done)
+      continue;
+    sim_msg *m = g_hash_table_size(c->stash) ? stash_pop(c, pr->peer, pr->tag) : NULL;
+    if (m) {
+      if (!deliver(c, pr, m, err))
+        return FALSE;
+    } else {
+      n++;
+    }
+  }
+  *left = n;
+  return TRUE;
+}
+
+static sp_wait_status sim_wait_all(void *vctx, GError **err)
+{
+  rank_ctx *c = vctx;
+  sim_run *run = c->run;
+  guint left = 0;
+  if (!match_pending(c, &left, err))
+    return SP_WAIT_ERROR;
+  gboolean first = TRUE;
+  while (first || left > 0) {
+    g_array_set_size(c->comms, 0);
+    if (first)
+      g_array_append_vals(c->comms, c->sends->data, c->sends->len);
+    if (left > c->nslots) {
+      c->slots = g_renew(gpointer, c->slots, left);
+      c->nslots = left;
+    }
+    for (guint i = 0; i < left; i++) {
+      c->slots[i] = NULL;
+      sg_comm_t g = sg_mailbox_get_async(mbox_of(run, c->rank), &c->slots[i]);
+      g_array_append_val(c->comms, g);
+    }
+    if (c->comms->len > 0)
+      sg_comm_wait_all((sg_comm_t *)(void *)c->comms->data, c->comms->len);
+    first = FALSE;
+    for (guint i = 0; i < left; i++)
+      stash_push(c, c->slots[i]);
+    if (!match_pending(c, &left, err))
+      return SP_WAIT_ERROR;
+  }
+  g_array_set_size(c->sends, 0);
+  g_array_set_size(c->recvs, 0);
+  return SP_WAIT_DONE;
+}
+
+static gboolean sim_local(void *vctx, const sp_step *s, void *const *bufs, GError **err)
+{
+  rank_ctx *c = vctx;
+  if (s->kind == SP_STEP_COMPUTE && s->tag == SP_SIM_FLOW_TAG) {
+    double t = s->scale;
+    if (s->count > 0 && s->peer >= 0 && s->peer < c->run->world)
+      t += (double)s->count * route_latency(c->host, sp_sim_host_of(s->peer));
+    if (t > 0)
+      sg_actor_sleep_for(t);
+    return TRUE;
+  }
+  if (bufs && !sp_step_run_host(s, bufs, err))
+    return FALSE;
+  if (bufs && s->kind == SP_STEP_COMPUTE && g_sim.compute &&
+      !g_sim.compute(g_sim.compute_ud, c->rank, s, bufs, err))
+    return FALSE;
+  double flops_t = 0.0;
+  double t = local_seconds(c->host, s, &flops_t);
+  if (s->kind == SP_STEP_COMPUTE && s->flops > 0 && flops_t > 0) {
+    sg_actor_execute(s->flops); /* shares the host's speed with co-located actors */
+    t -= flops_t;
+  }
+  if (t > 0)
+    sg_actor_sleep_for(t);
+  return TRUE;
+}
+
+static double sim_clock(void *vctx) { return sim_now(((rank_ctx *)vctx)->run); }
+
+static const sp_transport_ops sim_ops = {
+  .name = "simgrid",
+  .post_send = sim_post_send,
+  .post_recv = sim_post_recv,
+  .wait_all = sim_wait_all,
+  .local = sim_local,
+  .clock = sim_clock,
+};
+
+static void rank_main(int argc, char **argv)
+{
+  (void)argc; (void)argv;
+  rank_ctx *c = sg_actor_self_get_data();
+  sp_wait_status st = sp_exec_resume(c->exec, &c->error);
+  if (st == SP_WAIT_PENDING && c->error == NULL)
+    g_set_error(&c->error, SP_ERROR, SP_ERROR_TRANSPORT, "rank %d: the executor stopped early",
+                c->rank);
+  c->end = sim_now(c->run);
+  if (st == SP_WAIT_DONE) {
+    c->finished = TRUE;
+  } else if (!c->run->killing) {
+    /* the others would wait forever for this rank: stop them */
+    c->run->killing = TRUE;
+    sg_actor_kill_all();
+  }
+}
+
+/* Runs the prepared contexts; frees what the actors left behind. */
+static gboolean run_actors(sim_run *run, double *makespan, GError **err)
+{
+  run->t0 = simgrid_get_clock();
+  for (int32_t r = 0; r < run->world; r++) {
+    rank_ctx *c = &run->ranks[r];
+    if (c->prog == NULL || sp_program_len(c->prog) == 0) {
+      c->finished = TRUE;
+      continue;
+    }
+    c->transport.ops = &sim_ops;
+    c->transport.ctx = c;
+    c->exec = sp_exec_new(c->prog, &c->transport, c->bufs, run->trace);
+    c->sends = g_array_new(FALSE, FALSE, sizeof(sg_comm_t));
+    c->recvs = g_array_new(FALSE, FALSE, sizeof(posted_recv));
+    c->comms = g_array_new(FALSE, FALSE, sizeof(sg_comm_t));
+    c->stash = g_hash_table_new_full(key_hash, g_direct_equal, NULL, queue_free);
+    char name[32];
+    g_snprintf(name, sizeof name, "rank%d", r);
+    sg_actor_t a = sg_actor_init(name, g_sim.hosts[c->host]);
+    sg_actor_set_data(a, c);
+    sg_actor_start_(a, rank_main, 0, NULL);
+  }
+  simgrid_run();
+
+  gboolean ok = TRUE;
+  double end = 0.0;
+  GString *blocked = g_string_new(NULL);
+  int nblocked = 0;
+  for (int32_t r = 0; r < run->world; r++) {
+    rank_ctx *c = &run->ranks[r];
+    if (c->error && ok) {
+      g_propagate_error(err, c->error);
+      c->error = NULL;
+      ok = FALSE;
+    }
+    if (!c->finished) {
+      if (nblocked < 8)
+        g_string_append_printf(blocked, "%s%d", nblocked ? ", " : "", r);
+      nblocked++;
+    } else {
+      end = MAX(end, c->end);
+    }
+  }
+  if (ok && nblocked > 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT,
+                "deadlock: %d rank%s never finished (%s%s); the schedule waits for messages that "
+                "are never sent",
+                nblocked, nblocked > 1 ? "s" : "", blocked->str, nblocked > 8 ? ", ..." : "");
+    ok = FALSE;
+  }
+  g_string_free(blocked, TRUE);
+  if (ok && makespan)
+    *makespan = end;
+  if (!ok)
+    g_sim.generation++; /* messages may linger in the old mailboxes */
+  return ok;
+}
+
+static void run_free(sim_run *run, sp_sim_release_fn release, void *ud)
+{
+  for (int32_t r = 0; r < run->world; r++) {
+    rank_ctx *c = &run->ranks[r];
+    if (c->exec)
+      sp_exec_free(c->exec);
+    if (c->sends) g_array_unref(c->sends);
+    if (c->recvs) g_array_unref(c->recvs);
+    if (c->comms) g_array_unref(c->comms);
+    if (c->stash) g_hash_table_unref(c->stash);
+    g_free(c->slots);
+    g_clear_error(&c->error);
+    if (c->owned && c->prog) {
+      if (release)
+        release(ud, c->prog);
+    }
+  }
+  while (run->live.next != &run->live)
+    msg_free(run->live.next);
+  g_free(run->mbox);
+  g_free(run->ranks);
+}
+
+static gboolean check_world(int32_t world, GError **err)
+{
+  if (!g_sim.ready) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "no platform loaded; call sp_sim_init first");
+    return FALSE;
+  }
+  if (world <= 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--ranks must be at least 1 (got %d)", world);
+    return FALSE;
+  }
+  if (world > g_sim.nhosts) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM, "platform has %d hosts, --ranks asks for %d",
+                g_sim.nhosts, world);
+    return FALSE;
+  }
+  for (int32_t r = 0; r < world; r++) {
+    int32_t h = sp_sim_host_of(r);
+    if (h < 0 || h >= g_sim.nhosts) {
+      g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM,
+                  "rank %d maps to host %d but the platform has %d hosts", r, h, g_sim.nhosts);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static void init_run(sim_run *run, int32_t world, sp_trace *trace, gboolean data)
+{
+  memset(run, 0, sizeof *run);
+  run->world = world;
+  run->ranks = g_new0(rank_ctx, world);
+  run->mbox = g_new0(sg_mailbox_t, world);
+  run->live.next = run->live.prev = &run->live;
+  run->trace = trace;
+  run->data = data;
+  for (int32_t r = 0; r < world; r++) {
+    run->ranks[r].run = run;
+    run->ranks[r].rank = r;
+    run->ranks[r].host = sp_sim_host_of(r);
+  }
+}
+
+typedef struct {
+  sp_program *const *progs;
+} array_src;
+
+static sp_program *array_get(void *ud, int32_t rank, GError **err)
+{
+  (void)err;
+  return ((array_src *)ud)->progs[rank];
+}
+
+/* FLOW: summarise every rank, reconcile, emit merged programs. */
+static gboolean flow_programs(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
+                             int32_t world, gboolean trusted, sp_program **out, GError **err)
+{
+  sp_flow_plan *fp = sp_flow_plan_new(world, flow_cost, NULL);
+  gboolean ok = TRUE;
+  for (int32_t r = 0; r < world && ok; r++) {
+    sp_program *p = get(ud, r, err);
+    if (p == NULL) {
+      ok = FALSE;
+      break;
+    }
+    if (p->rank != r) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "program %d belongs to rank %d", r, p->rank);
+      ok = FALSE;
+    } else {
+      /* the executor validates what it runs; merged programs must come from valid ones */
+      ok = (trusted || sp_program_validate(p, world, err)) && sp_flow_plan_add(fp, p, err);
+    }
+    if (release)
+      release(ud, p);
+  }
+  ok = ok && sp_flow_plan_reconcile(fp, err);
+  for (int32_t r = 0; r < world && ok; r++) {
+    if (!sp_flow_plan_needs(fp, r))
+      continue;
+    sp_program *p = get(ud, r, err);
+    if (p == NULL) {
+      ok = FALSE;
+      break;
+    }
+    ok = sp_flow_plan_refine(fp, p, err);
+    if (release)
+      release(ud, p);
+  }
+  for (int32_t r = 0; r < world && ok; r++)
+    out[r] = sp_flow_plan_emit(fp, r);
+  sp_flow_plan_free(fp);
+  return ok;
+}
+
+static void free_prog(void *ud, sp_program *p)
+{
+  (void)ud;
+  sp_program_free(p);
+}
+
+static gboolean run_common(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
+                           int32_t world, gboolean trusted, void **const *bufs, sp_fidelity fid,
+                           sp_trace *trace, double *makespan, GError **err)
+{
+  if (!check_world(world, err))
+    return FALSE;
+  if (fid == SP_FIDELITY_FLOW && bufs != NULL) {
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                "flow fidelity merges messages and runs in cost mode only; verify with "
+                "--fidelity step");
+    return FALSE;
+  }
+  sim_run run;
+  init_run(&run, world, trace, bufs != NULL);
+  gboolean ok = TRUE;
+  if (fid == SP_FIDELITY_FLOW) {
+    sp_program **fl = g_new0(sp_program *, world);
+    ok = flow_programs(get, release, ud, world, trusted, fl, err);
+    for (int32_t r = 0; r < world; r++) {
+      run.ranks[r].prog = fl[r];
+      run.ranks[r].owned = TRUE;
+    }
+    g_free(fl);
+    if (ok)
+      ok = run_actors(&run, makespan, err);
+    run_free(&run, free_prog, NULL);
+  } else {
+    for (int32_t r = 0; r < world && ok; r++) {
+      rank_ctx *c = &run.ranks[r];
+      c->prog = get(ud, r, err);
+      c->owned = TRUE;
+      if (c->prog == NULL) {
+        ok = FALSE;
+      } else if (c->prog->rank != r) {
+        g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "program %d belongs to rank %d", r,
+                    c->prog->rank);
+        ok = FALSE;
+      } else if (!trusted && !sp_program_validate(c->prog, world, err)) {
+        ok = FALSE;
+      } else if (bufs) {
+        c->bufs = bufs[r];
+        if (c->bufs == NULL && c->prog->bufs->len > 0) {
+          g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "rank %d has no buffers in data mode", r);
+          ok = FALSE;
+        }
+      }
+    }
+    if (ok)
+      ok = run_actors(&run, makespan, err);
+    run_free(&run, release, ud);
+  }
+  return ok;
+}
+
+gboolean sp_sim_run(sp_program *const *progs, int32_t world, void **const *bufs,
+                    sp_fidelity fid, sp_trace *trace, double *makespan, GError **err)
+{
+  if (progs == NULL) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "sp_sim_run: no programs");
+    return FALSE;
+  }
+  for (int32_t r = 0; r < world; r++)
+    if (progs[r] == NULL) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "sp_sim_run: rank %d has no program", r);
+      return FALSE;
+    }
+  array_src src = { progs };
+  return run_common(array_get, NULL, &src, world, FALSE, bufs, fid, trace, makespan, err);
+}
+
+gboolean sp_sim_run_source(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
+                           int32_t world, sp_fidelity fid, sp_trace *trace, double *makespan,
+                           GError **err)
+{
+  return run_common(get, release, ud, world, FALSE, NULL, fid, trace, makespan, err);
+}
+
+/* ---- collectives in cost mode -------------------------------------------------- */
+
+typedef struct {
+  const sp_coll_spec *spec;
+} coll_src;
+
+static sp_program *coll_get(void *ud, int32_t rank, GError **err)
+{
+  const sp_coll_spec *spec = ((coll_src *)ud)->spec;
+  sp_program *p = sp_program_new(rank);
+  if (sp_coll_index_of(spec, rank) < 0)
+    return p;
+  size_t es = sp_dtype_size(spec->dtype);
+  uint32_t in = sp_program_add_buffer(p, sp_coll_in_count(spec) * es, "in");
+  uint32_t out = sp_program_add_buffer(p, sp_coll_out_count(spec) * es, "out");
+  if (!sp_lower_coll(p, spec, in, out, err)) {
+    sp_program_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
+                          double *seconds, GError **err)
+{
+  if (!sp_coll_spec_validate(spec, err))
+    return FALSE;
+  for (int32_t i = 0; i < spec->n; i++)
+    if (spec->ranks[i] >= world) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                  "group member %d is outside the world of %d ranks", spec->ranks[i], world);
+      return FALSE;
+    }
+  coll_src src = { spec };
+  /* lowered programs are valid by construction (tests/test-coll checks them) */
+  return run_common(coll_get, free_prog, &src, world, TRUE, NULL, fid, NULL, seconds, err);
+}
+
+/* ---- per-op summary ---------------------------------------------------------------- */
+
+static gint summary_cmp(gconstpointer a, gconstpointer b)
+{
+  uint32_t x = ((const sp_op_summary *)a)->op, y = ((const sp_op_summary *)b)->op;
+  return x < y ? -1 : x > y;
+}
+
+GArray *sp_trace_op_summary(const sp_trace *t)
+{
+  GArray *out = g_array_new(FALSE, FALSE, sizeof(sp_op_summary));
+  GHashTable *idx = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (guint i = 0; t && i < sp_trace_len(t); i++) {
+    const sp_trace_event *ev = sp_trace_get(t, i);
+    gpointer k = GUINT_TO_POINTER(ev->op + 1u);
+    gpointer v = g_hash_table_lookup(idx, k);
+    sp_op_summary *s;
+    if (v == NULL) {
+      sp_op_summary n = { .op = ev->op, .bytes = 0, .first_start = ev->start, .last_end = ev->end };
+      g_array_append_val(out, n);
+      g_hash_table_insert(idx, k, GUINT_TO_POINTER(out->len));
+      s = &g_array_index(out, sp_op_summary, out->len - 1);
+    } else {
+      s = &g_array_index(out, sp_op_summary, GPOINTER_TO_UINT(v) - 1);
+    }
+    if (ev->kind == SP_STEP_WAIT)
+      s->bytes += ev->bytes;
+    s->first_start = MIN(s->first_start, ev->start);
+    s->last_end = MAX(s->last_end, ev->end);
+    s->events++;
+  }
+  g_hash_table_unref(idx);
+  g_array_sort(out, summary_cmp);
+  return out;
+}
+
+void sp_trace_print_op_summary(const sp_trace *t, FILE *out)
+{
+  GArray *a = sp_trace_op_summary(t);
+  for (guint i = 0; i < a->len; i++) {
+    const sp_op_summary *s = &g_array_index(a, sp_op_summary, i);
+    fprintf(out, "op=%u bytes=%" G_GUINT64_FORMAT " start_us=%.3f end_us=%.3f time_us=%.3f\n", s->op,
+            s->bytes, s->first_start * 1e6, s->last_end * 1e6, (s->last_end - s->first_start) * 1e6);
+  }
+  g_array_unref(a);
+}

@@ -1,4 +1,175 @@
-/* SimGrid engine (placeholder header; replaced by the engine) */
+/**
+ * @file sim.h
+ * @brief The SimGrid engine: runs per-rank programs as SimGrid actors on a
+ *        platform XML, in cost mode (sizes only) or data mode (real bytes), and
+ *        reports the simulated time. No SimGrid type appears here; only src/sim
+ *        includes SimGrid headers.
+ *
+ * ## Engine configuration (fixed by sp_sim_init, overridable by the platform)
+ * - Network model: **CM02** with TCP-gamma 0 (no window bound) and cross-traffic
+ *   off. A lone message of S bytes on a route with links l_1..l_k then takes
+ *   exactly sum(lat_i) + S / min(bw_i) simulated seconds, and concurrent flows
+ *   share each link max-min fairly: a closed form that calibration can reason
+ *   about. A platform may choose otherwise with
+ *   `<config><prop id="network/model" value="..."/></config>` (any
+ *   `<config>` prop of the file is passed to SimGrid after these defaults).
+ * - Contexts: one thread of simulation (contexts/nthreads 1), small actor stacks
+ *   (contexts/stack-size 256 KiB; 1 MiB in sanitizer builds), and the "thread"
+ *   context factory in builds configured with --enable-sanitizers (SP_SANITIZERS):
+ *   the default raw context switching makes ASan report false positives.
+ * - SimGrid's logging goes to /dev/null at threshold "critical"; nothing is printed
+ *   on stdout. For debugging, the environment variable SPSIM_SIMGRID_ARGS holds
+ *   extra SimGrid arguments (e.g. "--log=root.thresh:info --log=root.app:stderr"),
+ *   appended last.
+ *
+ * ## Host properties read by the engine (optional, in the platform XML)
+ * Declared as `<prop id="NAME" value="VALUE"/>` inside a `<host>` (or `<cluster>`
+ * hosts):
+ * - `mem_bw`: memory bandwidth of the device in bytes/s (a number, optionally
+ *   with the suffix Bps, kBps, MBps, GBps, TBps, KiBps, MiBps, GiBps, TiBps).
+ *   Local steps are charged bytes_touched / mem_bw seconds: COPY 2 x bytes (read +
+ *   write), REDUCE 3 x count x elem size (two reads, one write), SCALE 2 x count x
+ *   elem size, FILL 1 x bytes; COMPUTE max(flops / host speed, bytes / mem_bw).
+ *   **Default: absent or 0 = local steps cost nothing** (NCCL fuses reductions into
+ *   its copy kernels, so the network terms dominate); COMPUTE then costs
+ *   flops / host speed.
+ * - `local_latency`: fixed seconds added to every local step except COMPUTE (a
+ *   kernel launch; number with optional suffix s, ms, us, ns). Default 0.
+ *
+ * ## Ranks and hosts
+ * Hosts are numbered in the order the platform file declares them (`<host>` in
+ * document order, `<cluster>`/`<cabinet>` expanded by radical). Rank r runs on host
+ * map[r], by default r (see sp_sim_set_host_map). One actor per rank.
+ *
+ * ## Message matching
+ * Every rank has one mailbox. A receive posts an anonymous get on it; a message
+ * carries (source, tag) and, at WAIT, is matched to the earliest unmatched
+ * posted receive with the same (source, tag); messages that belong to a later
+ * receive (a peer already in a later phase) are kept aside, transferred eagerly
+ * as an eager MPI protocol would. Data is exact; timing differs from a strictly
+ * rendezvous transfer only in that early-arriving case. O(ranks) mailboxes, so
+ * all-to-all on thousands of ranks stays light.
+ *
+ * ## Repeated runs
+ * sp_sim_run may be called any number of times in one process (SimGrid's clock
+ * keeps advancing between runs; times reported are relative to each run's start).
+ * One platform per process: SimGrid cannot unload a platform.
+ */
 #ifndef SPSIM_SIM_H
 #define SPSIM_SIM_H
+
+#include <glib.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "spsim/coll.h"
+#include "spsim/exec.h"
+#include "spsim/program.h"
+
+G_BEGIN_DECLS
+
+/** How finely communication is simulated. */
+typedef enum {
+  SP_FIDELITY_STEP = 0, /**< every lowered step is one SimGrid message */
+  SP_FIDELITY_FLOW      /**< runs of blocks with the same peers are one flow (cost mode only) */
+} sp_fidelity;
+
+/** @return "step" or "flow". */
+const char *sp_fidelity_name(sp_fidelity f);
+/** Parse "step" or "flow". */
+gboolean sp_fidelity_parse(const char *s, sp_fidelity *out, GError **err);
+
+/**
+ * Initialise SimGrid once per process and load @p platform_xml. A missing or
+ * unreadable file is SP_ERROR_IO; malformed XML, a file without hosts or one that
+ * SimGrid rejects (checked in a child process first, so SimGrid's own aborts
+ * never reach the caller) is SP_ERROR_PARSE. Calling it again with the same file
+ * is a no-op; with another file it is SP_ERROR_UNSUPPORTED.
+ */
+gboolean sp_sim_init(const char *platform_xml, GError **err);
+/** @return TRUE once a platform is loaded. */
+gboolean sp_sim_ready(void);
+/** @return the loaded platform's path, or NULL. */
+const char *sp_sim_platform_path(void);
+/** @return the number of hosts (GPUs) of the loaded platform, 0 before sp_sim_init. */
+int32_t sp_sim_num_hosts(void);
+/** @return the name of host @p i (declaration order), or NULL when out of range. */
+const char *sp_sim_host_name(int32_t i);
+
+/**
+ * Set the rank -> host map used by the next runs: rank r runs on host map[r] for
+ * r < n, and on host r beyond (the default when @p map is NULL). Hosts must be
+ * in range and distinct among the mapped ranks. Copied.
+ */
+gboolean sp_sim_set_host_map(const int32_t *map, int32_t n, GError **err);
+/** @return the host of rank @p r under the current map. */
+int32_t sp_sim_host_of(int32_t r);
+
+/**
+ * Run ranks 0..world-1's programs, one SimGrid actor each (rank r on host
+ * sp_sim_host_of(r)). @p bufs NULL is cost mode, else bufs[r] is rank r's buffer
+ * table (data mode, STEP fidelity only). @p trace (may be NULL) receives every
+ * rank's timeline, times in seconds from the run's start. @p makespan (may be NULL)
+ * receives the simulated seconds from the start to the end of the last actor.
+ * Fewer hosts than @p world is SP_ERROR_PLATFORM; an inconsistent schedule
+ * (a deadlock, mismatched sizes) is SP_ERROR_TRANSPORT naming the ranks.
+ */
+gboolean sp_sim_run(sp_program *const *progs, int32_t world, void **const *bufs,
+                    sp_fidelity fid, sp_trace *trace, double *makespan, GError **err);
+
+/**
+ * Lower @p spec for every rank of [0, @p world) in cost mode and run it (lowering
+ * rank by rank, so FLOW fidelity keeps only the merged programs in memory);
+ * @p seconds receives the makespan.
+ */
+gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
+                          double *seconds, GError **err);
+
+/**
+ * Like sp_sim_run but taking a program source: @p get returns rank r's program
+ * (owned by the caller of get when @p release is NULL, else released with it
+ * once the engine no longer needs it). Used to keep memory bounded at scale.
+ */
+typedef sp_program *(*sp_sim_program_fn)(void *ud, int32_t rank, GError **err);
+typedef void (*sp_sim_release_fn)(void *ud, sp_program *p);
+gboolean sp_sim_run_source(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
+                           int32_t world, sp_fidelity fid, sp_trace *trace, double *makespan,
+                           GError **err);
+
+/**
+ * Data-mode hook for COMPUTE steps (e.g. the graph's matmul/attention kernels,
+ * sp_graph_kernel_host): called with the rank's buffers for every COMPUTE step
+ * of a data-mode run, before its time is charged. NULL (default): COMPUTE
+ * changes no data.
+ */
+typedef gboolean (*sp_sim_compute_fn)(void *ud, int32_t rank, const sp_step *s,
+                                      void *const *bufs, GError **err);
+void sp_sim_set_compute_hook(sp_sim_compute_fn fn, void *ud);
+
+/** Per-op summary of a trace. */
+typedef struct {
+  uint32_t op;       /**< op id (sp_step.op) */
+  uint64_t bytes;    /**< bytes sent by all ranks */
+  double first_start;/**< earliest event start, seconds */
+  double last_end;   /**< latest event end, seconds */
+  uint32_t events;   /**< timeline events of this op */
+} sp_op_summary;
+
+/**
+ * Summarise @p t per op id: an array of #sp_op_summary sorted by op id
+ * (g_array_unref it).
+ */
+GArray *sp_trace_op_summary(const sp_trace *t);
+/** Print the summary as lines "op=<id> bytes=<n> start_us=<x> end_us=<y> time_us=<d>". */
+void sp_trace_print_op_summary(const sp_trace *t, FILE *out);
+
+/**
+ * Marker used by FLOW fidelity inside transformed programs: a COMPUTE step whose
+ * tag is SP_SIM_FLOW_TAG charges @c scale seconds plus @c count times the route
+ * latency from the rank's host to @c peer's host (the latency terms of merged
+ * steps). Lowerings never emit it.
+ */
+#define SP_SIM_FLOW_TAG INT32_MIN
+
+G_END_DECLS
+
 #endif

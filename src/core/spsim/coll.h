@@ -16,6 +16,74 @@
  * | broadcast      | c         | c         | out = in of the root                         |
  * | reduce         | c         | c         | root's out = op over ranks; others untouched |
  * | send-recv      | c         | c         | member 1's out = member 0's in (n == 2)      |
+ *
+ * Below, i is a member's group index, x[j] member j's input (the block or
+ * segment concerned), ⊕ the reduction operator and indices are taken mod n.
+ * Every ⊕ of dtype.h is commutative bit for bit (IEEE a+b == b+a, MAX/MIN with
+ * -0 < +0 and canonical NaN, wrapping integers), so only the grouping matters.
+ * For f16/bf16 every partial result is rounded back to the half type after each
+ * ⊕ (the buffers a real schedule moves are half), in f32 arithmetic with
+ * round-to-nearest-even. With n == 1 every collective is one local COPY (no
+ * scale). Zero-length messages are never posted (both sides skip them), so a
+ * count of 0 gives empty programs.
+ *
+ * Algorithms and their fixed reduction orders:
+ * - RING (chunked: each segment/block is cut into chunks of chunk_bytes,
+ *   default #SP_RING_DEFAULT_CHUNK_BYTES; chunk round r runs the whole ring on
+ *   chunk r; every ring step sends one chunk and receives one chunk):
+ *   - all-reduce: count is cut into n segments, the first count % n one element
+ *     longer. Reduce-scatter (n-1 steps; at step k member i sends segment
+ *     i-k-1 to i+1 and receives segment i-k-2 from i-1, then ⊕ its own input),
+ *     then all-gather (n-1 steps; step k sends segment i-k, receives i-k-1).
+ *     Segment s = (((x[s+1] ⊕ x[s+2]) ⊕ x[s+3]) ⊕ ... ) ⊕ x[s]; AVG divides
+ *     segment s once at member s, before the all-gather.
+ *   - reduce-scatter: the same n-1 steps on the blocks of in; block s (member
+ *     s's out) = (((x[s+1] ⊕ x[s+2]) ⊕ ...) ⊕ x[s]).
+ *   - all-gather: n-1 steps; step k sends block i-k, receives block i-k-1.
+ *   - broadcast: pipelined chain root -> root+1 -> ... -> root-1 (chunks).
+ *   - reduce: pipelined chain root+1 -> root+2 -> ... -> root; result
+ *     (((x[root+1] ⊕ x[root+2]) ⊕ ...) ⊕ x[root]).
+ *   - all-to-all: not supported (use DIRECT).
+ * - DIRECT (one message per pair, no chunking):
+ *   - all-to-all: own block copied locally; step k = 1..n-1 sends block i+k
+ *     to member i+k and receives block i-k from member i-k (pairwise).
+ *   - all-gather: one step, everyone sends its block to everyone.
+ *   - reduce-scatter: one step, member j receives block j from everyone;
+ *     result ((x[0] ⊕ x[1]) ⊕ ...) ⊕ x[n-1] (index order).
+ *   - all-reduce: direct reduce-scatter over the n segments defined as for RING
+ *     (index order 0..n-1, AVG divides at the segment's owner) + direct all-gather.
+ *   - broadcast: the root sends to every member. reduce: every member sends to
+ *     the root, which reduces in index order 0..n-1.
+ * - TREE (whole messages, chunk_bytes ignored). With p the largest power of two
+ *   <= n and r = n - p, members 2j and 2j+1 (j < r) first fold into one
+ *   "virtual" member j (the odd one keeps w[j] = x[2j] ⊕ x[2j+1]); member m >= 2r
+ *   is virtual m - r with w = x[m]; virtual j owns the contiguous members
+ *   [start(j), start(j+1)) and the odd member hands results back at the end.
+ *   - all-reduce: recursive doubling over the p virtual members (step k pairs
+ *     virtual v with v XOR 2^k, both keep v ⊕ partner). Result: v = w; for
+ *     d = 1, 2, 4, .. < p: for each j multiple of 2d: v[j] = v[j] ⊕ v[j+d];
+ *     the result is v[0]. AVG divides on every virtual member (same bits).
+ *   - reduce-scatter: recursive halving over the p virtual members (step k
+ *     exchanges with v XOR p/2^(k+1) the half of the current block range that
+ *     the partner keeps). Every block: v = w; for d = p/2, p/4, .., 1: for
+ *     j < d: v[j] = v[j] ⊕ v[j+d]; the result is v[0].
+ *   - all-gather: recursive doubling over virtual members (contiguous block
+ *     ranges), no reduction.
+ *   - broadcast: binomial tree in ceil(log2 n) rounds; with u = (i - root) mod n,
+ *     in round t members u < 2^t send to u + 2^t.
+ *   - reduce: the reverse binomial tree: a[u] = x[root+u]; for t = ceil(log2 n)-1
+ *     down to 0: for u < 2^t with u + 2^t < n: a[u] = a[u] ⊕ a[u+2^t]; the
+ *     root's result is a[0].
+ *   - all-to-all: not supported (use DIRECT).
+ * - send-recv: one message from member 0 to member 1 under every algorithm.
+ *
+ * AVG is SUM through the schedule, then one SCALE (divide by n) where the final
+ * value is produced; on integer dtypes the division truncates toward zero.
+ *
+ * Steps carry op = spec->op_id and phase = the algorithm's step index (ring
+ * step, tree round, chunk round * steps per round + step); message tags are
+ * tag + (phase mod 1024), safe because messages of one (src, dst, tag) match in
+ * posting order. Peers are global ranks (spec->ranks).
  */
 #ifndef SPSIM_COLL_H
 #define SPSIM_COLL_H
@@ -48,6 +116,11 @@ typedef enum {
   SP_ALGO_COUNT
 } sp_algo;
 
+/** Default chunk of the RING algorithms when spec->chunk_bytes is 0 (4 MiB). */
+#define SP_RING_DEFAULT_CHUNK_BYTES ((uint64_t)4 << 20)
+/** AUTO uses TREE for all-reduces of fewer bytes than this (64 KiB), RING above. */
+#define SP_TREE_MAX_BYTES ((uint64_t)64 << 10)
+
 /** One collective call. */
 typedef struct {
   sp_coll coll;
@@ -72,12 +145,23 @@ const char *sp_algo_name(sp_algo a);
 /** Parse an algorithm name. */
 gboolean sp_algo_parse(const char *s, sp_algo *out, GError **err);
 
-/** Check sizes, group (distinct non-negative ranks), root, dtype/op pairing. */
+/**
+ * Check sizes, group (distinct non-negative ranks), root, dtype/op pairing.
+ * Requires n >= 1, root in [0, n) for broadcast and reduce, n == 2 for send-recv,
+ * n * count * element size representable, tag in [0, INT32_MAX - 1024].
+ * AVG is allowed on integer dtypes (truncating division). The (collective,
+ * algorithm) pair is checked by sp_lower_coll / sp_coll_reference.
+ */
 gboolean sp_coll_spec_validate(const sp_coll_spec *spec, GError **err);
 /** Elements of the input / output buffer of every member. */
 uint64_t sp_coll_in_count(const sp_coll_spec *spec);
 uint64_t sp_coll_out_count(const sp_coll_spec *spec);
-/** The algorithm AUTO resolves to for this spec (deterministic). */
+/**
+ * The algorithm AUTO resolves to for this spec (deterministic); an explicit
+ * spec->algo is returned as is. Policy: all-reduce -> TREE when count * element
+ * size < #SP_TREE_MAX_BYTES, else RING; all-gather, reduce-scatter -> RING;
+ * broadcast, reduce -> TREE; all-to-all, send-recv -> DIRECT.
+ */
 sp_algo sp_algo_choose(const sp_coll_spec *spec);
 /** @return the group index of @p rank, or -1 when it is not a member. */
 int32_t sp_coll_index_of(const sp_coll_spec *spec, int32_t rank);
@@ -85,7 +169,11 @@ int32_t sp_coll_index_of(const sp_coll_spec *spec, int32_t rank);
 /**
  * Append the steps @p prog->rank runs for @p spec. @p in_buf and @p out_buf are
  * buffers of @p prog sized by the convention above; scratch buffers are added as
- * needed. A rank outside the group gets no steps.
+ * needed. A rank outside the group gets no steps. @p in_buf == @p out_buf (in
+ * place) is accepted where in and out have the same size (all-reduce,
+ * all-to-all, broadcast, reduce, send-recv): the input is first copied to a
+ * scratch buffer. An unsupported (collective, algorithm) pair fails with
+ * SP_ERROR_UNSUPPORTED naming the supported algorithms.
  */
 gboolean sp_lower_coll(sp_program *prog, const sp_coll_spec *spec,
                        uint32_t in_buf, uint32_t out_buf, GError **err);

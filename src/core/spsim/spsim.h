@@ -13,6 +13,11 @@
 #include "spsim/transport.h"
 #include "spsim/coll.h"
 #include "spsim/exec.h"
+#include "spsim/verify.h"
 #include "spsim/topology.h"
+
+#include "spsim/graph.h"
+#include "spsim/kernels.h"
+#include "spsim/ops.h"
 
 #endif

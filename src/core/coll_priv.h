@@ -1,0 +1,104 @@
+/* Private helpers shared by the collective files of src/core (coll.c, lower*.c,
+ * reference.c, verify.c). Not installed. */
+#ifndef SPSIM_COLL_PRIV_H
+#define SPSIM_COLL_PRIV_H
+
+#include <glib.h>
+#include <stdint.h>
+#include "spsim/coll.h"
+#include "spsim/program.h"
+
+G_BEGIN_DECLS
+
+/* Segment s of a vector of @count elements split into @n segments as evenly as
+ * possible: the first count % n segments hold one extra element. */
+static inline uint64_t sp_seg_len(uint64_t count, int32_t n, int32_t s)
+{
+  uint64_t q = count / (uint64_t)n, r = count % (uint64_t)n;
+  return q + ((uint64_t)s < r ? 1u : 0u);
+}
+
+static inline uint64_t sp_seg_off(uint64_t count, int32_t n, int32_t s)
+{
+  uint64_t q = count / (uint64_t)n, r = count % (uint64_t)n;
+  uint64_t us = (uint64_t)s;
+  return us * q + (us < r ? us : r);
+}
+
+/* Largest power of two <= n (n >= 1). */
+static inline int32_t sp_pow2_floor(int32_t n)
+{
+  int32_t p = 1;
+  while (p <= n / 2)
+    p *= 2;
+  return p;
+}
+
+/* Number of rounds of a binomial tree over n members: ceil(log2 n). */
+static inline int32_t sp_ceil_log2(int32_t n)
+{
+  int32_t l = 0;
+  while (((int64_t)1 << l) < n)
+    l++;
+  return l;
+}
+
+/* Non-power-of-two folding used by the TREE algorithms: n = p + r; members
+ * 2j and 2j+1 (j < r) form virtual rank j, member m >= 2r is virtual m - r.
+ * First member of virtual rank v (v in [0, p]; sp_vstart(p) == n). */
+static inline int32_t sp_vstart(int32_t v, int32_t r)
+{
+  return v < r ? 2 * v : v + r;
+}
+
+/* ------------------------------------------------------------ lowering context */
+
+typedef struct {
+  sp_program *prog;
+  const sp_coll_spec *spec;
+  int32_t me;       /* my group index */
+  int32_t n;
+  size_t es;        /* element size */
+  uint32_t in, out; /* buffers */
+  guint posted;     /* sends/recvs posted since the last WAIT */
+} sp_lctx;
+
+/* Post a send of @bytes at (buf, off) to group member @member (skipped when empty). */
+void sp_l_send(sp_lctx *c, int32_t member, uint32_t phase, uint32_t buf, uint64_t off, uint64_t bytes);
+void sp_l_recv(sp_lctx *c, int32_t member, uint32_t phase, uint32_t buf, uint64_t off, uint64_t bytes);
+/* Close a communication block: a WAIT when anything was posted. */
+void sp_l_wait(sp_lctx *c, uint32_t phase);
+void sp_l_copy(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint32_t sbuf, uint64_t soff,
+               uint64_t bytes);
+/* dst <- dst op src over @elems elements (skipped when empty). */
+void sp_l_reduce(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint32_t sbuf, uint64_t soff,
+                 uint64_t elems);
+/* AVG only: dst <- dst / n (skipped for other operators and when empty). */
+void sp_l_avg(sp_lctx *c, uint32_t phase, uint32_t buf, uint64_t off, uint64_t elems);
+uint32_t sp_l_scratch(sp_lctx *c, uint64_t bytes, const char *what);
+
+/* Chunk size in elements of a chunked algorithm (>= 1). */
+uint64_t sp_l_chunk_elems(const sp_coll_spec *spec);
+
+gboolean sp_lower_ring(sp_lctx *c, GError **err);
+gboolean sp_lower_direct(sp_lctx *c, GError **err);
+gboolean sp_lower_tree(sp_lctx *c, GError **err);
+
+/* ------------------------------------------------------------ reference */
+
+/* Supplies @count input elements of group member @member starting at element
+ * @first of its input buffer into @dst. */
+typedef void (*sp_ref_input_fn)(void *user, int32_t member, uint64_t first, uint64_t count, void *dst);
+
+/* The reference output of one group member (sp_coll_out_count elements; for the
+ * members whose out buffer a collective leaves untouched, nothing is written and
+ * *written is FALSE). @spec must be valid; AUTO is resolved here. */
+gboolean sp_coll_reference_member(const sp_coll_spec *spec, sp_ref_input_fn get, void *user,
+                                  int32_t member, void *out, gboolean *written, GError **err);
+
+/* Error for an unsupported (collective, algorithm) pair, listing the supported ones. */
+gboolean sp_coll_algo_supported(const sp_coll_spec *spec, sp_algo algo, GError **err);
+
+G_END_DECLS
+
+#endif

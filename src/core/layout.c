@@ -1,0 +1,278 @@
+/* Parallel layouts: parsing, validation with reasons, and the sweep. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spsim/error.h"
+#include "spsim/layout.h"
+
+static const char *const ckpt_names[SP_CKPT_COUNT] = { "none", "selective", "full" };
+
+const char *sp_ckpt_name(sp_ckpt c)
+{
+  return (unsigned)c < SP_CKPT_COUNT ? ckpt_names[c] : "?";
+}
+
+gboolean sp_ckpt_parse(const char *s, sp_ckpt *out, GError **err)
+{
+  for (int i = 0; i < SP_CKPT_COUNT; i++)
+    if (g_strcmp0(s, ckpt_names[i]) == 0) { *out = (sp_ckpt)i; return TRUE; }
+  if (g_strcmp0(s, "sel") == 0) { *out = SP_CKPT_SELECTIVE; return TRUE; }
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown checkpointing mode '%s' (none, selective, full)", s ? s : "");
+  return FALSE;
+}
+
+static const char *const skip_names[SP_SKIP_COUNT] = {
+  "valid",
+  "degrees do not multiply to the GPU count",
+  "tp larger than the GPUs of a node",
+  "heads not divisible by tp x sp",
+  "KV heads cannot be split or replicated over tp x sp",
+  "sequence not divisible by the sequence split",
+  "global batch not divisible by dp x micro-batch",
+  "more pipeline stages than layers allow",
+  "ISP degree does not divide the replica group (or used with tp > 1)",
+  "ZeRO stage not applicable (no replicas to shard over, or > 1 with ISP)",
+};
+
+const char *sp_skip_reason(sp_skip r)
+{
+  return (unsigned)r < SP_SKIP_COUNT ? skip_names[r] : "?";
+}
+
+void sp_layout_init(sp_layout *l)
+{
+  memset(l, 0, sizeof *l);
+  l->tp = l->sp = l->cp = l->wp = l->pp = 1;
+  l->dp = 0;
+  l->zero = 0;
+  l->ckpt = SP_CKPT_NONE;
+  l->mb = 0;
+}
+
+static gboolean parse_deg(const char *key, const char *v, int32_t lo, int32_t hi, int32_t *out, GError **err)
+{
+  char *end = NULL;
+  long long x = g_ascii_strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || x < lo || x > hi) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: %s=%s is not an integer in [%d, %d]", key, v, lo, hi);
+    return FALSE;
+  }
+  *out = (int32_t)x;
+  return TRUE;
+}
+
+gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
+{
+  sp_layout l;
+  sp_layout_init(&l);
+  int tpsp = -1;
+  if (s == NULL || *s == '\0') {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "empty layout (expected e.g. tp=8,pp=4,dp=32,zero=1,ckpt=selective)");
+    return FALSE;
+  }
+  g_auto(GStrv) parts = g_strsplit(s, ",", -1);
+  for (int i = 0; parts[i] != NULL; i++) {
+    char *p = g_strstrip(parts[i]);
+    if (*p == '\0') continue;
+    char *eq = strchr(p, '=');
+    if (eq == NULL) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, sp, cp, wp, pp, dp, zero, ckpt, mb)", p);
+      return FALSE;
+    }
+    *eq = '\0';
+    const char *k = p, *v = eq + 1;
+    gboolean ok;
+    if (strcmp(k, "tp") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.tp, err);
+    else if (strcmp(k, "sp") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.sp, err);
+    else if (strcmp(k, "cp") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.cp, err);
+    else if (strcmp(k, "wp") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.wp, err);
+    else if (strcmp(k, "pp") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.pp, err);
+    else if (strcmp(k, "dp") == 0) ok = parse_deg(k, v, 1, 1 << 24, &l.dp, err);
+    else if (strcmp(k, "zero") == 0) ok = parse_deg(k, v, 0, 3, &l.zero, err);
+    else if (strcmp(k, "mb") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.mb, err);
+    else if (strcmp(k, "tpsp") == 0) {
+      int32_t b = 0;
+      ok = parse_deg(k, v, 0, 1, &b, err);
+      tpsp = b;
+    } else if (strcmp(k, "ckpt") == 0) ok = sp_ckpt_parse(v, &l.ckpt, err);
+    else {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, sp, cp, wp, pp, dp, zero, ckpt, mb)", k);
+      return FALSE;
+    }
+    if (!ok) return FALSE;
+  }
+  if (tpsp == 1 && l.tp == 1) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: tpsp=1 (Megatron sequence parallelism) needs tp > 1");
+    return FALSE;
+  }
+  l.tp_sp = tpsp < 0 ? l.tp > 1 : tpsp == 1;
+  *out = l;
+  return TRUE;
+}
+
+int32_t sp_layout_replicas(const sp_layout *l) { return l->sp * l->cp * l->dp; }
+
+int64_t sp_layout_microbatches(const sp_layout *l, const sp_layout_ctx *ctx)
+{
+  return ctx->global_batch / ((int64_t)l->dp * l->mb);
+}
+
+int64_t sp_layout_stage_layers(const sp_layout *l, const sp_model *m)
+{
+  return (m->layers + l->pp - 1) / l->pp;
+}
+
+static sp_skip fail(GError **err, sp_skip r, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static sp_skip fail(GError **err, sp_skip r, const char *fmt, ...)
+{
+  if (err != NULL) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error(err, SP_ERROR, SP_ERROR_LAYOUT, "%s", msg);
+    g_free(msg);
+  }
+  return r;
+}
+
+sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *c, GError **err)
+{
+  const sp_model *m = c->model;
+  if (l->mb == 0) l->mb = c->mb > 0 ? c->mb : 1;
+  int64_t inner = (int64_t)l->tp * l->sp * l->cp * l->pp;
+  if (l->dp == 0) {
+    if (inner <= 0 || c->world % inner != 0)
+      return fail(err, SP_SKIP_WORLD, "layout: tp x sp x cp x pp = %" G_GINT64_FORMAT " does not divide the %d GPUs", inner, c->world);
+    l->dp = (int32_t)(c->world / inner);
+  }
+  if (inner * l->dp != c->world)
+    return fail(err, SP_SKIP_WORLD, "layout: tp x sp x cp x pp x dp = %d x %d x %d x %d x %d = %" G_GINT64_FORMAT " but there are %d GPUs (leave dp out to derive it)",
+                l->tp, l->sp, l->cp, l->pp, l->dp, inner * l->dp, c->world);
+  if (c->gpus_per_node > 0 && l->tp > c->gpus_per_node)
+    return fail(err, SP_SKIP_TP_NODE, "layout: tp=%d is larger than a node (%d GPUs); tensor parallelism stays on NVLink", l->tp, c->gpus_per_node);
+  if (m->heads % ((int64_t)l->tp * l->sp) != 0)
+    return fail(err, SP_SKIP_HEADS, "layout: %" G_GINT64_FORMAT " heads are not divisible by tp x sp = %d", m->heads, l->tp * l->sp);
+  int64_t kvl;
+  if (m->kv_heads % l->tp == 0) kvl = m->kv_heads / l->tp;
+  else if (l->tp % m->kv_heads == 0) kvl = 1;
+  else
+    return fail(err, SP_SKIP_KV_HEADS, "layout: %" G_GINT64_FORMAT " KV heads can be neither split nor replicated over tp=%d", m->kv_heads, l->tp);
+  if (kvl % l->sp != 0 && l->sp % kvl != 0)
+    return fail(err, SP_SKIP_KV_HEADS, "layout: %" G_GINT64_FORMAT " KV heads per TP rank can be neither split nor replicated over sp=%d", kvl, l->sp);
+  int64_t split = (int64_t)l->sp * l->cp * (l->cp > 1 ? 2 : 1);
+  if (c->seq % split != 0 || (l->tp_sp && (c->seq / ((int64_t)l->sp * l->cp)) % l->tp != 0))
+    return fail(err, SP_SKIP_SEQ, "layout: sequence %" G_GINT64_FORMAT " is not divisible by sp x %scp%s%s = %" G_GINT64_FORMAT,
+                c->seq, l->cp > 1 ? "2 x " : "", l->cp > 1 ? " (load-balanced ring)" : "", l->tp_sp ? " x tp" : "",
+                split * (l->tp_sp ? l->tp : 1));
+  if (l->pp > m->layers || (l->pp > 1 && sp_layout_stage_layers(l, m) * (l->pp - 1) >= m->layers))
+    return fail(err, SP_SKIP_LAYERS, "layout: %" G_GINT64_FORMAT " layers cannot fill pp=%d stages", m->layers, l->pp);
+  if (c->global_batch % ((int64_t)l->dp * l->mb) != 0)
+    return fail(err, SP_SKIP_BATCH, "layout: global batch %" G_GINT64_FORMAT " sequences is not divisible by dp x mb = %d x %d",
+                c->global_batch, l->dp, l->mb);
+  int32_t rep = sp_layout_replicas(l);
+  if (l->wp > 1 && (rep % l->wp != 0 || l->tp > 1))
+    return fail(err, SP_SKIP_WP, "layout: ISP wp=%d must divide sp x cp x dp = %d and needs tp=1", l->wp, rep);
+  if (l->zero > 0 && rep / l->wp <= 1)
+    return fail(err, SP_SKIP_ZERO, "layout: ZeRO-%d needs replicas to shard over (sp x cp x dp / wp = %d)", l->zero, rep / l->wp);
+  if (l->zero > 1 && l->wp > 1)
+    return fail(err, SP_SKIP_ZERO, "layout: ISP (wp=%d) already shards weights and gradients; use zero=0 or 1", l->wp);
+  return SP_SKIP_NONE;
+}
+
+char *sp_layout_to_string(const sp_layout *l)
+{
+  return g_strdup_printf("tp=%d,tpsp=%d,sp=%d,cp=%d,wp=%d,pp=%d,dp=%d,zero=%d,ckpt=%s,mb=%d",
+                         l->tp, l->tp_sp ? 1 : 0, l->sp, l->cp, l->wp, l->pp, l->dp, l->zero,
+                         sp_ckpt_name(l->ckpt), l->mb);
+}
+
+char *sp_layout_label(const sp_layout *l)
+{
+  GString *s = g_string_new("");
+  if (l->tp > 1) g_string_append_printf(s, "tp%d%s ", l->tp, l->tp_sp ? "s" : "");
+  if (l->sp > 1) g_string_append_printf(s, "sp%d ", l->sp);
+  if (l->cp > 1) g_string_append_printf(s, "cp%d ", l->cp);
+  if (l->wp > 1) g_string_append_printf(s, "wp%d ", l->wp);
+  if (l->pp > 1) g_string_append_printf(s, "pp%d ", l->pp);
+  g_string_append_printf(s, "dp%d", l->dp);
+  if (l->zero > 0) g_string_append_printf(s, " z%d", l->zero);
+  static const char *const ck[SP_CKPT_COUNT] = { "", " sel", " full" };
+  g_string_append(s, ck[l->ckpt]);
+  if (l->mb > 1) g_string_append_printf(s, " mb%d", l->mb);
+  return g_string_free(s, FALSE);
+}
+
+void sp_sweep_opts_init(sp_sweep_opts *o, const sp_layout_ctx *ctx)
+{
+  o->max_tp = ctx->gpus_per_node > 0 ? ctx->gpus_per_node : 8;
+  o->max_sp = 64;
+  o->max_cp = 32;
+  o->with_isp = TRUE;
+}
+
+/* Divisors of n in increasing order. */
+static GArray *divisors(int64_t n)
+{
+  GArray *a = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  for (int64_t d = 1; d <= n; d++)
+    if (n % d == 0) {
+      int32_t v = (int32_t)d;
+      g_array_append_val(a, v);
+    }
+  return a;
+}
+
+void sp_sweep_free(sp_sweep *s)
+{
+  if (s == NULL) return;
+  g_array_free(s->layouts, TRUE);
+  g_free(s);
+}
+
+sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
+{
+  sp_sweep *s = g_new0(sp_sweep, 1);
+  s->layouts = g_array_new(FALSE, FALSE, sizeof(sp_layout));
+  if (ctx->world <= 0) return s;
+  GArray *dw = divisors(ctx->world);
+  for (guint a = 0; a < dw->len; a++) {
+    int32_t tp = g_array_index(dw, int32_t, a);
+    if (tp > opts->max_tp) break;
+    for (int tpsp = 0; tpsp <= (tp > 1 ? 1 : 0); tpsp++)
+      for (guint b = 0; b < dw->len; b++) {
+        int32_t sp = g_array_index(dw, int32_t, b);
+        if (sp > opts->max_sp || ctx->world % ((int64_t)tp * sp) != 0) continue;
+        for (guint c = 0; c < dw->len; c++) {
+          int32_t cp = g_array_index(dw, int32_t, c);
+          if (cp > opts->max_cp || ctx->world % ((int64_t)tp * sp * cp) != 0) continue;
+          for (guint d = 0; d < dw->len; d++) {
+            int32_t pp = g_array_index(dw, int32_t, d);
+            if (ctx->world % ((int64_t)tp * sp * cp * pp) != 0) continue;
+            int32_t dp = (int32_t)(ctx->world / ((int64_t)tp * sp * cp * pp));
+            GArray *wps = NULL;
+            if (tp == 1 && opts->with_isp) wps = divisors((int64_t)sp * cp * dp);
+            guint nwp = wps ? wps->len : 1;
+            for (guint w = 0; w < nwp; w++) {
+              int32_t wp = wps ? g_array_index(wps, int32_t, w) : 1;
+              for (int zero = 0; zero <= 3; zero++)
+                for (int ck = 0; ck < SP_CKPT_COUNT; ck++) {
+                  sp_layout l = { .tp = tp, .tp_sp = tpsp == 1, .sp = sp, .cp = cp, .wp = wp, .pp = pp,
+                                  .dp = dp, .zero = zero, .ckpt = (sp_ckpt)ck, .mb = 0 };
+                  s->considered++;
+                  sp_skip r = sp_layout_check(&l, ctx, NULL);
+                  if (r == SP_SKIP_NONE) g_array_append_val(s->layouts, l);
+                  else s->skipped[r]++;
+                }
+            }
+            if (wps) g_array_free(wps, TRUE);
+          }
+        }
+      }
+  }
+  g_array_free(dw, TRUE);
+  return s;
+}

@@ -1,0 +1,18 @@
+/* Helpers shared by the operation builders (not installed). */
+#ifndef SPSIM_OPS_PRIVATE_H
+#define SPSIM_OPS_PRIVATE_H
+
+#include "spsim/ops.h"
+
+#define SP_OPS_BAD UINT32_MAX
+
+/* New tensor with @p ref's dtype and placement, named "<ref>.<suffix>". */
+uint32_t sp_ops_like(sp_graph *g, uint32_t ref, const char *suffix, int ndim, const int64_t *shape,
+                     sp_tensor_kind kind, GError **err);
+/* Same, with @p ref's shape with dim @p dim set to @p size (dim -1: unchanged). */
+uint32_t sp_ops_like_dim(sp_graph *g, uint32_t ref, const char *suffix, int dim, int64_t size,
+                         GError **err);
+/* In-place gradient scaling by P (UP: x P, DOWN: / P); returns @p t or SP_OPS_BAD. */
+uint32_t sp_ops_grad_scale(sp_graph *g, uint32_t t, int32_t P, sp_grad_scale s, GError **err);
+
+#endif

@@ -1,0 +1,59 @@
+/**
+ * @file kernels.h
+ * @brief Small deterministic CPU kernels for data mode: f32 matmul and causal
+ *        softmax attention (forward and backward). Every sum runs in one fixed
+ *        index order starting from 0.0f, compiled without FMA contraction
+ *        (-ffp-contract=off), so one head's result depends only on that head's
+ *        data: Ulysses attention on a shard of heads equals single-device
+ *        attention bitwise.
+ */
+#ifndef SPSIM_KERNELS_H
+#define SPSIM_KERNELS_H
+
+#include <glib.h>
+#include <stdint.h>
+
+G_BEGIN_DECLS
+
+/**
+ * c[M, N] = op(a) x op(b). @p a is stored row-major as [M, K] (or [K, M] when
+ * @p trans_a), @p b as [K, N] (or [N, K] when @p trans_b). c[m][n] sums k = 0..K-1
+ * in order.
+ */
+void sp_kernel_matmul_f32(const float *a, gboolean trans_a, const float *b, gboolean trans_b,
+                          float *c, int64_t M, int64_t N, int64_t K);
+
+/** Index of element (batch, seq, head, c) in a [b, s, h, d] (seq_first FALSE) or [s, b, h, d] tensor. */
+static inline int64_t sp_attn_index(gboolean seq_first, int64_t B, int64_t S, int64_t H, int64_t D,
+                                    int64_t b, int64_t s, int64_t h, int64_t c)
+{
+  return seq_first ? ((s * B + b) * H + h) * D + c : ((b * S + s) * H + h) * D + c;
+}
+
+/**
+ * Causal attention: out[b,i,h] = sum_{j<=i} softmax_j(q_i . k_j / sqrt(D)) v_j, with q
+ * head h reading kv head h / (Hq / Hkv). Hq must be a multiple of Hkv.
+ */
+void sp_kernel_attention_f32(gboolean seq_first, int64_t B, int64_t S, int64_t Hq, int64_t Hkv,
+                             int64_t D, const float *q, const float *k, const float *v, float *out);
+
+/** Gradients of sp_kernel_attention_f32 (dq, dk, dv overwritten; dk/dv sum over the q heads of a group). */
+void sp_kernel_attention_bwd_f32(gboolean seq_first, int64_t B, int64_t S, int64_t Hq, int64_t Hkv,
+                                 int64_t D, const float *q, const float *k, const float *v,
+                                 const float *dout, float *dq, float *dk, float *dv);
+
+/**
+ * One online-softmax step of ring attention: the block's keys (all of them when
+ * @p mode is 2, causal j <= i inside the block when 1, none when 0) update the state
+ * rows (o[0..D), m, l) of every (b, i, h) of the local queries; keys in index order.
+ * state rows with l == 0 are empty.
+ */
+void sp_kernel_ring_attn_step_f32(gboolean seq_first, int64_t B, int64_t S, int64_t Hq, int64_t Hkv,
+                                  int64_t D, const float *q, const float *k, const float *v,
+                                  const float *state_in, float *state_out, int mode);
+/** out[r][c] = o[r][c] / l[r] for @p rows state rows of D + 2 values. */
+void sp_kernel_ring_attn_final_f32(uint64_t rows, int64_t D, const float *state, float *out);
+
+G_END_DECLS
+
+#endif

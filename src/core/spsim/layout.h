@@ -1,0 +1,134 @@
+/**
+ * @file layout.h
+ * @brief Parallel layouts of a training job (TP with or without Megatron sequence
+ *        parallelism, Ulysses SP, ring/context parallelism, ISP weight parallelism,
+ *        pipeline parallelism, data parallelism with ZeRO, activation checkpointing)
+ *        and the sweep that enumerates the valid ones for a world size.
+ *
+ * Rank order (fastest axis first): tp, sp, cp, dp, pp. World = tp x sp x cp x dp x pp.
+ * Replicas of the same weights form the gradient group of size sp x cp x dp (stride tp);
+ * ISP shards weights over the first wp ranks of that group (wp divides sp x cp x dp)
+ * and ZeRO shards over the remaining sp x cp x dp / wp replicas.
+ */
+#ifndef SPSIM_LAYOUT_H
+#define SPSIM_LAYOUT_H
+
+#include <glib.h>
+#include <stdint.h>
+#include "spsim/model.h"
+
+G_BEGIN_DECLS
+
+/** Activation checkpointing modes (Korthikanti et al. 2022). */
+typedef enum {
+  SP_CKPT_NONE = 0,   /**< keep every activation */
+  SP_CKPT_SELECTIVE,  /**< recompute the attention core (scores, softmax, dropout, A.V) */
+  SP_CKPT_FULL,       /**< keep only each layer's input; recompute the whole layer forward */
+  SP_CKPT_COUNT
+} sp_ckpt;
+
+/** @return "none", "selective", "full". */
+const char *sp_ckpt_name(sp_ckpt c);
+/** Parse "none" | "selective" (or "sel") | "full". */
+gboolean sp_ckpt_parse(const char *s, sp_ckpt *out, GError **err);
+
+/** One layout. Degrees are >= 1 once resolved. */
+typedef struct {
+  int32_t tp;       /**< tensor parallel degree */
+  gboolean tp_sp;   /**< Megatron sequence parallelism with TP (all-gather/reduce-scatter) */
+  int32_t sp;       /**< Ulysses sequence parallel degree (head all-to-all) */
+  int32_t cp;       /**< ring attention / context parallel degree */
+  int32_t wp;       /**< ISP weight parallel degree (1: off) */
+  int32_t pp;       /**< pipeline stages (1F1B) */
+  int32_t dp;       /**< data parallel degree */
+  int32_t zero;     /**< ZeRO stage 0..3 over the gradient group */
+  sp_ckpt ckpt;     /**< activation checkpointing */
+  int32_t mb;       /**< micro-batch size in sequences */
+} sp_layout;
+
+/** What a layout is checked against. */
+typedef struct {
+  const sp_model *model;
+  int32_t world;          /**< GPUs */
+  int32_t gpus_per_node;  /**< GPUs sharing a node (TP stays inside one) */
+  int64_t seq;            /**< sequence length in tokens */
+  int64_t global_batch;   /**< sequences per optimizer step */
+  int32_t mb;             /**< micro-batch size when the layout leaves it 0 */
+} sp_layout_ctx;
+
+/** Reasons a layout is invalid (counted by the sweep). */
+typedef enum {
+  SP_SKIP_NONE = 0,   /**< valid */
+  SP_SKIP_WORLD,      /**< degrees do not multiply to the GPU count */
+  SP_SKIP_TP_NODE,    /**< tp larger than a node */
+  SP_SKIP_HEADS,      /**< heads not divisible by tp x sp */
+  SP_SKIP_KV_HEADS,   /**< KV heads neither divisible by nor a divisor of the split */
+  SP_SKIP_SEQ,        /**< sequence not divisible by the sequence split */
+  SP_SKIP_BATCH,      /**< global batch not divisible by dp x micro-batch */
+  SP_SKIP_LAYERS,     /**< more pipeline stages than layers allow */
+  SP_SKIP_WP,         /**< ISP degree does not divide the replica group, or used with tp */
+  SP_SKIP_ZERO,       /**< ZeRO stage not applicable (no replicas, or > 1 with ISP) */
+  SP_SKIP_COUNT
+} sp_skip;
+
+/** @return a short description of a skip reason. */
+const char *sp_skip_reason(sp_skip r);
+
+/** Fill @p l with the defaults: every degree 1 except dp = 0 (derive), zero 0, ckpt none, mb 0. */
+void sp_layout_init(sp_layout *l);
+
+/**
+ * Parse "tp=8,sp=4,pp=8,dp=4,cp=1,wp=1,zero=1,ckpt=full,mb=1,tpsp=1". Keys left out keep
+ * the defaults of sp_layout_init; tpsp defaults to 1 when tp > 1.
+ */
+gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err);
+
+/**
+ * Resolve derived fields (dp = 0 -> world / (tp sp cp pp); mb = 0 -> ctx->mb) and check
+ * the layout. @return SP_SKIP_NONE when valid; otherwise the reason, with a message in
+ * @p err when it is not NULL.
+ */
+sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *ctx, GError **err);
+
+/** Canonical text "tp=8,tpsp=1,sp=1,cp=1,wp=1,pp=4,dp=32,zero=1,ckpt=selective,mb=1" (g_free). */
+char *sp_layout_to_string(const sp_layout *l);
+/** Compact label for tables, e.g. "tp8s pp4 dp32 z1 sel" (g_free). */
+char *sp_layout_label(const sp_layout *l);
+
+/** Pipeline micro-batches per step: global_batch / (dp x mb). */
+int64_t sp_layout_microbatches(const sp_layout *l, const sp_layout_ctx *ctx);
+/** Layers on the largest pipeline stage: ceil(layers / pp). */
+int64_t sp_layout_stage_layers(const sp_layout *l, const sp_model *m);
+/** Ranks holding the same weights: sp x cp x dp. */
+int32_t sp_layout_replicas(const sp_layout *l);
+
+/** Limits of the sweep. */
+typedef struct {
+  int32_t max_tp;        /**< largest tp (default: gpus_per_node) */
+  int32_t max_sp;        /**< largest Ulysses degree (default 64) */
+  int32_t max_cp;        /**< largest ring degree (default 32) */
+  gboolean with_isp;     /**< include wp > 1 (default TRUE) */
+} sp_sweep_opts;
+
+/** Result of a sweep. */
+typedef struct {
+  GArray *layouts;                 /**< of sp_layout, valid ones, deterministic order */
+  uint64_t considered;             /**< candidates generated */
+  uint64_t skipped[SP_SKIP_COUNT]; /**< per reason ([SP_SKIP_NONE] unused) */
+} sp_sweep;
+
+/** Default sweep limits for @p ctx. */
+void sp_sweep_opts_init(sp_sweep_opts *o, const sp_layout_ctx *ctx);
+
+/**
+ * Enumerate candidate layouts: tp over divisors of the world up to max_tp (with and
+ * without tpsp when tp > 1), sp, cp, pp over divisors of the world, dp derived, wp over
+ * divisors of sp x cp x dp when tp == 1, zero 0..3, ckpt none/selective/full; mb from
+ * ctx. Invalid candidates are counted per reason.
+ */
+sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts);
+void sp_sweep_free(sp_sweep *s);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,102 @@
+/**
+ * @file model.h
+ * @brief Transformer model configurations (decoder-only, dense) and the closed-form
+ *        formulas of the what-if analysis: parameter counts, FLOPs per token and
+ *        per layer, and training memory per parameter.
+ *
+ * Conventions (docs/whatif.md states the sources):
+ * - head dim d = hidden / heads; K and V each have kv_heads * d columns (GQA/MQA).
+ * - a layer holds the attention projections Q, K, V, O and the MLP (two matrices for
+ *   GELU, three for SwiGLU: gate, up, down), plus two norms of @c hidden weights.
+ * - embeddings: vocab x hidden input table, plus an output (LM head) matrix of the same
+ *   size unless @c tied_embeddings.
+ * - "model FLOPs" follow the PaLM MFU definition (Chowdhery et al. 2022, App. B):
+ *   6 N + 12 L h s per token for training, N the non-embedding-lookup parameters
+ *   (matmul weights including the LM head), attention counted non-causal.
+ */
+#ifndef SPSIM_MODEL_H
+#define SPSIM_MODEL_H
+
+#include <glib.h>
+#include <stdint.h>
+#include "spsim/dtype.h"
+
+G_BEGIN_DECLS
+
+/** MLP flavours. */
+typedef enum {
+  SP_MLP_GELU = 0,  /**< two matrices h x ffn and ffn x h */
+  SP_MLP_SWIGLU,    /**< three matrices: gate and up h x ffn, down ffn x h */
+} sp_mlp;
+
+/** A model configuration. */
+typedef struct {
+  char *name;        /**< e.g. "llama3-70b" (owned) */
+  int64_t layers;    /**< transformer blocks */
+  int64_t hidden;    /**< model dimension h */
+  int64_t heads;     /**< attention (query) heads a */
+  int64_t kv_heads;  /**< key/value heads (== heads without GQA) */
+  int64_t ffn;       /**< MLP inner dimension */
+  int64_t vocab;     /**< vocabulary size V */
+  sp_dtype dtype;    /**< training dtype of weights and activations (bf16, f16, f32) */
+  sp_mlp mlp;        /**< MLP flavour */
+  gboolean tied_embeddings; /**< the LM head shares the input embedding table */
+  char *sources;     /**< where the numbers come from, "; "-joined (owned, may be "") */
+} sp_model;
+
+/**
+ * Parse a model from JSON text. Required integer fields (all > 0): layers, hidden,
+ * heads, kv_heads, ffn, vocab; optional: name (default @p what), dtype ("bf16"),
+ * mlp ("swiglu" | "gelu", default "swiglu"), tied_embeddings (false), sources
+ * (string or array of strings). Checks hidden % heads == 0 and heads % kv_heads == 0.
+ * @p what names the input in messages (a file name).
+ */
+sp_model *sp_model_parse(const char *json, gssize len, const char *what, GError **err);
+/** Load a model JSON file. */
+sp_model *sp_model_load_file(const char *path, GError **err);
+/**
+ * Resolve @p name_or_file: a path to a .json file (contains '/' or ends in .json), or
+ * the name of a built-in model looked up as NAME.json in each of @p dirs (NULL-terminated).
+ * An unknown name fails with a message listing the known models.
+ */
+sp_model *sp_model_find(const char *name_or_file, const char *const *dirs, GError **err);
+/** Sorted, NULL-terminated list of model names found in @p dirs (g_strfreev it). */
+char **sp_model_list(const char *const *dirs);
+/** Free a model; NULL is accepted. */
+void sp_model_free(sp_model *m);
+/** Validate ranges and divisibility (what sp_model_parse checks). */
+gboolean sp_model_validate(const sp_model *m, GError **err);
+
+/** @return the head dimension hidden / heads. */
+int64_t sp_model_head_dim(const sp_model *m);
+/** @return matmul weights of one layer: h(h + 2 kv d) + h h + (2|3) h ffn. */
+double sp_model_layer_matmul_params(const sp_model *m);
+/** @return all weights of one layer (matmuls + two norms). */
+double sp_model_layer_params(const sp_model *m);
+/** @return embedding weights: V h, doubled when the LM head is not tied. */
+double sp_model_embedding_params(const sp_model *m);
+/** @return total parameters: layers x layer + embeddings + final norm. */
+double sp_model_params(const sp_model *m);
+
+/**
+ * Forward FLOPs of one layer for @p tokens tokens in sequences of length @p seq:
+ * matmuls 2 x tokens x layer_matmul_params, and attention scores plus weighted sum
+ * 4 x tokens x seq x h (non-causal; halve for causal masking).
+ */
+double sp_model_layer_fwd_matmul_flops(const sp_model *m, double tokens);
+double sp_model_layer_fwd_attn_flops(const sp_model *m, double tokens, double seq, gboolean causal);
+/** Forward FLOPs of the LM head for @p tokens tokens: 2 x tokens x V x h. */
+double sp_model_head_fwd_flops(const sp_model *m, double tokens);
+/**
+ * Model FLOPs of training (forward + backward, no recomputation) per token at
+ * sequence length @p seq (PaLM): 6 N + 12 L h seq, N = layers x layer matmul
+ * params + V h (the LM head).
+ */
+double sp_model_train_flops_per_token(const sp_model *m, double seq);
+
+/** Bytes of one element of the model's dtype. */
+double sp_model_dtype_bytes(const sp_model *m);
+
+G_END_DECLS
+
+#endif

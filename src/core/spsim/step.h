@@ -1,0 +1,162 @@
+/**
+ * @file step.h
+ * @brief Closed-form cost model of one training step of a layout: compute time,
+ *        the list of collectives the step issues (with the volumes the operation
+ *        library emits), their exposure on the critical path, pipeline bubbles and
+ *        memory per GPU. Collectives are priced through a callback, so the same model
+ *        runs on the SimGrid engine (src/sim) or on the analytic alpha-beta pricer here.
+ *
+ * The communication list is the seam to the operation library: once step graphs are
+ * built from the ops, sp_step_comms() is replaced by a walk of that graph.
+ */
+#ifndef SPSIM_STEP_H
+#define SPSIM_STEP_H
+
+#include <glib.h>
+#include <stdint.h>
+#include "spsim/coll.h"
+#include "spsim/layout.h"
+#include "spsim/model.h"
+
+G_BEGIN_DECLS
+
+/** Kinds of communication, as reported. */
+typedef enum {
+  SP_COMM_TP = 0,  /**< Megatron TP all-reduce, or all-gather/reduce-scatter with SP */
+  SP_COMM_SP,      /**< Ulysses all-to-alls */
+  SP_COMM_ISP,     /**< ISP weight all-gather / gradient reduce-scatter, and ZeRO-3's */
+  SP_COMM_RING,    /**< ring attention K/V exchange */
+  SP_COMM_PP,      /**< pipeline activation / gradient send-recv */
+  SP_COMM_DP,      /**< data-parallel gradient reduction and ZeRO-1/2 parameter gather */
+  SP_COMM_KIND_COUNT
+} sp_comm_kind;
+
+/** @return "tp", "sp", "isp", "ring", "pp", "dp". */
+const char *sp_comm_kind_name(sp_comm_kind k);
+
+/** When a collective happens. */
+typedef enum {
+  SP_PER_LAYER_FWD = 0, /**< every layer, every micro-batch, forward */
+  SP_PER_LAYER_BWD,     /**< every layer, every micro-batch, backward (incl. recompute) */
+  SP_PER_MB,            /**< every micro-batch, once per stage (pipeline sends: fwd + bwd) */
+  SP_PER_STEP,          /**< once per step (gradient reduction, parameter gather) */
+} sp_comm_when;
+
+/**
+ * One collective of the step. The group is {0, stride, 2 stride, ..., (n-1) stride}
+ * (the group of rank 0; the others are translations of it under the rank order).
+ * @c bytes is the per-rank size of the large side: the all-reduce buffer, the gathered
+ * all-gather output, the reduce-scatter input, the all-to-all buffer, the message.
+ */
+typedef struct {
+  sp_comm_kind kind;
+  sp_comm_when when;
+  sp_coll coll;
+  int32_t n;
+  int32_t stride;
+  uint64_t bytes;
+  double times;      /**< occurrences per @c when */
+  const char *what;  /**< static description */
+} sp_comm;
+
+/** Prices one collective (the whole group, every member running it) in seconds. */
+typedef gboolean (*sp_comm_price_fn)(void *user, const sp_comm *c, double *seconds, GError **err);
+
+/** Hardware and efficiency assumptions (docs/whatif.md gives the sources). */
+typedef struct {
+  double peak_flops;       /**< dense bf16 FLOP/s per GPU */
+  double mem_bytes;        /**< GPU memory in bytes */
+  double mem_usable;       /**< usable fraction of it (allocator, CUDA context, NCCL) */
+  double eff_matmul;       /**< achieved fraction of peak in GEMMs */
+  double eff_attn;         /**< achieved fraction of peak in (flash) attention */
+  double hbm_bw;           /**< memory bandwidth, bytes/s (element-wise kernels) */
+  double dp_bucket_params; /**< gradient bucket size in parameters (last bucket is exposed) */
+} sp_step_hw;
+
+/** Fill the defaults for an H100 SXM (989 TFLOP/s bf16, 80 GiB, 3.35 TB/s). */
+void sp_step_hw_init(sp_step_hw *hw);
+
+/** Inputs of the step model. */
+typedef struct {
+  const sp_model *model;
+  int64_t seq;
+  int64_t global_batch;   /**< sequences */
+  int32_t world;
+  int32_t gpus_per_node;
+  sp_step_hw hw;
+  sp_comm_price_fn price;
+  void *price_user;
+} sp_step_ctx;
+
+/** Memory per GPU, bytes (the fullest pipeline stage). */
+typedef struct {
+  double weights, grads, optim, act, buffers, total;
+} sp_step_mem;
+
+/** Result of evaluating one layout. All times in seconds, per step unless noted. */
+typedef struct {
+  sp_layout layout;
+  int64_t microbatches;
+  double step_time;
+  double compute;                        /**< compute on the critical path (incl. recompute) */
+  double bubble;                         /**< pipeline fill/drain */
+  double exposed[SP_COMM_KIND_COUNT];    /**< communication on the critical path */
+  double comm[SP_COMM_KIND_COUNT];       /**< all communication time of the kind, before overlap */
+  double mb_fwd, mb_bwd, mb_p2p;         /**< one micro-batch on the fullest stage */
+  double dp_tail;                        /**< exposed gradient/parameter collectives at step end */
+  double tokens_per_s;
+  double mfu;                            /**< model FLOPs (PaLM) / (time x GPUs x peak) */
+  double hfu;                            /**< incl. recomputation */
+  double tflops;                         /**< model TFLOP/s per GPU */
+  sp_step_mem mem;
+  gboolean fits;
+} sp_step_result;
+
+/** Tokens each rank processes per micro-batch in token-parallel parts: mb x seq / (sp x cp). */
+double sp_step_local_tokens(const sp_layout *l, int64_t seq);
+
+/** Fraction of the step spent in 1F1B fill/drain relative to useful work: (pp - 1) / m. */
+double sp_step_bubble_fraction(int32_t pp, int64_t microbatches);
+
+/**
+ * Korthikanti et al. 2022 activation bytes of one layer for one micro-batch on one rank
+ * (16-bit activations): no recompute sbh(10 + 24/t) + 5 a s^2 b / t without SP,
+ * sbh 34/t + 5 a s^2 b/t with SP; selective drops the 5as^2b term; full keeps 2sbh (/t
+ * with SP). Sequence splits sp, cp divide s for token-wise terms and the score term
+ * keeps (s/cp) x s scores of a/(t sp) heads.
+ */
+double sp_step_act_layer_bytes(const sp_model *m, const sp_layout *l, int64_t seq);
+
+/** Memory per GPU of @p l. */
+void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *out);
+
+/** Append the collectives of one step of @p l to @p out (GArray of sp_comm). */
+void sp_step_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out);
+
+/** Evaluate @p l (a checked layout). */
+gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *r, GError **err);
+
+/** Network of the analytic pricer. */
+typedef struct {
+  int32_t gpus_per_node;
+  double intra_busbw;   /**< NVLink bus bandwidth per GPU, bytes/s (ring all-reduce) */
+  double nic_bw;        /**< network bandwidth per GPU (one NIC each), bytes/s */
+  double alpha_intra;   /**< latency per step inside a node, s */
+  double alpha_inter;   /**< latency per step across nodes, s */
+} sp_analytic_net;
+
+/** Defaults: DGX H100 (360 GB/s NVLink busbw, 8 x 400 Gb/s NICs at 46 GB/s, 3.4 / 14 us). */
+void sp_analytic_net_init(sp_analytic_net *n);
+
+/**
+ * Alpha-beta pricer (@p user is an sp_analytic_net): ring/pairwise time with bandwidth
+ * min(NVLink, members per node x NIC) for groups spanning nodes; latency (n-1) hops for
+ * ring all-gather/reduce-scatter/all-to-all, the smaller of ring 2(n-1) hops and tree
+ * 2 log2(n) hops for all-reduce (NCCL's tuning model), a hop costing alpha_inter when
+ * the group spans nodes.
+ */
+gboolean sp_price_analytic(void *user, const sp_comm *c, double *seconds, GError **err);
+
+G_END_DECLS
+
+#endif

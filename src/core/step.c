@@ -1,0 +1,323 @@
+/* Training-step cost model: compute, communication list, overlap, bubbles, memory. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "spsim/error.h"
+#include "spsim/step.h"
+
+static const char *const kind_names[SP_COMM_KIND_COUNT] = { "tp", "sp", "isp", "ring", "pp", "dp" };
+
+const char *sp_comm_kind_name(sp_comm_kind k)
+{
+  return (unsigned)k < SP_COMM_KIND_COUNT ? kind_names[k] : "?";
+}
+
+void sp_step_hw_init(sp_step_hw *hw)
+{
+  hw->peak_flops = 989.4e12;                 /* H100 SXM dense BF16 */
+  hw->mem_bytes = 80.0 * 1024 * 1024 * 1024; /* 80 GiB HBM3 */
+  hw->mem_usable = 0.92;
+  hw->eff_matmul = 0.70;
+  hw->eff_attn = 0.50;
+  hw->hbm_bw = 3.35e12;                      /* H100 SXM HBM3 */
+  hw->dp_bucket_params = 40e6;               /* Megatron DDP default bucket */
+}
+
+void sp_analytic_net_init(sp_analytic_net *n)
+{
+  n->gpus_per_node = 8;
+  n->intra_busbw = 360e9;
+  n->nic_bw = 46e9;
+  n->alpha_intra = 3.4e-6;
+  n->alpha_inter = 14e-6;
+}
+
+double sp_step_local_tokens(const sp_layout *l, int64_t seq)
+{
+  return (double)l->mb * (double)seq / ((double)l->sp * (double)l->cp);
+}
+
+double sp_step_bubble_fraction(int32_t pp, int64_t microbatches)
+{
+  if (microbatches <= 0) return 0.0;
+  return (double)(pp - 1) / (double)microbatches;
+}
+
+/* KV heads each TP rank holds (replicated when tp > kv_heads). */
+static double kv_per_tp(const sp_model *m, const sp_layout *l)
+{
+  return m->kv_heads % l->tp == 0 ? (double)(m->kv_heads / l->tp) : 1.0;
+}
+
+double sp_step_act_layer_bytes(const sp_model *m, const sp_layout *l, int64_t seq)
+{
+  double t = l->tp, h = (double)m->hidden, a = (double)m->heads, s = (double)seq, b = l->mb;
+  double sl = b * s / ((double)l->sp * l->cp);  /* token-wise parts */
+  double scores = 5.0 * b * (a / (t * l->sp)) * (s / l->cp) * s;
+  double tokenwise = l->tp_sp ? sl * h * 34.0 / t : sl * h * (10.0 + 24.0 / t);
+  switch (l->ckpt) {
+  case SP_CKPT_NONE: return tokenwise + scores;
+  case SP_CKPT_SELECTIVE: return tokenwise;
+  case SP_CKPT_FULL: default: return 2.0 * sl * h / (l->tp_sp ? t : 1.0);
+  }
+}
+
+/* Parameters of the fullest stage held by one TP rank (before ISP/ZeRO sharding). */
+static double stage_params_local(const sp_model *m, const sp_layout *l)
+{
+  double ls = (double)sp_layout_stage_layers(l, m);
+  double emb = (double)m->vocab * (double)m->hidden;
+  double stage = ls * sp_model_layer_params(m) + (l->pp == 1 ? sp_model_embedding_params(m) : emb) + (double)m->hidden;
+  return stage / l->tp;
+}
+
+void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o)
+{
+  const sp_model *m = c->model;
+  double e = sp_model_dtype_bytes(m);
+  double p = stage_params_local(m, l) / l->wp;
+  double g = (double)sp_layout_replicas(l) / l->wp; /* ZeRO group */
+  memset(o, 0, sizeof *o);
+  /* Mixed-precision Adam (ZeRO paper): 2 + 2 + 12 bytes per parameter. */
+  o->weights = e * p / (l->zero >= 3 ? g : 1.0);
+  o->grads = e * p / (l->zero >= 2 ? g : 1.0);
+  o->optim = 12.0 * p / (l->zero >= 1 ? g : 1.0);
+  int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
+  double inflight = (double)MIN((int64_t)l->pp, mbs);
+  double ls = (double)sp_layout_stage_layers(l, m);
+  double per_layer = sp_step_act_layer_bytes(m, l, c->seq);
+  double first = ls * per_layer * inflight;
+  if (l->ckpt == SP_CKPT_FULL) {
+    sp_layout nl = *l;
+    nl.ckpt = SP_CKPT_NONE;
+    first += sp_step_act_layer_bytes(m, &nl, c->seq); /* recompute working set */
+  }
+  /* Logits on the last stage: bf16 logits + fp32 copy for the loss, vocab split by tp. */
+  double logits = 6.0 * sp_step_local_tokens(l, c->seq) * (double)m->vocab / l->tp;
+  double last = ls * per_layer * 1.0 + logits;
+  o->act = l->pp == 1 ? first + logits : MAX(first, last);
+  double mm = sp_model_layer_matmul_params(m) / l->tp * e;
+  if (l->wp > 1 || l->zero >= 3) o->buffers = 3.0 * mm; /* two gather buffers + one gradient buffer */
+  o->total = o->weights + o->grads + o->optim + o->act + o->buffers;
+}
+
+static void push(GArray *a, sp_comm_kind k, sp_comm_when w, sp_coll coll, int32_t n, int32_t stride,
+                 double bytes, double times, const char *what)
+{
+  if (n < 2 || times <= 0) return;
+  sp_comm cm = { .kind = k, .when = w, .coll = coll, .n = n, .stride = stride,
+                 .bytes = (uint64_t)llround(bytes), .times = times, .what = what };
+  g_array_append_val(a, cm);
+}
+
+void sp_step_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
+{
+  const sp_model *m = c->model;
+  double e = sp_model_dtype_bytes(m), h = (double)m->hidden, d = (double)sp_model_head_dim(m);
+  double sl = sp_step_local_tokens(l, c->seq);
+  double act = sl * h * e;
+  gboolean full = l->ckpt == SP_CKPT_FULL;
+  double rec = full ? 1.0 : 0.0; /* full recomputation repeats the forward collectives */
+  if (l->tp > 1) {
+    if (l->tp_sp) {
+      push(out, SP_COMM_TP, SP_PER_LAYER_FWD, SP_COLL_ALL_GATHER, l->tp, 1, act, 2, "TP+SP all-gather before attention and MLP");
+      push(out, SP_COMM_TP, SP_PER_LAYER_FWD, SP_COLL_REDUCE_SCATTER, l->tp, 1, act, 2, "TP+SP reduce-scatter after attention and MLP");
+      push(out, SP_COMM_TP, SP_PER_LAYER_BWD, SP_COLL_ALL_GATHER, l->tp, 1, act, 2 + 2 * rec, "TP+SP backward all-gathers (+ recompute)");
+      push(out, SP_COMM_TP, SP_PER_LAYER_BWD, SP_COLL_REDUCE_SCATTER, l->tp, 1, act, 2 + 2 * rec, "TP+SP backward reduce-scatters (+ recompute)");
+    } else {
+      push(out, SP_COMM_TP, SP_PER_LAYER_FWD, SP_COLL_ALL_REDUCE, l->tp, 1, act, 2, "TP all-reduce after attention and MLP");
+      push(out, SP_COMM_TP, SP_PER_LAYER_BWD, SP_COLL_ALL_REDUCE, l->tp, 1, act, 2 + 2 * rec, "TP backward all-reduces (+ recompute)");
+    }
+  }
+  double kvl = kv_per_tp(m, l);
+  if (l->sp > 1) {
+    double q = sl * (h / l->tp) * e;
+    double kv = sl * MAX(kvl, (double)l->sp) * d * e; /* KV heads replicated up to sp when fewer */
+    push(out, SP_COMM_SP, SP_PER_LAYER_FWD, SP_COLL_ALL_TO_ALL, l->sp, l->tp, q, 2, "Ulysses all-to-all of Q and of the attention output");
+    push(out, SP_COMM_SP, SP_PER_LAYER_FWD, SP_COLL_ALL_TO_ALL, l->sp, l->tp, kv, 2, "Ulysses all-to-all of K and V");
+    push(out, SP_COMM_SP, SP_PER_LAYER_BWD, SP_COLL_ALL_TO_ALL, l->sp, l->tp, q, 2 + 2 * rec, "Ulysses backward all-to-all of dQ and dOut (+ recompute)");
+    push(out, SP_COMM_SP, SP_PER_LAYER_BWD, SP_COLL_ALL_TO_ALL, l->sp, l->tp, kv, 2 + 2 * rec, "Ulysses backward all-to-all of dK and dV (+ recompute)");
+  }
+  if (l->cp > 1) {
+    double kvr = MAX(1.0, MAX(kvl, (double)l->sp) / l->sp);
+    double blk = 2.0 * ((double)l->mb * (double)c->seq / l->cp) * kvr * d * e;
+    push(out, SP_COMM_RING, SP_PER_LAYER_FWD, SP_COLL_SEND_RECV, 2, l->tp * l->sp, blk, l->cp - 1, "ring attention K,V block to the next rank");
+    push(out, SP_COMM_RING, SP_PER_LAYER_BWD, SP_COLL_SEND_RECV, 2, l->tp * l->sp, 2.0 * blk, l->cp - 1, "ring attention K,V and dK,dV blocks");
+    push(out, SP_COMM_RING, SP_PER_LAYER_BWD, SP_COLL_SEND_RECV, 2, l->tp * l->sp, blk, (l->cp - 1) * rec, "ring attention recompute");
+  }
+  double mmw = sp_model_layer_matmul_params(m) / l->tp * e;
+  if (l->wp > 1) {
+    push(out, SP_COMM_ISP, SP_PER_LAYER_FWD, SP_COLL_ALL_GATHER, l->wp, l->tp, mmw, 1, "ISP weight all-gather (forward)");
+    push(out, SP_COMM_ISP, SP_PER_LAYER_BWD, SP_COLL_ALL_GATHER, l->wp, l->tp, mmw, 1, "ISP weight all-gather (backward)");
+    push(out, SP_COMM_ISP, SP_PER_LAYER_BWD, SP_COLL_REDUCE_SCATTER, l->wp, l->tp, mmw, 1, "ISP gradient reduce-scatter");
+  }
+  int32_t g = sp_layout_replicas(l) / l->wp;
+  if (l->zero >= 3) {
+    push(out, SP_COMM_DP, SP_PER_LAYER_FWD, SP_COLL_ALL_GATHER, g, l->tp * l->wp, mmw, 1, "ZeRO-3 parameter all-gather (forward)");
+    push(out, SP_COMM_DP, SP_PER_LAYER_BWD, SP_COLL_ALL_GATHER, g, l->tp * l->wp, mmw, 1, "ZeRO-3 parameter all-gather (backward)");
+    push(out, SP_COMM_DP, SP_PER_LAYER_BWD, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, mmw, 1, "ZeRO-3 gradient reduce-scatter");
+  }
+  if (l->pp > 1) {
+    double msg = act / (l->tp_sp ? l->tp : 1);
+    push(out, SP_COMM_PP, SP_PER_MB, SP_COLL_SEND_RECV, 2, l->tp * l->sp * l->cp * l->dp, msg, 2,
+         "pipeline send of activations (forward) and their gradients (backward)");
+  }
+  double grads = stage_params_local(m, l) / l->wp * e;
+  if (l->zero == 0)
+    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_ALL_REDUCE, g, l->tp * l->wp, grads, 1, "gradient all-reduce");
+  else if (l->zero <= 2) {
+    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, grads, 1, "ZeRO gradient reduce-scatter");
+    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, grads, 1, "ZeRO parameter all-gather after the optimizer");
+  }
+}
+
+gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *r, GError **err)
+{
+  const sp_model *m = c->model;
+  const sp_step_hw *hw = &c->hw;
+  memset(r, 0, sizeof *r);
+  r->layout = *l;
+  int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
+  r->microbatches = mbs;
+  double ls = (double)sp_layout_stage_layers(l, m);
+  double par = (double)l->tp * l->sp * l->cp;
+  double tokens_mb = (double)l->mb * (double)c->seq;
+
+  /* Compute per layer and micro-batch on one rank. */
+  double mm_f = sp_model_layer_fwd_matmul_flops(m, tokens_mb) / par / (hw->peak_flops * hw->eff_matmul);
+  double at_f = sp_model_layer_fwd_attn_flops(m, tokens_mb, (double)c->seq, TRUE) / par / (hw->peak_flops * hw->eff_attn);
+  /* Element-wise kernels (norms, activation, residual, rotary, dropout) are memory
+   * bound: they write the layer's stored activations and read them back once. */
+  sp_layout nl = *l;
+  nl.ckpt = SP_CKPT_SELECTIVE;
+  double el_f = hw->hbm_bw > 0 ? 2.0 * sp_step_act_layer_bytes(m, &nl, c->seq) / hw->hbm_bw : 0.0;
+  double lf = mm_f + at_f + el_f;
+  double lb = 2.0 * lf;
+  if (l->ckpt == SP_CKPT_FULL) lb += lf;
+  else if (l->ckpt == SP_CKPT_SELECTIVE) lb += at_f;
+  double head_f = sp_model_head_fwd_flops(m, tokens_mb) / par / (hw->peak_flops * hw->eff_matmul);
+  double head_b = 2.0 * head_f;
+
+  /* Price the collectives. */
+  g_autoptr(GArray) comms = g_array_new(FALSE, FALSE, sizeof(sp_comm));
+  sp_step_comms(c, l, comms);
+  double cf[SP_COMM_KIND_COUNT] = { 0 }, cb[SP_COMM_KIND_COUNT] = { 0 };
+  double p2p = 0, grad = 0, pgather = 0;
+  for (guint i = 0; i < comms->len; i++) {
+    const sp_comm *cm = &g_array_index(comms, sp_comm, i);
+    double t = 0;
+    if (!c->price(c->price_user, cm, &t, err)) return FALSE;
+    double tt = t * cm->times;
+    switch (cm->when) {
+    case SP_PER_LAYER_FWD: cf[cm->kind] += tt; break;
+    case SP_PER_LAYER_BWD: cb[cm->kind] += tt; break;
+    case SP_PER_MB: p2p += tt; break;
+    case SP_PER_STEP:
+      if (cm->coll == SP_COLL_ALL_GATHER) pgather += tt;
+      else grad += tt;
+      break;
+    }
+  }
+
+  /* Exposure per layer: TP and Ulysses are on the critical path; ring overlaps the
+   * attention blocks; ISP / ZeRO-3 gathers are prefetched under the layer's compute. */
+  double ef[SP_COMM_KIND_COUNT] = { 0 }, eb[SP_COMM_KIND_COUNT] = { 0 };
+  ef[SP_COMM_TP] = cf[SP_COMM_TP];
+  eb[SP_COMM_TP] = cb[SP_COMM_TP];
+  ef[SP_COMM_SP] = cf[SP_COMM_SP];
+  eb[SP_COMM_SP] = cb[SP_COMM_SP];
+  if (l->cp > 1) {
+    double share = (double)(l->cp - 1) / l->cp;
+    double bwin = (l->ckpt == SP_CKPT_NONE ? 2.0 : 3.0) * at_f;
+    ef[SP_COMM_RING] = MAX(0.0, cf[SP_COMM_RING] - share * at_f);
+    eb[SP_COMM_RING] = MAX(0.0, cb[SP_COMM_RING] - share * bwin);
+  }
+  ef[SP_COMM_ISP] = MAX(0.0, cf[SP_COMM_ISP] - lf);
+  eb[SP_COMM_ISP] = MAX(0.0, cb[SP_COMM_ISP] - lb);
+  ef[SP_COMM_DP] = MAX(0.0, cf[SP_COMM_DP] - lf);
+  eb[SP_COMM_DP] = MAX(0.0, cb[SP_COMM_DP] - lb);
+
+  double sef = 0, seb = 0;
+  for (int k = 0; k < SP_COMM_KIND_COUNT; k++) { sef += ef[k]; seb += eb[k]; }
+  r->mb_fwd = ls * (lf + sef) + head_f;
+  r->mb_bwd = ls * (lb + seb) + head_b;
+  r->mb_p2p = l->pp > 1 ? p2p : 0.0;
+  double tmb = r->mb_fwd + r->mb_bwd + r->mb_p2p;
+
+  /* Gradient reduction overlaps the last micro-batch's backward except the last bucket;
+   * the ZeRO-1/2 parameter all-gather overlaps the first forward likewise. */
+  double plocal = stage_params_local(m, l) / l->wp;
+  double bucket = plocal > 0 ? MIN(1.0, hw->dp_bucket_params / plocal) : 1.0;
+  double tail = 0;
+  if (grad > 0) tail += MAX(grad * bucket, grad - ls * lb);
+  if (pgather > 0) tail += MAX(pgather * bucket, pgather - ls * lf);
+  r->dp_tail = tail;
+
+  double md = (double)mbs;
+  r->step_time = (md + l->pp - 1) * tmb + tail;
+  r->compute = md * (ls * (lf + lb) + head_f + head_b);
+  r->bubble = (double)(l->pp - 1) * tmb;
+  for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
+    r->exposed[k] = md * ls * (ef[k] + eb[k]);
+    r->comm[k] = md * ls * (cf[k] + cb[k]);
+  }
+  r->exposed[SP_COMM_PP] = md * r->mb_p2p;
+  r->comm[SP_COMM_PP] = md * r->mb_p2p;
+  r->exposed[SP_COMM_DP] += tail;
+  r->comm[SP_COMM_DP] += grad + pgather;
+
+  double tokens = (double)c->global_batch * (double)c->seq;
+  double model_flops = tokens * sp_model_train_flops_per_token(m, (double)c->seq);
+  double extra = 0;
+  double attn_tok = 4.0 * (double)m->layers * (double)m->hidden * (double)c->seq;
+  if (l->ckpt == SP_CKPT_FULL) extra = tokens * (2.0 * (double)m->layers * sp_model_layer_matmul_params(m) + attn_tok);
+  else if (l->ckpt == SP_CKPT_SELECTIVE) extra = tokens * attn_tok;
+  r->tokens_per_s = tokens / r->step_time;
+  r->mfu = model_flops / (r->step_time * c->world * hw->peak_flops);
+  r->hfu = (model_flops + extra) / (r->step_time * c->world * hw->peak_flops);
+  r->tflops = model_flops / r->step_time / c->world / 1e12;
+  sp_step_memory(c, l, &r->mem);
+  r->fits = r->mem.total <= hw->mem_bytes * hw->mem_usable;
+  return TRUE;
+}
+
+gboolean sp_price_analytic(void *user, const sp_comm *c, double *seconds, GError **err)
+{
+  const sp_analytic_net *net = user;
+  if (c->n < 1 || c->stride < 1) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "analytic pricer: bad group (n=%d, stride=%d)", c->n, c->stride);
+    return FALSE;
+  }
+  int32_t gpn = net->gpus_per_node > 0 ? net->gpus_per_node : 1;
+  int32_t k = c->stride >= gpn ? 1 : MIN(c->n, gpn / c->stride); /* members per node */
+  if (k < 1) k = 1;
+  gboolean inter = k < c->n;
+  double bw = inter ? MIN(net->intra_busbw, k * net->nic_bw) : net->intra_busbw;
+  double alpha = inter ? net->alpha_inter : net->alpha_intra;
+  double n = c->n, S = (double)c->bytes;
+  double tree_steps = 2.0 * ceil(log2(n > 1 ? n : 2));
+  double t;
+  switch (c->coll) {
+  case SP_COLL_ALL_REDUCE:
+    t = MIN(2.0 * (n - 1), tree_steps) * alpha + S * 2.0 * (n - 1) / n / bw;
+    break;
+  case SP_COLL_ALL_GATHER:
+  case SP_COLL_REDUCE_SCATTER:
+    t = (n - 1) * alpha + S * (n - 1) / n / bw;
+    break;
+  case SP_COLL_ALL_TO_ALL: {
+    double intra_part = S * (k - 1) / n / net->intra_busbw;
+    double inter_part = inter ? S * (n - k) / n / net->nic_bw : 0.0;
+    t = (n - 1) * alpha + MAX(intra_part, inter_part);
+    break;
+  }
+  case SP_COLL_SEND_RECV:
+  default:
+    t = alpha + S / (inter ? net->nic_bw : net->intra_busbw);
+    break;
+  }
+  *seconds = t;
+  return TRUE;
+}

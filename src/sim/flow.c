@@ -1,0 +1,570 @@
+/* FLOW fidelity program transform (see flow.h). */
+#include "config.h"
+
+#include <string.h>
+
+#include "flow.h"
+#include "sim.h"
+#include "spsim/error.h"
+
+typedef struct {
+  int32_t peer;
+  int32_t tag;
+  uint8_t dir; /* 0 send, 1 recv */
+} fent;
+
+typedef struct {
+  uint32_t start, nblocks; /* block range */
+  uint32_t ent0, nent;     /* into rank ents / bytes */
+  gboolean mergeable;      /* each peer at most once per direction */
+  double local_s;          /* local-step seconds after its blocks */
+  uint32_t op, phase;      /* of the first block */
+} fgroup;
+
+typedef struct {
+  GArray *groups;   /* fgroup */
+  GArray *ents;     /* fent */
+  GArray *bytes;    /* uint64_t, parallel to ents (valid unless dirty) */
+  double prelude_s; /* local steps before the first block */
+  uint32_t nblocks;
+  gboolean added;
+  gboolean dirty;   /* groups split by reconcile: bytes/local need a refine */
+  GArray *forced;   /* uint32_t sorted block indices that must start a group (refine) */
+} frank;
+
+struct sp_flow_plan {
+  int32_t world;
+  sp_flow_cost_fn cost;
+  void *cost_ud;
+  frank *ranks;
+};
+
+sp_flow_plan *sp_flow_plan_new(int32_t world, sp_flow_cost_fn cost, void *cost_ud)
+{
+  g_return_val_if_fail(world > 0, NULL);
+  sp_flow_plan *fp = g_new0(sp_flow_plan, 1);
+  fp->world = world;
+  fp->cost = cost;
+  fp->cost_ud = cost_ud;
+  fp->ranks = g_new0(frank, world);
+  return fp;
+}
+
+static void frank_clear(frank *r)
+{
+  if (r->groups) g_array_unref(r->groups);
+  if (r->ents) g_array_unref(r->ents);
+  if (r->bytes) g_array_unref(r->bytes);
+  if (r->forced) g_array_unref(r->forced);
+  r->groups = r->ents = r->bytes = r->forced = NULL;
+}
+
+void sp_flow_plan_free(sp_flow_plan *fp)
+{
+  if (fp == NULL)
+    return;
+  for (int32_t i = 0; i < fp->world; i++)
+    frank_clear(&fp->ranks[i]);
+  g_free(fp->ranks);
+  g_free(fp);
+}
+
+/* The block being read: its posts in order. */
+typedef struct {
+  GArray *ents;  /* fent */
+  GArray *bytes; /* uint64_t */
+  uint32_t op, phase;
+} cur_block;
+
+static gboolean block_mergeable(const cur_block *b)
+{
+  /* each (dir, peer) at most once; blocks are small except all-to-all, so hash when large */
+  guint n = b->ents->len;
+  if (n <= 16) {
+    for (guint i = 0; i < n; i++)
+      for (guint j = i + 1; j < n; j++) {
+        const fent *a = &g_array_index(b->ents, fent, i), *c = &g_array_index(b->ents, fent, j);
+        if (a->dir == c->dir && a->peer == c->peer)
+          return FALSE;
+      }
+    return TRUE;
+  }
+  GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+  gboolean ok = TRUE;
+  for (guint i = 0; i < n && ok; i++) {
+    const fent *a = &g_array_index(b->ents, fent, i);
+    gpointer key = GINT_TO_POINTER((a->peer << 1 | a->dir) + 1);
+    if (g_hash_table_contains(seen, key))
+      ok = FALSE;
+    else
+      g_hash_table_add(seen, key);
+  }
+  g_hash_table_unref(seen);
+  return ok;
+}
+
+/* Does block @b post to the same (dir, peer) sequence as group @g? */
+static gboolean same_signature(const frank *r, const fgroup *g, const cur_block *b)
+{
+  if (g->nent != b->ents->len)
+    return FALSE;
+  for (guint i = 0; i < g->nent; i++) {
+    const fent *a = &g_array_index(r->ents, fent, g->ent0 + i);
+    const fent *c = &g_array_index(b->ents, fent, i);
+    if (a->dir != c->dir || a->peer != c->peer)
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* Close block @b (index r->nblocks) into the rank's groups. */
+static void close_block(frank *r, cur_block *b, gboolean force_start)
+{
+  fgroup *last = r->groups->len ? &g_array_index(r->groups, fgroup, r->groups->len - 1) : NULL;
+  gboolean merge = !force_start && last != NULL && last->mergeable && same_signature(r, last, b) &&
+                   block_mergeable(b);
+  if (merge) {
+    for (guint i = 0; i < b->ents->len; i++)
+      g_array_index(r->bytes, uint64_t, last->ent0 + i) += g_array_index(b->bytes, uint64_t, i);
+    last->nblocks++;
+  } else {
+    fgroup g = { .start = r->nblocks, .nblocks = 1, .ent0 = r->ents->len, .nent = b->ents->len,
+                 .mergeable = block_mergeable(b), .local_s = 0.0, .op = b->op, .phase = b->phase };
+    g_array_append_vals(r->ents, b->ents->data, b->ents->len);
+    g_array_append_vals(r->bytes, b->bytes->data, b->bytes->len);
+    g_array_append_val(r->groups, g);
+  }
+  r->nblocks++;
+  g_array_set_size(b->ents, 0);
+  g_array_set_size(b->bytes, 0);
+}
+
+/* Walk @p p into @p r; @p forced (sorted block indices, may be NULL) must start groups. */
+static gboolean summarise(const sp_flow_plan *fp, frank *r, const sp_program *p,
+                          const GArray *forced, GError **err)
+{
+  (void)err;
+  r->groups = g_array_new(FALSE, FALSE, sizeof(fgroup));
+  r->ents = g_array_new(FALSE, FALSE, sizeof(fent));
+  r->bytes = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  r->nblocks = 0;
+  r->prelude_s = 0.0;
+  cur_block b = { g_array_new(FALSE, FALSE, sizeof(fent)), g_array_new(FALSE, FALSE, sizeof(uint64_t)),
+                  0, 0 };
+  guint fi = 0;
+  for (guint i = 0; i < sp_program_len(p); i++) {
+    const sp_step *s = sp_program_step(p, i);
+    switch (s->kind) {
+    case SP_STEP_SEND:
+    case SP_STEP_RECV: {
+      if (b.ents->len == 0) {
+        b.op = s->op;
+        b.phase = s->phase;
+      }
+      fent e = { .peer = s->peer, .tag = s->tag, .dir = s->kind == SP_STEP_RECV };
+      uint64_t by = s->bytes;
+      g_array_append_val(b.ents, e);
+      g_array_append_val(b.bytes, by);
+      break;
+    }
+    case SP_STEP_WAIT:
+      if (b.ents->len > 0) {
+        gboolean force = FALSE;
+        while (forced && fi < forced->len && g_array_index(forced, uint32_t, fi) < r->nblocks)
+          fi++;
+        if (forced && fi < forced->len && g_array_index(forced, uint32_t, fi) == r->nblocks)
+          force = TRUE;
+        close_block(r, &b, force);
+      }
+      break;
+    default: {
+      double c = fp->cost ? fp->cost(fp->cost_ud, p->rank, s) : 0.0;
+      if (r->groups->len == 0)
+        r->prelude_s += c;
+      else
+        g_array_index(r->groups, fgroup, r->groups->len - 1).local_s += c;
+      break;
+    }
+    }
+  }
+  if (b.ents->len > 0) /* posts without a final WAIT: complete them at the end */
+    close_block(r, &b, FALSE);
+  g_array_unref(b.ents);
+  g_array_unref(b.bytes);
+  return TRUE;
+}
+
+gboolean sp_flow_plan_add(sp_flow_plan *fp, const sp_program *p, GError **err)
+{
+  if (p->rank < 0 || p->rank >= fp->world) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "flow: program rank %d outside the world of %d",
+                p->rank, fp->world);
+    return FALSE;
+  }
+  frank *r = &fp->ranks[p->rank];
+  if (r->added) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "flow: rank %d added twice", p->rank);
+    return FALSE;
+  }
+  r->added = TRUE;
+  return summarise(fp, r, p, NULL, err);
+}
+
+/* ---- reconciliation ---------------------------------------------------- */
+
+/* A cut of the message sequence src -> dst at message offset off, seen by the sender
+ * (side 0) or the receiver (side 1); end records carry the totals. */
+typedef struct {
+  int32_t src, dst;
+  uint32_t off;
+  uint8_t end, side;
+} cutrec;
+
+static gint cutrec_cmp(gconstpointer pa, gconstpointer pb)
+{
+  const cutrec *a = pa, *b = pb;
+  if (a->src != b->src) return a->src < b->src ? -1 : 1;
+  if (a->dst != b->dst) return a->dst < b->dst ? -1 : 1;
+  if (a->end != b->end) return a->end < b->end ? -1 : 1;
+  if (a->off != b->off) return a->off < b->off ? -1 : 1;
+  if (a->side != b->side) return a->side < b->side ? -1 : 1;
+  return 0;
+}
+
+static guint64 dp_key(uint8_t dir, int32_t peer) { return ((guint64)(uint32_t)peer << 1) | dir; }
+
+/* Running message offsets of one rank, per (dir, peer). */
+typedef struct {
+  GHashTable *off; /* dp_key -> offset + 1 (in a guint64 pointer-sized value) */
+} offsets;
+
+static uint32_t off_get(GHashTable *h, guint64 key)
+{
+  gpointer v = g_hash_table_lookup(h, GSIZE_TO_POINTER((gsize)key + 1));
+  return v ? (uint32_t)(GPOINTER_TO_SIZE(v) - 1) : 0;
+}
+
+static void off_set(GHashTable *h, guint64 key, uint32_t v)
+{
+  g_hash_table_insert(h, GSIZE_TO_POINTER((gsize)key + 1), GSIZE_TO_POINTER((gsize)v + 1));
+}
+
+static void collect_cuts(const frank *r, int32_t rank, GArray *recs)
+{
+  GHashTable *h = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (guint gi = 0; gi < r->groups->len; gi++) {
+    const fgroup *g = &g_array_index(r->groups, fgroup, gi);
+    for (guint i = 0; i < g->nent; i++) {
+      const fent *e = &g_array_index(r->ents, fent, g->ent0 + i);
+      guint64 k = dp_key(e->dir, e->peer);
+      uint32_t o = off_get(h, k);
+      cutrec c = { .src = e->dir ? e->peer : rank, .dst = e->dir ? rank : e->peer, .off = o,
+                   .end = 0, .side = e->dir };
+      g_array_append_val(recs, c);
+      off_set(h, k, o + g->nblocks);
+    }
+  }
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init(&it, h);
+  while (g_hash_table_iter_next(&it, &k, &v)) {
+    guint64 key = (guint64)GPOINTER_TO_SIZE(k) - 1;
+    uint8_t dir = key & 1;
+    int32_t peer = (int32_t)(key >> 1);
+    cutrec c = { .src = dir ? peer : rank, .dst = dir ? rank : peer,
+                 .off = (uint32_t)(GPOINTER_TO_SIZE(v) - 1), .end = 1, .side = dir };
+    g_array_append_val(recs, c);
+  }
+  g_hash_table_unref(h);
+}
+
+/* A requested split: rank must cut its (dir, peer) message sequence at off. */
+typedef struct {
+  int32_t rank;
+  uint8_t dir;
+  int32_t peer;
+  uint32_t off;
+} splitreq;
+
+static gint splitreq_cmp(gconstpointer pa, gconstpointer pb)
+{
+  const splitreq *a = pa, *b = pb;
+  if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+  return 0;
+}
+
+static gint u32_cmp(gconstpointer pa, gconstpointer pb)
+{
+  uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+  return a < b ? -1 : a > b;
+}
+
+/* Apply the split requests reqs[from, to) (all of one rank); @return TRUE if a group split. */
+static gboolean apply_splits(frank *r, const splitreq *reqs, guint n)
+{
+  GHashTable *want = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
+                                           (GDestroyNotify)g_array_unref);
+  for (guint i = 0; i < n; i++) {
+    gpointer key = GSIZE_TO_POINTER((gsize)dp_key(reqs[i].dir, reqs[i].peer) + 1);
+    GArray *a = g_hash_table_lookup(want, key);
+    if (!a) {
+      a = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+      g_hash_table_insert(want, key, a);
+    }
+    g_array_append_val(a, reqs[i].off);
+  }
+  GArray *cuts = g_array_new(FALSE, FALSE, sizeof(uint32_t)); /* block indices */
+  GHashTable *h = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (guint gi = 0; gi < r->groups->len; gi++) {
+    const fgroup *g = &g_array_index(r->groups, fgroup, gi);
+    for (guint i = 0; i < g->nent; i++) {
+      const fent *e = &g_array_index(r->ents, fent, g->ent0 + i);
+      guint64 k = dp_key(e->dir, e->peer);
+      uint32_t o = off_get(h, k);
+      GArray *a = g_hash_table_lookup(want, GSIZE_TO_POINTER((gsize)k + 1));
+      if (a)
+        for (guint j = 0; j < a->len; j++) {
+          uint32_t w = g_array_index(a, uint32_t, j);
+          if (w > o && w < o + g->nblocks) {
+            uint32_t blk = g->start + (w - o);
+            g_array_append_val(cuts, blk);
+          }
+        }
+      off_set(h, k, o + g->nblocks);
+    }
+  }
+  g_hash_table_unref(h);
+  g_hash_table_unref(want);
+  if (cuts->len == 0) {
+    g_array_unref(cuts);
+    return FALSE;
+  }
+  g_array_sort(cuts, u32_cmp);
+  /* rebuild the group list, splitting at the cut blocks (ents shared by both halves) */
+  GArray *ng = g_array_new(FALSE, FALSE, sizeof(fgroup));
+  guint ci = 0;
+  for (guint gi = 0; gi < r->groups->len; gi++) {
+    fgroup g = g_array_index(r->groups, fgroup, gi);
+    uint32_t end = g.start + g.nblocks;
+    while (ci < cuts->len && g_array_index(cuts, uint32_t, ci) <= g.start)
+      ci++;
+    while (ci < cuts->len && g_array_index(cuts, uint32_t, ci) < end) {
+      uint32_t c = g_array_index(cuts, uint32_t, ci);
+      fgroup head = g;
+      head.nblocks = c - g.start;
+      g_array_append_val(ng, head);
+      g.start = c;
+      g.nblocks = end - c;
+      while (ci < cuts->len && g_array_index(cuts, uint32_t, ci) <= c)
+        ci++;
+    }
+    g_array_append_val(ng, g);
+  }
+  g_array_unref(r->groups);
+  r->groups = ng;
+  g_array_unref(cuts);
+  r->dirty = TRUE;
+  return TRUE;
+}
+
+gboolean sp_flow_plan_reconcile(sp_flow_plan *fp, GError **err)
+{
+  for (int32_t i = 0; i < fp->world; i++)
+    if (!fp->ranks[i].added) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "flow: rank %d has no program", i);
+      return FALSE;
+    }
+  for (;;) {
+    GArray *recs = g_array_new(FALSE, FALSE, sizeof(cutrec));
+    for (int32_t i = 0; i < fp->world; i++)
+      collect_cuts(&fp->ranks[i], i, recs);
+    g_array_sort(recs, cutrec_cmp);
+    GArray *reqs = g_array_new(FALSE, FALSE, sizeof(splitreq));
+    const cutrec *c = (const cutrec *)(void *)recs->data;
+    guint n = recs->len;
+    for (guint i = 0; i < n;) {
+      /* records of one (src, dst, end, off): side 0 and/or side 1 */
+      guint j = i + 1;
+      while (j < n && c[j].src == c[i].src && c[j].dst == c[i].dst && c[j].end == c[i].end &&
+             c[j].off == c[i].off)
+        j++;
+      gboolean has0 = FALSE, has1 = FALSE;
+      for (guint k = i; k < j; k++) {
+        if (c[k].side) has1 = TRUE; else has0 = TRUE;
+      }
+      if (c[i].end) {
+        if (!(has0 && has1)) {
+          /* totals differ (or one side has no messages at all) */
+          uint32_t other = 0;
+          gboolean found = FALSE;
+          for (guint k = 0; k < n; k++)
+            if (c[k].end && c[k].src == c[i].src && c[k].dst == c[i].dst && c[k].side != c[i].side) {
+              other = c[k].off;
+              found = TRUE;
+            }
+          uint32_t sends = c[i].side ? other : c[i].off, recvs = c[i].side ? c[i].off : other;
+          (void)found;
+          g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT,
+                      "the programs do not match: rank %d sends %u messages to rank %d, which "
+                      "receives %u from it",
+                      c[i].src, sends, c[i].dst, recvs);
+          g_array_unref(recs);
+          g_array_unref(reqs);
+          return FALSE;
+        }
+      } else if (!(has0 && has1)) {
+        splitreq q = { .rank = has0 ? c[i].dst : c[i].src, .dir = has0 ? 1 : 0,
+                       .peer = has0 ? c[i].src : c[i].dst, .off = c[i].off };
+        g_array_append_val(reqs, q);
+      }
+      i = j;
+    }
+    g_array_unref(recs);
+    if (reqs->len == 0) {
+      g_array_unref(reqs);
+      break;
+    }
+    g_array_sort(reqs, splitreq_cmp);
+    const splitreq *q = (const splitreq *)(void *)reqs->data;
+    gboolean changed = FALSE;
+    for (guint i = 0; i < reqs->len;) {
+      guint j = i + 1;
+      while (j < reqs->len && q[j].rank == q[i].rank)
+        j++;
+      if (apply_splits(&fp->ranks[q[i].rank], q + i, j - i))
+        changed = TRUE;
+      i = j;
+    }
+    g_array_unref(reqs);
+    if (!changed) {
+      /* a cut falls inside a block on the other end: cannot happen for mergeable groups */
+      g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT,
+                  "flow fidelity cannot align the message boundaries of these programs; "
+                  "use --fidelity step");
+      return FALSE;
+    }
+  }
+  /* ranks split: remember their group starts for the refine pass */
+  for (int32_t i = 0; i < fp->world; i++) {
+    frank *r = &fp->ranks[i];
+    if (!r->dirty)
+      continue;
+    r->forced = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    for (guint gi = 0; gi < r->groups->len; gi++)
+      g_array_append_val(r->forced, g_array_index(r->groups, fgroup, gi).start);
+  }
+  return TRUE;
+}
+
+gboolean sp_flow_plan_needs(const sp_flow_plan *fp, int32_t rank)
+{
+  return rank >= 0 && rank < fp->world && fp->ranks[rank].dirty;
+}
+
+gboolean sp_flow_plan_refine(sp_flow_plan *fp, const sp_program *p, GError **err)
+{
+  if (p->rank < 0 || p->rank >= fp->world) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "flow: program rank %d outside the world", p->rank);
+    return FALSE;
+  }
+  frank *r = &fp->ranks[p->rank];
+  if (!r->dirty)
+    return TRUE;
+  GArray *forced = r->forced;
+  r->forced = NULL;
+  g_array_unref(r->groups);
+  g_array_unref(r->ents);
+  g_array_unref(r->bytes);
+  gboolean ok = summarise(fp, r, p, forced, err);
+  /* the forced starts must reproduce the reconciled groups exactly */
+  if (ok && r->groups->len != forced->len) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "flow: rank %d's program changed between the two passes", p->rank);
+    ok = FALSE;
+  }
+  g_array_unref(forced);
+  r->dirty = FALSE;
+  return ok;
+}
+
+sp_program *sp_flow_plan_emit(const sp_flow_plan *fp, int32_t rank)
+{
+  g_return_val_if_fail(rank >= 0 && rank < fp->world, NULL);
+  const frank *r = &fp->ranks[rank];
+  g_return_val_if_fail(!r->dirty, NULL);
+  sp_program *p = sp_program_new(rank);
+  uint64_t maxb = 1;
+  for (guint i = 0; r->bytes && i < r->bytes->len; i++)
+    maxb = MAX(maxb, g_array_index(r->bytes, uint64_t, i));
+  uint32_t buf = sp_program_add_buffer(p, maxb, "flow");
+  if (r->prelude_s > 0.0) {
+    sp_step m = { .kind = SP_STEP_COMPUTE, .tag = SP_SIM_FLOW_TAG, .peer = -1, .scale = r->prelude_s };
+    sp_program_append(p, &m);
+  }
+  for (guint gi = 0; r->groups && gi < r->groups->len; gi++) {
+    const fgroup *g = &g_array_index(r->groups, fgroup, gi);
+    int32_t lat_peer = -1;
+    for (guint i = 0; i < g->nent; i++) {
+      const fent *e = &g_array_index(r->ents, fent, g->ent0 + i);
+      sp_step s = { .kind = e->dir ? SP_STEP_RECV : SP_STEP_SEND, .op = g->op, .phase = g->phase,
+                    .peer = e->peer, .tag = e->tag, .bytes = g_array_index(r->bytes, uint64_t, g->ent0 + i),
+                    .rows = 1 };
+      s.row_bytes = s.bytes;
+      if (e->dir)
+        s.dst = (sp_ref){ buf, 0 };
+      else
+        s.src = (sp_ref){ buf, 0 };
+      sp_program_append(p, &s);
+      if (lat_peer < 0 && !e->dir)
+        lat_peer = e->peer;
+    }
+    if (lat_peer < 0 && g->nent > 0)
+      lat_peer = g_array_index(r->ents, fent, g->ent0).peer;
+    sp_step w = { .kind = SP_STEP_WAIT, .op = g->op, .phase = g->phase };
+    sp_program_append(p, &w);
+    if (g->nblocks > 1 || g->local_s > 0.0) {
+      sp_step m = { .kind = SP_STEP_COMPUTE, .op = g->op, .phase = g->phase, .tag = SP_SIM_FLOW_TAG,
+                    .peer = lat_peer, .count = g->nblocks - 1, .scale = g->local_s };
+      sp_program_append(p, &m);
+    }
+  }
+  return p;
+}
+
+void sp_flow_plan_stats(const sp_flow_plan *fp, int32_t rank, uint32_t *blocks, uint32_t *groups)
+{
+  const frank *r = &fp->ranks[rank];
+  if (blocks) *blocks = r->nblocks;
+  if (groups) *groups = r->groups ? r->groups->len : 0;
+}
+
+gboolean sp_flow_transform(sp_program *const *progs, int32_t world, sp_flow_cost_fn cost,
+                           void *cost_ud, sp_program ***out, GError **err)
+{
+  if (world <= 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "flow: world must be at least 1 (got %d)", world);
+    return FALSE;
+  }
+  sp_flow_plan *fp = sp_flow_plan_new(world, cost, cost_ud);
+  gboolean ok = TRUE;
+  for (int32_t r = 0; r < world && ok; r++) {
+    if (progs[r] == NULL || progs[r]->rank != r) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "flow: program %d is missing or has rank %d", r,
+                  progs[r] ? progs[r]->rank : -1);
+      ok = FALSE;
+    } else {
+      ok = sp_flow_plan_add(fp, progs[r], err);
+    }
+  }
+  ok = ok && sp_flow_plan_reconcile(fp, err);
+  for (int32_t r = 0; r < world && ok; r++)
+    if (sp_flow_plan_needs(fp, r))
+      ok = sp_flow_plan_refine(fp, progs[r], err);
+  if (ok && world > 0) {
+    *out = g_new0(sp_program *, (gsize)world);
+    for (int32_t r = 0; r < world; r++)
+      (*out)[r] = sp_flow_plan_emit(fp, r);
+  }
+  sp_flow_plan_free(fp);
+  return ok;
+}

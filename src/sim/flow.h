@@ -1,0 +1,55 @@
+/* FLOW fidelity: a program transform that coalesces communication (src/sim only).
+ *
+ * A rank's program is cut into communication blocks (the SEND/RECV posts up to
+ * their WAIT) and the local steps that follow each block. Consecutive blocks that
+ * post to the same peers in the same order (each peer at most once per direction
+ * per block) form a group; a group of k blocks becomes ONE block that sends to
+ * (receives from) each peer the summed bytes, followed by one SP_SIM_FLOW_TAG
+ * marker charging the group's local-step costs plus (k - 1) route latencies to
+ * the group's first send peer (else its first receive peer): the latency terms
+ * of the k - 1 steps that were merged away.
+ *
+ * Groups must cut every pair's message sequence at the same places on both ends
+ * (rank A merges its messages 3..7 to B into one iff B merges its messages 3..7
+ * from A into one). Groups chosen per rank are therefore reconciled globally:
+ * a cut present on one end only splits the other end's group, until a fixpoint.
+ * Ranks whose groups were split are summarised again from their program
+ * (sp_flow_plan_needs / sp_flow_plan_refine), so callers that lower on demand
+ * keep only summaries in memory.
+ */
+#ifndef SPSIM_SIM_FLOW_H
+#define SPSIM_SIM_FLOW_H
+
+#include <glib.h>
+#include <stdint.h>
+#include "spsim/program.h"
+
+G_BEGIN_DECLS
+
+/** Seconds a local step of @p rank costs (cost mode); NULL callback = free. */
+typedef double (*sp_flow_cost_fn)(void *ud, int32_t rank, const sp_step *s);
+
+typedef struct sp_flow_plan sp_flow_plan;
+
+sp_flow_plan *sp_flow_plan_new(int32_t world, sp_flow_cost_fn cost, void *cost_ud);
+void sp_flow_plan_free(sp_flow_plan *fp);
+/** Summarise @p p (its rank must be in the world; each rank once). */
+gboolean sp_flow_plan_add(sp_flow_plan *fp, const sp_program *p, GError **err);
+/** Make group boundaries agree between peers (after every rank was added). */
+gboolean sp_flow_plan_reconcile(sp_flow_plan *fp, GError **err);
+/** @return TRUE when @p rank must be summarised again with sp_flow_plan_refine. */
+gboolean sp_flow_plan_needs(const sp_flow_plan *fp, int32_t rank);
+/** Summarise @p p again along the reconciled group boundaries. */
+gboolean sp_flow_plan_refine(sp_flow_plan *fp, const sp_program *p, GError **err);
+/** @return the merged program of @p rank (new; cost mode only: one scratch buffer). */
+sp_program *sp_flow_plan_emit(const sp_flow_plan *fp, int32_t rank);
+/** Number of blocks and groups of @p rank (tests, diagnostics). */
+void sp_flow_plan_stats(const sp_flow_plan *fp, int32_t rank, uint32_t *blocks, uint32_t *groups);
+
+/** All of the above on in-memory programs: @p out receives world new programs. */
+gboolean sp_flow_transform(sp_program *const *progs, int32_t world, sp_flow_cost_fn cost,
+                           void *cost_ud, sp_program ***out, GError **err);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,98 @@
+/**
+ * @file platform_gen.h
+ * @brief Generator of spsim's calibrated SimGrid platforms (DGX-style GPU nodes
+ *        in a fat tree). It only writes text (SimGrid platform XML, version 4.1)
+ *        and needs no SimGrid call, so the CLI and the tests can use it anywhere.
+ *
+ * Layout of a generated platform (see docs/calibration.md for every constant):
+ * - top zone "cluster" (routing Full): the spine level. It holds one zone per
+ *   scalable unit (SU) of up to #SP_PLATFORM_NODES_PER_SU nodes and one
+ *   FATPIPE link "spine" (the spine switches' hop latency).
+ * - zone "suK" (routing Full): the leaf level of SU K. It holds the node zones,
+ *   a zone "suK-leaf" with the router "suK-leaf" (the SU's gateway), one FATPIPE
+ *   link "suK-leaf" (leaf switch hop) and one SPLITDUPLEX link "suK-up" whose
+ *   capacity equals the sum of the SU's NICs (full bisection: the uplinks of a
+ *   leaf carry as much as its downlinks).
+ * - zone "nodeN" (routing Full): one DGX node. Hosts "nodeN-gpuG" (one GPU each),
+ *   router "nodeN-nic" (the node's gateway), per GPU a SPLITDUPLEX link
+ *   "nodeN-nvlG" (its NVLink ports into the NVSwitch, per direction) and a
+ *   SPLITDUPLEX link "nodeN-nicG" (its own NIC). GPU a -> GPU b inside a node:
+ *   nvl a UP, nvl b DOWN. GPU a -> another node: nic a UP, leaf, [suK-up UP,
+ *   spine, suJ-up DOWN, leaf of J,] nic b DOWN.
+ * Node indices are zero-padded to at least 3 digits so that the hosts' names sort
+ * in rank order (node-major, then GPU; declaration order is the same). Every
+ * host carries the properties "gpu" (model name), "gpu_mem" (bytes), "hbm_bw"
+ * (bytes/s of HBM, informational), "node" (node index) and "local_rank" (GPU
+ * index in the node); with charge_local also "mem_bw" (= hbm_bw), which makes
+ * the engine charge local steps. The top zone carries "gpus_per_node". The network model is set in the file's <config>: CM02 with
+ * unit factors and no TCP window bound, so an uncontended message of S bytes
+ * takes exactly (sum of route latencies) + S / (bottleneck bandwidth).
+ */
+#ifndef SPSIM_PLATFORM_GEN_H
+#define SPSIM_PLATFORM_GEN_H
+
+#include <glib.h>
+#include <stdint.h>
+
+G_BEGIN_DECLS
+
+/** Nodes per scalable unit (one leaf switch per rail per SU), as in DGX SuperPODs. */
+#define SP_PLATFORM_NODES_PER_SU 32
+/** Largest node count the generator accepts. */
+#define SP_PLATFORM_MAX_NODES 65536
+/** Largest GPU count per node the generator accepts. */
+#define SP_PLATFORM_MAX_GPUS_PER_NODE 64
+
+/** GPU presets (each brings its node's NVLink and NIC numbers). */
+typedef enum {
+  SP_GPU_H100 = 0, /**< DGX H100: H100 SXM5 80 GB, NVLink4, 8 x 400 Gb/s NDR NICs */
+  SP_GPU_A100,     /**< DGX A100: A100 SXM4 80 GB, NVLink3, 8 x 200 Gb/s HDR NICs */
+  SP_GPU_TOY,      /**< round numbers for tests (platforms/small.xml) */
+  SP_GPU_COUNT
+} sp_gpu_kind;
+
+/** Calibrated constants of one preset (SI units: bytes/s, seconds, flop/s, bytes). */
+typedef struct {
+  const char *key;      /**< "h100", "a100", "toy" */
+  const char *model;    /**< value of the "gpu" host property */
+  double flops;         /**< host speed: dense BF16 peak */
+  double gpu_mem;       /**< HBM capacity */
+  double mem_bw;        /**< HBM bandwidth */
+  double nvl_bw;        /**< effective NVLink bandwidth per GPU and direction */
+  double nvl_lat;       /**< latency of one NVLink port traversal (a GPU pair crosses two) */
+  double nic_bw;        /**< effective NIC bandwidth per direction */
+  double nic_lat;       /**< latency of one NIC traversal (a node pair crosses two) */
+  double leaf_lat;      /**< leaf switch hop */
+  double spine_lat;     /**< spine switch hop */
+  double su_up_lat;     /**< leaf <-> spine cable, each way */
+} sp_gpu_spec;
+
+/** Options of sp_platform_dgx_xml. */
+typedef struct {
+  int32_t nodes;          /**< >= 1 */
+  int32_t gpus_per_node;  /**< >= 1 (8 on DGX) */
+  sp_gpu_kind gpu;
+  gboolean charge_local;  /**< add "mem_bw" (= HBM bandwidth) so the engine charges local steps */
+} sp_platform_opts;
+
+/** Defaults: 1 node of 8 H100. */
+void sp_platform_opts_init(sp_platform_opts *opts);
+
+/** Parse a preset name ("h100", "a100", "toy", case-insensitive). */
+gboolean sp_gpu_parse(const char *s, sp_gpu_kind *out, GError **err);
+
+/** The constants of @p kind (static storage), NULL when out of range. */
+const sp_gpu_spec *sp_gpu_spec_get(sp_gpu_kind kind);
+
+/**
+ * The platform XML for @p opts (newly allocated, deterministic: same options,
+ * same bytes). Fails with SP_ERROR_INVALID on out-of-range options.
+ */
+char *sp_platform_dgx_xml(const sp_platform_opts *opts, GError **err);
+
+/** Host name of GPU @p gpu of node @p node in a platform of @p nodes nodes. */
+char *sp_platform_host_name(int32_t nodes, int32_t node, int32_t gpu);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,837 @@
+/* Collectives: lowering (ring, direct, tree) run on the loopback, compared
+ * bitwise with the reference semantics, with hand-derived results, textbook
+ * step counts and message volumes, and the error paths. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <glib/gstdio.h>
+
+#include "spsim/coll.h"
+#include "spsim/error.h"
+#include "spsim/exec.h"
+#include "spsim/verify.h"
+
+static const sp_algo algos[] = { SP_ALGO_RING, SP_ALGO_DIRECT, SP_ALGO_TREE };
+static const sp_algo all_algos[] = { SP_ALGO_AUTO, SP_ALGO_RING, SP_ALGO_DIRECT, SP_ALGO_TREE };
+static const int32_t sizes[] = { 1, 2, 3, 4, 5, 7, 8, 13, 16 };
+
+static gboolean algo_ok(sp_coll coll, sp_algo a, int32_t n)
+{
+  if (coll == SP_COLL_SEND_RECV)
+    return n == 2;
+  if (coll == SP_COLL_ALL_TO_ALL)
+    return a == SP_ALGO_DIRECT || a == SP_ALGO_AUTO || n == 1;
+  return TRUE;
+}
+
+/* Build, run on the loopback, check against the reference; fails the test with
+ * the case description on any error. */
+static void run_case(const sp_coll_spec *spec, int32_t world)
+{
+  GError *err = NULL;
+  sp_case *c = sp_case_new_coll(spec, world, TRUE, &err);
+  if (c == NULL)
+    g_error("%s/%s/%s/%s n=%d count=%" G_GUINT64_FORMAT " chunk=%" G_GUINT64_FORMAT ": %s",
+            sp_coll_name(spec->coll), sp_algo_name(spec->algo), sp_dtype_name(spec->dtype),
+            sp_redop_name(spec->redop), spec->n, spec->count, spec->chunk_bytes, err->message);
+  if (!sp_loopback_run(sp_case_programs(c), world, sp_case_all_bufs(c), &err))
+    g_error("%s/%s/%s n=%d count=%" G_GUINT64_FORMAT ": loopback: %s", sp_coll_name(spec->coll),
+            sp_algo_name(spec->algo), sp_dtype_name(spec->dtype), spec->n, spec->count,
+            err->message);
+  int32_t br = -1;
+  uint64_t bo = 0;
+  if (!sp_case_check(c, &br, &bo, &err))
+    g_error("chunk=%" G_GUINT64_FORMAT ": %s", spec->chunk_bytes, err->message);
+  /* bystanders have empty programs */
+  for (int32_t r = 0; r < world; r++)
+    if (sp_coll_index_of(spec, r) < 0)
+      g_assert_cmpuint(sp_program_len(sp_case_program(c, r)), ==, 0);
+  sp_case_free(c);
+}
+
+/* Every collective x algorithm x dtype x group size x count, with and
+ * without chunking; the operator cycles through sum/avg/max/min. */
+static void test_matrix(gconstpointer data)
+{
+  sp_coll coll = (sp_coll)GPOINTER_TO_INT(data);
+  guint cases = 0;
+  for (size_t ai = 0; ai < G_N_ELEMENTS(all_algos); ai++)
+    for (int dt = 0; dt < SP_DTYPE_COUNT; dt++)
+      for (size_t ni = 0; ni < G_N_ELEMENTS(sizes); ni++) {
+        int32_t n = sizes[ni];
+        if (!algo_ok(coll, all_algos[ai], n))
+          continue;
+        int32_t *ranks = sp_group_range(0, 1, n);
+        uint64_t counts[] = { 0, 1, (uint64_t)(n > 1 ? n - 1 : 2), (uint64_t)n + 1, 13, 37 };
+        for (size_t ci = 0; ci < G_N_ELEMENTS(counts); ci++)
+          for (int chunked = 0; chunked < 3; chunked++) {
+            size_t es = sp_dtype_size((sp_dtype)dt);
+            sp_coll_spec s = {
+              .coll = coll, .algo = all_algos[ai], .dtype = (sp_dtype)dt,
+              .redop = (sp_redop)((ni + ci + (size_t)dt + (size_t)chunked) % SP_REDOP_COUNT),
+              .ranks = ranks, .n = n, .count = counts[ci], .root = (int32_t)(ci % (size_t)n),
+              .chunk_bytes = chunked == 0 ? 0 : chunked == 1 ? 2 * es : 7 * es, .op_id = 7,
+              .tag = 100,
+            };
+            run_case(&s, n);
+            cases++;
+          }
+        g_free(ranks);
+      }
+  g_assert_cmpuint(cases, >, 0);
+}
+
+/* Members {5, 1, 6, 3} inside a world of 8; the other ranks are bystanders. */
+static void test_noncontiguous(void)
+{
+  const int32_t ranks[] = { 5, 1, 6, 3 };
+  for (int coll = 0; coll < SP_COLL_COUNT; coll++)
+    for (size_t ai = 0; ai < G_N_ELEMENTS(algos); ai++) {
+      int32_t n = coll == SP_COLL_SEND_RECV ? 2 : 4;
+      if (!algo_ok((sp_coll)coll, algos[ai], n))
+        continue;
+      for (int chunked = 0; chunked < 2; chunked++) {
+        sp_coll_spec s = {
+          .coll = (sp_coll)coll, .algo = algos[ai], .dtype = SP_BF16, .redop = SP_RED_SUM,
+          .ranks = ranks, .n = n, .count = 11, .root = 2, .chunk_bytes = chunked ? 6 : 0,
+          .tag = 3000,
+        };
+        if (coll == SP_COLL_SEND_RECV)
+          s.root = 0;
+        run_case(&s, 8);
+      }
+    }
+}
+
+/* ------------------------------------------------------------ custom inputs */
+
+typedef void (*fill_fn)(void *in, uint64_t count, sp_dtype t, int32_t member, gpointer user);
+
+/* Lower for every rank of a world, fill inputs with @fill, run on the loopback;
+ * returns the out buffers by group index (g_free each and the array). */
+static void **run_custom(const sp_coll_spec *s, int32_t world, gboolean in_place, fill_fn fill,
+                         gpointer user, void ***ins_out)
+{
+  GError *err = NULL;
+  size_t es = sp_dtype_size(s->dtype);
+  uint64_t inb = sp_coll_in_count(s) * es, outb = sp_coll_out_count(s) * es;
+  sp_program **progs = g_new0(sp_program *, world);
+  void ***bufs = g_new0(void **, world);
+  void **ins = g_new0(void *, s->n), **outs = g_new0(void *, s->n);
+  for (int32_t r = 0; r < world; r++) {
+    progs[r] = sp_program_new(r);
+    int32_t m = sp_coll_index_of(s, r);
+    if (m >= 0) {
+      uint32_t in = sp_program_add_buffer(progs[r], MAX(inb, outb), "in");
+      uint32_t out = in_place ? in : sp_program_add_buffer(progs[r], outb, "out");
+      g_assert_true(sp_lower_coll(progs[r], s, in, out, &err));
+      g_assert_no_error(err);
+      g_assert_true(sp_program_validate(progs[r], world, &err));
+    }
+    guint nb = progs[r]->bufs->len;
+    bufs[r] = g_new0(void *, nb + 1);
+    for (guint b = 0; b < nb; b++)
+      bufs[r][b] = g_malloc0(g_array_index(progs[r]->bufs, sp_buffer, b).bytes + 1);
+    if (m >= 0) {
+      fill(bufs[r][0], sp_coll_in_count(s), s->dtype, m, user);
+      ins[m] = g_memdup2(bufs[r][0], inb + 1);
+    }
+  }
+  g_assert_true(sp_loopback_run(progs, world, bufs, &err));
+  g_assert_no_error(err);
+  for (int32_t r = 0; r < world; r++) {
+    int32_t m = sp_coll_index_of(s, r);
+    if (m >= 0)
+      outs[m] = g_memdup2(bufs[r][in_place ? 0 : 1], outb + 1);
+    for (guint b = 0; b < progs[r]->bufs->len; b++)
+      g_free(bufs[r][b]);
+    g_free(bufs[r]);
+    sp_program_free(progs[r]);
+  }
+  g_free(bufs);
+  g_free(progs);
+  if (ins_out)
+    *ins_out = ins;
+  else {
+    for (int32_t i = 0; i < s->n; i++)
+      g_free(ins[i]);
+    g_free(ins);
+  }
+  return outs;
+}
+
+static void free_bufs(void **b, int32_t n)
+{
+  for (int32_t i = 0; i < n; i++)
+    g_free(b[i]);
+  g_free(b);
+}
+
+/* Floats of very different magnitudes: sums depend on the order. */
+static void fill_wild(void *in, uint64_t count, sp_dtype t, int32_t member, gpointer user)
+{
+  GRand *g = g_rand_new_with_seed(1234u + (guint32)member * 77u);
+  for (uint64_t e = 0; e < count; e++) {
+    double v = g_rand_double_range(g, -1.0, 1.0) * pow(2.0, g_rand_int_range(g, -20, 20));
+    float f = (float)v;
+    if (t == SP_F32)
+      memcpy((float *)in + e, &f, 4);
+    else if (t == SP_BF16) {
+      uint16_t h = sp_f32_to_bf16(f);
+      memcpy((uint16_t *)in + e, &h, 2);
+    } else {
+      uint16_t h = sp_f32_to_f16((float)(v / 65536.0 * 1000.0));
+      memcpy((uint16_t *)in + e, &h, 2);
+    }
+  }
+  g_rand_free(g);
+}
+
+/* Order-sensitive data: the run still matches the reference bit for bit, and
+ * the three algorithms' references really differ (so the check has teeth). */
+static void test_order_sensitive(void)
+{
+  const sp_dtype ts[] = { SP_F32, SP_F16, SP_BF16 };
+  const sp_coll colls[] = { SP_COLL_ALL_REDUCE, SP_COLL_REDUCE_SCATTER, SP_COLL_REDUCE };
+  for (size_t ti = 0; ti < G_N_ELEMENTS(ts); ti++)
+    for (size_t ci = 0; ci < G_N_ELEMENTS(colls); ci++)
+      for (size_t ni = 2; ni < G_N_ELEMENTS(sizes); ni++) {
+        int32_t n = sizes[ni];
+        int32_t *ranks = sp_group_range(0, 1, n);
+        void **res[3];
+        uint64_t count = 101;
+        for (size_t ai = 0; ai < 3; ai++) {
+          sp_coll_spec s = { .coll = colls[ci], .algo = algos[ai], .dtype = ts[ti],
+                             .redop = SP_RED_SUM, .ranks = ranks, .n = n, .count = count,
+                             .root = 1, .chunk_bytes = 64 };
+          void **ins;
+          void **outs = run_custom(&s, n, FALSE, fill_wild, NULL, &ins);
+          size_t ob = sp_coll_out_count(&s) * sp_dtype_size(ts[ti]);
+          void **ref = g_new0(void *, n);
+          for (int32_t i = 0; i < n; i++)
+            ref[i] = g_malloc0(ob + 1);
+          GError *err = NULL;
+          g_assert_true(sp_coll_reference(&s, (const void *const *)ins, ref, &err));
+          g_assert_no_error(err);
+          for (int32_t i = 0; i < n; i++)
+            g_assert_cmpmem(outs[i], ob, ref[i], ob);
+          free_bufs(outs, n);
+          free_bufs(ins, n);
+          res[ai] = ref;
+        }
+        /* root (reduce) or member 1 holds a written result in all three */
+        size_t ob = (size_t)count * sp_dtype_size(ts[ti]);
+        g_assert_true(memcmp(res[0][1], res[1][1], ob) != 0 || memcmp(res[1][1], res[2][1], ob) != 0);
+        for (int a = 0; a < 3; a++)
+          free_bufs(res[a], n);
+        g_free(ranks);
+      }
+}
+
+/* ------------------------------------------------------------ hand-derived */
+
+static void fill_const_i32(void *in, uint64_t count, sp_dtype t, int32_t member, gpointer user)
+{
+  int32_t base = GPOINTER_TO_INT(user);
+  for (uint64_t e = 0; e < count; e++)
+    ((int32_t *)in)[e] = member + base;
+}
+
+/* all-reduce SUM of member constants i = n(n-1)/2, MAX = n-1, AVG of i+1 in f32 = (n+1)/2 */
+static void test_allreduce_constants(void)
+{
+  for (int32_t n = 1; n <= 16; n++)
+    for (size_t ai = 0; ai < G_N_ELEMENTS(algos); ai++)
+      for (int chunked = 0; chunked < 2; chunked++) {
+        int32_t *ranks = sp_group_range(0, 1, n);
+        sp_coll_spec s = { .coll = SP_COLL_ALL_REDUCE, .algo = algos[ai], .dtype = SP_I32,
+                           .redop = SP_RED_SUM, .ranks = ranks, .n = n, .count = 37,
+                           .chunk_bytes = chunked ? 12 : 0 };
+        void **outs = run_custom(&s, n, FALSE, fill_const_i32, GINT_TO_POINTER(0), NULL);
+        for (int32_t i = 0; i < n; i++)
+          for (int e = 0; e < 37; e++)
+            g_assert_cmpint(((int32_t *)outs[i])[e], ==, n * (n - 1) / 2);
+        free_bufs(outs, n);
+
+        s.redop = SP_RED_MAX;
+        outs = run_custom(&s, n, FALSE, fill_const_i32, GINT_TO_POINTER(0), NULL);
+        for (int32_t i = 0; i < n; i++)
+          g_assert_cmpint(((int32_t *)outs[i])[36], ==, n - 1);
+        free_bufs(outs, n);
+
+        s.redop = SP_RED_MIN;
+        outs = run_custom(&s, n, FALSE, fill_const_i32, GINT_TO_POINTER(5), NULL);
+        for (int32_t i = 0; i < n; i++)
+          g_assert_cmpint(((int32_t *)outs[i])[0], ==, 5);
+        free_bufs(outs, n);
+
+        /* integer AVG truncates: (0 + 1 + ... + n-1) / n = (n-1)/2 truncated */
+        s.redop = SP_RED_AVG;
+        outs = run_custom(&s, n, FALSE, fill_const_i32, GINT_TO_POINTER(0), NULL);
+        for (int32_t i = 0; i < n; i++)
+          g_assert_cmpint(((int32_t *)outs[i])[10], ==, (n * (n - 1) / 2) / n);
+        free_bufs(outs, n);
+        g_free(ranks);
+      }
+}
+
+static void fill_const_f32(void *in, uint64_t count, sp_dtype t, int32_t member, gpointer user)
+{
+  for (uint64_t e = 0; e < count; e++)
+    ((float *)in)[e] = (float)(member + 1);
+}
+
+static void test_avg_float(void)
+{
+  for (int32_t n = 1; n <= 16; n++)
+    for (int coll = 0; coll < 3; coll++) {
+      sp_coll cl = coll == 0 ? SP_COLL_ALL_REDUCE : coll == 1 ? SP_COLL_REDUCE_SCATTER : SP_COLL_REDUCE;
+      for (size_t ai = 0; ai < G_N_ELEMENTS(algos); ai++) {
+        int32_t *ranks = sp_group_range(0, 1, n);
+        sp_coll_spec s = { .coll = cl, .algo = algos[ai], .dtype = SP_F32, .redop = SP_RED_AVG,
+                           .ranks = ranks, .n = n, .count = 9, .root = n - 1, .chunk_bytes = 8 };
+        void **outs = run_custom(&s, n, FALSE, fill_const_f32, NULL, NULL);
+        float want = (float)(n + 1) / 2.0f;
+        for (int32_t i = 0; i < n; i++) {
+          if (cl == SP_COLL_REDUCE && i != n - 1) {
+            g_assert_cmpfloat(((float *)outs[i])[0], ==, 0.0f); /* untouched */
+            continue;
+          }
+          for (int e = 0; e < 9; e++)
+            g_assert_cmpfloat(((float *)outs[i])[e], ==, want);
+        }
+        free_bufs(outs, n);
+        g_free(ranks);
+      }
+    }
+}
+
+/* member i's input element (j*c + e) = 10000 i + 100 j + e */
+static void fill_a2a(void *in, uint64_t count, sp_dtype t, int32_t member, gpointer user)
+{
+  uint64_t c = (uint64_t)GPOINTER_TO_INT(user);
+  for (uint64_t k = 0; k < count; k++)
+    ((int32_t *)in)[k] = 10000 * member + 100 * (int32_t)(k / c) + (int32_t)(k % c);
+}
+
+static void test_block_placement(void)
+{
+  for (int32_t n = 1; n <= 13; n += 3) {
+    int32_t c = 5;
+    /* a strided group inside a larger world */
+    int32_t *ranks = sp_group_range(1, 2, n);
+    sp_coll_spec s = { .coll = SP_COLL_ALL_TO_ALL, .algo = SP_ALGO_AUTO, .dtype = SP_I32,
+                       .ranks = ranks, .n = n, .count = (uint64_t)c };
+    void **outs = run_custom(&s, 2 * n + 1, FALSE, fill_a2a, GINT_TO_POINTER(c), NULL);
+    for (int32_t i = 0; i < n; i++)
+      for (int32_t j = 0; j < n; j++)
+        for (int32_t e = 0; e < c; e++)
+          g_assert_cmpint(((int32_t *)outs[i])[j * c + e], ==, 10000 * j + 100 * i + e);
+    free_bufs(outs, n);
+    /* in place gives the same placement */
+    outs = run_custom(&s, 2 * n + 1, TRUE, fill_a2a, GINT_TO_POINTER(c), NULL);
+    for (int32_t i = 0; i < n; i++)
+      for (int32_t j = 0; j < n; j++)
+        g_assert_cmpint(((int32_t *)outs[i])[j * c + 1], ==, 10000 * j + 100 * i + 1);
+    free_bufs(outs, n);
+
+    /* all-gather: out block j = member j's input; broadcast: the root's */
+    for (size_t ai = 0; ai < G_N_ELEMENTS(algos); ai++) {
+      s.coll = SP_COLL_ALL_GATHER;
+      s.algo = algos[ai];
+      outs = run_custom(&s, 2 * n + 1, FALSE, fill_a2a, GINT_TO_POINTER(c), NULL);
+      for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < n; j++)
+          for (int32_t e = 0; e < c; e++)
+            g_assert_cmpint(((int32_t *)outs[i])[j * c + e], ==, 10000 * j + e);
+      free_bufs(outs, n);
+      s.coll = SP_COLL_BROADCAST;
+      s.root = n / 2;
+      s.chunk_bytes = 8;
+      outs = run_custom(&s, 2 * n + 1, FALSE, fill_a2a, GINT_TO_POINTER(c), NULL);
+      for (int32_t i = 0; i < n; i++)
+        for (int32_t e = 0; e < c; e++)
+          g_assert_cmpint(((int32_t *)outs[i])[e], ==, 10000 * (n / 2) + e);
+      free_bufs(outs, n);
+      s.chunk_bytes = 0;
+    }
+    g_free(ranks);
+  }
+}
+
+static void fill_magn(void *in, uint64_t count, sp_dtype t, int32_t member, gpointer user)
+{
+  const float *vals = user;
+  for (uint64_t e = 0; e < count; e++)
+    ((float *)in)[e] = vals[member];
+}
+
+/* Hand-derived orders with x = {1e8, 1, -1e8} (f32 spacing at 1e8 is 8):
+ * ring segment s = (x[s+1] + x[s+2]) + x[s]:
+ *   s=0: (1 - 1e8) + 1e8 = 0; s=1: (-1e8 + 1e8) + 1 = 1; s=2: (1e8 + 1) - 1e8 = 0.
+ * direct: (x0 + x1) + x2 = 0 everywhere. The ring reduce-scatter gives member s
+ * its segment value. With n = 4, x = {1e8, 1, -1e8, 1}: tree (x0+x1)+(x2+x3) = 0,
+ * direct ((x0+x1)+x2)+x3 = 1. */
+static void test_hand_orders(void)
+{
+  static const float x3[] = { 1e8f, 1.0f, -1e8f };
+  static const float x4[] = { 1e8f, 1.0f, -1e8f, 1.0f };
+  int32_t *ranks = sp_group_range(0, 1, 4);
+  sp_coll_spec s = { .coll = SP_COLL_ALL_REDUCE, .algo = SP_ALGO_RING, .dtype = SP_F32,
+                     .redop = SP_RED_SUM, .ranks = ranks, .n = 3, .count = 3 };
+  void **o = run_custom(&s, 3, FALSE, fill_magn, (gpointer)x3, NULL);
+  for (int i = 0; i < 3; i++) {
+    g_assert_cmpfloat(((float *)o[i])[0], ==, 0.0f);
+    g_assert_cmpfloat(((float *)o[i])[1], ==, 1.0f);
+    g_assert_cmpfloat(((float *)o[i])[2], ==, 0.0f);
+  }
+  free_bufs(o, 3);
+  s.algo = SP_ALGO_DIRECT;
+  o = run_custom(&s, 3, FALSE, fill_magn, (gpointer)x3, NULL);
+  for (int i = 0; i < 3; i++)
+    for (int e = 0; e < 3; e++)
+      g_assert_cmpfloat(((float *)o[i])[e], ==, 0.0f);
+  free_bufs(o, 3);
+  s.coll = SP_COLL_REDUCE_SCATTER;
+  s.algo = SP_ALGO_RING;
+  s.count = 1;
+  o = run_custom(&s, 3, FALSE, fill_magn, (gpointer)x3, NULL);
+  g_assert_cmpfloat(((float *)o[0])[0], ==, 0.0f);
+  g_assert_cmpfloat(((float *)o[1])[0], ==, 1.0f);
+  g_assert_cmpfloat(((float *)o[2])[0], ==, 0.0f);
+  free_bufs(o, 3);
+  /* ring reduce with root 1: (x2 + x0) + x1 = 1 */
+  s.coll = SP_COLL_REDUCE;
+  s.root = 1;
+  o = run_custom(&s, 3, FALSE, fill_magn, (gpointer)x3, NULL);
+  g_assert_cmpfloat(((float *)o[1])[0], ==, 1.0f);
+  free_bufs(o, 3);
+
+  s.coll = SP_COLL_ALL_REDUCE;
+  s.n = 4;
+  s.count = 8;
+  s.algo = SP_ALGO_TREE;
+  o = run_custom(&s, 4, FALSE, fill_magn, (gpointer)x4, NULL);
+  for (int i = 0; i < 4; i++)
+    for (int e = 0; e < 8; e++)
+      g_assert_cmpfloat(((float *)o[i])[e], ==, 0.0f);
+  free_bufs(o, 4);
+  s.algo = SP_ALGO_DIRECT;
+  o = run_custom(&s, 4, FALSE, fill_magn, (gpointer)x4, NULL);
+  for (int i = 0; i < 4; i++)
+    for (int e = 0; e < 8; e++)
+      g_assert_cmpfloat(((float *)o[i])[e], ==, 1.0f);
+  free_bufs(o, 4);
+  g_free(ranks);
+}
+
+/* ------------------------------------------------------------ schedule shape */
+
+typedef struct {
+  guint waits, sends;
+  uint64_t sent;
+} shape;
+
+static shape shape_of(const sp_program *p)
+{
+  shape sh = { 0, 0, 0 };
+  for (guint i = 0; i < sp_program_len(p); i++) {
+    const sp_step *s = sp_program_step(p, i);
+    if (s->kind == SP_STEP_WAIT)
+      sh.waits++;
+    if (s->kind == SP_STEP_SEND) {
+      sh.sends++;
+      sh.sent += s->bytes;
+    }
+  }
+  return sh;
+}
+
+static shape lower_shape(sp_coll coll, sp_algo algo, int32_t n, uint64_t count, uint64_t chunk,
+                         int32_t rank)
+{
+  int32_t *ranks = sp_group_range(0, 1, n);
+  sp_coll_spec s = { .coll = coll, .algo = algo, .dtype = SP_F32, .redop = SP_RED_SUM,
+                     .ranks = ranks, .n = n, .count = count, .chunk_bytes = chunk };
+  GError *err = NULL;
+  sp_case *c = sp_case_new_coll_rank(&s, n, rank, FALSE, &err);
+  g_assert_no_error(err);
+  shape sh = shape_of(sp_case_program(c, rank));
+  /* every step carries the op id and tags stay in [tag, tag + 1024) */
+  sp_case_free(c);
+  g_free(ranks);
+  return sh;
+}
+
+static void test_ring_shape(void)
+{
+  for (int32_t n = 2; n <= 16; n++) {
+    uint64_t count = (uint64_t)n * 24, S = count * 4;
+    for (int32_t r = 0; r < n; r++) {
+      shape ar = lower_shape(SP_COLL_ALL_REDUCE, SP_ALGO_RING, n, count, 0, r);
+      g_assert_cmpuint(ar.waits, ==, 2 * (n - 1));
+      g_assert_cmpuint(ar.sent * (uint64_t)n, ==, 2 * (uint64_t)(n - 1) * S); /* 2(n-1)/n S */
+      /* three chunks per segment: three rounds of 2(n-1) steps, same volume */
+      shape arc = lower_shape(SP_COLL_ALL_REDUCE, SP_ALGO_RING, n, count, 8 * 4, r);
+      g_assert_cmpuint(arc.waits, ==, 3 * 2 * (n - 1));
+      g_assert_cmpuint(arc.sent, ==, ar.sent);
+      shape ag = lower_shape(SP_COLL_ALL_GATHER, SP_ALGO_RING, n, 24, 0, r);
+      g_assert_cmpuint(ag.waits, ==, n - 1);
+      g_assert_cmpuint(ag.sent, ==, (uint64_t)(n - 1) * 24 * 4);
+      shape rs = lower_shape(SP_COLL_REDUCE_SCATTER, SP_ALGO_RING, n, 24, 0, r);
+      g_assert_cmpuint(rs.waits, ==, n - 1);
+      g_assert_cmpuint(rs.sent, ==, (uint64_t)(n - 1) * 24 * 4);
+      /* pairwise all-to-all: n-1 steps, (n-1)/n of the whole input S = n*c */
+      shape aa = lower_shape(SP_COLL_ALL_TO_ALL, SP_ALGO_DIRECT, n, 24, 0, r);
+      g_assert_cmpuint(aa.waits, ==, n - 1);
+      g_assert_cmpuint(aa.sent * (uint64_t)n, ==, (uint64_t)(n - 1) * ((uint64_t)n * 24 * 4));
+    }
+    /* recursive doubling on a power of two: lg n steps of the whole vector */
+    if ((n & (n - 1)) == 0) {
+      int lg = 0;
+      while ((1 << lg) < n)
+        lg++;
+      shape t = lower_shape(SP_COLL_ALL_REDUCE, SP_ALGO_TREE, n, count, 0, n - 1);
+      g_assert_cmpuint(t.waits, ==, (guint)lg);
+      g_assert_cmpuint(t.sent, ==, (uint64_t)lg * S);
+    }
+    /* pipelined chains, 3 chunks: the root (bcast) / the first link (reduce) and
+     * the chain's end have one block per chunk, the middle C + 1 (recv of
+     * chunk c overlapped with the send of chunk c-1); every link moves S once */
+    if (n >= 3) {
+      shape h = lower_shape(SP_COLL_BROADCAST, SP_ALGO_RING, n, 24, 32, 0);
+      shape m = lower_shape(SP_COLL_BROADCAST, SP_ALGO_RING, n, 24, 32, 1);
+      shape e = lower_shape(SP_COLL_BROADCAST, SP_ALGO_RING, n, 24, 32, n - 1);
+      g_assert_cmpuint(h.waits, ==, 3);
+      g_assert_cmpuint(m.waits, ==, 4);
+      g_assert_cmpuint(e.waits, ==, 3);
+      g_assert_cmpuint(h.sent, ==, 96);
+      g_assert_cmpuint(m.sent, ==, 96);
+      g_assert_cmpuint(e.sent, ==, 0);
+      shape r1 = lower_shape(SP_COLL_REDUCE, SP_ALGO_RING, n, 24, 32, 1); /* first link */
+      shape rm = lower_shape(SP_COLL_REDUCE, SP_ALGO_RING, n, 24, 32, 2);
+      shape r0 = lower_shape(SP_COLL_REDUCE, SP_ALGO_RING, n, 24, 32, 0); /* root */
+      g_assert_cmpuint(r1.waits, ==, 3);
+      g_assert_cmpuint(r1.sent, ==, 96);
+      g_assert_cmpuint(rm.waits, ==, 4);
+      g_assert_cmpuint(rm.sent, ==, 96);
+      g_assert_cmpuint(r0.waits, ==, 3);
+      g_assert_cmpuint(r0.sent, ==, 0);
+    }
+    /* binomial broadcast: the root sends ceil(lg n) times */
+    int cl = 0;
+    while ((1 << cl) < n)
+      cl++;
+    shape b = lower_shape(SP_COLL_BROADCAST, SP_ALGO_TREE, n, 10, 0, 0);
+    g_assert_cmpuint(b.sends, ==, (guint)cl);
+  }
+}
+
+static void test_steps_fields(void)
+{
+  const int32_t ranks[] = { 9, 2, 4 };
+  sp_coll_spec s = { .coll = SP_COLL_ALL_REDUCE, .algo = SP_ALGO_RING, .dtype = SP_F16,
+                     .redop = SP_RED_AVG, .ranks = ranks, .n = 3, .count = 1000,
+                     .chunk_bytes = 64, .op_id = 42, .tag = 5000 };
+  GError *err = NULL;
+  sp_case *c = sp_case_new_coll(&s, 10, FALSE, &err);
+  g_assert_no_error(err);
+  guint scales = 0;
+  for (int32_t r = 0; r < 10; r++) {
+    const sp_program *p = sp_case_program(c, r);
+    for (guint i = 0; i < sp_program_len(p); i++) {
+      const sp_step *st = sp_program_step(p, i);
+      g_assert_cmpuint(st->op, ==, 42);
+      if (st->kind == SP_STEP_SEND || st->kind == SP_STEP_RECV) {
+        g_assert_cmpint(st->tag, >=, 5000);
+        g_assert_cmpint(st->tag, <, 5000 + 1024);
+        g_assert_true(st->peer == 9 || st->peer == 2 || st->peer == 4);
+        g_assert_cmpint(st->peer, !=, r);
+      }
+      if (st->kind == SP_STEP_SCALE) {
+        scales++;
+        g_assert_true(st->divide);
+        g_assert_cmpfloat(st->scale, ==, 3.0);
+      }
+    }
+  }
+  /* AVG: one scale per chunk of each final segment: 1000 halves in 3 segments of
+   * 334/333/333 elements, 32-element chunks -> 11 + 11 + 11 chunks */
+  g_assert_cmpuint(scales, ==, 33);
+  /* cost mode runs on the loopback without buffers */
+  g_assert_null(sp_case_all_bufs(c));
+  g_assert_true(sp_loopback_run(sp_case_programs(c), 10, NULL, &err));
+  g_assert_no_error(err);
+  sp_case_free(c);
+}
+
+/* ------------------------------------------------------------ verify cases */
+
+static void test_case_checksums(void)
+{
+  int32_t *ranks = sp_group_range(1, 1, 5);
+  sp_coll_spec s = { .coll = SP_COLL_REDUCE_SCATTER, .algo = SP_ALGO_AUTO, .dtype = SP_BF16,
+                     .redop = SP_RED_SUM, .ranks = ranks, .n = 5, .count = 17 };
+  GError *err = NULL;
+  sp_case *c = sp_case_new_coll(&s, 7, TRUE, &err);
+  g_assert_no_error(err);
+  g_assert_true(sp_loopback_run(sp_case_programs(c), 7, sp_case_all_bufs(c), &err));
+  g_assert_true(sp_case_check(c, NULL, NULL, &err));
+  g_assert_no_error(err);
+  uint64_t sums[5];
+  for (int32_t i = 0; i < 5; i++) {
+    sums[i] = sp_case_checksum(c, i + 1);
+    g_assert_cmpuint(sums[i], ==, sp_case_expected_checksum(c, i + 1));
+    /* FNV-1a of the out bytes, written out independently */
+    const unsigned char *e = sp_case_expected(c, i + 1);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint64_t b = 0; b < sp_case_out_bytes(c); b++)
+      h = (h ^ e[b]) * 0x100000001b3ull;
+    g_assert_cmpuint(h, ==, sums[i]);
+  }
+  g_assert_cmpuint(sp_case_checksum(c, 0), ==, 0);
+  g_assert_cmpuint(sp_case_checksum(c, 6), ==, 0);
+  g_assert_cmpuint(sp_case_checksum_all(c), ==, sp_checksum_combine(sums, 5));
+
+  /* a single rank's case has the same program and expected output */
+  for (int32_t r = 0; r < 7; r++) {
+    sp_case *one = sp_case_new_coll_rank(&s, 7, r, TRUE, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(sp_case_program(one, r));
+    g_assert_null(sp_case_program(one, (r + 1) % 7));
+    g_assert_cmpuint(sp_program_len(sp_case_program(one, r)), ==,
+                     sp_program_len(sp_case_program(c, r)));
+    if (r >= 1 && r <= 5)
+      g_assert_cmpmem(sp_case_expected(one, r), sp_case_out_bytes(c), sp_case_expected(c, r),
+                      sp_case_out_bytes(c));
+    else
+      g_assert_null(sp_case_expected(one, r));
+    sp_case_free(one);
+  }
+
+  /* the printed lines */
+  char *path = NULL;
+  int fd = g_file_open_tmp("coll-XXXXXX", &path, &err);
+  g_assert_no_error(err);
+  FILE *f = fdopen(fd, "w");
+  sp_case_print_checksums(c, f);
+  fclose(f);
+  char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, &err));
+  char **lines = g_strsplit(text, "\n", -1);
+  g_assert_cmpuint(g_strv_length(lines), ==, 7); /* 5 ranks + all + trailing "" */
+  char *want = g_strdup_printf("checksum rank=1 0x%016" G_GINT64_MODIFIER "x", sums[0]);
+  g_assert_cmpstr(lines[0], ==, want);
+  g_free(want);
+  g_assert_true(g_str_has_prefix(lines[5], "checksum all=0x"));
+  g_assert_cmpuint(strlen(lines[5]), ==, strlen("checksum all=0x") + 16);
+  g_strfreev(lines);
+  g_free(text);
+  g_unlink(path);
+  g_free(path);
+
+  /* corrupt one byte: the check names the rank and the offset */
+  ((unsigned char *)sp_case_bufs(c, 3)[1])[9] ^= 1;
+  int32_t br = -1;
+  uint64_t bo = 0;
+  g_assert_false(sp_case_check(c, &br, &bo, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_MISMATCH);
+  g_assert_cmpint(br, ==, 3);
+  g_assert_cmpuint(bo, ==, 9);
+  g_clear_error(&err);
+  sp_case_free(c);
+  g_free(ranks);
+}
+
+static void test_in_place(void)
+{
+  const sp_coll colls[] = { SP_COLL_ALL_REDUCE, SP_COLL_REDUCE, SP_COLL_BROADCAST };
+  for (size_t ci = 0; ci < G_N_ELEMENTS(colls); ci++)
+    for (size_t ai = 0; ai < G_N_ELEMENTS(algos); ai++) {
+      int32_t *ranks = sp_group_range(0, 1, 6);
+      sp_coll_spec s = { .coll = colls[ci], .algo = algos[ai], .dtype = SP_F32,
+                         .redop = SP_RED_SUM, .ranks = ranks, .n = 6, .count = 29, .root = 4,
+                         .chunk_bytes = 16 };
+      void **ins;
+      void **outs = run_custom(&s, 6, TRUE, fill_wild, NULL, &ins);
+      void **ref = g_new0(void *, 6);
+      for (int i = 0; i < 6; i++)
+        ref[i] = g_memdup2(ins[i], 29 * 4 + 1); /* untouched outs keep the input */
+      GError *err = NULL;
+      g_assert_true(sp_coll_reference(&s, (const void *const *)ins, ref, &err));
+      for (int i = 0; i < 6; i++)
+        g_assert_cmpmem(outs[i], 29 * 4, ref[i], 29 * 4);
+      free_bufs(ref, 6);
+      free_bufs(ins, 6);
+      free_bufs(outs, 6);
+      g_free(ranks);
+    }
+}
+
+/* ------------------------------------------------------------ errors, names */
+
+static void expect_error(const sp_coll_spec *s, int code, const char *fragment)
+{
+  GError *err = NULL;
+  sp_program *p = sp_program_new(s->ranks ? s->ranks[0] : 0);
+  uint32_t b = sp_program_add_buffer(p, 1 << 20, "in");
+  uint32_t o = sp_program_add_buffer(p, 1 << 20, "out");
+  g_assert_false(sp_lower_coll(p, s, b, o, &err));
+  g_assert_error(err, SP_ERROR, code);
+  if (strstr(err->message, fragment) == NULL)
+    g_error("error '%s' lacks '%s'", err->message, fragment);
+  g_clear_error(&err);
+  sp_program_free(p);
+}
+
+static void test_errors(void)
+{
+  int32_t dup[] = { 0, 3, 1, 3 };
+  sp_coll_spec s = { .coll = SP_COLL_ALL_REDUCE, .dtype = SP_F32, .ranks = dup, .n = 4,
+                     .count = 8 };
+  expect_error(&s, SP_ERROR_INVALID, "appears twice");
+  int32_t neg[] = { 0, -2 };
+  s.ranks = neg;
+  s.n = 2;
+  expect_error(&s, SP_ERROR_INVALID, "negative");
+  int32_t ok[] = { 0, 1, 2 };
+  s.ranks = ok;
+  s.n = 3;
+  s.coll = SP_COLL_BROADCAST;
+  s.root = 3;
+  expect_error(&s, SP_ERROR_INVALID, "root 3");
+  s.root = -1;
+  s.coll = SP_COLL_REDUCE;
+  expect_error(&s, SP_ERROR_INVALID, "root -1");
+  s.root = 0;
+  s.coll = SP_COLL_SEND_RECV;
+  expect_error(&s, SP_ERROR_INVALID, "exactly 2");
+  s.coll = SP_COLL_ALL_TO_ALL;
+  s.algo = SP_ALGO_RING;
+  expect_error(&s, SP_ERROR_UNSUPPORTED, "use direct");
+  s.algo = SP_ALGO_TREE;
+  expect_error(&s, SP_ERROR_UNSUPPORTED, "use direct");
+  s.algo = SP_ALGO_AUTO;
+  s.count = G_MAXUINT64 / 2;
+  expect_error(&s, SP_ERROR_INVALID, "overflows");
+  s.count = 8;
+  s.n = 0;
+  expect_error(&s, SP_ERROR_INVALID, "at least one");
+  s.n = 3;
+  s.tag = -5;
+  expect_error(&s, SP_ERROR_INVALID, "tag");
+  s.tag = 0;
+  /* buffers too small */
+  s.coll = SP_COLL_ALL_GATHER;
+  s.count = 1 << 19;
+  expect_error(&s, SP_ERROR_INVALID, "needs");
+  /* all-gather in place cannot be */
+  GError *err = NULL;
+  s.count = 8;
+  sp_program *p = sp_program_new(1);
+  uint32_t b = sp_program_add_buffer(p, 1024, "io");
+  g_assert_false(sp_lower_coll(p, &s, b, b, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_clear_error(&err);
+  sp_program_free(p);
+  /* a case whose group does not fit in the world */
+  g_assert_null(sp_case_new_coll(&s, 2, TRUE, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_clear_error(&err);
+  /* reference refuses the unsupported pair as well */
+  s.coll = SP_COLL_ALL_TO_ALL;
+  s.algo = SP_ALGO_TREE;
+  g_assert_false(sp_coll_reference(&s, NULL, NULL, &err));
+  g_assert_nonnull(err);
+  g_clear_error(&err);
+}
+
+static void test_names_policy(void)
+{
+  for (int c = 0; c < SP_COLL_COUNT; c++) {
+    sp_coll back;
+    g_assert_true(sp_coll_parse(sp_coll_name((sp_coll)c), &back, NULL));
+    g_assert_cmpint(back, ==, c);
+  }
+  for (int a = 0; a < SP_ALGO_COUNT; a++) {
+    sp_algo back;
+    g_assert_true(sp_algo_parse(sp_algo_name((sp_algo)a), &back, NULL));
+    g_assert_cmpint(back, ==, a);
+  }
+  sp_coll cc;
+  g_assert_true(sp_coll_parse("allreduce", &cc, NULL));
+  g_assert_cmpint(cc, ==, SP_COLL_ALL_REDUCE);
+  GError *err = NULL;
+  g_assert_false(sp_coll_parse("allreduc", &cc, &err));
+  g_assert_nonnull(strstr(err->message, "all-reduce"));
+  g_clear_error(&err);
+  sp_algo aa;
+  g_assert_false(sp_algo_parse("rings", &aa, &err));
+  g_assert_nonnull(strstr(err->message, "ring"));
+  g_clear_error(&err);
+
+  g_assert_cmpstr(sp_coll_name(SP_COLL_REDUCE_SCATTER), ==, "reduce-scatter");
+  g_assert_cmpfloat(sp_coll_busbw_factor(SP_COLL_ALL_REDUCE, 8), ==, 14.0 / 8.0);
+  g_assert_cmpfloat(sp_coll_busbw_factor(SP_COLL_ALL_GATHER, 8), ==, 7.0 / 8.0);
+  g_assert_cmpfloat(sp_coll_busbw_factor(SP_COLL_REDUCE_SCATTER, 4), ==, 0.75);
+  g_assert_cmpfloat(sp_coll_busbw_factor(SP_COLL_ALL_TO_ALL, 2), ==, 0.5);
+  g_assert_cmpfloat(sp_coll_busbw_factor(SP_COLL_BROADCAST, 8), ==, 1.0);
+  g_assert_cmpfloat(sp_coll_busbw_factor(SP_COLL_REDUCE, 8), ==, 1.0);
+  g_assert_cmpfloat(sp_coll_busbw_factor(SP_COLL_SEND_RECV, 2), ==, 1.0);
+
+  int32_t r8[] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+  sp_coll_spec s = { .coll = SP_COLL_ALL_REDUCE, .dtype = SP_F32, .ranks = r8, .n = 8 };
+  s.count = 1024; /* 4 KiB */
+  g_assert_cmpint(sp_algo_choose(&s), ==, SP_ALGO_TREE);
+  s.count = 1 << 20; /* 4 MiB */
+  g_assert_cmpint(sp_algo_choose(&s), ==, SP_ALGO_RING);
+  s.algo = SP_ALGO_DIRECT;
+  g_assert_cmpint(sp_algo_choose(&s), ==, SP_ALGO_DIRECT);
+  s.algo = SP_ALGO_AUTO;
+  s.coll = SP_COLL_ALL_TO_ALL;
+  g_assert_cmpint(sp_algo_choose(&s), ==, SP_ALGO_DIRECT);
+  s.coll = SP_COLL_ALL_GATHER;
+  g_assert_cmpint(sp_algo_choose(&s), ==, SP_ALGO_RING);
+  s.coll = SP_COLL_BROADCAST;
+  g_assert_cmpint(sp_algo_choose(&s), ==, SP_ALGO_TREE);
+
+  g_assert_cmpint(sp_coll_index_of(&s, 5), ==, 5);
+  g_assert_cmpint(sp_coll_index_of(&s, 9), ==, -1);
+  s.coll = SP_COLL_ALL_GATHER;
+  s.count = 3;
+  g_assert_cmpuint(sp_coll_in_count(&s), ==, 3);
+  g_assert_cmpuint(sp_coll_out_count(&s), ==, 24);
+  s.coll = SP_COLL_REDUCE_SCATTER;
+  g_assert_cmpuint(sp_coll_in_count(&s), ==, 24);
+  g_assert_cmpuint(sp_coll_out_count(&s), ==, 3);
+
+  int32_t *g = sp_group_range(3, 4, 3);
+  g_assert_cmpint(g[0], ==, 3);
+  g_assert_cmpint(g[2], ==, 11);
+  g_free(g);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  for (int c = 0; c < SP_COLL_COUNT; c++) {
+    char *path = g_strdup_printf("/coll/matrix/%s", sp_coll_name((sp_coll)c));
+    g_test_add_data_func(path, GINT_TO_POINTER(c), test_matrix);
+    g_free(path);
+  }
+  g_test_add_func("/coll/noncontiguous", test_noncontiguous);
+  g_test_add_func("/coll/order-sensitive", test_order_sensitive);
+  g_test_add_func("/coll/allreduce-constants", test_allreduce_constants);
+  g_test_add_func("/coll/avg-float", test_avg_float);
+  g_test_add_func("/coll/block-placement", test_block_placement);
+  g_test_add_func("/coll/hand-orders", test_hand_orders);
+  g_test_add_func("/coll/ring-shape", test_ring_shape);
+  g_test_add_func("/coll/step-fields", test_steps_fields);
+  g_test_add_func("/coll/case-checksums", test_case_checksums);
+  g_test_add_func("/coll/in-place", test_in_place);
+  g_test_add_func("/coll/errors", test_errors);
+  g_test_add_func("/coll/names-policy", test_names_policy);
+  return g_test_run();
+}

@@ -1,0 +1,116 @@
+/* Layouts: parsing, validation reasons, and sweep counts computed by hand. */
+#include "config.h"
+#include <glib.h>
+#include <string.h>
+#include "spsim/error.h"
+#include "spsim/layout.h"
+
+static sp_model mk(int64_t layers, int64_t heads, int64_t kv)
+{
+  sp_model m = { .name = (char *)"t", .layers = layers, .hidden = heads * 16, .heads = heads, .kv_heads = kv,
+                 .ffn = heads * 64, .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_SWIGLU };
+  return m;
+}
+
+static void test_parse(void)
+{
+  sp_layout l;
+  GError *err = NULL;
+  g_assert_true(sp_layout_parse("tp=8,sp=4,pp=8,dp=4,zero=1,ckpt=full,mb=2", &l, &err));
+  g_assert_cmpint(l.tp, ==, 8);
+  g_assert_true(l.tp_sp); /* default with tp > 1 */
+  g_assert_cmpint(l.sp, ==, 4);
+  g_assert_cmpint(l.pp, ==, 8);
+  g_assert_cmpint(l.dp, ==, 4);
+  g_assert_cmpint(l.zero, ==, 1);
+  g_assert_cmpint(l.ckpt, ==, SP_CKPT_FULL);
+  g_assert_cmpint(l.mb, ==, 2);
+  g_assert_cmpint(l.cp, ==, 1);
+  g_assert_true(sp_layout_parse("tp=2,tpsp=0", &l, &err));
+  g_assert_false(l.tp_sp);
+  const char *bad[] = { "tp=0", "zero=4", "foo=1", "tp", "tp=1,tpsp=1", "ckpt=some", "", "pp=x" };
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_assert_false(sp_layout_parse(bad[i], &l, &err));
+    g_assert_nonnull(err);
+    g_clear_error(&err);
+  }
+  /* round trip of the canonical text */
+  g_assert_true(sp_layout_parse("tp=4,cp=2,pp=2,dp=8,zero=2,ckpt=selective", &l, &err));
+  g_autofree char *s = sp_layout_to_string(&l);
+  g_assert_cmpstr(s, ==, "tp=4,tpsp=1,sp=1,cp=2,wp=1,pp=2,dp=8,zero=2,ckpt=selective,mb=0");
+}
+
+static sp_skip check(const char *spec, const sp_model *m, int32_t world, int64_t seq, int64_t gb)
+{
+  sp_layout l;
+  GError *err = NULL;
+  g_assert_true(sp_layout_parse(spec, &l, &err));
+  sp_layout_ctx c = { .model = m, .world = world, .gpus_per_node = 8, .seq = seq, .global_batch = gb, .mb = 1 };
+  sp_skip r = sp_layout_check(&l, &c, &err);
+  if (r == SP_SKIP_NONE) g_assert_no_error(err);
+  else {
+    g_assert_error(err, SP_ERROR, SP_ERROR_LAYOUT);
+    g_clear_error(&err);
+  }
+  return r;
+}
+
+static void test_check(void)
+{
+  sp_model m = mk(32, 32, 8);
+  g_assert_cmpint(check("tp=8,pp=4,dp=2", &m, 64, 4096, 64), ==, SP_SKIP_NONE);
+  g_assert_cmpint(check("tp=8,pp=4,dp=3", &m, 64, 4096, 64), ==, SP_SKIP_WORLD);  /* 96 != 64 */
+  g_assert_cmpint(check("tp=8,pp=3", &m, 64, 4096, 64), ==, SP_SKIP_WORLD);       /* 24 does not divide 64 */
+  g_assert_cmpint(check("tp=16", &m, 64, 4096, 64), ==, SP_SKIP_TP_NODE);
+  g_assert_cmpint(check("tp=8,sp=8", &m, 64, 4096, 64), ==, SP_SKIP_HEADS);       /* 32 % 64 */
+  /* 8 KV heads, tp 8 -> 1 per rank, Ulysses sp 4 replicates it: allowed */
+  g_assert_cmpint(check("tp=8,sp=4", &m, 64, 4096, 64), ==, SP_SKIP_NONE);
+  sp_model m12 = mk(32, 12, 3);
+  g_assert_cmpint(check("tp=2", &m12, 64, 4096, 64), ==, SP_SKIP_KV_HEADS);       /* 3 KV heads over 2 */
+  g_assert_cmpint(check("tp=4,sp=2", &m, 64, 4098, 64), ==, SP_SKIP_SEQ);
+  g_assert_cmpint(check("cp=4", &m, 64, 4100, 64), ==, SP_SKIP_SEQ);              /* needs 2 x cp */
+  g_assert_cmpint(check("tp=8,dp=8", &m, 64, 4096, 12), ==, SP_SKIP_BATCH);
+  g_assert_cmpint(check("pp=64", &m, 64, 4096, 64), ==, SP_SKIP_LAYERS);          /* 64 stages, 32 layers */
+  sp_model m30 = mk(30, 32, 8);
+  g_assert_cmpint(check("pp=16,dp=4", &m30, 64, 4096, 64), ==, SP_SKIP_LAYERS);   /* ceil(30/16)=2: 15 stages hold all */
+  g_assert_cmpint(check("pp=8,dp=8", &m30, 64, 4096, 64), ==, SP_SKIP_NONE);      /* 4,4,...,2 */
+  g_assert_cmpint(check("tp=2,wp=4", &m, 64, 4096, 64), ==, SP_SKIP_WP);
+  g_assert_cmpint(check("wp=3", &m, 64, 4096, 64), ==, SP_SKIP_WP);
+  g_assert_cmpint(check("tp=8,pp=8,zero=1", &m, 64, 4096, 64), ==, SP_SKIP_ZERO); /* no replicas */
+  g_assert_cmpint(check("wp=8,zero=2", &m, 64, 4096, 64), ==, SP_SKIP_ZERO);
+  g_assert_cmpint(check("wp=8,zero=1", &m, 64, 4096, 64), ==, SP_SKIP_NONE);
+}
+
+static void test_sweep_counts(void)
+{
+  /* world 4, 4 heads, 4 layers: tp variants (1), (2, +sp), (4, +sp); (sp, cp, pp, dp) ordered
+   * factorisations of 4/tp: 10, 4, 1 -> 10 + 2x4 + 2x1 = 20 tuples; x 4 ZeRO x 3 ckpt = 240.
+   * Invalid: ZeRO > 0 without replicas (sp = cp = dp = 1, i.e. tp x pp = 4): 5 tuples x 3 x 3 = 45. */
+  sp_model m = mk(4, 4, 4);
+  sp_layout_ctx c = { .model = &m, .world = 4, .gpus_per_node = 4, .seq = 64, .global_batch = 8, .mb = 1 };
+  sp_sweep_opts o;
+  sp_sweep_opts_init(&o, &c);
+  o.with_isp = FALSE;
+  sp_sweep *s = sp_sweep_run(&c, &o);
+  g_assert_cmpuint(s->considered, ==, 240);
+  g_assert_cmpuint(s->skipped[SP_SKIP_ZERO], ==, 45);
+  g_assert_cmpuint(s->layouts->len, ==, 195);
+  for (int k = 1; k < SP_SKIP_COUNT; k++)
+    if (k != SP_SKIP_ZERO) g_assert_cmpuint(s->skipped[k], ==, 0);
+  sp_sweep_free(s);
+  /* global batch 2 sequences: dp = 4 now fails (2 % 4): tuples with dp = 4 are those with
+   * tp = sp = cp = pp = 1: 1 tuple x 12 */
+  c.global_batch = 2;
+  s = sp_sweep_run(&c, &o);
+  g_assert_cmpuint(s->skipped[SP_SKIP_BATCH], ==, 12);
+  sp_sweep_free(s);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/layout/parse", test_parse);
+  g_test_add_func("/layout/check", test_check);
+  g_test_add_func("/layout/sweep-counts", test_sweep_counts);
+  return g_test_run();
+}

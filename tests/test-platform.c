@@ -1,0 +1,318 @@
+/* Platform generator (src/sim/platform_gen.c) and the shipped platforms.
+ * Expected counts are derived by hand from the layout documented in
+ * docs/calibration.md (per node: G hosts, 2G links, G(G-1)/2 + G routes; per SU
+ * of m nodes: one leaf link and m(m-1)/2 + m zone routes; with s > 1 SUs: s
+ * uplinks, one spine link and s(s-1)/2 zone routes). The constants checked are
+ * the ones docs/calibration.md states with their sources. */
+#include "config.h"
+#include <glib.h>
+#include <string.h>
+#include <stdlib.h>
+
+#include "platform_gen.h"
+#include "sim.h"
+#include "spsim/coll.h"
+#include "spsim/error.h"
+
+typedef struct {
+  int hosts, routers, links, routes, zone_routes, zones, configs;
+  GPtrArray *host_names;               /* in document order */
+  GHashTable *host_props;              /* "host/prop" -> value */
+  GHashTable *link_bw, *link_lat;      /* link id -> attribute text */
+  GHashTable *link_policy;
+  GHashTable *config;                  /* config prop id -> value */
+  GHashTable *top_props;
+  char *cur_host;
+  int depth_zone;
+  gboolean in_config;
+} plat;
+
+static const char *attr(const char **n, const char **v, const char *key)
+{
+  for (int i = 0; n[i]; i++)
+    if (strcmp(n[i], key) == 0) return v[i];
+  return NULL;
+}
+
+static void on_start(GMarkupParseContext *c, const char *el, const char **n, const char **v, gpointer u,
+                     GError **e)
+{
+  (void)c; (void)e;
+  plat *p = u;
+  if (strcmp(el, "host") == 0) {
+    p->hosts++;
+    g_ptr_array_add(p->host_names, g_strdup(attr(n, v, "id")));
+    g_free(p->cur_host);
+    p->cur_host = g_strdup(attr(n, v, "id"));
+    g_hash_table_insert(p->host_props, g_strdup_printf("%s/speed", p->cur_host), g_strdup(attr(n, v, "speed")));
+  } else if (strcmp(el, "router") == 0) {
+    p->routers++;
+  } else if (strcmp(el, "link") == 0) {
+    p->links++;
+    const char *id = attr(n, v, "id");
+    g_hash_table_insert(p->link_bw, g_strdup(id), g_strdup(attr(n, v, "bandwidth")));
+    g_hash_table_insert(p->link_lat, g_strdup(id), g_strdup(attr(n, v, "latency")));
+    g_hash_table_insert(p->link_policy, g_strdup(id), g_strdup(attr(n, v, "sharing_policy")));
+  } else if (strcmp(el, "route") == 0) {
+    p->routes++;
+  } else if (strcmp(el, "zoneRoute") == 0) {
+    p->zone_routes++;
+  } else if (strcmp(el, "zone") == 0) {
+    p->zones++;
+    p->depth_zone++;
+  } else if (strcmp(el, "config") == 0) {
+    p->configs++;
+    p->in_config = TRUE;
+  } else if (strcmp(el, "prop") == 0) {
+    const char *id = attr(n, v, "id"), *val = attr(n, v, "value");
+    if (p->in_config) g_hash_table_insert(p->config, g_strdup(id), g_strdup(val));
+    else if (p->cur_host) g_hash_table_insert(p->host_props, g_strdup_printf("%s/%s", p->cur_host, id), g_strdup(val));
+    else if (p->depth_zone == 1) g_hash_table_insert(p->top_props, g_strdup(id), g_strdup(val));
+  }
+}
+
+static void on_end(GMarkupParseContext *c, const char *el, gpointer u, GError **e)
+{
+  (void)c; (void)e;
+  plat *p = u;
+  if (strcmp(el, "host") == 0) g_clear_pointer(&p->cur_host, g_free);
+  else if (strcmp(el, "zone") == 0) p->depth_zone--;
+  else if (strcmp(el, "config") == 0) p->in_config = FALSE;
+}
+
+static plat *plat_parse(const char *xml)
+{
+  plat *p = g_new0(plat, 1);
+  p->host_names = g_ptr_array_new_with_free_func(g_free);
+  p->host_props = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  p->link_bw = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  p->link_lat = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  p->link_policy = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  p->config = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  p->top_props = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  GMarkupParser parser = { on_start, on_end, NULL, NULL, NULL };
+  GMarkupParseContext *ctx = g_markup_parse_context_new(&parser, 0, p, NULL);
+  GError *err = NULL;
+  gboolean ok = g_markup_parse_context_parse(ctx, xml, -1, &err) && g_markup_parse_context_end_parse(ctx, &err);
+  g_assert_no_error(err);
+  g_assert_true(ok);
+  g_markup_parse_context_free(ctx);
+  return p;
+}
+
+static void plat_free(plat *p)
+{
+  g_ptr_array_unref(p->host_names);
+  g_hash_table_unref(p->host_props);
+  g_hash_table_unref(p->link_bw);
+  g_hash_table_unref(p->link_lat);
+  g_hash_table_unref(p->link_policy);
+  g_hash_table_unref(p->config);
+  g_hash_table_unref(p->top_props);
+  g_free(p->cur_host);
+  g_free(p);
+}
+
+static char *gen(int nodes, int gpn, sp_gpu_kind gpu, gboolean charge)
+{
+  sp_platform_opts o;
+  sp_platform_opts_init(&o);
+  o.nodes = nodes;
+  o.gpus_per_node = gpn;
+  o.gpu = gpu;
+  o.charge_local = charge;
+  GError *err = NULL;
+  char *xml = sp_platform_dgx_xml(&o, &err);
+  g_assert_no_error(err);
+  g_assert_nonnull(xml);
+  return xml;
+}
+
+static const char *hprop(plat *p, const char *host, const char *prop)
+{
+  g_autofree char *k = g_strdup_printf("%s/%s", host, prop);
+  return g_hash_table_lookup(p->host_props, k);
+}
+
+/* Two DGX H100 nodes: 16 hosts, 16 NVLink + 16 NIC + 1 leaf links, one SU. */
+static void test_two_nodes(void)
+{
+  g_autofree char *xml = gen(2, 8, SP_GPU_H100, FALSE);
+  plat *p = plat_parse(xml);
+  g_assert_cmpint(p->hosts, ==, 16);
+  g_assert_cmpint(p->links, ==, 33);
+  g_assert_cmpint(p->routes, ==, 2 * (28 + 8));
+  g_assert_cmpint(p->zone_routes, ==, 1 + 2);
+  g_assert_cmpint(p->routers, ==, 2 + 1);      /* two node gateways, one SU gateway */
+  g_assert_cmpint(p->zones, ==, 1 + 1 + 2 + 1); /* cluster, su0, 2 nodes, su0-leaf */
+  for (int i = 0; i < 16; i++) {
+    g_autofree char *want = g_strdup_printf("node%03d-gpu%d", i / 8, i % 8);
+    g_assert_cmpstr(g_ptr_array_index(p->host_names, i), ==, want);
+    g_assert_cmpstr(hprop(p, want, "speed"), ==, "989.4Tf");          /* H100 SXM dense BF16 */
+    g_assert_cmpstr(hprop(p, want, "gpu"), ==, "H100-SXM5-80GB");
+    g_assert_cmpstr(hprop(p, want, "gpu_mem"), ==, "85899345920");     /* 80 GiB */
+    g_assert_cmpstr(hprop(p, want, "hbm_bw"), ==, "3350000000000");    /* 3.35 TB/s */
+    g_assert_null(hprop(p, want, "mem_bw"));                           /* local steps free */
+    g_autofree char *node = g_strdup_printf("%d", i / 8), *lr = g_strdup_printf("%d", i % 8);
+    g_assert_cmpstr(hprop(p, want, "node"), ==, node);
+    g_assert_cmpstr(hprop(p, want, "local_rank"), ==, lr);
+  }
+  g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "node001-nvl7"), ==, "450GBps");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_lat, "node001-nvl7"), ==, "1.3us");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_policy, "node001-nvl7"), ==, "SPLITDUPLEX");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "node000-nic3"), ==, "48GBps");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_policy, "node000-nic3"), ==, "SPLITDUPLEX");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_policy, "su0-leaf"), ==, "FATPIPE");
+  g_assert_null(g_hash_table_lookup(p->link_bw, "spine"));
+  g_assert_cmpstr(g_hash_table_lookup(p->config, "network/model"), ==, "CM02");
+  g_assert_cmpstr(g_hash_table_lookup(p->config, "network/TCP-gamma"), ==, "0");
+  g_assert_cmpstr(g_hash_table_lookup(p->top_props, "gpus_per_node"), ==, "8");
+  plat_free(p);
+}
+
+/* 33 nodes = two SUs (32 + 1): uplinks and the spine appear. */
+static void test_two_sus(void)
+{
+  g_autofree char *xml = gen(33, 8, SP_GPU_H100, FALSE);
+  plat *p = plat_parse(xml);
+  g_assert_cmpint(p->hosts, ==, 33 * 8);
+  g_assert_cmpint(p->links, ==, 33 * 16 + 2 + 2 + 1);
+  g_assert_cmpint(p->zone_routes, ==, (32 * 31 / 2 + 32) + (0 + 1) + 1);
+  /* su0 has 32 nodes x 8 NICs x 48 GB/s = 12288 GB/s of uplink; su1 one node. */
+  g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "su0-up"), ==, "12288GBps");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "su1-up"), ==, "384GBps");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_policy, "spine"), ==, "FATPIPE");
+  g_assert_cmpstr(g_ptr_array_index(p->host_names, 32 * 8), ==, "node032-gpu0");
+  plat_free(p);
+}
+
+/* A100 preset and charge_local. */
+static void test_a100(void)
+{
+  g_autofree char *xml = gen(1, 8, SP_GPU_A100, TRUE);
+  plat *p = plat_parse(xml);
+  g_assert_cmpint(p->hosts, ==, 8);
+  g_assert_cmpstr(hprop(p, "node000-gpu5", "speed"), ==, "312Tf");          /* A100 dense BF16 */
+  g_assert_cmpstr(hprop(p, "node000-gpu5", "mem_bw"), ==, "2039000000000"); /* 2.039 TB/s */
+  g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "node000-nvl0"), ==, "270GBps");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "node000-nic0"), ==, "24GBps");
+  plat_free(p);
+}
+
+/* 512 nodes = 4,096 GPUs, fast and deterministic; many nodes pad names wider. */
+static void test_large(void)
+{
+  gint64 t0 = g_get_monotonic_time();
+  g_autofree char *a = gen(512, 8, SP_GPU_H100, FALSE);
+  g_autofree char *b = gen(512, 8, SP_GPU_H100, FALSE);
+  g_assert_cmpint(g_get_monotonic_time() - t0, <, 5 * G_USEC_PER_SEC);
+  g_assert_cmpstr(a, ==, b);
+  plat *p = plat_parse(a);
+  g_assert_cmpint(p->hosts, ==, 4096);
+  g_assert_cmpstr(g_ptr_array_index(p->host_names, 4095), ==, "node511-gpu7");
+  /* 16 SUs: 16 uplinks + spine; 120 SU pairs at the top. */
+  g_assert_cmpint(p->links, ==, 512 * 16 + 16 + 16 + 1);
+  g_assert_cmpint(p->zone_routes, ==, 16 * (32 * 31 / 2 + 32) + 16 * 15 / 2);
+  plat_free(p);
+  g_autofree char *name = sp_platform_host_name(2000, 17, 3);
+  g_assert_cmpstr(name, ==, "node0017-gpu3");
+}
+
+static void test_bad(void)
+{
+  sp_platform_opts o;
+  sp_platform_opts_init(&o);
+  GError *err = NULL;
+  o.nodes = 0;
+  g_assert_null(sp_platform_dgx_xml(&o, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_clear_error(&err);
+  o.nodes = 2;
+  o.gpus_per_node = 0;
+  g_assert_null(sp_platform_dgx_xml(&o, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_clear_error(&err);
+  sp_gpu_kind k;
+  g_assert_false(sp_gpu_parse("v100", &k, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_clear_error(&err);
+  g_assert_true(sp_gpu_parse("A100", &k, NULL));
+  g_assert_cmpint(k, ==, SP_GPU_A100);
+}
+
+static char *srcdir_file(const char *rel)
+{
+  const char *top = g_getenv("SPSIM_SRCDIR");
+  return g_build_filename(top ? top : SP_TOP_SRCDIR, rel, NULL);
+}
+
+/* The shipped files are exactly the generator's output. */
+static void test_shipped(void)
+{
+  struct { const char *file; int nodes, gpn; sp_gpu_kind gpu; } cases[] = {
+    { "platforms/dgx.xml", 128, 8, SP_GPU_H100 },
+    { "platforms/a100.xml", 1, 8, SP_GPU_A100 },
+    { "platforms/small.xml", 2, 4, SP_GPU_TOY },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *path = srcdir_file(cases[i].file), *text = NULL;
+    GError *err = NULL;
+    g_assert_true(g_file_get_contents(path, &text, NULL, &err));
+    g_assert_no_error(err);
+    g_autofree char *want = gen(cases[i].nodes, cases[i].gpn, cases[i].gpu, FALSE);
+    g_assert_cmpstr(text, ==, want);
+  }
+  g_autofree char *path = srcdir_file("platforms/dgx.xml"), *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  plat *p = plat_parse(text);
+  g_assert_cmpint(p->hosts, ==, 1024);
+  plat_free(p);
+}
+
+/* Through SimGrid: small.xml's routes give the closed forms of its documented
+ * numbers (NVLink 100 GB/s and 1 us per port; NIC 10 GB/s and 5 us per NIC,
+ * leaf 1 us). One 1 MiB message: inside a node 2 us + S / 100e9; across nodes
+ * (rank 0 -> rank 7, own NICs) 11 us + S / 10e9. */
+static void test_routes_closed_form(void)
+{
+  g_autofree char *path = srcdir_file("platforms/small.xml");
+  GError *err = NULL;
+  if (!sp_sim_init(path, &err)) {
+    if (g_error_matches(err, SP_ERROR, SP_ERROR_UNSUPPORTED)) {
+      g_test_skip(err->message);
+      g_clear_error(&err);
+      return;
+    }
+    g_assert_no_error(err);
+  }
+  g_assert_cmpint(sp_sim_num_hosts(), ==, 8);
+  const double S = 1048576.0;
+  struct { int32_t a, b; double want; } cases[] = {
+    { 0, 1, 2e-6 + S / 100e9 },
+    { 2, 3, 2e-6 + S / 100e9 },
+    { 0, 7, 11e-6 + S / 10e9 },
+    { 5, 1, 11e-6 + S / 10e9 },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    int32_t members[2] = { cases[i].a, cases[i].b };
+    sp_coll_spec spec = { .coll = SP_COLL_SEND_RECV, .algo = SP_ALGO_AUTO, .dtype = SP_U8, .redop = SP_RED_SUM,
+                          .ranks = members, .n = 2, .count = (uint64_t)S };
+    double t = 0;
+    g_assert_true(sp_sim_coll_time(&spec, 8, SP_FIDELITY_STEP, &t, &err));
+    g_assert_no_error(err);
+    g_assert_cmpfloat_with_epsilon(t, cases[i].want, cases[i].want * 0.01);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/platform/two-nodes", test_two_nodes);
+  g_test_add_func("/platform/two-sus", test_two_sus);
+  g_test_add_func("/platform/a100", test_a100);
+  g_test_add_func("/platform/large", test_large);
+  g_test_add_func("/platform/bad", test_bad);
+  g_test_add_func("/platform/shipped", test_shipped);
+  g_test_add_func("/platform/routes-closed-form", test_routes_closed_form);
+  return g_test_run();
+}

@@ -1,0 +1,169 @@
+/* Step model: memory formulas, ZeRO stages, bubbles and step times against hand-computed values. */
+#include "config.h"
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+#include "spsim/error.h"
+#include "spsim/step.h"
+
+/* 2 layers, h 64, 4 heads, ffn 256 (GELU), vocab 1000, untied:
+ * layer = 4 x 64^2 + 2 x 64 x 256 + 2 x 64 = 49280; total = 2 x 49280 + 2 x 64000 + 64 = 226624 */
+static sp_model tiny(void)
+{
+  sp_model m = { .name = (char *)"tiny", .layers = 2, .hidden = 64, .heads = 4, .kv_heads = 4, .ffn = 256,
+                 .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_GELU };
+  return m;
+}
+
+static gboolean price_1ms(void *user, const sp_comm *c, double *s, GError **err)
+{
+  (void)user; (void)c; (void)err;
+  *s = 1e-3;
+  return TRUE;
+}
+
+static sp_step_ctx ctx_for(const sp_model *m, int32_t world, int64_t seq, int64_t gb)
+{
+  sp_step_ctx c = { .model = m, .seq = seq, .global_batch = gb, .world = world, .gpus_per_node = 8, .price = price_1ms };
+  sp_step_hw_init(&c.hw);
+  c.hw.peak_flops = 1e12;
+  c.hw.eff_matmul = 1.0;
+  c.hw.eff_attn = 1.0;
+  c.hw.hbm_bw = 0; /* no element-wise term in hand computations */
+  return c;
+}
+
+static sp_layout lay(const char *spec, const sp_step_ctx *c)
+{
+  sp_layout l;
+  GError *err = NULL;
+  g_assert_true(sp_layout_parse(spec, &l, &err));
+  sp_layout_ctx lc = { .model = c->model, .world = c->world, .gpus_per_node = 8, .seq = c->seq, .global_batch = c->global_batch, .mb = 1 };
+  g_assert_cmpint(sp_layout_check(&l, &lc, &err), ==, SP_SKIP_NONE);
+  g_assert_no_error(err);
+  return l;
+}
+
+static void test_zero_memory(void)
+{
+  sp_model m = tiny();
+  sp_step_ctx c = ctx_for(&m, 4, 128, 4);
+  const double P = 226624;
+  const double expect[4][3] = {
+    /* weights, grads, optimizer bytes per GPU over 4 replicas (ZeRO paper: 2 + 2 + 12 per param) */
+    { 2 * P, 2 * P, 12 * P },
+    { 2 * P, 2 * P, 12 * P / 4 },
+    { 2 * P, 2 * P / 4, 12 * P / 4 },
+    { 2 * P / 4, 2 * P / 4, 12 * P / 4 },
+  };
+  for (int z = 0; z < 4; z++) {
+    g_autofree char *spec = g_strdup_printf("dp=4,zero=%d", z);
+    sp_layout l = lay(spec, &c);
+    sp_step_mem mem;
+    sp_step_memory(&c, &l, &mem);
+    g_assert_cmpfloat_with_epsilon(mem.weights, expect[z][0], 1e-6);
+    g_assert_cmpfloat_with_epsilon(mem.grads, expect[z][1], 1e-6);
+    g_assert_cmpfloat_with_epsilon(mem.optim, expect[z][2], 1e-6);
+  }
+}
+
+static void test_activation_bytes(void)
+{
+  sp_model m = tiny();
+  sp_layout l;
+  sp_layout_init(&l);
+  l.mb = 1;
+  l.dp = 1;
+  /* Korthikanti: s b h (34 + 5 a s / h) with s 2048, b 1, h 64, a 4 = 131072 x 674 */
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048), ==, 131072.0 * 674);
+  l.tp = 2;
+  l.tp_sp = TRUE; /* sbh (34/t + 5as/(ht)) */
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048), ==, 131072.0 * (17 + 320));
+  l.tp_sp = FALSE; /* sbh (10 + 24/t + 5as/(ht)) */
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048), ==, 131072.0 * (22 + 320));
+  l.tp_sp = TRUE;
+  l.ckpt = SP_CKPT_SELECTIVE;
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048), ==, 131072.0 * 17);
+  l.ckpt = SP_CKPT_FULL; /* only the layer input, split by t with SP: 2 s b h / t */
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048), ==, 131072.0);
+}
+
+static void test_bubble(void)
+{
+  g_assert_cmpfloat(sp_step_bubble_fraction(4, 12), ==, 0.25);
+  g_assert_cmpfloat(sp_step_bubble_fraction(1, 7), ==, 0.0);
+  g_assert_cmpfloat(sp_step_bubble_fraction(8, 7), ==, 1.0);
+}
+
+/* Per layer forward flops per rank of tiny at seq 128 split over tp=2: (2 x 128 x 49152 +
+ * causal 2 x 128^2 x 64) / 2 = 7340032; LM head 2 x 128 x 1000 x 64 / 2 = 8192000. */
+static void test_step_tp(void)
+{
+  sp_model m = tiny();
+  sp_step_ctx c = ctx_for(&m, 2, 128, 4);
+  sp_layout l = lay("tp=2,tpsp=0", &c);
+  sp_step_result r;
+  GError *err = NULL;
+  g_assert_true(sp_step_eval(&c, &l, &r, &err));
+  double lf = 7340032e-12, hf = 8192000e-12;
+  /* per micro-batch: 2 layers x (fwd + 2 fwd + 4 all-reduces of 1 ms) + head fwd + bwd */
+  double tmb = 2 * (3 * lf + 4e-3) + 3 * hf;
+  g_assert_cmpint(r.microbatches, ==, 4);
+  g_assert_cmpfloat_with_epsilon(r.step_time, 4 * tmb, 1e-12);
+  g_assert_cmpfloat_with_epsilon(r.exposed[SP_COMM_TP], 4 * 2 * 4e-3, 1e-12);
+  g_assert_cmpfloat(r.bubble, ==, 0.0);
+  /* all TP collectives: all-reduce of b s h x 2 bytes */
+  g_autoptr(GArray) comms = g_array_new(FALSE, FALSE, sizeof(sp_comm));
+  sp_step_comms(&c, &l, comms);
+  g_assert_cmpuint(comms->len, ==, 2);
+  for (guint i = 0; i < comms->len; i++) {
+    sp_comm *cm = &g_array_index(comms, sp_comm, i);
+    g_assert_cmpint(cm->coll, ==, SP_COLL_ALL_REDUCE);
+    g_assert_cmpuint(cm->bytes, ==, 128 * 64 * 2);
+    g_assert_cmpint(cm->n, ==, 2);
+  }
+}
+
+static void test_step_pp(void)
+{
+  sp_model m = tiny();
+  sp_step_ctx c = ctx_for(&m, 2, 128, 4);
+  sp_layout l = lay("pp=2", &c);
+  sp_step_result r;
+  GError *err = NULL;
+  g_assert_true(sp_step_eval(&c, &l, &r, &err));
+  double lf = 2 * 7340032e-12, hf = 2 * 8192000e-12; /* no tp split */
+  /* one layer per stage; forward and backward sends of 1 ms each per micro-batch */
+  double tmb = 3 * lf + 3 * hf + 2e-3;
+  g_assert_cmpfloat_with_epsilon(r.step_time, (4 + 2 - 1) * tmb, 1e-12);
+  g_assert_cmpfloat_with_epsilon(r.bubble, tmb, 1e-12);
+  g_assert_cmpfloat_with_epsilon(r.bubble / (r.step_time - r.bubble), sp_step_bubble_fraction(2, 4), 1e-12);
+}
+
+static void test_analytic_pricer(void)
+{
+  sp_analytic_net net;
+  sp_analytic_net_init(&net);
+  GError *err = NULL;
+  double t = 0;
+  /* 8 GPUs of one node, 1 GB all-reduce: tree latency 2 log2 8 = 6 hops of 3.4 us + 1e9 x 2 x 7/8 / 360e9 */
+  sp_comm c = { .kind = SP_COMM_TP, .coll = SP_COLL_ALL_REDUCE, .n = 8, .stride = 1, .bytes = 1000000000 };
+  g_assert_true(sp_price_analytic(&net, &c, &t, &err));
+  g_assert_cmpfloat_with_epsilon(t, 6 * 3.4e-6 + 1e9 * 1.75 / 360e9, 1e-12);
+  /* 16 ranks with stride 8: one per node, bound by one NIC (46 GB/s), 15 hops of 14 us */
+  sp_comm d = { .kind = SP_COMM_DP, .coll = SP_COLL_ALL_GATHER, .n = 16, .stride = 8, .bytes = 1000000000 };
+  g_assert_true(sp_price_analytic(&net, &d, &t, &err));
+  g_assert_cmpfloat_with_epsilon(t, 15 * 14e-6 + 1e9 * 15.0 / 16 / 46e9, 1e-12);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/step/zero-memory", test_zero_memory);
+  g_test_add_func("/step/activation-bytes", test_activation_bytes);
+  g_test_add_func("/step/bubble", test_bubble);
+  g_test_add_func("/step/tp-step", test_step_tp);
+  g_test_add_func("/step/pp-step", test_step_pp);
+  g_test_add_func("/step/analytic-pricer", test_analytic_pricer);
+  return g_test_run();
+}

@@ -1,0 +1,81 @@
+#!/bin/sh
+# spsim verify: PASS on a small platform for every collective, checksum and JSON
+# output shapes, and one clear "spsim:" line with a non-zero exit on bad input.
+bin="${SPSIM_BUILDDIR:-.}/spsim"
+src="${SPSIM_SRCDIR:-.}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# 8 hosts on private 1 GB/s, 1 us links to a crossbar: a route is 2 links
+cat > "$tmp/star.xml" <<'XML'
+<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <cluster id="star" prefix="h" suffix="" radical="0-7" speed="1Gf" bw="1GBps" lat="1us"
+           sharing_policy="SPLITDUPLEX"/>
+</platform>
+XML
+P="$tmp/star.xml"
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+nok() { n=$((n + 1)); echo "not ok $n - $1"; }
+expect_fail() {
+  desc=$1; pat=$2; shift 2
+  if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
+  if [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"
+  else nok "$desc: $(cat "$tmp/err")"; fi
+}
+
+echo "1..26"
+for op in all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv; do
+  if "$bin" verify "$P" --op $op --ranks 8 --dtype bf16 --count 100 >"$tmp/out" 2>"$tmp/err" &&
+     grep -q "^PASS op=$op ranks=8 dtype=bf16 algo=[a-z]* bytes=[0-9]* simulated_time_us=[0-9.]*$" "$tmp/out"
+  then ok "verify $op PASS"; else nok "verify $op: $(cat "$tmp/out" "$tmp/err")"; fi
+done
+
+# send-recv of 1000 bytes between two hosts: 2 links of 1 us + 1000 B / 1 GB/s = 3 us
+"$bin" verify "$P" --op send-recv --ranks 2 --dtype u8 --size 1000 > "$tmp/out" 2>&1
+if grep -q "bytes=1000 simulated_time_us=3.000$" "$tmp/out"; then ok "send-recv closed-form time"
+else nok "send-recv time: $(cat "$tmp/out")"; fi
+
+# --checksum: one line per member then the combined value; equal for the same data
+"$bin" verify "$P" --op all-reduce --ranks 4 --algo ring --checksum > "$tmp/out" 2>"$tmp/err"
+if [ "$(grep -c '^checksum rank=[0-3] 0x[0-9a-f]\{16\}$' "$tmp/out")" -eq 4 ] &&
+   tail -n 1 "$tmp/out" | grep -q '^checksum all=0x[0-9a-f]\{16\}$'
+then ok "checksum lines"; else nok "checksum lines: $(cat "$tmp/out" "$tmp/err")"; fi
+# all-reduce: every rank holds the same result, so every per-rank checksum is equal
+if [ "$(grep '^checksum rank=' "$tmp/out" | awk '{print $3}' | sort -u | wc -l)" -eq 1 ]
+then ok "all-reduce checksums agree across ranks"; else nok "all-reduce checksums differ"; fi
+# ring and tree compute the same bytes for integers (exact arithmetic)
+a=$("$bin" verify "$P" --op all-reduce --ranks 8 --dtype i32 --algo ring --checksum | tail -n 1)
+b=$("$bin" verify "$P" --op all-reduce --ranks 8 --dtype i32 --algo tree --checksum | tail -n 1)
+if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "i32 checksum independent of the algorithm"
+else nok "i32 checksums: $a vs $b"; fi
+# deterministic output
+"$bin" verify "$P" --op all-to-all --ranks 8 --checksum > "$tmp/a" 2>&1
+"$bin" verify "$P" --op all-to-all --ranks 8 --checksum > "$tmp/b" 2>&1
+if cmp -s "$tmp/a" "$tmp/b"; then ok "deterministic"; else nok "output differs between runs"; fi
+
+# --json
+"$bin" verify "$P" --op all-gather --ranks 8 --json --checksum > "$tmp/out" 2>"$tmp/err"
+if grep -q '^{"op":"all-gather","ranks":8,"dtype":"f32","algo":"[a-z]*","bytes":[0-9]*,"pass":true,"simulated_time_us":[0-9.e+-]*,"checksum":"0x[0-9a-f]\{16\}"}$' "$tmp/out"
+then ok "json object"; else nok "json: $(cat "$tmp/out" "$tmp/err")"; fi
+
+# --trace writes a Chrome trace
+"$bin" verify "$P" --op all-reduce --ranks 4 --trace "$tmp/t.json" > /dev/null 2>&1
+if grep -q '"traceEvents"' "$tmp/t.json" 2>/dev/null; then ok "trace file"; else nok "no trace file"; fi
+
+# bad input
+expect_fail "missing platform" "does not exist" verify "$tmp/none.xml" --op all-reduce --ranks 2
+echo '<platform version="4.1"><host id="a"' > "$tmp/bad.xml"
+expect_fail "malformed platform" "not valid XML" verify "$tmp/bad.xml" --op all-reduce --ranks 2
+printf '<platform version="4.1"><cluster id="c" prefix="h" suffix="" radical="0-3" speed="1Gf" bw="fast" lat="1us"/></platform>' > "$tmp/rej.xml"
+expect_fail "platform SimGrid rejects" "rejected by SimGrid" verify "$tmp/rej.xml" --op all-reduce --ranks 2
+expect_fail "ranks 0" "ranks" verify "$P" --op all-reduce --ranks 0
+expect_fail "more ranks than hosts" "platform has 8 hosts, --ranks asks for 9" verify "$P" --op all-reduce --ranks 9
+expect_fail "size 0" "must be positive" verify "$P" --op all-reduce --ranks 2 --size 0
+expect_fail "unparsable size" "not a size" verify "$P" --op all-reduce --ranks 2 --size 12Q
+expect_fail "unknown op" "unknown operation" verify "$P" --op all-scatter --ranks 2
+expect_fail "unknown dtype" "dtype" verify "$P" --op all-reduce --ranks 2 --dtype f8
+expect_fail "unknown algo" "algorithm" verify "$P" --op all-reduce --ranks 2 --algo fast
+expect_fail "unknown flag" "" verify "$P" --op all-reduce --ranks 2 --frobnicate
+expect_fail "flow fidelity" "fidelity step" verify "$P" --op all-reduce --ranks 2 --fidelity flow

@@ -28,7 +28,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..14"
+echo "1..18"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -52,3 +52,23 @@ echo '{"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 4, "ffn": -256, "vocab
 expect_fail "model file with a negative field" "positive" "$tmp/p.xml" $A --model "$tmp/m2.json"
 expect_fail "a model that cannot fit anywhere" "cannot fit" "$tmp/p.xml" $A --model llama3-405b
 if grep -q 'closest layouts' "$tmp/out"; then ok "closest layouts shown"; else nok "closest layouts"; fi
+# The SimGrid engine prices the collectives (flow fidelity, the default) on the shipped
+# DGX platform; its results must agree with the independent closed form of the analytic
+# pricer (calibrated ring busbw 360 GB/s inside a node, min(360, 8 x 46) across nodes).
+D="$src/platforms/dgx.xml"
+# comm_s of KIND in a --json file
+comm() { sed -n "s/.*\"comm_s\": {[^}]*\"$2\": \([0-9.e+-]*\).*/\1/p" "$1" | head -n 1; }
+within() { awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { d = a / b - 1; if (d < 0) d = -d; exit !(b > 0 && d <= p) }'; }
+E="--gpus 64 --model llama3-8b"
+"$bin" "$D" $E --layout tp=8,dp=8 --json "$tmp/e1.json" >"$tmp/out" 2>&1
+"$bin" "$D" $E --layout tp=8,dp=8 --json "$tmp/e2.json" >/dev/null 2>&1
+if grep -q 'collectives: flow' "$tmp/out" && [ -s "$tmp/e1.json" ] && cmp -s "$tmp/e1.json" "$tmp/e2.json"; then
+  ok "engine pricing is used and byte-identical across runs"; else nok "engine pricing: $(head -c 400 "$tmp/out")"; fi
+"$bin" "$D" $E $A --layout tp=8,dp=8 --json "$tmp/a1.json" >/dev/null 2>&1
+te=$(comm "$tmp/e1.json" tp); ta=$(comm "$tmp/a1.json" tp)
+if within "$te" "$ta" 0.20; then ok "intra-node TP all-reduces: engine $te s vs closed form $ta s"; else nok "TP engine $te vs closed form $ta"; fi
+"$bin" "$D" $E --layout dp=64,zero=2,ckpt=full --json "$tmp/e3.json" >/dev/null 2>&1
+"$bin" "$D" $E $A --layout dp=64,zero=2,ckpt=full --json "$tmp/a3.json" >/dev/null 2>&1
+de=$(comm "$tmp/e3.json" dp); da=$(comm "$tmp/a3.json" dp)
+if within "$de" "$da" 0.15; then ok "8-node ZeRO-2 gradient collectives use all 8 NICs: engine $de s vs closed form $da s"; else nok "DP engine $de vs closed form $da"; fi
+expect_fail "missing platform file" "No such file" "$tmp/none.xml" --model llama3-8b

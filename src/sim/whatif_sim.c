@@ -1,21 +1,103 @@
 /* Engine-side glue of the what-if analysis (see whatif_sim.h). */
 #include "config.h"
 
+#include <math.h>
+
+#include "spsim/coll.h"
 #include "spsim/error.h"
+#include "sim.h"
 #include "whatif_sim.h"
 
 gboolean sp_whatif_engine_open(const char *xml, GError **err)
 {
-  (void)xml;
-  g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED, "the SimGrid engine cannot price collectives in this build");
-  return FALSE;
+  return sp_sim_init(xml, err);
 }
 
-int32_t sp_whatif_engine_hosts(void) { return 0; }
-
-gboolean sp_whatif_engine_price(const sp_comm *c, gboolean step_fidelity, double *seconds, GError **err)
+int32_t sp_whatif_engine_hosts(void)
 {
-  (void)c; (void)step_fidelity; (void)seconds;
-  g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED, "the SimGrid engine cannot price collectives in this build");
-  return FALSE;
+  return sp_sim_num_hosts();
+}
+
+/* Program source for the sibling groups {b + j*stride : j < n}, b < nb. */
+typedef struct {
+  sp_coll coll;
+  int32_t n, stride, nb;
+  uint64_t count;
+  int32_t *members; /* scratch, n entries */
+} sib_src;
+
+static sp_program *sib_get(void *ud, int32_t rank, GError **err)
+{
+  sib_src *s = ud;
+  sp_program *p = sp_program_new(rank);
+  int32_t b = rank % s->stride, j = rank / s->stride;
+  if (b >= s->nb || j >= s->n)
+    return p; /* not in a simulated group: idle */
+  for (int32_t k = 0; k < s->n; k++)
+    s->members[k] = b + k * s->stride;
+  sp_coll_spec spec = { .coll = s->coll, .algo = SP_ALGO_AUTO, .dtype = SP_BF16, .redop = SP_RED_SUM,
+                        .ranks = s->members, .n = s->n, .count = s->count };
+  size_t es = sp_dtype_size(spec.dtype);
+  uint32_t in = sp_program_add_buffer(p, sp_coll_in_count(&spec) * es, "in");
+  uint32_t out = sp_program_add_buffer(p, sp_coll_out_count(&spec) * es, "out");
+  if (!sp_lower_coll(p, &spec, in, out, err)) {
+    sp_program_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+static void sib_release(void *ud, sp_program *p)
+{
+  (void)ud;
+  sp_program_free(p);
+}
+
+gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboolean step_fidelity,
+                                   uint64_t bytes, double *seconds, GError **err)
+{
+  if (c->n < 2 || bytes == 0) {
+    *seconds = 0.0;
+    return TRUE;
+  }
+  if (c->stride < 1 || gpus_per_node < 1) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "engine pricer: bad group (n=%d, stride=%d, %d GPUs per node)",
+                c->n, c->stride, gpus_per_node);
+    return FALSE;
+  }
+  int32_t n = c->coll == SP_COLL_SEND_RECV ? 2 : c->n;
+  int32_t nb = MIN(c->stride, gpus_per_node);
+  int64_t world = (int64_t)(n - 1) * c->stride + nb;
+  if (world > sp_sim_num_hosts()) {
+    nb = 1; /* the siblings do not fit: price the first group alone */
+    world = (int64_t)(n - 1) * c->stride + 1;
+  }
+  if (world > sp_sim_num_hosts()) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM,
+                "a %s group of %d ranks %d apart needs %" G_GINT64_FORMAT " hosts; the platform has %d",
+                sp_coll_name(c->coll), n, c->stride, world, sp_sim_num_hosts());
+    return FALSE;
+  }
+  /* Bytes follow the busbw convention of REFERENCE.md: all-gather, reduce-scatter and
+   * all-to-all count the whole gathered (per-rank) array, the others one buffer. */
+  /* A ring that leaves the node runs as one channel per member GPU on the node, each
+   * channel crossing between nodes through a different GPU's NIC (NCCL's layout on
+   * DGX nodes); the channels are symmetric, so one channel carrying 1/k of the data
+   * prices them all. Intra-node rings and all-to-all (every GPU already uses its own
+   * NIC) run as lowered. */
+  int32_t k = c->stride >= gpus_per_node ? 1 : MIN(n, gpus_per_node / c->stride);
+  gboolean ring = c->coll == SP_COLL_ALL_REDUCE || c->coll == SP_COLL_ALL_GATHER ||
+                  c->coll == SP_COLL_REDUCE_SCATTER;
+  if (ring && k > 1 && k < n)
+    bytes = (bytes + (uint64_t)k - 1) / (uint64_t)k;
+  uint64_t elems = (bytes + 1) / 2;
+  gboolean per_block = c->coll == SP_COLL_ALL_GATHER || c->coll == SP_COLL_REDUCE_SCATTER ||
+                       c->coll == SP_COLL_ALL_TO_ALL;
+  uint64_t count = per_block ? (elems + (uint64_t)n - 1) / (uint64_t)n : elems;
+  sib_src src = { .coll = c->coll, .n = n, .stride = c->stride, .nb = nb, .count = count,
+                  .members = g_new(int32_t, n) };
+  gboolean ok = sp_sim_run_source(sib_get, sib_release, &src, (int32_t)world,
+                                  step_fidelity ? SP_FIDELITY_STEP : SP_FIDELITY_FLOW, NULL, seconds, err);
+  g_free(src.members);
+  return ok;
 }

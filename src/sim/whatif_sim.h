@@ -10,17 +10,24 @@
 G_BEGIN_DECLS
 
 /**
- * Load @p xml into the engine for pricing. Fails with SP_ERROR_UNSUPPORTED when this
- * build's engine cannot price collectives (the caller falls back to the analytic model).
+ * Load @p xml into the SimGrid engine for pricing (sp_sim_init: a missing or
+ * malformed file is an error).
  */
 gboolean sp_whatif_engine_open(const char *xml, GError **err);
 /** Hosts of the loaded platform (0 when none). */
 int32_t sp_whatif_engine_hosts(void);
 /**
- * Simulate @p c (the group of rank 0: {0, stride, ...}) in cost mode; @p step_fidelity
- * selects step-by-step instead of flow fidelity.
+ * Simulate collective @p c on @p bytes (busbw convention: the whole gathered array
+ * for all-gather, reduce-scatter and all-to-all; one buffer otherwise) in cost mode,
+ * AUTO algorithm, bf16. The group of rank 0, {0, stride, ..., (n-1) stride}, runs
+ * together with its siblings {b, b + stride, ...} for b < min(stride, @p gpus_per_node):
+ * the groups that share its nodes' NVSwitch and NICs, so their contention counts.
+ * A ring that spans nodes is priced as one of its k channels (k = members per node,
+ * one NIC each) carrying 1/k of the bytes. Ranks map to hosts in declaration order. @p step_fidelity selects step-by-step
+ * simulation instead of flows. @p seconds receives the makespan.
  */
-gboolean sp_whatif_engine_price(const sp_comm *c, gboolean step_fidelity, double *seconds, GError **err);
+gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboolean step_fidelity,
+                                   uint64_t bytes, double *seconds, GError **err);
 
 G_END_DECLS
 

@@ -12,6 +12,36 @@ static sp_model mk(int64_t layers, int64_t heads, int64_t kv)
   return m;
 }
 
+/* Interleaved 1F1B: vpp needs pp > 1, layers divisible by pp x vpp, micro-batches by pp. */
+static void test_interleaved(void)
+{
+  sp_model m = mk(8, 4, 4);
+  sp_layout_ctx c = { .model = &m, .world = 4, .gpus_per_node = 8, .seq = 64, .global_batch = 8, .mb = 1 };
+  sp_layout l;
+  GError *err = NULL;
+  g_assert_true(sp_layout_parse("pp=2,vpp=4,dp=2", &l, &err));
+  g_assert_cmpint(sp_layout_check(&l, &c, &err), ==, SP_SKIP_NONE);
+  g_assert_no_error(err);
+  g_autofree char *s = sp_layout_to_string(&l);
+  g_assert_cmpstr(s, ==, "tp=1,tpsp=0,sp=1,cp=1,wp=1,pp=2,vpp=4,dp=2,zero=0,ckpt=none,mb=1");
+  g_autofree char *lab = sp_layout_label(&l);
+  g_assert_nonnull(strstr(lab, "pp2v4 "));
+  /* 8 layers do not split into 2 x 8 chunks */
+  g_assert_true(sp_layout_parse("pp=2,vpp=8,dp=2", &l, &err));
+  g_assert_cmpint(sp_layout_check(&l, &c, &err), ==, SP_SKIP_LAYERS);
+  g_assert_nonnull(strstr(err->message, "pp x vpp"));
+  g_clear_error(&err);
+  /* no pipeline: nothing to interleave */
+  g_assert_true(sp_layout_parse("vpp=2,dp=4", &l, &err));
+  g_assert_cmpint(sp_layout_check(&l, &c, &err), ==, SP_SKIP_LAYERS);
+  g_clear_error(&err);
+  /* 8 sequences over dp=1 x pp=4 -> 8 micro-batches: fine; global batch 6 over dp 1 -> 6, not a multiple of 4 */
+  c.global_batch = 6;
+  g_assert_true(sp_layout_parse("pp=4,vpp=2,dp=1", &l, &err));
+  g_assert_cmpint(sp_layout_check(&l, &c, &err), ==, SP_SKIP_BATCH);
+  g_clear_error(&err);
+}
+
 static void test_parse(void)
 {
   sp_layout l;
@@ -84,25 +114,32 @@ static void test_check(void)
 static void test_sweep_counts(void)
 {
   /* world 4, 4 heads, 4 layers: tp variants (1), (2, +sp), (4, +sp); (sp, cp, pp, dp) ordered
-   * factorisations of 4/tp: 10, 4, 1 -> 10 + 2x4 + 2x1 = 20 tuples; x 4 ZeRO x 3 ckpt = 240.
-   * Invalid: ZeRO > 0 without replicas (sp = cp = dp = 1, i.e. tp x pp = 4): 5 tuples x 3 x 3 = 45. */
+   * factorisations of 4/tp: 10, 4, 1 -> 10 + 2x4 + 2x1 = 20 tuples. The 6 with pp > 1 (tp 1:
+   * pp 2 x 3 splits of 2 + pp 4; tp 2 x 2 variants: pp 2) come with vpp 1, 2, 4: 20 + 6 x 2 = 32
+   * tuples; x 4 ZeRO x 3 ckpt = 384.
+   * Invalid, layers (4 not divisible by pp x vpp): the 5 pp=2 tuples with vpp 4, the pp=4 one
+   * with vpp 2 and 4: 7 tuples x 12 = 84.
+   * Invalid, ZeRO > 0 without replicas (sp = cp = dp = 1, i.e. tp x pp = 4), counted after the
+   * layer check: (tp 1, pp 4), (tp 2, pp 2) x 2 variants x vpp 1, 2, (tp 4) x 2: 7 x 3 x 3 = 63. */
   sp_model m = mk(4, 4, 4);
   sp_layout_ctx c = { .model = &m, .world = 4, .gpus_per_node = 4, .seq = 64, .global_batch = 8, .mb = 1 };
   sp_sweep_opts o;
   sp_sweep_opts_init(&o, &c);
   o.with_isp = FALSE;
   sp_sweep *s = sp_sweep_run(&c, &o);
-  g_assert_cmpuint(s->considered, ==, 240);
-  g_assert_cmpuint(s->skipped[SP_SKIP_ZERO], ==, 45);
-  g_assert_cmpuint(s->layouts->len, ==, 195);
+  g_assert_cmpuint(s->considered, ==, 384);
+  g_assert_cmpuint(s->skipped[SP_SKIP_LAYERS], ==, 84);
+  g_assert_cmpuint(s->skipped[SP_SKIP_ZERO], ==, 63);
+  g_assert_cmpuint(s->layouts->len, ==, 384 - 84 - 63);
   for (int k = 1; k < SP_SKIP_COUNT; k++)
-    if (k != SP_SKIP_ZERO) g_assert_cmpuint(s->skipped[k], ==, 0);
+    if (k != SP_SKIP_ZERO && k != SP_SKIP_LAYERS) g_assert_cmpuint(s->skipped[k], ==, 0);
   sp_sweep_free(s);
   /* global batch 2 sequences: dp = 4 now fails (2 % 4): tuples with dp = 4 are those with
-   * tp = sp = cp = pp = 1: 1 tuple x 12 */
+   * tp = sp = cp = pp = 1: 1 tuple x 12; and (pp 2, dp 2, vpp 2) has 1 micro-batch, not a
+   * multiple of pp: 1 tuple x 12 */
   c.global_batch = 2;
   s = sp_sweep_run(&c, &o);
-  g_assert_cmpuint(s->skipped[SP_SKIP_BATCH], ==, 12);
+  g_assert_cmpuint(s->skipped[SP_SKIP_BATCH], ==, 24);
   sp_sweep_free(s);
 }
 
@@ -110,6 +147,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/layout/parse", test_parse);
+  g_test_add_func("/layout/interleaved", test_interleaved);
   g_test_add_func("/layout/check", test_check);
   g_test_add_func("/layout/sweep-counts", test_sweep_counts);
   return g_test_run();

@@ -140,6 +140,32 @@ static void test_step_pp(void)
   g_assert_cmpfloat_with_epsilon(r.bubble / (r.step_time - r.bubble), sp_step_bubble_fraction(2, 4), 1e-12);
 }
 
+/* Interleaved 1F1B (Narayanan et al. 2021): the bubble shrinks to (pp - 1) / vpp
+ * micro-batch slots, each rank sends vpp times per micro-batch, and the first stage
+ * keeps (1 + (pp - 1) / (pp vpp)) times the activations. */
+static void test_step_pp_interleaved(void)
+{
+  sp_model m = tiny();
+  m.layers = 4;
+  sp_step_ctx c = ctx_for(&m, 2, 128, 4);
+  sp_layout l1 = lay("pp=2", &c), l2 = lay("pp=2,vpp=2", &c);
+  sp_step_result r1, r2;
+  GError *err = NULL;
+  g_assert_true(sp_step_eval(&c, &l1, &r1, &err));
+  g_assert_true(sp_step_eval(&c, &l2, &r2, &err));
+  double lf = 2 * 7340032e-12, hf = 2 * 8192000e-12;
+  /* two layers per rank; sends of 1 ms forward and backward, twice with vpp = 2 */
+  double t1 = 2 * 3 * lf + 3 * hf + 2e-3, t2 = 2 * 3 * lf + 3 * hf + 4e-3;
+  g_assert_cmpfloat_with_epsilon(r1.step_time, (4 + 1) * t1, 1e-12);
+  g_assert_cmpfloat_with_epsilon(r2.step_time, (4 + 0.5) * t2, 1e-12);
+  g_assert_cmpfloat_with_epsilon(r2.bubble, 0.5 * t2, 1e-12);
+  /* activations: tokenwise 128 x 64 x 34 + scores 5 x 4 x 128^2 per layer, 2 layers,
+   * min(pp, m) = 2 micro-batches in flight; x 1.25 interleaved */
+  double per_layer = 128.0 * 64 * 34 + 5.0 * 4 * 128 * 128;
+  g_assert_cmpfloat_with_epsilon(r1.mem.act, 2 * per_layer * 2, 1e-3);
+  g_assert_cmpfloat_with_epsilon(r2.mem.act, 2 * per_layer * 2 * 1.25, 1e-3);
+}
+
 static void test_analytic_pricer(void)
 {
   sp_analytic_net net;
@@ -164,6 +190,7 @@ int main(int argc, char **argv)
   g_test_add_func("/step/bubble", test_bubble);
   g_test_add_func("/step/tp-step", test_step_tp);
   g_test_add_func("/step/pp-step", test_step_pp);
+  g_test_add_func("/step/pp-interleaved", test_step_pp_interleaved);
   g_test_add_func("/step/analytic-pricer", test_analytic_pricer);
   return g_test_run();
 }

@@ -45,7 +45,7 @@ const char *sp_skip_reason(sp_skip r)
 void sp_layout_init(sp_layout *l)
 {
   memset(l, 0, sizeof *l);
-  l->tp = l->sp = l->cp = l->wp = l->pp = 1;
+  l->tp = l->sp = l->cp = l->wp = l->pp = l->vpp = 1;
   l->dp = 0;
   l->zero = 0;
   l->ckpt = SP_CKPT_NONE;
@@ -79,7 +79,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     if (*p == '\0') continue;
     char *eq = strchr(p, '=');
     if (eq == NULL) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, sp, cp, wp, pp, dp, zero, ckpt, mb)", p);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, sp, cp, wp, pp, vpp, dp, zero, ckpt, mb)", p);
       return FALSE;
     }
     *eq = '\0';
@@ -90,6 +90,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     else if (strcmp(k, "cp") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.cp, err);
     else if (strcmp(k, "wp") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.wp, err);
     else if (strcmp(k, "pp") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.pp, err);
+    else if (strcmp(k, "vpp") == 0) ok = parse_deg(k, v, 1, 1 << 10, &l.vpp, err);
     else if (strcmp(k, "dp") == 0) ok = parse_deg(k, v, 1, 1 << 24, &l.dp, err);
     else if (strcmp(k, "zero") == 0) ok = parse_deg(k, v, 0, 3, &l.zero, err);
     else if (strcmp(k, "mb") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.mb, err);
@@ -99,7 +100,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
       tpsp = b;
     } else if (strcmp(k, "ckpt") == 0) ok = sp_ckpt_parse(v, &l.ckpt, err);
     else {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, sp, cp, wp, pp, dp, zero, ckpt, mb)", k);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, sp, cp, wp, pp, vpp, dp, zero, ckpt, mb)", k);
       return FALSE;
     }
     if (!ok) return FALSE;
@@ -114,6 +115,8 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
 }
 
 int32_t sp_layout_replicas(const sp_layout *l) { return l->sp * l->cp * l->dp; }
+
+int32_t sp_layout_vpp(const sp_layout *l) { return l->vpp > 1 ? l->vpp : 1; }
 
 int64_t sp_layout_microbatches(const sp_layout *l, const sp_layout_ctx *ctx)
 {
@@ -173,6 +176,17 @@ sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *c, GError **err)
   if (c->global_batch % ((int64_t)l->dp * l->mb) != 0)
     return fail(err, SP_SKIP_BATCH, "layout: global batch %" G_GINT64_FORMAT " sequences is not divisible by dp x mb = %d x %d",
                 c->global_batch, l->dp, l->mb);
+  if (l->vpp < 1) l->vpp = 1;
+  if (l->vpp > 1) {
+    if (l->pp == 1)
+      return fail(err, SP_SKIP_LAYERS, "layout: vpp=%d (interleaved virtual stages) needs pp > 1", l->vpp);
+    if (m->layers % ((int64_t)l->pp * l->vpp) != 0)
+      return fail(err, SP_SKIP_LAYERS, "layout: %" G_GINT64_FORMAT " layers are not divisible by pp x vpp = %d x %d (interleaved stages hold equal chunks)",
+                  m->layers, l->pp, l->vpp);
+    int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
+    if (mbs % l->pp != 0)
+      return fail(err, SP_SKIP_BATCH, "layout: the interleaved schedule needs micro-batches (%" G_GINT64_FORMAT ") divisible by pp=%d", mbs, l->pp);
+  }
   int32_t rep = sp_layout_replicas(l);
   if (l->wp > 1 && (rep % l->wp != 0 || l->tp > 1))
     return fail(err, SP_SKIP_WP, "layout: ISP wp=%d must divide sp x cp x dp = %d and needs tp=1", l->wp, rep);
@@ -185,8 +199,10 @@ sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *c, GError **err)
 
 char *sp_layout_to_string(const sp_layout *l)
 {
-  return g_strdup_printf("tp=%d,tpsp=%d,sp=%d,cp=%d,wp=%d,pp=%d,dp=%d,zero=%d,ckpt=%s,mb=%d",
-                         l->tp, l->tp_sp ? 1 : 0, l->sp, l->cp, l->wp, l->pp, l->dp, l->zero,
+  char v[32] = "";
+  if (l->vpp > 1) g_snprintf(v, sizeof v, ",vpp=%d", l->vpp);
+  return g_strdup_printf("tp=%d,tpsp=%d,sp=%d,cp=%d,wp=%d,pp=%d%s,dp=%d,zero=%d,ckpt=%s,mb=%d",
+                         l->tp, l->tp_sp ? 1 : 0, l->sp, l->cp, l->wp, l->pp, v, l->dp, l->zero,
                          sp_ckpt_name(l->ckpt), l->mb);
 }
 
@@ -197,7 +213,8 @@ char *sp_layout_label(const sp_layout *l)
   if (l->sp > 1) g_string_append_printf(s, "sp%d ", l->sp);
   if (l->cp > 1) g_string_append_printf(s, "cp%d ", l->cp);
   if (l->wp > 1) g_string_append_printf(s, "wp%d ", l->wp);
-  if (l->pp > 1) g_string_append_printf(s, "pp%d ", l->pp);
+  if (l->pp > 1 && l->vpp > 1) g_string_append_printf(s, "pp%dv%d ", l->pp, l->vpp);
+  else if (l->pp > 1) g_string_append_printf(s, "pp%d ", l->pp);
   g_string_append_printf(s, "dp%d", l->dp);
   if (l->zero > 0) g_string_append_printf(s, " z%d", l->zero);
   static const char *const ck[SP_CKPT_COUNT] = { "", " sel", " full" };
@@ -258,10 +275,11 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
             guint nwp = wps ? wps->len : 1;
             for (guint w = 0; w < nwp; w++) {
               int32_t wp = wps ? g_array_index(wps, int32_t, w) : 1;
+              for (int32_t vpp = 1; vpp <= (pp > 1 ? 4 : 1); vpp *= 2)
               for (int zero = 0; zero <= 3; zero++)
                 for (int ck = 0; ck < SP_CKPT_COUNT; ck++) {
                   sp_layout l = { .tp = tp, .tp_sp = tpsp == 1, .sp = sp, .cp = cp, .wp = wp, .pp = pp,
-                                  .dp = dp, .zero = zero, .ckpt = (sp_ckpt)ck, .mb = 0 };
+                                  .vpp = vpp, .dp = dp, .zero = zero, .ckpt = (sp_ckpt)ck, .mb = 0 };
                   s->considered++;
                   sp_skip r = sp_layout_check(&l, ctx, NULL);
                   if (r == SP_SKIP_NONE) g_array_append_val(s->layouts, l);

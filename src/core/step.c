@@ -86,6 +86,10 @@ void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o)
   o->optim = 12.0 * p / (l->zero >= 1 ? g : 1.0);
   int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
   double inflight = (double)MIN((int64_t)l->pp, mbs);
+  /* Interleaved 1F1B keeps (1 + (p-1)/(p v)) times the activations of plain 1F1B on
+   * the first stage (Korthikanti et al. 2022, sec. 4.2.3). */
+  int32_t v = sp_layout_vpp(l);
+  if (v > 1) inflight *= 1.0 + (double)(l->pp - 1) / ((double)l->pp * v);
   double ls = (double)sp_layout_stage_layers(l, m);
   double per_layer = sp_step_act_layer_bytes(m, l, c->seq);
   double first = ls * per_layer * inflight;
@@ -243,7 +247,10 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   for (int k = 0; k < SP_COMM_KIND_COUNT; k++) { sef += ef[k]; seb += eb[k]; }
   r->mb_fwd = ls * (lf + sef) + head_f;
   r->mb_bwd = ls * (lb + seb) + head_b;
-  r->mb_p2p = l->pp > 1 ? p2p : 0.0;
+  /* Interleaved: each micro-batch crosses pp x vpp - 1 stage boundaries, so every
+   * rank sends vpp times as often; the bubble shrinks to (pp - 1) / vpp slots. */
+  double vpp = (double)sp_layout_vpp(l);
+  r->mb_p2p = l->pp > 1 ? vpp * p2p : 0.0;
   double tmb = r->mb_fwd + r->mb_bwd + r->mb_p2p;
 
   /* Gradient reduction overlaps the last micro-batch's backward except the last bucket;
@@ -256,9 +263,10 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   r->dp_tail = tail;
 
   double md = (double)mbs;
-  r->step_time = (md + l->pp - 1) * tmb + tail;
+  double slots = (double)(l->pp - 1) / vpp;
+  r->step_time = (md + slots) * tmb + tail;
   r->compute = md * (ls * (lf + lb) + head_f + head_b);
-  r->bubble = (double)(l->pp - 1) * tmb;
+  r->bubble = slots * tmb;
   for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
     r->exposed[k] = md * ls * (ef[k] + eb[k]);
     r->comm[k] = md * ls * (cf[k] + cb[k]);

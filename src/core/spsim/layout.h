@@ -40,6 +40,9 @@ typedef struct {
   int32_t cp;       /**< ring attention / context parallel degree */
   int32_t wp;       /**< ISP weight parallel degree (1: off) */
   int32_t pp;       /**< pipeline stages (1F1B) */
+  int32_t vpp;      /**< virtual stages per pipeline rank: interleaved 1F1B (Narayanan et al.
+                         2021) when > 1; 0 or 1: plain 1F1B. Layers must divide by pp x vpp
+                         and micro-batches by pp. */
   int32_t dp;       /**< data parallel degree */
   int32_t zero;     /**< ZeRO stage 0..3 over the gradient group */
   sp_ckpt ckpt;     /**< activation checkpointing */
@@ -78,7 +81,7 @@ const char *sp_skip_reason(sp_skip r);
 void sp_layout_init(sp_layout *l);
 
 /**
- * Parse "tp=8,sp=4,pp=8,dp=4,cp=1,wp=1,zero=1,ckpt=full,mb=1,tpsp=1". Keys left out keep
+ * Parse "tp=8,sp=4,pp=8,vpp=2,dp=4,cp=1,wp=1,zero=1,ckpt=full,mb=1,tpsp=1". Keys left out keep
  * the defaults of sp_layout_init; tpsp defaults to 1 when tp > 1.
  */
 gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err);
@@ -90,13 +93,16 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err);
  */
 sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *ctx, GError **err);
 
-/** Canonical text "tp=8,tpsp=1,sp=1,cp=1,wp=1,pp=4,dp=32,zero=1,ckpt=selective,mb=1" (g_free). */
+/** Canonical text "tp=8,tpsp=1,sp=1,cp=1,wp=1,pp=4,dp=32,zero=1,ckpt=selective,mb=1"
+ * (",vpp=V" after pp when vpp > 1) (g_free). */
 char *sp_layout_to_string(const sp_layout *l);
-/** Compact label for tables, e.g. "tp8s pp4 dp32 z1 sel" (g_free). */
+/** Compact label for tables, e.g. "tp8s pp4 dp32 z1 sel", "pp16v4" when interleaved (g_free). */
 char *sp_layout_label(const sp_layout *l);
 
 /** Pipeline micro-batches per step: global_batch / (dp x mb). */
 int64_t sp_layout_microbatches(const sp_layout *l, const sp_layout_ctx *ctx);
+/** Virtual stages per pipeline rank (>= 1). */
+int32_t sp_layout_vpp(const sp_layout *l);
 /** Layers on the largest pipeline stage: ceil(layers / pp). */
 int64_t sp_layout_stage_layers(const sp_layout *l, const sp_model *m);
 /** Ranks holding the same weights: sp x cp x dp. */
@@ -123,7 +129,8 @@ void sp_sweep_opts_init(sp_sweep_opts *o, const sp_layout_ctx *ctx);
 /**
  * Enumerate candidate layouts: tp over divisors of the world up to max_tp (with and
  * without tpsp when tp > 1), sp, cp, pp over divisors of the world, dp derived, wp over
- * divisors of sp x cp x dp when tp == 1, zero 0..3, ckpt none/selective/full; mb from
+ * divisors of sp x cp x dp when tp == 1, vpp 1, 2, 4 when pp > 1, zero 0..3, ckpt
+ * none/selective/full; mb from
  * ctx. Invalid candidates are counted per reason.
  */
 sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts);

@@ -8,7 +8,7 @@ spsiminclude_HEADERS += src/core/spsim/spsim.h src/core/spsim/error.h src/core/s
 	src/core/spsim/program.h src/core/spsim/transport.h src/core/spsim/coll.h src/core/spsim/exec.h
 
 # runtime: errors, dtypes, programs, executor, loopback, traces
-libspsim_la_SOURCES += src/core/error.c src/core/dtype.c src/core/program.c \
+libspsim_la_SOURCES += src/core/error.c src/core/dtype.c src/core/halfbits.h src/core/program.c \
 	src/core/exec.c src/core/loopback.c src/core/trace.c
 
 # topology

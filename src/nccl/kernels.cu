@@ -3,6 +3,7 @@
 // with -fmad=false; every float operation is an explicit round-to-nearest-even
 // intrinsic, so no contraction or reassociation can change a bit.
 #include "kernels.h"
+#include "halfbits.h"
 
 #include <stdint.h>
 
@@ -21,72 +22,11 @@ __device__ __forceinline__ float bits_f32(uint32_t u) { return __uint_as_float(u
 __device__ __forceinline__ bool is_nan(float f) { return (f32_bits(f) & 0x7fffffffu) > 0x7f800000u; }
 __device__ __forceinline__ bool sign_bit(float f) { return (f32_bits(f) >> 31) != 0; }
 
-// --- f16 <-> f32, the same bit code as sp_f16_to_f32 / sp_f32_to_f16
-__device__ float f16_to_f32(uint16_t h)
-{
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1f)
-    return bits_f32(sign | 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0));
-  if (exp == 0) {
-    if (mant == 0)
-      return bits_f32(sign);
-    uint32_t e = 113;
-    while (!(mant & 0x400u)) {
-      mant <<= 1;
-      e--;
-    }
-    return bits_f32(sign | (e << 23) | ((mant & 0x3ffu) << 13));
-  }
-  return bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
-}
-
-__device__ uint16_t f32_to_f16(float f)
-{
-  uint32_t x = f32_bits(f);
-  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-  uint32_t a = x & 0x7fffffffu;
-  if (a > 0x7f800000u)
-    return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-  if (a >= 0x477ff000u)
-    return (uint16_t)(sign | 0x7c00u);
-  if (a < 0x38800000u) {
-    if (a <= 0x33000000u)
-      return sign;
-    uint32_t e = a >> 23;
-    uint32_t mant = (a & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126 - e;
-    uint32_t q = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1);
-    uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u)))
-      q++;
-    return (uint16_t)(sign | q);
-  }
-  uint32_t h = (a >> 13) - (112u << 10);
-  uint32_t rem = a & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-    h++;
-  return (uint16_t)(sign | h);
-}
-
-__device__ __forceinline__ float bf16_to_f32(uint16_t h)
-{
-  uint32_t x = (uint32_t)h << 16;
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    x |= 0x00400000u;
-  return bits_f32(x);
-}
-
-__device__ __forceinline__ uint16_t f32_to_bf16(float f)
-{
-  uint32_t x = f32_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((x >> 16) | 0x0040u);
-  uint32_t bias = 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)((x + bias) >> 16);
-}
+// --- f16/bf16 <-> f32: the bit code of src/core/halfbits.h, shared with the host kernels
+__device__ __forceinline__ float f16_to_f32(uint16_t h) { return bits_f32(sp_hb_f16_to_f32(h)); }
+__device__ __forceinline__ uint16_t f32_to_f16(float f) { return sp_hb_f32_to_f16(f32_bits(f)); }
+__device__ __forceinline__ float bf16_to_f32(uint16_t h) { return bits_f32(sp_hb_bf16_to_f32(h)); }
+__device__ __forceinline__ uint16_t f32_to_bf16(float f) { return sp_hb_f32_to_bf16(f32_bits(f)); }
 
 // --- the shared f32 operator (canonical NaN, -0 < +0)
 __device__ __forceinline__ float f32_op(float a, float b, int op)

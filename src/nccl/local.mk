@@ -22,8 +22,8 @@ NVCC_ARCH_FLAGS = --generate-code arch=compute_80,code=[sm_80,compute_80] \
 	--generate-code arch=compute_90,code=sm_90
 SP_NVCC_WERROR = $(if $(findstring -Werror,$(SP_WARN_CFLAGS)),-Werror all-warnings -Xcompiler -Werror)
 SP_NVCCFLAGS = -std=c++17 -O3 -fmad=false $(NVCC_ARCH_FLAGS) -Xcompiler -fPIC,-Wall,-Wextra \
-	$(SP_NVCC_WERROR) -I$(top_builddir) -I$(top_srcdir)/src/nccl
-src/nccl/kernels.$(OBJEXT): $(top_srcdir)/src/nccl/kernels.cu $(top_srcdir)/src/nccl/kernels.h
+	$(SP_NVCC_WERROR) -I$(top_builddir) -I$(top_srcdir)/src/nccl -I$(top_srcdir)/src/core
+src/nccl/kernels.$(OBJEXT): $(top_srcdir)/src/nccl/kernels.cu $(top_srcdir)/src/nccl/kernels.h $(top_srcdir)/src/core/halfbits.h
 	@$(MKDIR_P) src/nccl
 	$(AM_V_GEN)$(NVCC) $(SP_NVCCFLAGS) -c -o $@ $(top_srcdir)/src/nccl/kernels.cu
 CLEANFILES += src/nccl/kernels.$(OBJEXT)

@@ -11,7 +11,7 @@ static const char *const kind_names[SP_NODE_KIND_COUNT] = {
   "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce",
   "send-recv", "copy", "slice", "split", "pad", "concat", "repeat", "repeat-sum", "add",
   "scale", "compute", "sync", "matmul", "attention", "attention-bwd", "shift", "ring-attn",
-  "ring-final",
+  "ring-final", "ring-attn-bwd",
 };
 
 const char *sp_node_kind_name(sp_node_kind k)
@@ -957,6 +957,46 @@ uint32_t sp_graph_ring_final(sp_graph *g, sp_attn_layout layout, uint32_t state,
   return node_push(g, n);
 }
 
+uint32_t sp_graph_ring_attn_bwd(sp_graph *g, const sp_groups *gs, sp_attn_layout layout, uint32_t q,
+                                uint32_t k, uint32_t v, uint32_t dout, uint32_t state, uint32_t dq_in,
+                                uint32_t dk_in, uint32_t dv_in, uint32_t dq_out, uint32_t dk_out,
+                                uint32_t dv_out, int32_t step, GError **err)
+{
+  uint32_t ts[11] = { q, k, v, dout, state, dq_in, dk_in, dv_in, dq_out, dk_out, dv_out };
+  const sp_tensor *t[11];
+  for (int i = 0; i < 11; i++)
+    if (!(t[i] = get_t(g, ts[i], err)))
+      return BAD;
+  int64_t d[5];
+  if (!attn_dims(t[0], t[1], t[2], layout, d, err))
+    return BAD;
+  gboolean ok = t[4]->ndim == 4 && t[4]->dtype == SP_F32 && t[4]->shape[3] == d[4] + 2 &&
+                same_shape_except(t[0], t[4], 3);
+  for (int i = 3; ok && i < 11; i++)
+    if (i != 4)
+      ok = t[i]->dtype == SP_F32 && same_shape_except(i == 3 || i == 5 || i == 8 ? t[0] : t[1], t[i], -1);
+  for (int i = 5; ok && i < 8; i++)
+    ok = t[i]->storage != t[i + 3]->storage;
+  if (!ok) {
+    shape_err(err, "ring-attn-bwd", t[0], t[4],
+              "dout and dq have q's shape, dk and dv k's, the state is [.., Hq, d + 2] f32, outs use other storage than ins");
+    return BAD;
+  }
+  if (!check_groups(g, gs, ts, 11, "ring-attn-bwd", err))
+    return BAD;
+  sp_node *n = local_node(SP_NODE_RING_ATTN_BWD, ts, 8, dq_out);
+  n->out[1] = dk_out;
+  n->out[2] = dv_out;
+  n->nout = 3;
+  n->layout = layout;
+  n->start = step;
+  n->ngroups = gs->n_groups;
+  n->gsize = gs->group_size;
+  n->ranks = g_memdup2(gs->ranks, sizeof(int32_t) * (size_t)gs->n_groups * (size_t)gs->group_size);
+  n->flops = (double)d[0] * d[2] * d[4] * 10.0 * (double)d[1] * (double)d[1];
+  return node_push(g, n);
+}
+
 void sp_graph_node_set_async(sp_graph *g, uint32_t n, gboolean async)
 {
   sp_node *x = (sp_node *)sp_graph_node(g, n);
@@ -1174,6 +1214,19 @@ gboolean sp_graph_kernel_host(const sp_graph *g, uint32_t ni, int32_t rank, void
                                  B(n->in[1]), B(n->in[2]), B(n->in[3]), B(n->out[0]), m);
     return TRUE;
   }
+  case SP_NODE_RING_ATTN_BWD: {
+    int64_t d[5];
+    if (!attn_dims(sp_graph_tensor(g, n->in[0]), sp_graph_tensor(g, n->in[1]),
+                   sp_graph_tensor(g, n->in[2]), n->layout, d, err))
+      return FALSE;
+    int m = ring_mode(n, rank);
+    if (m < 0)
+      return TRUE;
+    sp_kernel_ring_attn_bwd_step_f32(n->layout == SP_LAYOUT_SBHD, d[0], d[1], d[2], d[3], d[4], B(n->in[0]),
+                                     B(n->in[1]), B(n->in[2]), B(n->in[3]), B(n->in[4]), B(n->in[5]),
+                                     B(n->in[6]), B(n->in[7]), B(n->out[0]), B(n->out[1]), B(n->out[2]), m);
+    return TRUE;
+  }
   case SP_NODE_RING_FINAL: {
     const sp_tensor *o = sp_graph_tensor(g, n->out[0]);
     sp_kernel_ring_attn_final_f32(sp_tensor_numel(o) / (uint64_t)o->shape[3], o->shape[3], B(n->in[0]),
@@ -1191,7 +1244,7 @@ gboolean sp_graph_kernel_host(const sp_graph *g, uint32_t ni, int32_t rank, void
 gboolean sp_node_is_kernel(const sp_node *n)
 {
   return n->kind == SP_NODE_MATMUL || n->kind == SP_NODE_ATTENTION || n->kind == SP_NODE_ATTENTION_BWD ||
-         n->kind == SP_NODE_RING_ATTN || n->kind == SP_NODE_RING_FINAL;
+         n->kind == SP_NODE_RING_ATTN || n->kind == SP_NODE_RING_FINAL || n->kind == SP_NODE_RING_ATTN_BWD;
 }
 
 /* Ring step mode of @p rank: 0 skipped, 1 diagonal (causal), 2 full; -1 not a member. */
@@ -1213,9 +1266,9 @@ double sp_graph_node_flops(const sp_graph *g, uint32_t ni, int32_t rank)
     return (n->nout == 0 || sp_graph_tensor_on(g, n->out[0], rank)) ? n->flops : 0;
   if (!sp_node_is_kernel(n) || !sp_graph_tensor_on(g, n->out[0], rank))
     return 0;
-  if (n->kind == SP_NODE_RING_ATTN) {
+  if (n->kind == SP_NODE_RING_ATTN || n->kind == SP_NODE_RING_ATTN_BWD) {
     int m = ring_mode(n, rank);
-    /* n->flops holds a full block: 4 d per (query, key) pair */
+    /* n->flops holds a full block: 4 d (backward: 10 d) per (query, key) pair */
     const sp_tensor *q = sp_graph_tensor(g, n->in[0]);
     int64_t S = n->layout == SP_LAYOUT_SBHD ? q->shape[0] : q->shape[1];
     return m == 2 ? n->flops : m == 1 ? n->flops * (double)(S + 1) / (2.0 * (double)S) : 0.0;

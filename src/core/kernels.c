@@ -156,3 +156,62 @@ void sp_kernel_ring_attn_final_f32(uint64_t rows, int64_t D, const float *state,
     for (int64_t c = 0; c < D; c++)
       out[r * (uint64_t)D + (uint64_t)c] = state[r * (uint64_t)(D + 2) + (uint64_t)c] / state[r * (uint64_t)(D + 2) + (uint64_t)D + 1];
 }
+
+void sp_kernel_ring_attn_bwd_step_f32(gboolean sf, int64_t B, int64_t S, int64_t Hq, int64_t Hkv, int64_t D,
+                                      const float *q, const float *k, const float *v, const float *dout,
+                                      const float *state, const float *dq_in, const float *dk_in,
+                                      const float *dv_in, float *dq_out, float *dk_out, float *dv_out, int mode)
+{
+  const float scale = 1.0f / sqrtf((float)D);
+  const int64_t W = D + 2;
+  const size_t nq = (size_t)(B * S * Hq * D), nkv = (size_t)(B * S * Hkv * D);
+  if (dq_out != dq_in)
+    memmove(dq_out, dq_in, sizeof(float) * nq);
+  if (dk_out != dk_in)
+    memmove(dk_out, dk_in, sizeof(float) * nkv);
+  if (dv_out != dv_in)
+    memmove(dv_out, dv_in, sizeof(float) * nkv);
+  if (mode == 0)
+    return;
+  float *p = g_new(float, S), *ds = g_new(float, S), *acc = g_new(float, D);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < Hq; h++) {
+      const int64_t hk = h / (Hq / Hkv);
+      for (int64_t i = 0; i < S; i++) {
+        const float *row = state + sp_attn_index(sf, B, S, Hq, 1, b, i, h, 0) * W;
+        const float m = row[D], l = row[D + 1];
+        const int64_t nk = mode == 1 ? i + 1 : S;
+        /* delta = dout . out, with out = o / l as sp_kernel_ring_attn_final_f32 forms it */
+        float delta = 0.0f;
+        for (int64_t c = 0; c < D; c++)
+          delta += dout[sp_attn_index(sf, B, S, Hq, D, b, i, h, c)] * (row[c] / row[D + 1]);
+        for (int64_t j = 0; j < nk; j++) {
+          float s = 0.0f, dp = 0.0f;
+          for (int64_t c = 0; c < D; c++)
+            s += q[sp_attn_index(sf, B, S, Hq, D, b, i, h, c)] * k[sp_attn_index(sf, B, S, Hkv, D, b, j, hk, c)];
+          for (int64_t c = 0; c < D; c++)
+            dp += dout[sp_attn_index(sf, B, S, Hq, D, b, i, h, c)] * v[sp_attn_index(sf, B, S, Hkv, D, b, j, hk, c)];
+          p[j] = l > 0.0f ? expf(s * scale - m) / l : 0.0f;
+          ds[j] = p[j] * (dp - delta);
+        }
+        for (int64_t c = 0; c < D; c++) {
+          float a = 0.0f;
+          for (int64_t j = 0; j < nk; j++)
+            a += ds[j] * k[sp_attn_index(sf, B, S, Hkv, D, b, j, hk, c)];
+          acc[c] = a;
+        }
+        for (int64_t c = 0; c < D; c++)
+          dq_out[sp_attn_index(sf, B, S, Hq, D, b, i, h, c)] += acc[c] * scale;
+        for (int64_t j = 0; j < nk; j++)
+          for (int64_t c = 0; c < D; c++) {
+            dk_out[sp_attn_index(sf, B, S, Hkv, D, b, j, hk, c)] +=
+                (ds[j] * scale) * q[sp_attn_index(sf, B, S, Hq, D, b, i, h, c)];
+            dv_out[sp_attn_index(sf, B, S, Hkv, D, b, j, hk, c)] +=
+                p[j] * dout[sp_attn_index(sf, B, S, Hq, D, b, i, h, c)];
+          }
+      }
+    }
+  g_free(p);
+  g_free(ds);
+  g_free(acc);
+}

@@ -1,4 +1,4 @@
-/* Pipeline parallelism (GPipe, 1F1B) and data parallelism (bucketed all-reduce, ZeRO). */
+/* Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B) and data parallelism (bucketed all-reduce, ZeRO). */
 #include "config.h"
 #include <string.h>
 #include "spsim/error.h"
@@ -16,17 +16,29 @@ void sp_pipeline_clear(sp_pipeline *pl)
   g_clear_pointer(&pl->y, g_free);
 }
 
+/*
+ * The model is cut into C = stages x virtual_stages chunks; global chunk g runs on
+ * stage g % stages (chunk g / stages of that stage). Without interleaving C = stages
+ * and chunk g is stage g.
+ */
 typedef struct {
   sp_graph *g;
   const sp_groups *pipe;
   const sp_pipe_cfg *cfg;
-  int32_t S, M;
-  uint32_t *act_in;   /* [s][m]: activation entering stage s (saved for backward) */
-  uint32_t *out;      /* [s][m] */
-  uint32_t *grad_in;  /* [s][m]: gradient entering stage s */
+  int32_t S, V, C, M;
+  uint32_t *act_in;   /* [g][m]: activation entering chunk g (saved for backward) */
+  uint32_t *grad_in;  /* [g][m]: gradient entering chunk g */
   gboolean *fdone, *bdone;
   sp_pipeline *pl;
 } pipe_ctx;
+
+/* "F3.s1" without interleaving, "F3.c1.s0" (local chunk c of stage s) with it */
+static char *chunk_name(const pipe_ctx *c, const char *what, int32_t gc, int32_t m, int32_t s)
+{
+  if (c->V == 1)
+    return g_strdup_printf("%s%d.s%d", what, m, s);
+  return g_strdup_printf("%s%d.c%d.s%d", what, m, gc / c->S, s);
+}
 
 static uint32_t stage_tensor(pipe_ctx *c, int32_t s, const char *name, sp_tensor_init init, GError **err)
 {
@@ -53,69 +65,128 @@ static sp_groups pair_groups(pipe_ctx *c, int32_t a, int32_t b)
   return p;
 }
 
-static gboolean transfer(pipe_ctx *c, int32_t from, int32_t to, uint32_t src, uint32_t dst, GError **err)
+/*
+ * Hand @p src (on stage @p from) to the chunk on stage @p to: an async send/recv into a
+ * new tensor, or, with one stage (an interleaved single stage passing between its own
+ * chunks), the tensor itself.
+ */
+static uint32_t transfer(pipe_ctx *c, int32_t from, int32_t to, uint32_t src, const char *name, GError **err)
 {
+  if (from == to)
+    return src;
+  uint32_t dst = stage_tensor(c, to, name, SP_INIT_NONE, err);
+  if (dst == BAD)
+    return BAD;
   sp_groups p = pair_groups(c, from, to);
   uint32_t n = sp_graph_send_recv(c->g, &p, src, dst, err);
   g_free(p.ranks);
   if (n == BAD)
-    return FALSE;
+    return BAD;
   sp_graph_node_set_async(c->g, n, TRUE);
-  return TRUE;
+  return dst;
 }
 
-static gboolean emit_f(pipe_ctx *c, int32_t s, int32_t m, GError **err)
+static gboolean emit_f(pipe_ctx *c, int32_t gc, int32_t m, GError **err)
 {
-  const int32_t S = c->S, M = c->M;
-  char *nm = g_strdup_printf("F%d.s%d", m, s);
-  uint32_t in = c->act_in[s * M + m];
-  double fl = c->cfg->flops_fwd_layer * (c->cfg->layers / S);
+  const int32_t S = c->S, M = c->M, s = gc % S;
+  char *nm = chunk_name(c, "F", gc, m, s);
+  uint32_t in = c->act_in[gc * M + m];
+  double fl = c->cfg->flops_fwd_layer * (c->cfg->layers / c->C);
   gboolean ok = sp_graph_compute(c->g, nm, in, fl, 0, err) != BAD;
   g_free(nm);
-  nm = g_strdup_printf("act%d.s%d.out", m, s);
+  char *an = chunk_name(c, "act", gc, m, s);
+  nm = g_strdup_printf("%s.out", an);
+  g_free(an);
   uint32_t out = ok ? stage_tensor(c, s, nm, SP_INIT_NONE, err) : BAD;
   g_free(nm);
   if (out == BAD || sp_graph_scale(c->g, in, out, 2.0, FALSE, err) == BAD)
     return FALSE;
-  c->out[s * M + m] = out;
-  if (s + 1 < S) {
-    nm = g_strdup_printf("act%d.s%d", m, s + 1);
-    uint32_t nx = stage_tensor(c, s + 1, nm, SP_INIT_NONE, err);
+  if (gc + 1 < c->C) {
+    /* to the next chunk: stage s + 1, or from the last stage back to stage 0 */
+    nm = chunk_name(c, "act", gc + 1, m, (gc + 1) % S);
+    uint32_t nx = transfer(c, s, (gc + 1) % S, out, nm, err);
     g_free(nm);
-    if (nx == BAD || !transfer(c, s, s + 1, out, nx, err))
+    if (nx == BAD)
       return FALSE;
-    c->act_in[(s + 1) * M + m] = nx;
+    c->act_in[(gc + 1) * M + m] = nx;
   } else {
     c->pl->y[m] = out;
-    c->grad_in[s * M + m] = out; /* the loss gradient: the output itself */
+    c->grad_in[gc * M + m] = out; /* the loss gradient: the output itself */
   }
   return TRUE;
 }
 
-static gboolean emit_b(pipe_ctx *c, int32_t s, int32_t m, GError **err)
+static gboolean emit_b(pipe_ctx *c, int32_t gc, int32_t m, GError **err)
 {
-  const int32_t M = c->M;
-  char *nm = g_strdup_printf("B%d.s%d", m, s);
-  double fl = c->cfg->flops_bwd_layer * (c->cfg->layers / c->S);
+  const int32_t S = c->S, M = c->M, s = gc % S;
+  char *nm = chunk_name(c, "B", gc, m, s);
+  double fl = c->cfg->flops_bwd_layer * (c->cfg->layers / c->C);
   /* backward reads the saved activation: it stays live until here */
-  gboolean ok = sp_graph_compute(c->g, nm, c->act_in[s * M + m], fl, 0, err) != BAD;
+  gboolean ok = sp_graph_compute(c->g, nm, c->act_in[gc * M + m], fl, 0, err) != BAD;
   g_free(nm);
-  nm = g_strdup_printf("grad%d.s%d.out", m, s);
+  char *an = chunk_name(c, "grad", gc, m, s);
+  nm = g_strdup_printf("%s.out", an);
+  g_free(an);
   uint32_t gout = ok ? stage_tensor(c, s, nm, SP_INIT_NONE, err) : BAD;
   g_free(nm);
-  if (gout == BAD || sp_graph_scale(c->g, c->grad_in[s * M + m], gout, 2.0, FALSE, err) == BAD)
+  if (gout == BAD || sp_graph_scale(c->g, c->grad_in[gc * M + m], gout, 2.0, FALSE, err) == BAD)
     return FALSE;
-  if (s > 0) {
-    nm = g_strdup_printf("grad%d.s%d", m, s - 1);
-    uint32_t gp = stage_tensor(c, s - 1, nm, SP_INIT_NONE, err);
+  if (gc > 0) {
+    /* to the previous chunk: stage s - 1, or from stage 0 back to the last stage */
+    nm = chunk_name(c, "grad", gc - 1, m, (gc - 1) % S);
+    uint32_t gp = transfer(c, s, (gc - 1) % S, gout, nm, err);
     g_free(nm);
-    if (gp == BAD || !transfer(c, s, s - 1, gout, gp, err))
+    if (gp == BAD)
       return FALSE;
-    c->grad_in[(s - 1) * M + m] = gp;
+    c->grad_in[(gc - 1) * M + m] = gp;
   } else {
     c->pl->gx[m] = gout;
   }
   return TRUE;
+}
+
+/*
+ * Action list of stage @p s: 2 V M entries, +(1 + g M + m) for the forward of
+ * micro-batch m through global chunk g, -(1 + g M + m) for its backward.
+ */
+static void stage_actions(const pipe_ctx *c, int32_t s, int32_t *a)
+{
+  const int32_t S = c->S, V = c->V, M = c->M, N = V * M;
+  int32_t n = 0;
+  if (V == 1) {
+    int32_t w = c->cfg->schedule == SP_PIPE_GPIPE ? M : MIN(S - s - 1, M);
+    for (int32_t m = 0; m < w; m++)
+      a[n++] = 1 + s * M + m;
+    for (int32_t i = 0; i < M - w; i++) {
+      a[n++] = 1 + s * M + w + i;
+      a[n++] = -(1 + s * M + i);
+    }
+    for (int32_t m = M - w; m < M; m++)
+      a[n++] = -(1 + s * M + m);
+    return;
+  }
+  /*
+   * Megatron's interleaved order over N = V M virtual micro-batches: virtual index k
+   * is micro-batch (k / (S V)) S + k % S of local chunk (k % (S V)) / S going
+   * forward, of local chunk V - 1 - (k % (S V)) / S going backward. Warm-up
+   * (S - s - 1) 2 + (V - 1) S forwards (all of them for GPipe), then one forward one
+   * backward, then the remaining backwards.
+   */
+  int32_t w = c->cfg->schedule == SP_PIPE_GPIPE ? N : MIN((S - s - 1) * 2 + (V - 1) * S, N);
+#define VMB(k) (((k) / (S * V)) * S + (k) % S)
+#define FWD(k) (1 + ((((k) % (S * V)) / S) * S + s) * M + VMB(k))
+#define BWD(k) (-(1 + ((V - 1 - ((k) % (S * V)) / S) * S + s) * M + VMB(k)))
+  for (int32_t k = 0; k < w; k++)
+    a[n++] = FWD(k);
+  for (int32_t i = 0; i < N - w; i++) {
+    a[n++] = FWD(w + i);
+    a[n++] = BWD(i);
+  }
+  for (int32_t k = N - w; k < N; k++)
+    a[n++] = BWD(k);
+#undef VMB
+#undef FWD
+#undef BWD
 }
 
 gboolean sp_op_pipeline(sp_graph *g, const sp_groups *pipe, const sp_pipe_cfg *cfg, sp_pipeline *pl,
@@ -129,21 +200,32 @@ gboolean sp_op_pipeline(sp_graph *g, const sp_groups *pipe, const sp_pipe_cfg *c
                 "virtual stages and the activation shape be positive");
     return FALSE;
   }
-  if (cfg->layers % (cfg->stages * cfg->virtual_stages) != 0) {
+  if (cfg->schedule != SP_PIPE_GPIPE && cfg->schedule != SP_PIPE_1F1B) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "pipeline: unknown schedule %d", (int)cfg->schedule);
+    return FALSE;
+  }
+  const int64_t chunks = (int64_t)cfg->stages * cfg->virtual_stages;
+  if (chunks * cfg->micro_batches > G_MAXINT32 / 4) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "pipeline: stages x virtual stages x micro-batches is too large");
+    return FALSE;
+  }
+  if (cfg->layers % chunks != 0) {
     g_set_error(err, SP_ERROR, SP_ERROR_LAYOUT,
                 "pipeline: %d layers do not divide by %d stages x %d virtual stages; layers would be "
-                "dropped (choose a layer count that is a multiple of %d)",
-                cfg->layers, cfg->stages, cfg->virtual_stages, cfg->stages * cfg->virtual_stages);
+                "dropped (choose a layer count that is a multiple of %" G_GINT64_FORMAT ")",
+                cfg->layers, cfg->stages, cfg->virtual_stages, chunks);
     return FALSE;
   }
-  if (cfg->virtual_stages > 1) {
-    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
-                "pipeline: interleaved schedules (virtual stages > 1) are not implemented yet");
+  if (cfg->virtual_stages > 1 && cfg->micro_batches % cfg->stages != 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_LAYOUT,
+                "pipeline: the interleaved schedule (%d virtual stages) needs the micro-batches (%d) to "
+                "divide by the stages (%d); use a multiple of %d micro-batches or 1 virtual stage",
+                cfg->virtual_stages, cfg->micro_batches, cfg->stages, cfg->stages);
     return FALSE;
   }
-  const int32_t S = cfg->stages, M = cfg->micro_batches;
-  pipe_ctx c = { g, pipe, cfg, S, M, g_new0(uint32_t, S * M), g_new0(uint32_t, S * M), g_new0(uint32_t, S * M),
-                 g_new0(gboolean, S * M), g_new0(gboolean, S * M), pl };
+  const int32_t S = cfg->stages, V = cfg->virtual_stages, C = S * V, M = cfg->micro_batches;
+  pipe_ctx c = { g, pipe, cfg, S, V, C, M, g_new0(uint32_t, C * M), g_new0(uint32_t, C * M),
+                 g_new0(gboolean, C * M), g_new0(gboolean, C * M), pl };
   pl->x = g_new(uint32_t, M);
   pl->gx = g_new(uint32_t, M);
   pl->y = g_new(uint32_t, M);
@@ -154,41 +236,26 @@ gboolean sp_op_pipeline(sp_graph *g, const sp_groups *pipe, const sp_pipe_cfg *c
     g_free(nm);
     ok = pl->x[m] != BAD;
   }
-  /* per-stage action lists: +1 + m for F(m), -(1 + m) for B(m) */
+  const int32_t per = 2 * V * M;
   int32_t **acts = g_new(int32_t *, S), *pos = g_new0(int32_t, S);
   for (int32_t s = 0; s < S; s++) {
-    int32_t *a = acts[s] = g_new(int32_t, 2 * M), n = 0;
-    if (cfg->schedule == SP_PIPE_GPIPE) {
-      for (int32_t m = 0; m < M; m++)
-        a[n++] = 1 + m;
-      for (int32_t m = 0; m < M; m++)
-        a[n++] = -(1 + m);
-    } else {
-      int32_t w = MIN(S - s - 1, M);
-      for (int32_t m = 0; m < w; m++)
-        a[n++] = 1 + m;
-      for (int32_t i = 0; i < M - w; i++) {
-        a[n++] = 1 + w + i;
-        a[n++] = -(1 + i);
-      }
-      for (int32_t m = M - w; m < M; m++)
-        a[n++] = -(1 + m);
-    }
+    acts[s] = g_new(int32_t, per);
+    stage_actions(&c, s, acts[s]);
   }
   /* linearise: emit any stage's next action whose inputs exist */
-  int32_t left = ok ? 2 * S * M : 0;
+  int32_t left = ok ? S * per : 0;
   while (ok && left > 0) {
     gboolean progress = FALSE;
     for (int32_t s = 0; ok && s < S; s++) {
-      while (ok && pos[s] < 2 * M) {
+      while (ok && pos[s] < per) {
         int32_t a = acts[s][pos[s]];
-        int32_t m = (a > 0 ? a : -a) - 1;
-        gboolean ready = a > 0 ? (s == 0 || c.fdone[(s - 1) * M + m])
-                               : (c.fdone[s * M + m] && (s == S - 1 || c.bdone[(s + 1) * M + m]));
+        int32_t id = (a > 0 ? a : -a) - 1, gc = id / M, m = id % M;
+        gboolean ready = a > 0 ? (gc == 0 || c.fdone[(gc - 1) * M + m])
+                               : (c.fdone[gc * M + m] && (gc == C - 1 || c.bdone[(gc + 1) * M + m]));
         if (!ready)
           break;
-        ok = a > 0 ? emit_f(&c, s, m, err) : emit_b(&c, s, m, err);
-        (a > 0 ? c.fdone : c.bdone)[s * M + m] = TRUE;
+        ok = a > 0 ? emit_f(&c, gc, m, err) : emit_b(&c, gc, m, err);
+        (a > 0 ? c.fdone : c.bdone)[gc * M + m] = TRUE;
         pos[s]++;
         left--;
         progress = TRUE;
@@ -204,7 +271,6 @@ gboolean sp_op_pipeline(sp_graph *g, const sp_groups *pipe, const sp_pipe_cfg *c
   g_free(acts);
   g_free(pos);
   g_free(c.act_in);
-  g_free(c.out);
   g_free(c.grad_in);
   g_free(c.fdone);
   g_free(c.bdone);

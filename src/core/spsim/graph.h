@@ -136,6 +136,7 @@ typedef enum {
   SP_NODE_SHIFT,       /**< collective: member i sends in to member i+1 and receives out from i-1 (ring) */
   SP_NODE_RING_ATTN,   /**< kernel: one ring-attention step (online softmax) on (q, k, v, state) -> state */
   SP_NODE_RING_FINAL,  /**< kernel: out = o / l of a ring-attention state */
+  SP_NODE_RING_ATTN_BWD, /**< kernel: one ring-attention backward step -> (dq, dk, dv) accumulators */
   SP_NODE_KIND_COUNT
 } sp_node_kind;
 
@@ -302,6 +303,20 @@ uint32_t sp_graph_ring_attn(sp_graph *g, const sp_groups *gs, sp_attn_layout lay
                             GError **err);
 /** out [.., Hq, d] = o / l of a ring-attention state. */
 uint32_t sp_graph_ring_final(sp_graph *g, sp_attn_layout layout, uint32_t state, uint32_t out, GError **err);
+/**
+ * One ring-attention backward step on the ring group set @p gs, the mirror of
+ * sp_graph_ring_attn() at the same @p step: member i holds k/v block j = (i - step)
+ * mod P; j > i: skipped (accumulators copied, no FLOPs), j == i: causal inside the
+ * block, j < i: every key. @p state is the forward's final state [.., Hq, d + 2];
+ * @p dout has q's shape. Accumulators: @p dq_out = @p dq_in + this block's share (q's
+ * shape), @p dk_out / @p dv_out = @p dk_in / @p dv_in + the local queries' share
+ * (k's shape); outs use other storage than ins (sp_kernel_ring_attn_bwd_step_f32).
+ * FLOPs 10 d per (query, key) pair, as sp_graph_attention_bwd().
+ */
+uint32_t sp_graph_ring_attn_bwd(sp_graph *g, const sp_groups *gs, sp_attn_layout layout, uint32_t q,
+                                uint32_t k, uint32_t v, uint32_t dout, uint32_t state, uint32_t dq_in,
+                                uint32_t dk_in, uint32_t dv_in, uint32_t dq_out, uint32_t dk_out,
+                                uint32_t dv_out, int32_t step, GError **err);
 /** FLOPs node @p n charges on @p rank (per-rank for ring steps). */
 double sp_graph_node_flops(const sp_graph *g, uint32_t n, int32_t rank);
 
@@ -352,7 +367,7 @@ gboolean sp_graph_reference(const sp_graph *g, sp_graph_data *d, GError **err);
  */
 gboolean sp_graph_run_loopback(const sp_graph *g, sp_graph_data *d, GError **err);
 /**
- * Run data kernel node @p n (MATMUL, ATTENTION, ATTENTION_BWD) for @p rank on host
+ * Run data kernel node @p n (MATMUL, ATTENTION, ATTENTION_BWD, RING_*) for @p rank on host
  * memory: @p bufs are the rank's program buffers (storage first). For engines that
  * meet a COMPUTE step whose op is a kernel node in data mode.
  */

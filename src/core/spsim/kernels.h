@@ -1,7 +1,8 @@
 /**
  * @file kernels.h
  * @brief Small deterministic CPU kernels for data mode: f32 matmul and causal
- *        softmax attention (forward and backward). Every sum runs in one fixed
+ *        softmax attention (forward and backward), ring-attention steps (forward
+ *        and backward). Every sum runs in one fixed
  *        index order starting from 0.0f, compiled without FMA contraction
  *        (-ffp-contract=off), so one head's result depends only on that head's
  *        data: Ulysses attention on a shard of heads equals single-device
@@ -53,6 +54,24 @@ void sp_kernel_ring_attn_step_f32(gboolean seq_first, int64_t B, int64_t S, int6
                                   const float *state_in, float *state_out, int mode);
 /** out[r][c] = o[r][c] / l[r] for @p rows state rows of D + 2 values. */
 void sp_kernel_ring_attn_final_f32(uint64_t rows, int64_t D, const float *state, float *out);
+
+/**
+ * One backward step of ring attention, the mirror of sp_kernel_ring_attn_step_f32:
+ * the local queries @p q with their output gradient @p dout against the k/v block the
+ * member holds (@p mode 2: every key, 1: causal j <= i inside the block, 0: none).
+ * @p state is the forward's final state (o, m, l per query row): probabilities are
+ * p = exp(q.k / sqrt(D) - m) / l and delta = dout . (o / l), so
+ * ds = p (dout . v - delta). The gradients accumulate: dq_out = dq_in + (sum_j ds_j
+ * k_j) / sqrt(D) (this block's keys summed first, in index order), dk_out = dk_in +
+ * sum over (h, i) of (ds / sqrt(D)) q_i, dv_out = dv_in + sum of p dout_i (q heads of
+ * a kv group, then query rows, in index order). In and out may be the same buffers;
+ * mode 0 only copies.
+ */
+void sp_kernel_ring_attn_bwd_step_f32(gboolean seq_first, int64_t B, int64_t S, int64_t Hq, int64_t Hkv,
+                                      int64_t D, const float *q, const float *k, const float *v,
+                                      const float *dout, const float *state, const float *dq_in,
+                                      const float *dk_in, const float *dv_in, float *dq_out, float *dk_out,
+                                      float *dv_out, int mode);
 
 G_END_DECLS
 

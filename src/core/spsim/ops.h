@@ -247,10 +247,40 @@ uint32_t sp_op_isp_embedding_grad(sp_graph *g, const sp_groups *gs, const uint32
  * online softmax, while k and v move on (send to member i+1, receive from i-1, posted
  * before the step's compute so they overlap it). Result: [b, s/P, H, d]. Matches
  * single-device attention to float rounding (blocks are summed in another order).
- * The backward is not built (forward only).
+ * For the backward use sp_op_ring_attention_fwd(), which saves what it needs.
  */
 uint32_t sp_op_ring_attention(sp_graph *g, const sp_groups *ring, sp_attn_layout layout, uint32_t q,
                               uint32_t k, uint32_t v, GError **err);
+
+/** What a ring-attention forward keeps for its backward. */
+typedef struct {
+  sp_attn_layout layout;
+  uint32_t q, k, v; /**< the ring's inputs (hybrid: after the Ulysses all-to-all) */
+  uint32_t state;   /**< the final online-softmax state [.., Hq, d + 2]: (o, m, l) per query row */
+  uint32_t out;     /**< the output (hybrid: after the all-to-all back) */
+} sp_ring_attn;
+
+/** sp_op_ring_attention(), saving its tensors in @p saved for sp_op_ring_attention_bwd(). */
+uint32_t sp_op_ring_attention_fwd(sp_graph *g, const sp_groups *ring, sp_attn_layout layout, uint32_t q,
+                                  uint32_t k, uint32_t v, sp_ring_attn *saved, GError **err);
+
+/**
+ * Ring attention backward: given @p dout (the output's shape) returns @p dq, @p dk,
+ * @p dv (q's, k's and v's shapes, this member's sequence block). P steps on the same
+ * ring: at step t member i holds k/v block j = i - t mod P together with that block's
+ * dk/dv accumulator; it adds its queries' share (sp_graph_ring_attn_bwd: the
+ * probabilities come from the forward's saved m and l, so nothing is recomputed
+ * across the ring) and its dq accumulates locally. k and v move on to member i+1
+ * before the step's compute (as in the forward); the dk/dv accumulators move on after
+ * it, so after P shifts every block's gradient is back with its owner. Causal: blocks
+ * j > i are skipped exactly as in the forward (the accumulators pass through). Per
+ * member: 2 (P - 1) k/v sends and 2 P dk/dv sends; FLOPs 10 d per (query, key) pair
+ * computed, i.e. 10 d b H (i (s/P)^2 + (s/P)(s/P + 1) / 2) on ring index i. Matches
+ * single-device attention backward to float rounding (blocks are summed in another
+ * order and l comes from the online merge).
+ */
+gboolean sp_op_ring_attention_bwd(sp_graph *g, const sp_groups *ring, const sp_ring_attn *saved, uint32_t dout,
+                                  uint32_t *dq, uint32_t *dk, uint32_t *dv, GError **err);
 
 /**
  * Ulysses x ring hybrid: all-to-all (scatter heads, gather seq) inside the Ulysses
@@ -263,13 +293,26 @@ uint32_t sp_op_ring_attention(sp_graph *g, const sp_groups *ring, sp_attn_layout
 uint32_t sp_op_ulysses_ring_attention(sp_graph *g, const sp_groups *uly, const sp_groups *ring,
                                       sp_attn_layout layout, uint32_t q, uint32_t k, uint32_t v,
                                       GError **err);
+/** sp_op_ulysses_ring_attention(), saving its tensors for sp_op_ulysses_ring_attention_bwd(). */
+uint32_t sp_op_ulysses_ring_attention_fwd(sp_graph *g, const sp_groups *uly, const sp_groups *ring,
+                                          sp_attn_layout layout, uint32_t q, uint32_t k, uint32_t v,
+                                          sp_ring_attn *saved, GError **err);
+/**
+ * Hybrid backward: the output all-to-all backward (scatter heads, gather seq) of
+ * @p dout, sp_op_ring_attention_bwd() across @p ring, then the input all-to-alls
+ * backward (multi-tensor: scatter seq, gather heads) of dq, dk, dv.
+ */
+gboolean sp_op_ulysses_ring_attention_bwd(sp_graph *g, const sp_groups *uly, const sp_groups *ring,
+                                          const sp_ring_attn *saved, uint32_t dout, uint32_t *dq, uint32_t *dk,
+                                          uint32_t *dv, GError **err);
 
 /* ================================================================ pipeline */
 
 /** Pipeline schedules. */
 typedef enum {
   SP_PIPE_GPIPE = 0, /**< all forwards, then all backwards */
-  SP_PIPE_1F1B       /**< warm-up forwards (stages - stage - 1), then one forward one backward */
+  SP_PIPE_1F1B       /**< warm-up forwards (stages - stage - 1), then one forward one backward;
+                          with virtual stages > 1: Megatron's interleaved 1F1B (see sp_op_pipeline) */
 } sp_pipe_schedule;
 
 /** A pipeline over micro-batches. */
@@ -277,7 +320,7 @@ typedef struct {
   int32_t stages;           /**< = group size of the pipe groups */
   int32_t micro_batches;
   int32_t layers;           /**< must divide by stages x virtual_stages */
-  int32_t virtual_stages;   /**< model chunks per stage (1: not interleaved) */
+  int32_t virtual_stages;   /**< model chunks per stage (1: not interleaved; > 1: micro_batches % stages == 0) */
   sp_pipe_schedule schedule;
   int ndim;                 /**< activation shape sent between stages */
   int64_t shape[SP_MAX_DIMS];
@@ -294,14 +337,32 @@ typedef struct {
 
 /**
  * Build a pipeline-parallel training step over every pipe group of @p pipe (group
- * member s = stage s). Each stage's layers are modelled by a COMPUTE node (FLOPs of
- * its layers) and, for data checks, by a scale-by-2 of the activation (so the last
- * stage's output is x * 2^stages and the input gradient x * 2^(2 stages)). Activations
- * go to stage s+1 and gradients to stage s-1 by async send/recv (receives complete
- * where the receiving stage consumes them). The node order is a linearisation of the
- * schedule, so each rank's program runs its stage's schedule in order. Errors:
- * layers not divisible by stages x virtual stages (no silent dropping), virtual
- * stages > 1 (interleaving is not implemented).
+ * member s = stage s). The layers are cut into C = stages x virtual_stages chunks of
+ * layers / C layers; chunk c of stage s is global chunk c stages + s, so a
+ * micro-batch visits stage 0, 1, .., stages - 1 once per chunk, going from the last
+ * stage back to stage 0 between chunks (the wrap-around send). Each chunk is modelled
+ * by a COMPUTE node (FLOPs of its layers) and, for data checks, by a scale-by-2 of the
+ * activation (so the last chunk's output is x * 2^C and the input gradient x * 2^(2 C)).
+ * Activations go to the next chunk and gradients to the previous one by async
+ * send/recv (receives complete where the receiving stage consumes them; with a single
+ * stage the chunks hand tensors over locally). The node order is a linearisation of
+ * the schedule, so each rank's program runs its stage's schedule in order.
+ *
+ * Schedules without interleaving: GPipe (all forwards, then all backwards) and 1F1B
+ * (stages - s - 1 warm-up forwards). With virtual_stages v > 1, 1F1B is Megatron's
+ * interleaved schedule (Narayanan et al. 2021) over the v m virtual micro-batches
+ * k = 0 .. v m - 1 of stage s: k is micro-batch (k / (p v)) p + k % p (p = stages) in
+ * local chunk (k % (p v)) / p going forward and chunk v - 1 - (k % (p v)) / p going
+ * backward; warm-up min((p - s - 1) 2 + (v - 1) p, v m) forwards, then one forward one
+ * backward, then the remaining backwards. With unit-time chunks its idle fraction
+ * is (p - 1) / (v m) (plain 1F1B: (p - 1) / m); stage s sends
+ * m (2 v - [s = p - 1] - [s = 0]) messages (v times plain 1F1B's on inner stages).
+ * GPipe with v > 1 runs the same order with every forward in the warm-up.
+ *
+ * Errors (GError, nothing built): layers not divisible by stages x virtual stages (no
+ * silent dropping, SP_ERROR_LAYOUT); virtual stages > 1 with micro-batches not
+ * divisible by stages (SP_ERROR_LAYOUT); stages not equal to the group size or
+ * non-positive sizes (SP_ERROR_INVALID).
  */
 gboolean sp_op_pipeline(sp_graph *g, const sp_groups *pipe, const sp_pipe_cfg *cfg, sp_pipeline *pl,
                         GError **err);
@@ -372,6 +433,58 @@ gboolean sp_graph_case_compute(void *c, int32_t rank, const sp_step *s, void *co
 /** Compare outputs with the reference; on mismatch FALSE with the first rank and byte offset. */
 gboolean sp_graph_case_check(void *c, int32_t *bad_rank, uint64_t *bad_off, GError **err);
 void sp_graph_case_free(void *c);
+/**
+ * Testing aid: change one exponent bit of element 0 of the first compared output
+ * that @p rank holds in the run's data (call after the run, before the check), so
+ * that sp_graph_case_check() must report that rank. @return FALSE when @p rank
+ * holds no compared output.
+ */
+gboolean sp_graph_case_corrupt(sp_graph_case *c, int32_t rank);
+
+/* ================================================================ layout checks */
+
+/** What a reduced-size check of one parallel dimension builds (`spsim PLATFORM.xml --verify`). */
+typedef enum {
+  SP_CHECK_TP_MLP = 0,   /**< Megatron column->row MLP, forward + backward (SP variant by flag) */
+  SP_CHECK_ULYSSES,      /**< Ulysses attention, forward + backward */
+  SP_CHECK_RING,         /**< ring attention, forward */
+  SP_CHECK_ULYSSES_RING, /**< Ulysses (groups) x ring (groups2) hybrid attention, forward */
+  SP_CHECK_ISP,          /**< ISP weight-parallel linear stack with prefetch, forward + backward */
+  SP_CHECK_PIPELINE,     /**< 1F1B pipeline over the pipe groups (member s = stage s) */
+  SP_CHECK_DP            /**< gradient all-reduce (zero 0) or ZeRO step 1-3 with parameter gather */
+} sp_check_kind;
+
+/**
+ * One check on a world of @p world ranks 0..world-1 (an engine maps them to the
+ * hosts of the layout's real ranks). Group sets are borrowed; any disjoint groups of
+ * ranks inside the world (e.g. stride-tp Ulysses groups with their TP siblings).
+ * Sizes are small and fixed: 2 tokens per rank of the sequence split (q, k, v
+ * [1, 2, heads, 4]), hidden 8 (ISP: the smallest multiple of the degree >= 8), TP
+ * ffn 4 per rank, 2 gradients of 40 elements in all for DP. Outputs reduced over P
+ * ranks are compared to a relative tolerance of 1e-5 x max(1, P / 8) (summation order).
+ */
+typedef struct {
+  sp_check_kind kind;
+  int32_t world;
+  sp_groups groups;       /**< the dimension's groups (ULYSSES_RING: the Ulysses groups) */
+  sp_groups groups2;      /**< ULYSSES_RING: the ring groups over the same ranks */
+  gboolean seq_parallel;  /**< TP_MLP: Megatron sequence parallelism */
+  int64_t heads;          /**< attention: query heads entering the op on each rank */
+  int64_t kv_heads;       /**< attention: KV heads (fewer than the Ulysses degree: replicated) */
+  int32_t zero;           /**< DP: ZeRO stage 0..3 */
+  int32_t layers;         /**< ISP blocks (0: 2) / pipeline layers (0: one per stage) */
+  gboolean prefetch;      /**< ISP: overlap mode (prefetch, two alternating gather buffers,
+                               direct collectives: P^2 concurrent flows); FALSE: ring collectives */
+} sp_check_cfg;
+
+/** "tp-mlp", "tp-mlp-sp", "ulysses-attention", "ring-attention", "ulysses-ring", "isp-linear", "pipeline-1f1b", "dp". */
+const char *sp_check_kind_name(sp_check_kind k, gboolean seq_parallel);
+/**
+ * Build the case of @p cfg (inputs filled, reference computed, programs lowered),
+ * to be run like sp_ops_verify_case_new()'s. Bad groups or a degree the operation
+ * cannot be built for: NULL with @p err.
+ */
+sp_graph_case *sp_check_case_new(const sp_check_cfg *cfg, GError **err);
 
 /** The entry for operation @p name, or NULL. */
 const sp_op_verify_entry *sp_ops_verify_lookup(const char *name);

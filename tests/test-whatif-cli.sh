@@ -28,7 +28,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..18"
+echo "1..26"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -72,3 +72,54 @@ if within "$te" "$ta" 0.20; then ok "intra-node TP all-reduces: engine $te s vs 
 de=$(comm "$tmp/e3.json" dp); da=$(comm "$tmp/a3.json" dp)
 if within "$de" "$da" 0.15; then ok "8-node ZeRO-2 gradient collectives use all 8 NICs: engine $de s vs closed form $da s"; else nok "DP engine $de vs closed form $da"; fi
 expect_fail "missing platform file" "No such file" "$tmp/none.xml" --model llama3-8b
+
+# --verify: the chosen layout's dimensions run in data mode on the platform (SimGrid),
+# each with the layout's degree on the real ranks of its groups, compared with the
+# operation library's global references.
+S="$src/platforms/small.xml"   # 2 nodes x 4 GPUs
+echo '{"layers": 4, "hidden": 256, "heads": 8, "kv_heads": 2, "ffn": 1024, "vocab": 1000}' > "$tmp/v.json"
+V="--model $tmp/v.json --verify"
+if "$bin" "$S" $V --layout tp=2,sp=2,dp=2 --json "$tmp/v1.json" >"$tmp/out" 2>"$tmp/err" \
+   && grep -qx 'verify: tp-mlp-sp tp=2 on ranks {0,1}: PASS' "$tmp/out" \
+   && grep -qx 'verify: ulysses-attention sp=2 (2 heads, 1 KV) on ranks {0,2} and 1 sibling group (4 ranks): PASS' "$tmp/out" \
+   && grep -q '^verify: dp-all-reduce replicas=4 .* on ranks {0,2,4,6} and 1 sibling group (8 ranks): PASS$' "$tmp/out" \
+   && [ "$(grep -c '^verify: .*: PASS$' "$tmp/out")" = 3 ] && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then
+  ok "--verify tp x sp x dp: one check per dimension on its real groups, PASS"; else nok "--verify PASS: $(cat "$tmp/out" "$tmp/err" | tail -n 8)"; fi
+if grep -q '"verify": {"layout": "tp=2,tpsp=1,sp=2,.*"result": "PASS"' "$tmp/v1.json" \
+   && [ "$(grep -c '{"name": "[a-z-]*", "dim": .*"result": "PASS"' "$tmp/v1.json")" = 3 ] \
+   && grep -q '"name": "ulysses-attention", "dim": "sp=2 (2 heads, 1 KV)", "degree": 2, "ranks": \[0, 2\], "ranks_simulated": 4' "$tmp/v1.json"; then
+  ok "--json has the verify member with each check"; else nok "verify JSON: $(grep -A5 '"verify"' "$tmp/v1.json")"; fi
+# ring (Ulysses x ring hybrid), ISP with prefetch, ZeRO over the remaining replicas
+if "$bin" "$S" $V --layout sp=2,cp=2,wp=4,dp=2,zero=1 >"$tmp/out" 2>"$tmp/err" \
+   && grep -qx 'verify: ulysses-ring sp=2 x cp=2 on ranks {0..3}: PASS' "$tmp/out" \
+   && grep -qx 'verify: isp-linear wp=4 (prefetch) on ranks {0..3}: PASS' "$tmp/out" \
+   && grep -q '^verify: zero1-step replicas=2 .* on ranks {0,4} and 3 sibling groups (8 ranks): PASS$' "$tmp/out" \
+   && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then ok "--verify sp x cp x wp with ZeRO-1"; else nok "--verify sp/cp/wp: $(cat "$tmp/out" "$tmp/err" | tail -n 8)"; fi
+# pipeline between stages 4 ranks apart, plain TP, ZeRO-2
+if "$bin" "$S" $V --layout tp=2,tpsp=0,pp=2,dp=2,zero=2 >"$tmp/out" 2>"$tmp/err" \
+   && grep -qx 'verify: tp-mlp tp=2 on ranks {0,1}: PASS' "$tmp/out" \
+   && grep -qx 'verify: pipeline-1f1b pp=2 on ranks {0,4} and 3 sibling groups (8 ranks): PASS' "$tmp/out" \
+   && grep -qx 'verify: zero2-step dp=2 on ranks {0,2} and 1 sibling group (4 ranks): PASS' "$tmp/out" \
+   && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then ok "--verify tp x pp x dp with ZeRO-2"; else nok "--verify pp: $(cat "$tmp/out" "$tmp/err" | tail -n 8)"; fi
+# A corrupted output on rank 2 (testing aid) must be found: FAIL names the rank, exits 1,
+# and the TP check (ranks 0, 1) still passes.
+"$bin" "$S" $V --layout tp=2,sp=2,dp=2 --debug-corrupt-rank 2 --json "$tmp/v2.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" = 1 ] && grep -qx 'verify: tp-mlp-sp tp=2 on ranks {0,1}: PASS' "$tmp/out" \
+   && grep -q '^verify: ulysses-attention .*: FAIL (first differing rank 2, offset [0-9]*)$' "$tmp/out" \
+   && grep -q '^verify: FAIL (first differing rank 2, offset [0-9]*)$' "$tmp/out" \
+   && grep -q '"result": "FAIL", "first_bad_rank": 2' "$tmp/v2.json"; then ok "--verify FAIL: exit 1, first differing rank"
+else nok "--verify FAIL (rc $rc): $(cat "$tmp/out" "$tmp/err" | tail -n 6)"; fi
+expect_fail "--debug-corrupt-rank outside the GPUs" "not a rank of the 8 GPUs" "$S" $V --layout tp=2,sp=2,dp=2 --debug-corrupt-rank 8
+# --verify needs the engine even when pricing is analytic: a platform SimGrid rejects is
+# one clear error, not a crash
+{
+  echo '<?xml version="1.0"?>'
+  echo '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">'
+  echo '<platform version="4.1"><zone id="w" routing="Full">'
+  for g in 0 1 2 3; do echo "  <host id=\"g$g\" speed=\"fast\"/>"; done
+  echo '</zone></platform>'
+} > "$tmp/bad.xml"
+expect_fail "--verify on a platform SimGrid rejects" "--verify needs the SimGrid engine: .*rejected" "$tmp/bad.xml" $A $V --layout tp=2,dp=2
+if "$bin" "$tmp/bad.xml" $A --model "$tmp/v.json" --layout tp=2,dp=2 >/dev/null 2>&1; then ok "the same without --verify prices analytically"
+else nok "analytic run on the bad platform failed"; fi

@@ -12,6 +12,10 @@ int sp_cmd_verify(int argc, char **argv);
 /* What-if analysis: argv[1] is the platform file. */
 int sp_cmd_whatif(int argc, char **argv);
 
+/* Exit status of a verification that ran and found a differing output (`spsim verify`,
+ * `spsim PLATFORM.xml --verify`); errors exit through sp_cli_fail. */
+#define SP_CLI_EXIT_MISMATCH 1
+
 /* Print "spsim: <message>" for @p err on stderr and return 2 (usage) or 1. */
 int sp_cli_fail(GError *err);
 

@@ -227,6 +227,9 @@ static const verify_op verify_ops[] = {
   { "ring-attention", "ring attention (context parallel), forward", build_graph_op },
   { "ulysses-ring", "Ulysses x ring hybrid attention, forward", build_graph_op },
   { "pipeline-1f1b", "1F1B pipeline send/recv over micro-batches", build_graph_op },
+  { "ring-attention-bwd", "ring attention forward + backward (dk, dv travel the ring)", build_graph_op },
+  { "ulysses-ring-bwd", "Ulysses x ring hybrid forward + backward", build_graph_op },
+  { "pipeline-interleaved", "interleaved 1F1B pipeline, 2 virtual stages", build_graph_op },
 };
 
 static const verify_op *find_op(const char *name)
@@ -463,7 +466,7 @@ int sp_cmd_verify(int argc, char **argv)
       vc.print_checksums(vc.obj, stdout);
   }
   fflush(stdout);
-  rc = pass ? 0 : 1;
+  rc = pass ? 0 : SP_CLI_EXIT_MISMATCH;
   goto done;
 
 fail:

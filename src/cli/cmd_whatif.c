@@ -14,7 +14,9 @@
 #include "spsim/exec.h"
 #include "spsim/layout.h"
 #include "spsim/model.h"
+#include "spsim/ops.h"
 #include "spsim/step.h"
+#include "sim.h"
 #include "whatif_sim.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -242,6 +244,7 @@ typedef struct {
   int mb, gpus, top, gpn;
   gboolean explain, verify, all;
   double eff_mm, eff_attn, peak_tflops, gpu_mem_gib, mem_usable;
+  int corrupt_rank;  /* --debug-corrupt-rank (testing aid), -1: off */
 } opts;
 
 static gboolean parse_global_batch(const char *s, int64_t seq, int64_t *seqs, GError **err)
@@ -396,8 +399,11 @@ static void json_num(GString *s, const char *key, double v, gboolean comma)
   g_string_append_printf(s, "\"%s\": %s%s", key, buf, comma ? ", " : "");
 }
 
+static void json_verify(GString *s, const GArray *checks, const char *layout);
+
 static gboolean write_json(const char *path, const row *rows, guint n, const sp_model *m, const sp_step_ctx *c,
-                           const sp_sweep *sw, const char *platform, const char *fidelity, GError **err)
+                           const sp_sweep *sw, const char *platform, const char *fidelity, const GArray *checks,
+                           GError **err)
 {
   GString *s = g_string_new("{\n");
   g_string_append_printf(s, "  \"platform\": \"%s\",\n  \"fidelity\": \"%s\",\n", platform, fidelity);
@@ -419,6 +425,10 @@ static gboolean write_json(const char *path, const row *rows, guint n, const sp_
     for (int k = 1; k < SP_SKIP_COUNT; k++)
       g_string_append_printf(s, "\"%s\": %" G_GUINT64_FORMAT "%s", sp_skip_reason((sp_skip)k), sw->skipped[k], k + 1 < SP_SKIP_COUNT ? ", " : "");
     g_string_append(s, "},\n");
+  }
+  if (checks != NULL && n > 0) {
+    g_autofree char *ls = sp_layout_to_string(&rows[0].r.layout);
+    json_verify(s, checks, ls);
   }
   g_string_append(s, "  \"layouts\": [\n");
   for (guint i = 0; i < n; i++) {
@@ -455,6 +465,312 @@ static gboolean write_json(const char *path, const row *rows, guint n, const sp_
     g_error_free(ferr);
   }
   return ok;
+}
+
+/* ---------- --verify: the chosen layout's parallel dimensions in data mode ---------- */
+
+/* The ranks of one check form a box of the layout's rank grid: axis i has size[i]
+ * coordinates stride[i] apart (fastest first, so that local ranks 0..world-1 follow the
+ * global order); the check's groups run along one axis (two for Ulysses x ring). */
+#define VBOX_AXES 3
+#define VERIFY_SIBLING_RANKS 64 /* sibling groups are added while the check stays this small */
+#define VERIFY_ISP_PREFETCH_MAX 64 /* larger ISP degrees are checked without prefetch */
+#define VERIFY_ISP_STACK_MAX 256   /* the ISP stack holds wp x wp weights on each of wp ranks */
+#define VERIFY_HYBRID_MAX 256      /* Ulysses x ring: sp^2 cp concurrent all-to-all flows */
+
+typedef struct {
+  int naxes;
+  int32_t size[VBOX_AXES], stride[VBOX_AXES];
+} vbox;
+
+typedef struct {
+  char *name;      /* "tp-mlp-sp" */
+  char *dim;       /* "tp=8" */
+  int32_t degree;  /* ranks of one group (Ulysses x ring: sp x cp) */
+  int32_t *group;  /* global ranks of the first group (degree entries) */
+  int32_t nranks;  /* ranks simulated (the group and its siblings) */
+  int32_t siblings;/* groups besides the first */
+  gboolean pass;
+  int32_t bad_rank;/* global */
+  uint64_t bad_off;
+  double sim_s;
+} vcheck;
+
+static void vcheck_clear(gpointer p)
+{
+  vcheck *v = p;
+  g_free(v->name);
+  g_free(v->dim);
+  g_free(v->group);
+}
+
+static int32_t vbox_world(const vbox *b)
+{
+  int32_t w = 1;
+  for (int i = 0; i < b->naxes; i++) w *= b->size[i];
+  return w;
+}
+
+/* global rank of local rank @p l */
+static int32_t vbox_global(const vbox *b, int32_t l)
+{
+  int32_t g = 0;
+  for (int i = 0; i < b->naxes; i++) {
+    g += (l % b->size[i]) * b->stride[i];
+    l /= b->size[i];
+  }
+  return g;
+}
+
+/* groups along axis @p a: every combination of the other axes, local ranks (g_free ranks) */
+static sp_groups vbox_groups(const vbox *b, int a)
+{
+  int32_t w = vbox_world(b), n = b->size[a], inner = 1;
+  for (int i = 0; i < a; i++) inner *= b->size[i];
+  sp_groups gs = { w / n, n, g_new(int32_t, w) };
+  int32_t k = 0;
+  for (int32_t hi = 0; hi < w / (inner * n); hi++)
+    for (int32_t lo = 0; lo < inner; lo++)
+      for (int32_t j = 0; j < n; j++) gs.ranks[k++] = hi * inner * n + j * inner + lo;
+  return gs;
+}
+
+/* "{0..7}", "{0,8,16,24}", "{0,256,...,3840}" */
+static char *ranks_text(const int32_t *r, int32_t n)
+{
+  GString *s = g_string_new("{");
+  gboolean contiguous = TRUE;
+  for (int32_t i = 1; i < n; i++) contiguous &= r[i] == r[i - 1] + 1;
+  if (n > 2 && contiguous) g_string_append_printf(s, "%d..%d", r[0], r[n - 1]);
+  else if (n > 8) g_string_append_printf(s, "%d,%d,...,%d", r[0], r[1], r[n - 1]);
+  else
+    for (int32_t i = 0; i < n; i++) g_string_append_printf(s, "%s%d", i ? "," : "", r[i]);
+  g_string_append_c(s, '}');
+  return g_string_free(s, FALSE);
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+  while (b) { int64_t t = a % b; a = b; b = t; }
+  return a;
+}
+
+/* Heads of the reduced attention: the KV heads per TP rank the degree sees (split: the
+ * degree itself; fewer than the degree: as many, so they are replicated as in the model),
+ * and query heads the least multiple of the degree keeping a GQA ratio (2) when the model
+ * has one. */
+static void verify_heads(const sp_model *m, const sp_layout *l, int32_t degree, int64_t *heads, int64_t *kv)
+{
+  int64_t hl = m->heads / l->tp, kvl = m->kv_heads % l->tp == 0 ? m->kv_heads / l->tp : 1;
+  if (kvl < 1) kvl = 1;
+  int64_t k = kvl % degree == 0 ? degree : kvl;
+  int64_t r = hl > kvl ? 2 : 1, a = degree, b = k * r;
+  *kv = k;
+  *heads = a / gcd64(a, b) * b;
+}
+
+/* Build, run in data mode on the loaded platform (local rank l on the host of global rank
+ * box(l)) and check one case. */
+static gboolean verify_one(GArray *out, sp_check_cfg *cfg, const char *name, const vbox *box, const char *dim,
+                           int32_t degree, int group_axis, int corrupt_rank, GError **err)
+{
+  const int32_t w = vbox_world(box);
+  int32_t *map = g_new(int32_t, w);
+  for (int32_t i = 0; i < w; i++) map[i] = vbox_global(box, i);
+  cfg->world = w;
+  vcheck v = { .name = g_strdup(sp_check_kind_name(cfg->kind, cfg->seq_parallel)), .dim = g_strdup(dim), .degree = degree,
+               .nranks = w, .pass = TRUE, .bad_rank = -1 };
+  if (name != NULL) {
+    g_free(v.name);
+    v.name = g_strdup(name);
+  } else if (cfg->kind == SP_CHECK_DP) {
+    g_free(v.name);
+    v.name = cfg->zero == 0 ? g_strdup("dp-all-reduce") : g_strdup_printf("zero%d-step", cfg->zero);
+  }
+  /* the first group in global ranks: local ranks j x (product of the faster axes), also for
+   * Ulysses x ring where the group axis and the next one make one sp x cp block */
+  int32_t inner = 1;
+  for (int i = 0; i < group_axis; i++) inner *= box->size[i];
+  v.group = g_new(int32_t, degree);
+  for (int32_t j = 0; j < degree; j++) v.group[j] = map[j * inner];
+  v.siblings = w / degree - 1;
+  sp_graph_case *c = sp_check_case_new(cfg, err);
+  gboolean ok = c != NULL && sp_sim_set_host_map(map, w, err);
+  if (ok) {
+    sp_sim_set_compute_hook(sp_graph_case_compute, c);
+    ok = sp_sim_run(sp_graph_case_progs(c), w, sp_graph_case_bufs(c), SP_FIDELITY_STEP, NULL, &v.sim_s, err);
+    sp_sim_set_compute_hook(NULL, NULL);
+  }
+  if (ok && corrupt_rank >= 0)
+    for (int32_t i = 0; i < w; i++)
+      if (map[i] == corrupt_rank) sp_graph_case_corrupt(c, i);
+  if (ok) {
+    int32_t bad = -1;
+    GError *cerr = NULL;
+    v.pass = sp_graph_case_check(c, &bad, &v.bad_off, &cerr);
+    if (!v.pass && cerr != NULL && !(cerr->domain == SP_ERROR && cerr->code == SP_ERROR_MISMATCH)) {
+      g_propagate_error(err, cerr);
+      ok = FALSE;
+    } else {
+      g_clear_error(&cerr);
+      v.bad_rank = bad >= 0 && bad < w ? map[bad] : -1;
+    }
+  }
+  sp_sim_set_host_map(NULL, 0, NULL);
+  sp_graph_case_free(c);
+  g_free(map);
+  if (!ok) {
+    g_prefix_error(err, "--verify: %s %s: ", v.name, dim);
+    vcheck_clear(&v);
+    return FALSE;
+  }
+  g_array_append_val(out, v);
+  g_autofree char *rt = ranks_text(v.group, v.degree);
+  printf("verify: %s %s on ranks %s", v.name, v.dim, rt);
+  if (v.siblings > 0) printf(" and %d sibling group%s (%d ranks)", v.siblings, v.siblings > 1 ? "s" : "", w);
+  if (v.pass) printf(": PASS\n");
+  else printf(": FAIL (first differing rank %d, offset %" G_GUINT64_FORMAT ")\n", v.bad_rank, v.bad_off);
+  fflush(stdout);
+  return TRUE;
+}
+
+/* Box of the group {0, stride, ..., (n-1) stride} with the sibling groups sharing its nodes
+ * ({b, b + stride, ...}, b < min(stride, gpus per node), as the pricer runs them) when that
+ * stays small. */
+static vbox sibling_box(int32_t n, int32_t stride, int32_t gpn)
+{
+  vbox b = { 0 };
+  int32_t nb = MIN(stride, MAX(gpn, 1));
+  if ((int64_t)nb * n > VERIFY_SIBLING_RANKS) nb = 1;
+  if (nb > 1) { b.size[b.naxes] = nb; b.stride[b.naxes++] = 1; }
+  b.size[b.naxes] = n;
+  b.stride[b.naxes++] = stride;
+  return b;
+}
+
+/* Run every check of layout @p l; @p checks receives a vcheck per check. FALSE only on
+ * errors (a FAIL is a result). */
+static gboolean verify_layout(const sp_layout *l, const sp_model *m, int32_t gpn, int corrupt_rank, GArray *checks,
+                              GError **err)
+{
+  char dim[64];
+  if (l->tp > 1) {
+    vbox b = sibling_box(l->tp, 1, gpn);
+    sp_groups gs = vbox_groups(&b, b.naxes - 1);
+    sp_check_cfg cfg = { .kind = SP_CHECK_TP_MLP, .groups = gs, .seq_parallel = l->tp_sp };
+    g_snprintf(dim, sizeof dim, "tp=%d", l->tp);
+    gboolean ok = verify_one(checks, &cfg, NULL, &b, dim, l->tp, b.naxes - 1, corrupt_rank, err);
+    g_free(gs.ranks);
+    if (!ok) return FALSE;
+  }
+  if (l->sp > 1) {
+    vbox b = sibling_box(l->sp, l->tp, gpn);
+    sp_groups gs = vbox_groups(&b, b.naxes - 1);
+    sp_check_cfg cfg = { .kind = SP_CHECK_ULYSSES, .groups = gs };
+    verify_heads(m, l, l->sp, &cfg.heads, &cfg.kv_heads);
+    g_snprintf(dim, sizeof dim, "sp=%d (%" G_GINT64_FORMAT " heads, %" G_GINT64_FORMAT " KV)", l->sp, cfg.heads, cfg.kv_heads);
+    gboolean ok = verify_one(checks, &cfg, NULL, &b, dim, l->sp, b.naxes - 1, corrupt_rank, err);
+    g_free(gs.ranks);
+    if (!ok) return FALSE;
+  }
+  if (l->cp > 1 && (l->sp == 1 || (int64_t)l->sp * l->cp > VERIFY_HYBRID_MAX)) {
+    /* ring alone; a Ulysses x ring block too large for the engine is checked as its ring
+     * groups (the Ulysses groups were checked above) */
+    vbox b = sibling_box(l->cp, l->tp * l->sp, gpn);
+    sp_groups gs = vbox_groups(&b, b.naxes - 1);
+    sp_check_cfg cfg = { .kind = SP_CHECK_RING, .groups = gs };
+    verify_heads(m, l, 1, &cfg.heads, &cfg.kv_heads);
+    if (l->sp == 1) g_snprintf(dim, sizeof dim, "cp=%d", l->cp);
+    else g_snprintf(dim, sizeof dim, "cp=%d (sp=%d x cp=%d hybrid: more than %d ranks)", l->cp, l->sp, l->cp, VERIFY_HYBRID_MAX);
+    gboolean ok = verify_one(checks, &cfg, NULL, &b, dim, l->cp, b.naxes - 1, corrupt_rank, err);
+    g_free(gs.ranks);
+    if (!ok) return FALSE;
+  } else if (l->cp > 1) {
+    /* Ulysses groups (stride tp) x ring groups (stride tp sp), with the TP siblings if small */
+    vbox b = { 0 };
+    int32_t nb = MIN(l->tp, MAX(gpn, 1));
+    if ((int64_t)nb * l->sp * l->cp > VERIFY_SIBLING_RANKS) nb = 1;
+    if (nb > 1) { b.size[b.naxes] = nb; b.stride[b.naxes++] = 1; }
+    int ua = b.naxes;
+    b.size[b.naxes] = l->sp; b.stride[b.naxes++] = l->tp;
+    b.size[b.naxes] = l->cp; b.stride[b.naxes++] = l->tp * l->sp;
+    sp_groups uly = vbox_groups(&b, ua), ring = vbox_groups(&b, ua + 1);
+    sp_check_cfg cfg = { .kind = SP_CHECK_ULYSSES_RING, .groups = uly, .groups2 = ring };
+    verify_heads(m, l, l->sp, &cfg.heads, &cfg.kv_heads);
+    g_snprintf(dim, sizeof dim, "sp=%d x cp=%d", l->sp, l->cp);
+    gboolean ok = verify_one(checks, &cfg, NULL, &b, dim, l->sp * l->cp, ua, corrupt_rank, err);
+    g_free(uly.ranks);
+    g_free(ring.ranks);
+    if (!ok) return FALSE;
+  }
+  if (l->wp > 1) {
+    vbox b = sibling_box(l->wp, l->tp, gpn);
+    sp_groups gs = vbox_groups(&b, b.naxes - 1);
+    /* prefetch uses direct collectives (wp^2 concurrent flows): the engine's cost grows
+     * with the square of that, so large degrees run the same stack with ring collectives */
+    sp_check_cfg cfg = { .kind = SP_CHECK_ISP, .groups = gs, .layers = 2, .prefetch = l->wp <= VERIFY_ISP_PREFETCH_MAX };
+    const char *name = NULL;
+    g_snprintf(dim, sizeof dim, "wp=%d (%s)", l->wp, cfg.prefetch ? "prefetch" : "ring collectives, no prefetch");
+    if (l->wp > VERIFY_ISP_STACK_MAX) {
+      /* the stack's square weights would need wp^3 floats: check the ISP collectives
+       * (gradient reduce-scatter, weight all-gather) on flat tensors instead */
+      cfg.kind = SP_CHECK_DP;
+      cfg.zero = 2;
+      name = "isp-weight-collectives";
+      g_snprintf(dim, sizeof dim, "wp=%d (flat weights: the linear stack needs wp^3 floats)", l->wp);
+    }
+    gboolean ok = verify_one(checks, &cfg, name, &b, dim, l->wp, b.naxes - 1, corrupt_rank, err);
+    g_free(gs.ranks);
+    if (!ok) return FALSE;
+  }
+  if (l->pp > 1) {
+    vbox b = sibling_box(l->pp, l->tp * l->sp * l->cp * l->dp, gpn);
+    sp_groups gs = vbox_groups(&b, b.naxes - 1);
+    /* Interleaved layouts run the interleaved schedule. Every chunk doubles the data
+     * (exact powers of two), so pp x vpp chunks must stay below f32's range: beyond
+     * 60 chunks the check runs fewer virtual stages and says so. */
+    int32_t v = sp_layout_vpp(l);
+    while (v > 1 && (int64_t)l->pp * v > 60) v /= 2;
+    sp_check_cfg cfg = { .kind = SP_CHECK_PIPELINE, .groups = gs, .virtual_stages = v };
+    if (sp_layout_vpp(l) > 1)
+      g_snprintf(dim, sizeof dim, "pp=%d vpp=%d%s", l->pp, v, v != sp_layout_vpp(l) ? " (fewer: f32 range)" : "");
+    else
+      g_snprintf(dim, sizeof dim, "pp=%d", l->pp);
+    gboolean ok = verify_one(checks, &cfg, v > 1 ? "pipeline-interleaved" : NULL, &b, dim, l->pp, b.naxes - 1, corrupt_rank, err);
+    g_free(gs.ranks);
+    if (!ok) return FALSE;
+  }
+  int32_t g = sp_layout_replicas(l) / l->wp;
+  if (g > 1) {
+    vbox b = sibling_box(g, l->tp * l->wp, gpn);
+    sp_groups gs = vbox_groups(&b, b.naxes - 1);
+    sp_check_cfg cfg = { .kind = SP_CHECK_DP, .groups = gs, .zero = l->zero };
+    if (g == l->dp && l->sp == 1 && l->cp == 1 && l->wp == 1) g_snprintf(dim, sizeof dim, "dp=%d", g);
+    else g_snprintf(dim, sizeof dim, "replicas=%d (sp x cp x dp / wp)", g);
+    gboolean ok = verify_one(checks, &cfg, NULL, &b, dim, g, b.naxes - 1, corrupt_rank, err);
+    g_free(gs.ranks);
+    if (!ok) return FALSE;
+  }
+  return TRUE;
+}
+
+/* The "verify" member of --json (NULL: not requested). */
+static void json_verify(GString *s, const GArray *checks, const char *layout)
+{
+  gboolean pass = TRUE;
+  for (guint i = 0; i < checks->len; i++) pass &= g_array_index(checks, vcheck, i).pass;
+  g_string_append_printf(s, "  \"verify\": {\"layout\": \"%s\", \"result\": \"%s\", \"checks\": [", layout, pass ? "PASS" : "FAIL");
+  for (guint i = 0; i < checks->len; i++) {
+    const vcheck *v = &g_array_index(checks, vcheck, i);
+    g_string_append_printf(s, "%s\n    {\"name\": \"%s\", \"dim\": \"%s\", \"degree\": %d, \"ranks\": [", i ? "," : "", v->name, v->dim, v->degree);
+    for (int32_t j = 0; j < v->degree; j++) g_string_append_printf(s, "%s%d", j ? ", " : "", v->group[j]);
+    g_string_append_printf(s, "], \"ranks_simulated\": %d, \"result\": \"%s\", ", v->nranks, v->pass ? "PASS" : "FAIL");
+    if (!v->pass)
+      g_string_append_printf(s, "\"first_bad_rank\": %d, \"first_bad_offset\": %" G_GUINT64_FORMAT ", ", v->bad_rank, v->bad_off);
+    json_num(s, "simulated_s", v->sim_s, FALSE);
+    g_string_append(s, "}");
+  }
+  g_string_append_printf(s, "%s]},\n", checks->len ? "\n  " : "");
 }
 
 static const char *const seg_color[] = { "#4e79a7", "#bab0ac", "#e15759", "#f28e2b", "#76b7b2", "#59a14f", "#edc948", "#b07aa1" };
@@ -632,7 +948,7 @@ static void progress(guint done, guint total, gboolean tty)
 
 int sp_cmd_whatif(int argc, char **argv)
 {
-  opts o = { .seq = 8192, .mb = 1, .top = 10, .eff_mm = -1, .eff_attn = -1, .mem_usable = -1 };
+  opts o = { .seq = 8192, .mb = 1, .top = 10, .eff_mm = -1, .eff_attn = -1, .mem_usable = -1, .corrupt_rank = -1 };
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &o.model, "built-in model name or FILE.json (default: llama3-70b from 128 GPUs, llama3-8b below)", "NAME" },
     { "seq", 's', 0, G_OPTION_ARG_INT64, &o.seq, "sequence length in tokens (default 8192)", "N" },
@@ -653,7 +969,8 @@ int sp_cmd_whatif(int argc, char **argv)
     { "peak-tflops", 0, 0, G_OPTION_ARG_DOUBLE, &o.peak_tflops, "dense bf16 peak per GPU (default: platform host speed)", "T" },
     { "gpu-mem", 0, 0, G_OPTION_ARG_DOUBLE, &o.gpu_mem_gib, "GPU memory in GiB (default: platform property, else 80)", "GIB" },
     { "mem-usable", 0, 0, G_OPTION_ARG_DOUBLE, &o.mem_usable, "usable fraction of GPU memory (default 0.92)", "F" },
-    { "verify", 0, 0, G_OPTION_ARG_NONE, &o.verify, "run the winner's collectives in data mode at reduced size (not available yet)", NULL },
+    { "verify", 0, 0, G_OPTION_ARG_NONE, &o.verify, "run the chosen layout's parallel dimensions in data mode at reduced size on the platform and report PASS/FAIL", NULL },
+    { "debug-corrupt-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &o.corrupt_rank, "testing aid: corrupt an output of global rank R after each --verify run", "R" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   GError *err = NULL;
@@ -668,6 +985,7 @@ int sp_cmd_whatif(int argc, char **argv)
   pricer pr = { 0 };
   char **dirs = model_dirs();
   char *gpu_lc = NULL, *why = NULL; /* freed at out: no g_autofree past a goto */
+  GArray *checks = NULL;             /* of vcheck (--verify) */
   if (!g_option_context_parse(octx, &argc, &argv, &err)) goto out;
   if (argc != 2) {
     err = g_error_new(G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "expected exactly one platform file (got %d arguments; see spsim --help)", argc - 1);
@@ -680,10 +998,6 @@ int sp_cmd_whatif(int argc, char **argv)
   if ((o.eff_mm != -1 && (o.eff_mm <= 0 || o.eff_mm > 1)) || (o.eff_attn != -1 && (o.eff_attn <= 0 || o.eff_attn > 1)) ||
       (o.mem_usable != -1 && (o.mem_usable <= 0 || o.mem_usable > 1))) {
     err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--eff-matmul, --eff-attn and --mem-usable are fractions in (0, 1]");
-    goto out;
-  }
-  if (o.verify) {
-    err = g_error_new(SP_ERROR, SP_ERROR_UNSUPPORTED, "--verify is not implemented yet (run 'spsim verify' on a collective instead)");
     goto out;
   }
   if (!plat_scan(platform, &pi, &err)) goto out;
@@ -725,6 +1039,10 @@ int sp_cmd_whatif(int argc, char **argv)
   if (gpn > world) gpn = world;
   pr.net.gpus_per_node = gpn;
 
+  if (o.corrupt_rank < -1 || o.corrupt_rank >= world) {
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--debug-corrupt-rank %d is not a rank of the %d GPUs", o.corrupt_rank, world);
+    goto out;
+  }
   const char *mname = o.model ? o.model : world >= 128 ? "llama3-70b" : "llama3-8b";
   model = sp_model_find(mname, (const char *const *)dirs, &err);
   if (model == NULL) goto out;
@@ -826,7 +1144,7 @@ int sp_cmd_whatif(int argc, char **argv)
                       g_array_index(rows, row, 0).label, g_array_index(rows, row, 0).r.mem.total / GIB);
     if (o.json) {
       GError *jerr = NULL;
-      if (!write_json(o.json, (row *)rows->data, rows->len, model, &ctx, sw, platform, fid_used, &jerr)) g_error_free(jerr);
+      if (!write_json(o.json, (row *)rows->data, rows->len, model, &ctx, sw, platform, fid_used, NULL, &jerr)) g_error_free(jerr);
     }
     goto out;
   }
@@ -845,16 +1163,39 @@ int sp_cmd_whatif(int argc, char **argv)
       }
     }
   }
-  if (o.json && !write_json(o.json, (row *)rows->data, rows->len, model, &ctx, sw, platform, fid_used, &err)) goto out;
+  gboolean verified = TRUE;
+  if (o.verify) {
+    /* the platform is loaded when the engine priced the collectives; else load it now */
+    if (!pr.engine && !sp_sim_init(platform, &err)) {
+      g_prefix_error(&err, "--verify needs the SimGrid engine: ");
+      goto out;
+    }
+    const row *w0 = &g_array_index(rows, row, 0);
+    checks = g_array_new(FALSE, FALSE, sizeof(vcheck));
+    g_array_set_clear_func(checks, vcheck_clear);
+    printf("\nverify: %s in data mode on %s, reduced size (2 tokens per rank, head dim 4, hidden 8, 2 layers), same degrees\n",
+           w0->label, platform);
+    if (!verify_layout(&w0->r.layout, model, gpn, o.corrupt_rank, checks, &err)) goto out;
+    if (checks->len == 0) printf("verify: no parallel dimension to check (one rank)\n");
+    const vcheck *bad = NULL;
+    for (guint i = 0; i < checks->len && bad == NULL; i++)
+      if (!g_array_index(checks, vcheck, i).pass) bad = &g_array_index(checks, vcheck, i);
+    if (bad == NULL) printf("verify: PASS\n");
+    else printf("verify: FAIL (first differing rank %d, offset %" G_GUINT64_FORMAT ")\n", bad->bad_rank, bad->bad_off);
+    fflush(stdout);
+    verified = bad == NULL;
+  }
+  if (o.json && !write_json(o.json, (row *)rows->data, rows->len, model, &ctx, sw, platform, fid_used, checks, &err)) goto out;
   if (o.svg && !write_svg(o.svg, (row *)rows->data, shown, model, world, &err)) goto out;
   if (o.trace && !write_trace(o.trace, &g_array_index(rows, row, 0).r, &err)) goto out;
-  rc = 0;
+  rc = verified ? 0 : SP_CLI_EXIT_MISMATCH;
 out:
   if (err != NULL) rc = sp_cli_fail(err);
   if (rows != NULL) {
     for (guint i = 0; i < rows->len; i++) g_free(g_array_index(rows, row, i).label);
     g_array_free(rows, TRUE);
   }
+  if (checks != NULL) g_array_free(checks, TRUE);
   sp_sweep_free(sw);
   sp_model_free(model);
   plat_clear(&pi);

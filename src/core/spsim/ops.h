@@ -447,9 +447,9 @@ gboolean sp_graph_case_corrupt(sp_graph_case *c, int32_t rank);
 typedef enum {
   SP_CHECK_TP_MLP = 0,   /**< Megatron column->row MLP, forward + backward (SP variant by flag) */
   SP_CHECK_ULYSSES,      /**< Ulysses attention, forward + backward */
-  SP_CHECK_RING,         /**< ring attention, forward */
-  SP_CHECK_ULYSSES_RING, /**< Ulysses (groups) x ring (groups2) hybrid attention, forward */
-  SP_CHECK_ISP,          /**< ISP weight-parallel linear stack with prefetch, forward + backward */
+  SP_CHECK_RING,         /**< ring attention, forward + backward */
+  SP_CHECK_ULYSSES_RING, /**< Ulysses (groups) x ring (groups2) hybrid attention, forward + backward */
+  SP_CHECK_ISP,          /**< ISP weight-parallel linear stack (with or without prefetch), forward + backward */
   SP_CHECK_PIPELINE,     /**< 1F1B pipeline over the pipe groups (member s = stage s) */
   SP_CHECK_DP            /**< gradient all-reduce (zero 0) or ZeRO step 1-3 with parameter gather */
 } sp_check_kind;
@@ -472,7 +472,9 @@ typedef struct {
   int64_t heads;          /**< attention: query heads entering the op on each rank */
   int64_t kv_heads;       /**< attention: KV heads (fewer than the Ulysses degree: replicated) */
   int32_t zero;           /**< DP: ZeRO stage 0..3 */
-  int32_t layers;         /**< ISP blocks (0: 2) / pipeline layers (0: one per stage) */
+  int32_t layers;         /**< ISP blocks (0: 2) / pipeline layers (0: one per chunk) */
+  int32_t virtual_stages; /**< PIPELINE: chunks per stage (0, 1: plain 1F1B; > 1: interleaved,
+                               2 x stages micro-batches) */
   gboolean prefetch;      /**< ISP: overlap mode (prefetch, two alternating gather buffers,
                                direct collectives: P^2 concurrent flows); FALSE: ring collectives */
 } sp_check_cfg;

@@ -43,6 +43,7 @@ row "8xH100 reduce-scatter ring busbw, 1 GiB" 360 busbw 0.10 "$P/dgx.xml" --coll
 row "8xH100 all-gather ring busbw, 1 GiB" 350 busbw 0.10 "$P/dgx.xml" --coll all-gather --ranks 8 --algo ring --sizes 1G
 row "8xH100 all-reduce ring busbw, 1 MiB" 43.7 busbw 0.25 "$P/dgx.xml" --coll all-reduce --ranks 8 --algo ring --sizes 1M
 row "8xH100 all-reduce ring time, 1 KiB" 26 time_us 2 "$P/dgx.xml" --coll all-reduce --ranks 8 --algo ring --sizes 1K
+row "8xH100 all-reduce auto (recursive doubling) time, 1 KiB" 26 time_us 2 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 1K
 row "8xA100 all-reduce ring busbw, 8 GiB" 232 busbw 0.10 "$P/a100.xml" --coll all-reduce --ranks 8 --algo ring --sizes 8G
 row "8xA100 all-reduce ring busbw, 1 GiB" 232 busbw 0.10 "$P/a100.xml" --coll all-reduce --ranks 8 --algo ring --sizes 1G
 row "H100 one NDR NIC, send-recv busbw, 1 GiB" 47 busbw 0.05 "$P/dgx.xml" --coll send-recv --ranks 9 --sizes 1G
@@ -58,9 +59,9 @@ info() {
   rm -f "$out"
   echo "| $desc | $v $( [ "$kind" = time_us ] && echo us || echo GB/s ) | \`$(echo "spsim bench $*" | sed "s|$here/||g")\` |"
 }
-info "8xH100 all-reduce auto (recursive doubling) time, 1 KiB" time_us "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 1K
-info "2 nodes (16 GPUs) all-reduce ring busbw, 1 GiB" busbw "$P/dgx.xml" --coll all-reduce --ranks 16 --algo ring --sizes 1G
-info "16 nodes (128 GPUs) all-reduce ring busbw, 1 GiB" busbw "$P/dgx.xml" --coll all-reduce --ranks 128 --algo ring --sizes 1G
+info "2 nodes (16 GPUs) all-reduce ring busbw, 1 GiB, 8 channels (rule: min(367.5, 8 x 47) = 367.5)" busbw "$P/dgx.xml" --coll all-reduce --ranks 16 --algo ring --sizes 1G
+info "16 nodes (128 GPUs) all-reduce ring busbw, 1 GiB, 8 channels (rule: 367.5)" busbw "$P/dgx.xml" --coll all-reduce --ranks 128 --algo ring --sizes 1G
+info "2 nodes (16 GPUs) all-reduce ring busbw, 1 GiB, one ring (--channels 1)" busbw "$P/dgx.xml" --coll all-reduce --ranks 16 --algo ring --sizes 1G --channels 1
 info "2 nodes (16 GPUs) all-to-all direct busbw, 1 GiB" busbw "$P/dgx.xml" --coll all-to-all --ranks 16 --sizes 1G
 info "8xH100 all-to-all direct busbw, 1 GiB" busbw "$P/dgx.xml" --coll all-to-all --ranks 8 --sizes 1G
 echo

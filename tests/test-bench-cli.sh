@@ -3,7 +3,8 @@
 # platforms/small.xml, and one clear error line for bad input.
 # small.xml (docs/calibration.md, preset "toy"): 2 nodes x 4 GPUs; NVLink port
 # 100 GB/s and 1 us per traversal (a GPU pair crosses two ports); NIC 10 GB/s and
-# 5 us per traversal, leaf switch 1 us (a node pair crosses NIC, leaf, NIC).
+# 5 us per traversal, leaf switch 1 us (a node pair crosses NIC, leaf, NIC);
+# every collective costs each rank 10 us once (coll_latency).
 bin="${SPSIM_BUILDDIR:-.}/spsim"
 src="${SPSIM_SRCDIR:-.}"
 small="$src/platforms/small.xml"
@@ -35,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..20"
+echo "1..23"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -52,16 +53,17 @@ if "$bin" bench "$small" --coll reduce-scatter --ranks 4 --sizes 1M --json >"$tm
    && "$bin" bench "$small" --coll broadcast --ranks 8 --sizes 1M --json >"$tmp/bc.json" 2>>"$tmp/err" \
    && check_arith "$tmp/bc.json" 1 1; then ok "reduce-scatter and broadcast factors"; else nok "factors: $(cat "$tmp/err")"; fi
 
-# 5-6: one 1 GiB send-recv, closed form t = route latency + S / B (1% tolerance)
-#   rank 0 -> rank 1 (same node, NVLink): 2 us + 2^30 / 100e9 s = 10739.42 us
-#   rank 0 -> rank 7 (other node, own NICs): 11 us + 2^30 / 10e9 s = 107385.18 us
+# 5-6: one 1 GiB send-recv, closed form t = collective latency + route latency + S / B
+# (1% tolerance)
+#   rank 0 -> rank 1 (same node, NVLink): 10 us + 2 us + 2^30 / 100e9 s = 10749.42 us
+#   rank 0 -> rank 7 (other node, own NICs): 10 us + 11 us + 2^30 / 10e9 s = 107395.18 us
 closed() { # FILE WANT_US
   rows "$1" | awk -v w="$2" '{ k++; d = $2 - w; if (d < 0) d = -d; if (d > 0.01 * w) bad++ } END { exit (bad > 0 || k != 1) }'
 }
 if "$bin" bench "$small" --coll send-recv --ranks 2 --sizes 1G --json >"$tmp/sr.json" 2>"$tmp/err" \
-   && closed "$tmp/sr.json" 10739.42; then ok "send-recv over NVLink = L + S/B"; else nok "send-recv NVLink: $(cat "$tmp/err") $(rows "$tmp/sr.json")"; fi
+   && closed "$tmp/sr.json" 10749.42; then ok "send-recv over NVLink = L + S/B"; else nok "send-recv NVLink: $(cat "$tmp/err") $(rows "$tmp/sr.json")"; fi
 if "$bin" bench "$small" --coll send-recv --ranks 8 --sizes 1G --json >"$tmp/sr2.json" 2>"$tmp/err" \
-   && closed "$tmp/sr2.json" 107385.18; then ok "send-recv across nodes = L + S/B"; else nok "send-recv NIC: $(cat "$tmp/err") $(rows "$tmp/sr2.json")"; fi
+   && closed "$tmp/sr2.json" 107395.18; then ok "send-recv across nodes = L + S/B"; else nok "send-recv NIC: $(cat "$tmp/err") $(rows "$tmp/sr2.json")"; fi
 # 7: table output: header and one row per size
 if "$bin" bench "$small" --coll all-reduce --ranks 4 --sizes 8:1K >"$tmp/t.txt" 2>"$tmp/err" \
    && grep -q '^# .*busbw' "$tmp/t.txt" && [ "$(grep -c '^  ' "$tmp/t.txt")" -eq 8 ]; then ok "table output"
@@ -87,3 +89,16 @@ if "$bin" platform dgx --nodes 2 --gpus-per-node 4 --gpu toy >"$tmp/p.xml" 2>"$t
 then ok "platform dgx reproduces small.xml"; else nok "platform small: $(cat "$tmp/err")"; fi
 expect_fail "platform --nodes 0" "nodes" platform dgx --nodes 0
 expect_fail "platform unknown gpu" "unknown GPU" platform dgx --nodes 2 --gpu v100
+
+# 21-23: ring channels across the two nodes. A 32 MiB all-reduce on 8 ranks runs 4
+# channels (one per GPU of a node), each leaving every node through another GPU's NIC:
+# 14 steps of 11 us + 1 MiB / 10e9 s (S/32 per channel and step, one NIC each):
+# 10 us + 14 x 115.8576 us = 1632.01 us. One ring (--channels 1) moves S/8 = 4 MiB
+# through one NIC per step: 10 us + 14 x 430.4304 us = 6036.03 us.
+if "$bin" bench "$small" --coll all-reduce --ranks 8 --algo ring --sizes 32M --json >"$tmp/ch.json" 2>"$tmp/err" \
+   && closed "$tmp/ch.json" 1632.01 && grep -q '"channels":4' "$tmp/ch.json"
+then ok "4 ring channels across nodes = closed form"; else nok "channels: $(cat "$tmp/err") $(rows "$tmp/ch.json")"; fi
+if "$bin" bench "$small" --coll all-reduce --ranks 8 --algo ring --sizes 32M --channels 1 --json >"$tmp/ch1.json" 2>"$tmp/err" \
+   && closed "$tmp/ch1.json" 6036.03 && grep -q '"channels":1' "$tmp/ch1.json"
+then ok "--channels 1: one ring through one NIC = closed form"; else nok "--channels 1: $(cat "$tmp/err") $(rows "$tmp/ch1.json")"; fi
+expect_fail "--channels out of range" "channels must be between 0" bench "$small" --coll all-reduce --ranks 8 --channels 65

@@ -672,6 +672,183 @@ static void test_in_place(void)
 
 /* ------------------------------------------------------------ errors, names */
 
+/* ------------------------------------------------------------ ring channels */
+
+/* RING with channels: every dtype, group sizes, channel counts 1..4, node blocks
+ * (0 = no rotation, the channel count as in the engine's choice, 3 = blocks that
+ * do not divide n), counts that leave channels, segments and chunks uneven or
+ * empty, chunked and not; bitwise against the reference. */
+static void test_channels_matrix(gconstpointer data)
+{
+  sp_coll coll = (sp_coll)GPOINTER_TO_INT(data);
+  static const int32_t ns[] = { 2, 3, 4, 5, 7, 8, 13, 16 };
+  guint cases = 0;
+  for (int dt = 0; dt < SP_DTYPE_COUNT; dt++)
+    for (size_t ni = 0; ni < G_N_ELEMENTS(ns); ni++) {
+      int32_t n = ns[ni];
+      int32_t *ranks = sp_group_range(0, 1, n);
+      for (int32_t ch = 1; ch <= 4; ch++) {
+        const int32_t blocks[] = { 0, ch, 3 };
+        for (size_t bi = 0; bi < G_N_ELEMENTS(blocks); bi++) {
+          uint64_t counts[] = { 0, 1, (uint64_t)n + 1, 37 };
+          for (size_t ci = 0; ci < G_N_ELEMENTS(counts); ci++)
+            for (int chunked = 0; chunked < 2; chunked++) {
+              size_t es = sp_dtype_size((sp_dtype)dt);
+              sp_coll_spec s = {
+                .coll = coll, .algo = SP_ALGO_RING, .dtype = (sp_dtype)dt,
+                .redop = (sp_redop)((ni + ci + bi + (size_t)dt + (size_t)ch) % SP_REDOP_COUNT),
+                .ranks = ranks, .n = n, .count = counts[ci], .chunk_bytes = chunked ? 3 * es : 0,
+                .op_id = 9, .tag = 200, .channels = ch, .channel_block = blocks[bi],
+              };
+              run_case(&s, n);
+              cases++;
+            }
+        }
+      }
+      g_free(ranks);
+    }
+  g_assert_cmpuint(cases, ==, (guint)SP_DTYPE_COUNT * 8 * 4 * 3 * 4 * 2);
+}
+
+/* The permutation of coll.h: blocks of B members rotated by c, a short last block
+ * rotated by c mod its length. */
+static void test_channel_perm(void)
+{
+  int32_t ranks[10];
+  for (int i = 0; i < 10; i++)
+    ranks[i] = i;
+  /* n = 10, B = 4: P_0 = identity, P_1 = [1 2 3 0 | 5 6 7 4 | 9 8],
+   * P_2 = [2 3 0 1 | 6 7 4 5 | 8 9], P_3 = [3 0 1 2 | 7 4 5 6 | 9 8] */
+  sp_coll_spec s = { .coll = SP_COLL_ALL_GATHER, .algo = SP_ALGO_RING, .dtype = SP_I32,
+                     .ranks = ranks, .n = 10, .count = 4, .channels = 4, .channel_block = 4 };
+  GError *err = NULL;
+  /* the ring neighbours of member 3 per channel: channel c sends to the member after
+   * 3 in P_c and receives from the one before */
+  static const int32_t next[4] = { 4, 0, 0, 0 }, prev[4] = { 2, 2, 2, 8 };
+  sp_case *k = sp_case_new_coll(&s, 10, FALSE, &err);
+  g_assert_no_error(err);
+  const sp_program *p = sp_case_program(k, 3);
+  /* the first block holds channel 0..3's step-0 send and receive, in channel order */
+  guint seen = 0;
+  for (guint i = 0; i < sp_program_len(p) && seen < 8; i++) {
+    const sp_step *st = sp_program_step(p, i);
+    if (st->kind == SP_STEP_SEND) {
+      g_assert_cmpint(st->peer, ==, next[seen / 2]);
+      seen++;
+    } else if (st->kind == SP_STEP_RECV) {
+      g_assert_cmpint(st->peer, ==, prev[seen / 2]);
+      seen++;
+    } else if (st->kind == SP_STEP_WAIT) {
+      break;
+    }
+  }
+  g_assert_cmpuint(seen, ==, 8);
+  sp_case_free(k);
+}
+
+/* Hand-derived orders, n = 4, two nodes of two (channel_block 2), x = {1e8, -1e8,
+ * 1, 2} (f32 spacing at 1e8 is 8, so 1e8 + 2 = 1e8 and 1 - 1e8 = -1e8).
+ * P_0 = [0 1 2 3], P_1 = [1 0 3 2].
+ * all-reduce, count 8, 2 channels: part 0 = elements 0..3 on P_0, one element per
+ * segment s = ((x[s+1] + x[s+2]) + x[s+3]) + x[s]:
+ *   s=0: ((-1e8 + 1) + 2) + 1e8 = 0; s=1: ((1 + 2) + 1e8) - 1e8 = 0;
+ *   s=2: ((2 + 1e8) - 1e8) + 1 = 1; s=3: ((1e8 - 1e8) + 1) + 2 = 3;
+ * part 1 = elements 4..7 on P_1, segment s starts at P_1[s+1]:
+ *   s=0: x0,x3,x2,x1 = ((1e8 + 2) + 1) - 1e8 = 0; s=1: x3,x2,x1,x0 = ((2 + 1) - 1e8) + 1e8 = 0;
+ *   s=2: x2,x1,x0,x3 = ((1 - 1e8) + 1e8) + 2 = 2; s=3: x1,x0,x3,x2 = ((-1e8 + 1e8) + 2) + 1 = 3.
+ * One ring (segments of two): {0,0, 0,0, 1,1, 3,3}.
+ * reduce-scatter, count 2: element 0 of member m on P_0 as above (0, 0, 1, 3);
+ * element 1 on P_1 from m's position q + 1: m=0 (q=1): x3,x2,x1,x0 = 0;
+ * m=1 (q=0): x0,x3,x2,x1 = 0; m=2 (q=3): x1,x0,x3,x2 = 3; m=3 (q=2): x2,x1,x0,x3 = 2. */
+static void test_channel_orders(void)
+{
+  static const float x4[] = { 1e8f, -1e8f, 1.0f, 2.0f };
+  int32_t *ranks = sp_group_range(0, 1, 4);
+  sp_coll_spec s = { .coll = SP_COLL_ALL_REDUCE, .algo = SP_ALGO_RING, .dtype = SP_F32,
+                     .redop = SP_RED_SUM, .ranks = ranks, .n = 4, .count = 8, .channels = 2,
+                     .channel_block = 2 };
+  static const float ar[8] = { 0, 0, 1, 3, 0, 0, 2, 3 }, ar1[8] = { 0, 0, 0, 0, 1, 1, 3, 3 };
+  for (int in_place = 0; in_place < 2; in_place++) {
+    void **o = run_custom(&s, 4, in_place, fill_magn, (gpointer)x4, NULL);
+    for (int i = 0; i < 4; i++)
+      for (int e = 0; e < 8; e++)
+        g_assert_cmpfloat(((float *)o[i])[e], ==, ar[e]);
+    free_bufs(o, 4);
+  }
+  s.channels = 1;
+  void **o = run_custom(&s, 4, FALSE, fill_magn, (gpointer)x4, NULL);
+  for (int i = 0; i < 4; i++)
+    for (int e = 0; e < 8; e++)
+      g_assert_cmpfloat(((float *)o[i])[e], ==, ar1[e]);
+  free_bufs(o, 4);
+  s.coll = SP_COLL_REDUCE_SCATTER;
+  s.count = 2;
+  s.channels = 2;
+  static const float rs[4][2] = { { 0, 0 }, { 0, 0 }, { 1, 3 }, { 3, 2 } };
+  o = run_custom(&s, 4, FALSE, fill_magn, (gpointer)x4, NULL);
+  for (int i = 0; i < 4; i++)
+    for (int e = 0; e < 2; e++)
+      g_assert_cmpfloat(((float *)o[i])[e], ==, rs[i][e]);
+  free_bufs(o, 4);
+  /* broadcast and reduce chains ignore channels: same programs as one ring */
+  s.coll = SP_COLL_REDUCE;
+  s.root = 1;
+  GError *err = NULL;
+  sp_case *a = sp_case_new_coll(&s, 4, FALSE, &err);
+  s.channels = 1;
+  sp_case *b = sp_case_new_coll(&s, 4, FALSE, &err);
+  g_assert_no_error(err);
+  for (int32_t r = 0; r < 4; r++)
+    g_assert_cmpuint(sp_program_len(sp_case_program(a, r)), ==, sp_program_len(sp_case_program(b, r)));
+  sp_case_free(a);
+  sp_case_free(b);
+  g_free(ranks);
+}
+
+/* Two nodes of 8 (n = 16, channel_block 8), 8 channels: the same number of steps
+ * (WAITs) as one ring and the same volume, 2(n-1)/n S; every block posts one send
+ * per channel, and exactly one of them leaves the node: each GPU's NIC carries one
+ * channel (with one ring only members 7 and 15 send across). */
+static void test_channel_shape(void)
+{
+  int32_t n = 16;
+  int32_t *ranks = sp_group_range(0, 1, n);
+  uint64_t count = (uint64_t)n * 8 * 24, S = count * 4;
+  for (int32_t ch = 1; ch <= 8; ch *= 8) {
+    sp_coll_spec s = { .coll = SP_COLL_ALL_REDUCE, .algo = SP_ALGO_RING, .dtype = SP_F32,
+                       .redop = SP_RED_SUM, .ranks = ranks, .n = n, .count = count,
+                       .channels = ch, .channel_block = 8 };
+    GError *err = NULL;
+    sp_case *k = sp_case_new_coll(&s, n, FALSE, &err);
+    g_assert_no_error(err);
+    for (int32_t r = 0; r < n; r++) {
+      const sp_program *p = sp_case_program(k, r);
+      shape sh = shape_of(p);
+      g_assert_cmpuint(sh.waits, ==, 2 * (n - 1));
+      g_assert_cmpuint(sh.sent * (uint64_t)n, ==, 2 * (uint64_t)(n - 1) * S);
+      guint sends = 0, cross = 0, blocks_cross = 0;
+      for (guint i = 0; i < sp_program_len(p); i++) {
+        const sp_step *st = sp_program_step(p, i);
+        if (st->kind == SP_STEP_SEND) {
+          sends++;
+          cross += st->peer / 8 != r / 8;
+        } else if (st->kind == SP_STEP_WAIT) {
+          g_assert_cmpuint(sends, ==, (guint)ch);
+          blocks_cross += cross;
+          g_assert_cmpuint(cross, <=, 1);
+          sends = cross = 0;
+        }
+      }
+      if (ch == 8)
+        g_assert_cmpuint(blocks_cross, ==, 2 * (n - 1));
+      else
+        g_assert_cmpuint(blocks_cross, ==, r % 8 == 7 ? 2 * (guint)(n - 1) : 0);
+    }
+    sp_case_free(k);
+  }
+  g_free(ranks);
+}
+
 static void expect_error(const sp_coll_spec *s, int code, const char *fragment)
 {
   GError *err = NULL;
@@ -688,6 +865,15 @@ static void expect_error(const sp_coll_spec *s, int code, const char *fragment)
 
 static void test_errors(void)
 {
+  int32_t four[] = { 0, 1, 2, 3 };
+  sp_coll_spec c = { .coll = SP_COLL_ALL_REDUCE, .algo = SP_ALGO_RING, .dtype = SP_F32,
+                     .ranks = four, .n = 4, .count = 8, .channels = SP_MAX_CHANNELS + 1 };
+  expect_error(&c, SP_ERROR_INVALID, "65 channels");
+  c.channels = -1;
+  expect_error(&c, SP_ERROR_INVALID, "channels");
+  c.channels = 2;
+  c.channel_block = -4;
+  expect_error(&c, SP_ERROR_INVALID, "channel block -4");
   int32_t dup[] = { 0, 3, 1, 3 };
   sp_coll_spec s = { .coll = SP_COLL_ALL_REDUCE, .dtype = SP_F32, .ranks = dup, .n = 4,
                      .count = 8 };
@@ -821,6 +1007,15 @@ int main(int argc, char **argv)
     g_test_add_data_func(path, GINT_TO_POINTER(c), test_matrix);
     g_free(path);
   }
+  const sp_coll chc[] = { SP_COLL_ALL_REDUCE, SP_COLL_ALL_GATHER, SP_COLL_REDUCE_SCATTER };
+  for (gsize c = 0; c < G_N_ELEMENTS(chc); c++) {
+    char *path = g_strdup_printf("/coll/channels/matrix/%s", sp_coll_name(chc[c]));
+    g_test_add_data_func(path, GINT_TO_POINTER((int)chc[c]), test_channels_matrix);
+    g_free(path);
+  }
+  g_test_add_func("/coll/channels/perm", test_channel_perm);
+  g_test_add_func("/coll/channels/orders", test_channel_orders);
+  g_test_add_func("/coll/channels/shape", test_channel_shape);
   g_test_add_func("/coll/noncontiguous", test_noncontiguous);
   g_test_add_func("/coll/order-sensitive", test_order_sensitive);
   g_test_add_func("/coll/allreduce-constants", test_allreduce_constants);

@@ -6,6 +6,7 @@
  * the ones docs/calibration.md states with their sources. */
 #include "config.h"
 #include <glib.h>
+#include <math.h>
 #include <string.h>
 #include <stdlib.h>
 
@@ -156,6 +157,7 @@ static void test_two_nodes(void)
     g_autofree char *node = g_strdup_printf("%d", i / 8), *lr = g_strdup_printf("%d", i % 8);
     g_assert_cmpstr(hprop(p, want, "node"), ==, node);
     g_assert_cmpstr(hprop(p, want, "local_rank"), ==, lr);
+    g_assert_cmpstr(hprop(p, want, "coll_latency"), ==, "8.4us"); /* NCCL Simple base latency */
   }
   g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "node001-nvl7"), ==, "450GBps");
   g_assert_cmpstr(g_hash_table_lookup(p->link_lat, "node001-nvl7"), ==, "1.3us");
@@ -196,6 +198,11 @@ static void test_a100(void)
   g_assert_cmpstr(hprop(p, "node000-gpu5", "mem_bw"), ==, "2039000000000"); /* 2.039 TB/s */
   g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "node000-nvl0"), ==, "270GBps");
   g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "node000-nic0"), ==, "24GBps");
+  g_assert_cmpstr(hprop(p, "node000-gpu5", "coll_latency"), ==, "8.4us");
+  plat_free(p);
+  g_autofree char *toy = gen(2, 4, SP_GPU_TOY, FALSE);
+  p = plat_parse(toy);
+  g_assert_cmpstr(hprop(p, "node001-gpu3", "coll_latency"), ==, "10us");
   plat_free(p);
 }
 
@@ -271,8 +278,9 @@ static void test_shipped(void)
 
 /* Through SimGrid: small.xml's routes give the closed forms of its documented
  * numbers (NVLink 100 GB/s and 1 us per port; NIC 10 GB/s and 5 us per NIC,
- * leaf 1 us). One 1 MiB message: inside a node 2 us + S / 100e9; across nodes
- * (rank 0 -> rank 7, own NICs) 11 us + S / 10e9. */
+ * leaf 1 us; 10 us per collective). One 1 MiB message: inside a node
+ * 10 us + 2 us + S / 100e9; across nodes (rank 0 -> rank 7, own NICs)
+ * 10 us + 11 us + S / 10e9. */
 static void test_routes_closed_form(void)
 {
   g_autofree char *path = srcdir_file("platforms/small.xml");
@@ -286,12 +294,12 @@ static void test_routes_closed_form(void)
     g_assert_no_error(err);
   }
   g_assert_cmpint(sp_sim_num_hosts(), ==, 8);
-  const double S = 1048576.0;
+  const double S = 1048576.0, C = 10e-6;
   struct { int32_t a, b; double want; } cases[] = {
-    { 0, 1, 2e-6 + S / 100e9 },
-    { 2, 3, 2e-6 + S / 100e9 },
-    { 0, 7, 11e-6 + S / 10e9 },
-    { 5, 1, 11e-6 + S / 10e9 },
+    { 0, 1, C + 2e-6 + S / 100e9 },
+    { 2, 3, C + 2e-6 + S / 100e9 },
+    { 0, 7, C + 11e-6 + S / 10e9 },
+    { 5, 1, C + 11e-6 + S / 10e9 },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     int32_t members[2] = { cases[i].a, cases[i].b };
@@ -304,12 +312,156 @@ static void test_routes_closed_form(void)
   }
 }
 
+static gboolean load_small(void)
+{
+  g_autofree char *path = srcdir_file("platforms/small.xml");
+  GError *err = NULL;
+  if (!sp_sim_init(path, &err)) {
+    if (g_error_matches(err, SP_ERROR, SP_ERROR_UNSUPPORTED)) {
+      g_test_skip(err->message);
+      g_clear_error(&err);
+      return FALSE;
+    }
+    g_assert_no_error(err);
+  }
+  return TRUE;
+}
+
+/* Rank 0 sends S bytes to rank 1 three times, in three blocks: op 1, then op 2
+ * twice. */
+static sp_program **three_sends(uint64_t S)
+{
+  sp_program **p = g_new0(sp_program *, 8);
+  for (int32_t r = 0; r < 8; r++) {
+    p[r] = sp_program_new(r);
+    uint32_t b = sp_program_add_buffer(p[r], S, "b");
+    if (r > 1)
+      continue;
+    for (int k = 0; k < 3; k++) {
+      sp_step s = { .kind = r == 0 ? SP_STEP_SEND : SP_STEP_RECV, .op = k == 0 ? 1u : 2u,
+                    .phase = (uint32_t)k, .peer = 1 - r, .tag = k, .bytes = S, .rows = 1,
+                    .row_bytes = S };
+      s.src = (sp_ref){ b, 0 };
+      s.dst = (sp_ref){ b, 0 };
+      sp_program_append(p[r], &s);
+      sp_step w = { .kind = SP_STEP_WAIT, .op = s.op, .phase = s.phase };
+      sp_program_append(p[r], &w);
+    }
+  }
+  return p;
+}
+
+/* coll_latency (10 us on small.xml) is charged once per op id and rank, at the
+ * op's first post: two ops of three 1 MiB NVLink messages take
+ * 2 x 10 us + 3 x (2 us + S / 100e9), in STEP and in FLOW fidelity. */
+static void test_coll_latency(void)
+{
+  if (!load_small())
+    return;
+  g_assert_cmpfloat_with_epsilon(sp_sim_host_coll_latency(0), 10e-6, 1e-15);
+  g_assert_cmpfloat_with_epsilon(sp_sim_host_coll_latency(7), 10e-6, 1e-15);
+  g_assert_cmpint(sp_sim_host_node(3), ==, 0);
+  g_assert_cmpint(sp_sim_host_node(4), ==, 1);
+  g_assert_cmpint(sp_sim_host_node(8), ==, -1);
+  const double S = 1048576.0;
+  const double want = 2 * 10e-6 + 3 * (2e-6 + S / 100e9);
+  const sp_fidelity fids[] = { SP_FIDELITY_STEP, SP_FIDELITY_FLOW };
+  for (gsize f = 0; f < G_N_ELEMENTS(fids); f++) {
+    sp_program **p = three_sends((uint64_t)S);
+    double t = -1;
+    GError *err = NULL;
+    g_assert_true(sp_sim_run(p, 8, NULL, fids[f], NULL, &t, &err));
+    g_assert_no_error(err);
+    g_assert_cmpfloat(fabs(t - want), <=, 1e-3 * want);
+    for (int r = 0; r < 8; r++)
+      sp_program_free(p[r]);
+    g_free(p);
+  }
+  /* a collective without messages (one member) is not charged */
+  int32_t one = 0;
+  sp_coll_spec spec = { .coll = SP_COLL_ALL_REDUCE, .algo = SP_ALGO_RING, .dtype = SP_F32,
+                        .redop = SP_RED_SUM, .ranks = &one, .n = 1, .count = 16 };
+  double t = -1;
+  GError *err = NULL;
+  g_assert_true(sp_sim_coll_time(&spec, 1, SP_FIDELITY_STEP, &t, &err));
+  g_assert_no_error(err);
+  g_assert_cmpfloat(t, ==, 0.0);
+}
+
+/* The engine's channel choice on small.xml (2 nodes x 4 GPUs, property node). */
+static void test_auto_channels(void)
+{
+  if (!load_small())
+    return;
+  struct { int32_t n; int32_t ranks[8]; sp_coll coll; sp_algo algo; int32_t ch, blk; } cases[] = {
+    { 8, { 0, 1, 2, 3, 4, 5, 6, 7 }, SP_COLL_ALL_REDUCE, SP_ALGO_RING, 4, 4 },
+    { 8, { 4, 5, 6, 7, 0, 1, 2, 3 }, SP_COLL_REDUCE_SCATTER, SP_ALGO_AUTO, 4, 4 },
+    { 4, { 0, 1, 4, 5 }, SP_COLL_ALL_GATHER, SP_ALGO_AUTO, 2, 2 },
+    { 4, { 0, 1, 2, 3 }, SP_COLL_ALL_REDUCE, SP_ALGO_RING, 1, 0 },       /* one node */
+    { 4, { 0, 4, 1, 5 }, SP_COLL_ALL_REDUCE, SP_ALGO_RING, 1, 0 },       /* one member per run */
+    { 6, { 0, 1, 4, 5, 2, 3 }, SP_COLL_ALL_REDUCE, SP_ALGO_RING, 1, 0 }, /* node 0 twice */
+    { 5, { 0, 1, 2, 4, 5 }, SP_COLL_ALL_REDUCE, SP_ALGO_RING, 1, 0 },    /* 3 + 2 members */
+    { 8, { 0, 1, 2, 3, 4, 5, 6, 7 }, SP_COLL_ALL_REDUCE, SP_ALGO_TREE, 1, 0 },
+    { 8, { 0, 1, 2, 3, 4, 5, 6, 7 }, SP_COLL_ALL_TO_ALL, SP_ALGO_DIRECT, 1, 0 },
+    { 8, { 0, 1, 2, 3, 4, 5, 6, 7 }, SP_COLL_BROADCAST, SP_ALGO_RING, 1, 0 },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+    sp_coll_spec spec = { .coll = cases[i].coll, .algo = cases[i].algo, .dtype = SP_F32,
+                          .redop = SP_RED_SUM, .ranks = cases[i].ranks, .n = cases[i].n,
+                          .count = 1 << 20 };
+    int32_t ch = -1, blk = -1;
+    sp_sim_ring_channels(&spec, &ch, &blk);
+    g_assert_cmpint(ch, ==, cases[i].ch);
+    g_assert_cmpint(blk, ==, cases[i].blk);
+  }
+}
+
+/* A ring all-reduce of S = 32 MiB (f32) over both nodes of small.xml. With the
+ * engine's 4 channels, channel c leaves each node through GPU c-1 and enters
+ * through GPU c: every NIC carries one channel, the NVLink ports three. Per
+ * channel S/4, per step one segment of S/32 = 1 MiB, one chunk round; a step is
+ * bound by its NIC message (11 us + 1 MiB / 10e9 s) against the NVLink port's
+ * three (2 us + 3 MiB / 100e9 s), so with the 10 us collective latency
+ * t = 10 us + 14 x (11 us + 2^20 / 10e9 s) = 1632.01 us.
+ * One ring (--channels 1): a step moves S/8 = 4 MiB through one NIC:
+ * t = 10 us + 14 x (11 us + 2^22 / 10e9 s) = 6036.03 us. */
+static void test_channels_closed_form(void)
+{
+  if (!load_small())
+    return;
+  int32_t ranks[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+  const double S = 33554432.0;
+  struct { int32_t channels; double want; } cases[] = {
+    { 0, 10e-6 + 14 * (11e-6 + S / 32 / 10e9) },
+    { 4, 10e-6 + 14 * (11e-6 + S / 32 / 10e9) },
+    { 1, 10e-6 + 14 * (11e-6 + S / 8 / 10e9) },
+  };
+  const sp_fidelity fids[] = { SP_FIDELITY_STEP, SP_FIDELITY_FLOW };
+  for (gsize i = 0; i < G_N_ELEMENTS(cases); i++)
+    for (gsize f = 0; f < G_N_ELEMENTS(fids); f++) {
+      sp_coll_spec spec = { .coll = SP_COLL_ALL_REDUCE, .algo = SP_ALGO_RING, .dtype = SP_F32,
+                            .redop = SP_RED_SUM, .ranks = ranks, .n = 8,
+                            .count = (uint64_t)S / 4, .channels = cases[i].channels };
+      double t = -1;
+      GError *err = NULL;
+      g_assert_true(sp_sim_coll_time(&spec, 8, fids[f], &t, &err));
+      g_assert_no_error(err);
+      if (g_test_verbose())
+        g_printerr("channels %d %s: %.3f us (closed form %.3f)\n", cases[i].channels,
+                   sp_fidelity_name(fids[f]), t * 1e6, cases[i].want * 1e6);
+      g_assert_cmpfloat(fabs(t - cases[i].want), <=, 0.01 * cases[i].want);
+    }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/platform/two-nodes", test_two_nodes);
   g_test_add_func("/platform/two-sus", test_two_sus);
   g_test_add_func("/platform/a100", test_a100);
+  g_test_add_func("/platform/coll-latency", test_coll_latency);
+  g_test_add_func("/platform/auto-channels", test_auto_channels);
+  g_test_add_func("/platform/channels-closed-form", test_channels_closed_form);
   g_test_add_func("/platform/large", test_large);
   g_test_add_func("/platform/bad", test_bad);
   g_test_add_func("/platform/shipped", test_shipped);

@@ -284,6 +284,39 @@ static void test_data_mode_all(void)
   g_assert_cmpint(passed, >=, 2 * SP_COLL_COUNT);
 }
 
+/* Ring channels through SimGrid in data mode: several messages of one block go to
+ * the same peer with the same tag (channels sharing a neighbour) and must match in
+ * posting order; the results equal the reference bit for bit. */
+static void test_data_mode_channels(void)
+{
+  ensure_init();
+  const sp_coll cs[] = { SP_COLL_ALL_REDUCE, SP_COLL_ALL_GATHER, SP_COLL_REDUCE_SCATTER };
+  int32_t *ranks = group(NH);
+  int passed = 0;
+  for (gsize i = 0; i < G_N_ELEMENTS(cs); i++)
+    for (int32_t ch = 2; ch <= 4; ch += 2) {
+      sp_coll_spec spec = { .coll = cs[i], .algo = SP_ALGO_RING, .dtype = SP_BF16,
+                            .redop = SP_RED_SUM, .ranks = ranks, .n = NH, .count = 301,
+                            .chunk_bytes = 32, .channels = ch, .channel_block = 4 };
+      GError *err = NULL;
+      sp_case *k = sp_case_new_coll(&spec, NH, TRUE, &err);
+      g_assert_no_error(err);
+      double t = -1;
+      g_assert_true(sp_sim_run(sp_case_programs(k), NH, sp_case_all_bufs(k), SP_FIDELITY_STEP,
+                               NULL, &t, &err));
+      g_assert_no_error(err);
+      int32_t bad_rank = -1;
+      uint64_t bad_off = 0;
+      if (!sp_case_check(k, &bad_rank, &bad_off, &err))
+        g_error("%s channels %d: %s", sp_coll_name(cs[i]), ch, err->message);
+      g_assert_cmpfloat(t, >, 0);
+      passed++;
+      sp_case_free(k);
+    }
+  g_assert_cmpint(passed, ==, 6);
+  g_free(ranks);
+}
+
 /* A message from a later block arrives first and must wait aside (stash path). */
 static void test_early_message_matching(void)
 {
@@ -528,6 +561,92 @@ static void test_flow_transform_chain(void)
   }
 }
 
+/* A channelled ring (2 nodes of 4, 4 channels): a block posts one send per channel,
+ * three of them to the same neighbour inside the node. FLOW coalesces them: one
+ * merged block per rank with one send to the node neighbour (3/4 of the volume)
+ * and one across (1/4), the whole volume 2(n-1)/n S kept. */
+static void test_flow_transform_channels(void)
+{
+  int32_t n = 8;
+  int32_t *ranks = group(n);
+  uint64_t count = 8 * 4 * 1000;
+  sp_coll_spec spec = { .coll = SP_COLL_ALL_REDUCE, .algo = SP_ALGO_RING, .dtype = SP_F32,
+                        .ranks = ranks, .n = n, .count = count, .channels = 4, .channel_block = 4 };
+  GError *err = NULL;
+  sp_case *k = sp_case_new_coll(&spec, n, FALSE, &err);
+  g_assert_no_error(err);
+  sp_program **out = NULL;
+  g_assert_true(sp_flow_transform(sp_case_programs(k), n, NULL, NULL, &out, &err));
+  g_assert_no_error(err);
+  uint64_t S = count * 4, per_rank = 2 * (uint64_t)(n - 1) * S / (uint64_t)n;
+  for (int32_t r = 0; r < n; r++) {
+    guint sends = 0, waits = 0;
+    for (guint i = 0; i < sp_program_len(out[r]); i++) {
+      const sp_step *s = sp_program_step(out[r], i);
+      if (s->kind == SP_STEP_WAIT)
+        waits++;
+      if (s->kind != SP_STEP_SEND)
+        continue;
+      sends++;
+      gboolean cross = s->peer / 4 != r / 4;
+      /* channel c leaves the node from local GPU c - 1 to local GPU c of the other */
+      if (cross)
+        g_assert_cmpint(s->peer, ==, (r / 4 == 0 ? 4 : 0) + (r % 4 + 1) % 4);
+      else
+        g_assert_cmpint(s->peer, ==, (r / 4) * 4 + (r % 4 + 1) % 4);
+      g_assert_cmpuint(s->bytes, ==, cross ? per_rank / 4 : 3 * per_rank / 4);
+    }
+    g_assert_cmpuint(sends, ==, 2);
+    g_assert_cmpuint(waits, ==, 1);
+  }
+  g_assert_true(sp_loopback_run(out, n, NULL, &err));
+  g_assert_no_error(err);
+  for (int32_t r = 0; r < n; r++)
+    sp_program_free(out[r]);
+  g_free(out);
+  sp_case_free(k);
+  g_free(ranks);
+}
+
+/* Rank 0 posts two messages to rank 1 in one block, rank 1 receives them in two
+ * blocks of two ops: coalescing rank 0's pair cannot match rank 1's cut, so the
+ * transform falls back to merging without coalescing, and the result still runs. */
+static void test_flow_transform_split_pair(void)
+{
+  sp_program *p[2] = { sp_program_new(0), sp_program_new(1) };
+  sp_program_add_buffer(p[0], 16, "b");
+  sp_program_add_buffer(p[1], 16, "b");
+  sp_step s1 = { .kind = SP_STEP_SEND, .peer = 1, .tag = 1, .bytes = 8, .rows = 1, .row_bytes = 8 };
+  sp_step s2 = { .kind = SP_STEP_SEND, .peer = 1, .tag = 2, .bytes = 4, .rows = 1, .row_bytes = 4 };
+  sp_step r1 = { .kind = SP_STEP_RECV, .peer = 0, .tag = 1, .bytes = 8, .rows = 1, .row_bytes = 8 };
+  /* op 1: a group never spans two ops, so rank 1 cuts between the two messages */
+  sp_step r2 = { .kind = SP_STEP_RECV, .op = 1, .peer = 0, .tag = 2, .bytes = 4, .rows = 1,
+                 .row_bytes = 4 };
+  sp_step w = { .kind = SP_STEP_WAIT }, w1 = { .kind = SP_STEP_WAIT, .op = 1 };
+  sp_program_append(p[0], &s1);
+  sp_program_append(p[0], &s2);
+  sp_program_append(p[0], &w);
+  sp_program_append(p[1], &r1);
+  sp_program_append(p[1], &w);
+  sp_program_append(p[1], &r2);
+  sp_program_append(p[1], &w1);
+  sp_program **out = NULL;
+  GError *err = NULL;
+  g_assert_true(sp_flow_transform(p, 2, NULL, NULL, &out, &err));
+  g_assert_no_error(err);
+  guint sends = 0;
+  for (guint i = 0; i < sp_program_len(out[0]); i++)
+    sends += sp_program_step(out[0], i)->kind == SP_STEP_SEND;
+  g_assert_cmpuint(sends, ==, 2);
+  g_assert_true(sp_loopback_run(out, 2, NULL, &err));
+  g_assert_no_error(err);
+  for (int r = 0; r < 2; r++) {
+    sp_program_free(out[r]);
+    sp_program_free(p[r]);
+  }
+  g_free(out);
+}
+
 static void test_flow_transform_mismatch(void)
 {
   /* rank 0 sends two messages to 1, rank 1 receives one */
@@ -571,6 +690,9 @@ int main(int argc, char **argv)
   g_test_add_func("/sim/errors-run", test_errors_run);
   g_test_add_func("/sim/flow-ring", test_flow_transform_ring);
   g_test_add_func("/sim/flow-chain", test_flow_transform_chain);
+  g_test_add_func("/sim/data-mode-channels", test_data_mode_channels);
+  g_test_add_func("/sim/flow-channels", test_flow_transform_channels);
+  g_test_add_func("/sim/flow-split-pair", test_flow_transform_split_pair);
   g_test_add_func("/sim/flow-mismatch", test_flow_transform_mismatch);
   int rc = g_test_run();
   /* remove the temp files */

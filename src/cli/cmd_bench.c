@@ -1,9 +1,11 @@
 /* spsim bench PLATFORM --coll C --ranks N [--algo A] [--sizes MIN:MAX] [--dtype T]
- *                      [--fidelity flow|step] [--json]
+ *                      [--fidelity flow|step] [--channels N] [--json]
  * Predicted collective performance in the style of nccl-tests: for each size
  * (doubling from MIN to MAX) the simulated time of one collective on ranks
  * 0..N-1 of the platform, algbw = bytes / time and busbw = algbw x the
- * nccl-tests factor (GB/s = 1e9 bytes/s). */
+ * nccl-tests factor (GB/s = 1e9 bytes/s). Ring all-reduce, all-gather and
+ * reduce-scatter across nodes run one ring channel per member of a node (the
+ * engine's choice, sp_sim_ring_channels) unless --channels says otherwise. */
 #include "config.h"
 #include "cli.h"
 #include "sim.h"
@@ -103,6 +105,7 @@ static uint64_t bytes_for(sp_coll c, uint64_t count, int32_t n, size_t esize)
 typedef struct {
   uint64_t bytes, count;
   sp_algo algo;
+  int32_t channels;
   double time_us, algbw, busbw;
 } row;
 
@@ -115,7 +118,7 @@ int sp_cmd_bench(int argc, char **argv)
 {
   g_autofree char *coll_s = NULL, *algo_s = NULL, *sizes_s = NULL, *dtype_s = NULL, *fid_s = NULL,
                   *op_s = NULL;
-  gint ranks = 0;
+  gint ranks = 0, channels = 0;
   gint64 chunk = 0;
   gboolean json = FALSE;
   GOptionEntry entries[] = {
@@ -128,6 +131,9 @@ int sp_cmd_bench(int argc, char **argv)
     { "op", 0, 0, G_OPTION_ARG_STRING, &op_s, "reduction: sum (default), avg, max, min", "OP" },
     { "fidelity", 'f', 0, G_OPTION_ARG_STRING, &fid_s, "flow (default, fast) or step", "F" },
     { "chunk", 0, 0, G_OPTION_ARG_INT64, &chunk, "ring pipelining chunk in bytes (default 4 MiB)", "BYTES" },
+    { "channels", 0, 0, G_OPTION_ARG_INT, &channels,
+      "concurrent rings of a ring all-reduce/all-gather/reduce-scatter (default 0: one per "
+      "member of a node when the group spans nodes, else 1)", "N" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json, "JSON output", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
@@ -164,6 +170,10 @@ int sp_cmd_bench(int argc, char **argv)
                             coll == SP_COLL_SEND_RECV ? 2 : 1, ranks));
   if (chunk < 0)
     return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "bench: --chunk must be >= 0"));
+  if (channels < 0 || channels > SP_MAX_CHANNELS)
+    return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
+                            "bench: --channels must be between 0 (automatic) and %d (got %d)",
+                            SP_MAX_CHANNELS, channels));
   uint64_t lo = 8, hi = (uint64_t)8 << 30;
   if (sizes_s != NULL && !parse_sizes(sizes_s, &lo, &hi, &err)) return fail(err);
 
@@ -197,13 +207,24 @@ int sp_cmd_bench(int argc, char **argv)
       sp_coll_spec spec = {
         .coll = coll, .algo = algo, .dtype = dtype, .redop = redop, .ranks = members, .n = n,
         .count = count, .root = 0, .chunk_bytes = (uint64_t)chunk, .op_id = 0, .tag = 0,
+        .channels = channels,
       };
+      /* the channel count the engine will use (reported per row) */
+      int32_t used = channels, blk = 0;
+      if (used == 0)
+        sp_sim_ring_channels(&spec, &used, &blk);
+      if (spec.coll != SP_COLL_ALL_REDUCE && spec.coll != SP_COLL_ALL_GATHER &&
+          spec.coll != SP_COLL_REDUCE_SCATTER)
+        used = 1;
+      if (sp_algo_choose(&spec) != SP_ALGO_RING || n == 1)
+        used = 1;
       double secs = 0;
       if (!sp_coll_spec_validate(&spec, &err) || !sp_sim_coll_time(&spec, ranks, fid, &secs, &err)) {
         g_prefix_error(&err, "bench: ");
         return fail(err);
       }
-      row r = { .bytes = bytes_for(coll, count, n, esize), .count = count, .algo = sp_algo_choose(&spec) };
+      row r = { .bytes = bytes_for(coll, count, n, esize), .count = count, .algo = sp_algo_choose(&spec),
+                .channels = used < 1 ? 1 : used };
       r.time_us = secs * 1e6;
       r.algbw = secs > 0 ? (double)r.bytes / secs / 1e9 : 0;
       r.busbw = r.algbw * factor;
@@ -244,6 +265,8 @@ int sp_cmd_bench(int argc, char **argv)
       json_builder_add_int_value(b, (gint64)r->count);
       json_builder_set_member_name(b, "algo");
       json_builder_add_string_value(b, sp_algo_name(r->algo));
+      json_builder_set_member_name(b, "channels");
+      json_builder_add_int_value(b, r->channels);
       json_builder_set_member_name(b, "time_us");
       json_builder_add_double_value(b, r->time_us);
       json_builder_set_member_name(b, "algbw");
@@ -267,6 +290,12 @@ int sp_cmd_bench(int argc, char **argv)
     if (coll == SP_COLL_SEND_RECV) printf("# send-recv: rank 0 sends to rank %d\n", ranks - 1);
     if (skipped_below > 0)
       printf("# sizes up to %" G_GUINT64_FORMAT " B skipped: less than one element per rank\n", (guint64)skipped_below);
+    int32_t maxch = 1;
+    for (guint i = 0; i < rows->len; i++)
+      maxch = MAX(maxch, g_array_index(rows, row, i).channels);
+    if (maxch > 1)
+      printf("# ring rows: %d channels (concurrent rings, each through other GPUs' NICs%s)\n", maxch,
+             channels == 0 ? "; chosen per node, --channels N overrides" : "");
     printf("#\n# %12s %12s %6s %6s %12s %8s %8s\n", "size", "count", "type", "algo", "time", "algbw", "busbw");
     printf("# %12s %12s %6s %6s %12s %8s %8s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)");
     for (guint i = 0; i < rows->len; i++) {

@@ -210,6 +210,19 @@ gboolean sp_coll_spec_validate(const sp_coll_spec *spec, GError **err)
                 cn, spec->count, sp_dtype_name(spec->dtype), spec->n);
     return FALSE;
   }
+  if (spec->channels < 0 || spec->channels > SP_MAX_CHANNELS) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "%s: %d channels: use 0 or 1 for one ring, at most %d", cn, spec->channels,
+                SP_MAX_CHANNELS);
+    return FALSE;
+  }
+  if (spec->channel_block < 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "%s: channel block %d is negative: it is the number of members per node "
+                "(0 or 1: no rotation)",
+                cn, spec->channel_block);
+    return FALSE;
+  }
   if (spec->tag < 0 || spec->tag > G_MAXINT32 - 1024) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
                 "%s: base tag %d out of range: a collective uses tags [tag, tag + 1024), so tag "

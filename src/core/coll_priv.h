@@ -51,6 +51,29 @@ static inline int32_t sp_vstart(int32_t v, int32_t r)
   return v < r ? 2 * v : v + r;
 }
 
+/* Channels of a RING lowering of @spec (>= 1): spec->channels for all-reduce,
+ * all-gather and reduce-scatter on n > 1 members, else 1. */
+static inline int32_t sp_ring_channels(const sp_coll_spec *spec)
+{
+  if (spec->channels <= 1 || spec->n <= 1)
+    return 1;
+  if (spec->coll != SP_COLL_ALL_REDUCE && spec->coll != SP_COLL_ALL_GATHER &&
+      spec->coll != SP_COLL_REDUCE_SCATTER)
+    return 1;
+  return spec->channels;
+}
+
+/* Ring order of channel @ch (coll.h): perm[q] = member at ring position q. */
+static inline void sp_ring_perm(int32_t n, int32_t block, int32_t ch, int32_t *perm)
+{
+  int32_t B = block < 1 ? 1 : (block > n ? n : block);
+  for (int32_t b = 0; b < n; b += B) {
+    int32_t L = n - b < B ? n - b : B, r = ch % L;
+    for (int32_t t = 0; t < L; t++)
+      perm[b + t] = b + (t + r < L ? t + r : t + r - L);
+  }
+}
+
 /* ------------------------------------------------------------ lowering context */
 
 typedef struct {
@@ -61,6 +84,8 @@ typedef struct {
   size_t es;        /* element size */
   uint32_t in, out; /* buffers */
   guint posted;     /* sends/recvs posted since the last WAIT */
+  guint used;       /* steps of prog in use: prog->steps grows ahead in blocks of
+                       cleared steps and is cut back to used by sp_lower_coll */
 } sp_lctx;
 
 /* Post a send of @bytes at (buf, off) to group member @member (skipped when empty). */

@@ -14,25 +14,36 @@ static int32_t tag_of(const sp_lctx *c, uint32_t phase)
   return c->spec->tag + (int32_t)(phase % 1024u);
 }
 
+/* A zeroed step appended to the program, to fill in place: lowerings emit
+ * millions of steps at scale, so the steps array (which clears new elements)
+ * grows ahead by blocks of its length, 16 to 256 steps (small programs keep a
+ * small capacity), and sp_lower_coll cuts it back to c->used. */
+static sp_step *emit(sp_lctx *c)
+{
+  GArray *steps = c->prog->steps;
+  if (c->used == steps->len)
+    g_array_set_size(steps, steps->len + CLAMP(steps->len, 16u, 256u));
+  return &g_array_index(steps, sp_step, c->used++);
+}
+
 static void comm(sp_lctx *c, sp_step_kind kind, int32_t member, uint32_t phase, uint32_t buf,
                  uint64_t off, uint64_t bytes)
 {
   if (bytes == 0)
     return;
-  sp_step s = { 0 };
-  s.kind = kind;
-  s.op = c->spec->op_id;
-  s.phase = phase;
-  s.peer = c->spec->ranks[member];
-  s.tag = tag_of(c, phase);
-  s.bytes = bytes;
-  s.rows = 1;
-  s.row_bytes = bytes;
+  sp_step *s = emit(c);
+  s->kind = kind;
+  s->op = c->spec->op_id;
+  s->phase = phase;
+  s->peer = c->spec->ranks[member];
+  s->tag = tag_of(c, phase);
+  s->bytes = bytes;
+  s->rows = 1;
+  s->row_bytes = bytes;
   if (kind == SP_STEP_SEND)
-    s.src = (sp_ref){ buf, off };
+    s->src = (sp_ref){ buf, off };
   else
-    s.dst = (sp_ref){ buf, off };
-  sp_program_append(c->prog, &s);
+    s->dst = (sp_ref){ buf, off };
   c->posted++;
 }
 
@@ -50,11 +61,10 @@ void sp_l_wait(sp_lctx *c, uint32_t phase)
 {
   if (c->posted == 0)
     return;
-  sp_step s = { 0 };
-  s.kind = SP_STEP_WAIT;
-  s.op = c->spec->op_id;
-  s.phase = phase;
-  sp_program_append(c->prog, &s);
+  sp_step *s = emit(c);
+  s->kind = SP_STEP_WAIT;
+  s->op = c->spec->op_id;
+  s->phase = phase;
   c->posted = 0;
 }
 
@@ -63,16 +73,15 @@ void sp_l_copy(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint32_
 {
   if (bytes == 0 || (dbuf == sbuf && doff == soff))
     return;
-  sp_step s = { 0 };
-  s.kind = SP_STEP_COPY;
-  s.op = c->spec->op_id;
-  s.phase = phase;
-  s.dst = (sp_ref){ dbuf, doff };
-  s.src = (sp_ref){ sbuf, soff };
-  s.bytes = bytes;
-  s.rows = 1;
-  s.row_bytes = bytes;
-  sp_program_append(c->prog, &s);
+  sp_step *s = emit(c);
+  s->kind = SP_STEP_COPY;
+  s->op = c->spec->op_id;
+  s->phase = phase;
+  s->dst = (sp_ref){ dbuf, doff };
+  s->src = (sp_ref){ sbuf, soff };
+  s->bytes = bytes;
+  s->rows = 1;
+  s->row_bytes = bytes;
 }
 
 void sp_l_reduce(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint32_t sbuf, uint64_t soff,
@@ -80,34 +89,32 @@ void sp_l_reduce(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint3
 {
   if (elems == 0)
     return;
-  sp_step s = { 0 };
-  s.kind = SP_STEP_REDUCE;
-  s.op = c->spec->op_id;
-  s.phase = phase;
-  s.dst = (sp_ref){ dbuf, doff };
-  s.src = (sp_ref){ sbuf, soff };
-  s.count = elems;
-  s.bytes = elems * c->es;
-  s.dtype = c->spec->dtype;
-  s.redop = c->spec->redop;
-  sp_program_append(c->prog, &s);
+  sp_step *s = emit(c);
+  s->kind = SP_STEP_REDUCE;
+  s->op = c->spec->op_id;
+  s->phase = phase;
+  s->dst = (sp_ref){ dbuf, doff };
+  s->src = (sp_ref){ sbuf, soff };
+  s->count = elems;
+  s->bytes = elems * c->es;
+  s->dtype = c->spec->dtype;
+  s->redop = c->spec->redop;
 }
 
 void sp_l_avg(sp_lctx *c, uint32_t phase, uint32_t buf, uint64_t off, uint64_t elems)
 {
   if (elems == 0 || c->spec->redop != SP_RED_AVG || c->n == 1)
     return;
-  sp_step s = { 0 };
-  s.kind = SP_STEP_SCALE;
-  s.op = c->spec->op_id;
-  s.phase = phase;
-  s.dst = (sp_ref){ buf, off };
-  s.count = elems;
-  s.bytes = elems * c->es;
-  s.dtype = c->spec->dtype;
-  s.divide = TRUE;
-  s.scale = (double)c->n;
-  sp_program_append(c->prog, &s);
+  sp_step *s = emit(c);
+  s->kind = SP_STEP_SCALE;
+  s->op = c->spec->op_id;
+  s->phase = phase;
+  s->dst = (sp_ref){ buf, off };
+  s->count = elems;
+  s->bytes = elems * c->es;
+  s->dtype = c->spec->dtype;
+  s->divide = TRUE;
+  s->scale = (double)c->n;
 }
 
 uint32_t sp_l_scratch(sp_lctx *c, uint64_t bytes, const char *what)
@@ -289,6 +296,31 @@ static gboolean check_buf(const sp_program *prog, uint32_t b, uint64_t need, con
   return TRUE;
 }
 
+/* The steps of a member (after the in-place snapshot). */
+static gboolean lower_member(sp_lctx *c, sp_algo algo, uint64_t in_bytes, GError **err)
+{
+  const sp_coll_spec *spec = c->spec;
+  if (spec->coll == SP_COLL_SEND_RECV) {
+    uint64_t b = spec->count * c->es;
+    if (c->me == 0)
+      sp_l_send(c, 1, 0, c->in, 0, b);
+    else
+      sp_l_recv(c, 0, 0, c->out, 0, b);
+    sp_l_wait(c, 0);
+    return TRUE;
+  }
+  if (spec->n == 1) {
+    sp_l_copy(c, 0, c->out, 0, c->in, 0, in_bytes);
+    return TRUE;
+  }
+  switch (algo) {
+  case SP_ALGO_RING: return sp_lower_ring(c, err);
+  case SP_ALGO_TREE: return sp_lower_tree(c, err);
+  case SP_ALGO_DIRECT:
+  default: return sp_lower_direct(c, err);
+  }
+}
+
 gboolean sp_lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t in_buf,
                        uint32_t out_buf, GError **err)
 {
@@ -309,7 +341,7 @@ gboolean sp_lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t in_b
     return FALSE;
 
   sp_lctx c = { .prog = prog, .spec = spec, .me = me, .n = spec->n, .es = es,
-                .in = in_buf, .out = out_buf, .posted = 0 };
+                .in = in_buf, .out = out_buf, .posted = 0, .used = prog->steps->len };
 
   if (in_buf == out_buf && spec->n > 1) {
     if (in_bytes != out_bytes) {
@@ -327,23 +359,7 @@ gboolean sp_lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t in_b
     }
   }
 
-  if (spec->coll == SP_COLL_SEND_RECV) {
-    uint64_t b = spec->count * es;
-    if (me == 0)
-      sp_l_send(&c, 1, 0, c.in, 0, b);
-    else
-      sp_l_recv(&c, 0, 0, c.out, 0, b);
-    sp_l_wait(&c, 0);
-    return TRUE;
-  }
-  if (spec->n == 1) {
-    sp_l_copy(&c, 0, c.out, 0, c.in, 0, in_bytes);
-    return TRUE;
-  }
-  switch (algo) {
-  case SP_ALGO_RING: return sp_lower_ring(&c, err);
-  case SP_ALGO_TREE: return sp_lower_tree(&c, err);
-  case SP_ALGO_DIRECT:
-  default: return sp_lower_direct(&c, err);
-  }
+  gboolean ok = lower_member(&c, algo, in_bytes, err);
+  g_array_set_size(prog->steps, c.used); /* drop the cleared steps grown ahead */
+  return ok;
 }

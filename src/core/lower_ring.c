@@ -6,9 +6,16 @@
 #include "spsim/coll.h"
 #include "spsim/error.h"
 
-static int32_t mod(int32_t a, int32_t n)
+/* a mod n for a in [-2n, 2n) (ring indices: no division in the step loops) */
+static inline int32_t mod(int32_t a, int32_t n)
 {
-  return ((a % n) + n) % n;
+  if (a < 0)
+    a += n;
+  if (a < 0)
+    a += n;
+  if (a >= n)
+    a -= n;
+  return a;
 }
 
 /* Element range [off, off + len) of chunk r of a block of blen elements that
@@ -27,62 +34,71 @@ static void chunk_of(uint64_t boff, uint64_t blen, uint64_t ce, uint64_t r, uint
   *len = hi - lo;
 }
 
-/* Block geometry: block j starts at offs[j] (elements) with lens[j] elements, in
- * the "in" layout; for all-reduce the same offsets hold in "out". */
+/* One ring (a channel): ring position q is member perm[q]; the block handled
+ * at position q starts at offs[q] (elements) with lens[q] elements, in the "in"
+ * layout (all-gather: the "out" layout); for all-reduce the same offsets hold
+ * in "out". S[2] are ping-pong scratch buffers of one chunk; the final block of
+ * a reduce-scatter lands at (out, fin_off + chunk offset) elements. */
 typedef struct {
-  const uint64_t *offs, *lens;
-} blocks;
+  int32_t *perm;
+  int32_t pos;          /* my position */
+  int32_t next, prev;   /* group indices of my ring neighbours */
+  uint64_t *offs, *lens;
+  uint64_t maxlen;
+  uint32_t S[2];
+  uint64_t fin_off;
+} ring_ch;
 
 /*
- * Ring reduce-scatter of chunk round r. Member i at step k sends block i-k-1
- * and receives block i-k-2, which it reduces with its own input; after n-1
- * steps it holds block i complete, written to (fin_buf, fin_off(i) elements).
- * S[2] are ping-pong scratch buffers of one chunk.
+ * Step k of the ring reduce-scatter of chunk round r, posts only: position i
+ * sends block i-k-1 and receives block i-k-2. Blocks received at the last step
+ * land in out at fin_off; the others in scratch.
  */
-static void ring_rs_round(sp_lctx *c, const blocks *b, uint64_t ce, uint64_t r, uint32_t phase0,
-                          const uint32_t S[2], uint32_t fin_buf, uint64_t fin_off)
+static void rs_post(sp_lctx *c, const ring_ch *h, uint64_t ce, uint64_t r, int32_t k, uint32_t ph)
 {
-  int32_t n = c->n, i = c->me;
+  int32_t n = c->n, i = h->pos;
   size_t es = c->es;
-  int32_t next = mod(i + 1, n), prev = mod(i - 1, n);
-  for (int32_t k = 0; k < n - 1; k++) {
-    uint32_t ph = phase0 + (uint32_t)k;
-    int32_t sblk = mod(i - k - 1, n), rblk = mod(i - k - 2, n);
-    uint64_t soff, slen, roff, rlen;
-    chunk_of(b->offs[sblk], b->lens[sblk], ce, r, &soff, &slen);
-    chunk_of(b->offs[rblk], b->lens[rblk], ce, r, &roff, &rlen);
-    /* send: the raw input at step 0, else the partial received at step k-1 */
-    if (k == 0)
-      sp_l_send(c, next, ph, c->in, soff * es, slen * es);
-    else
-      sp_l_send(c, next, ph, S[(k - 1) % 2], 0, slen * es);
-    gboolean last = k == n - 2;
-    uint32_t rbuf = last ? fin_buf : S[k % 2];
-    uint64_t rbyte = last ? (fin_off + (roff - b->offs[rblk])) * es : 0;
-    sp_l_recv(c, prev, ph, rbuf, rbyte, rlen * es);
-    sp_l_wait(c, ph);
-    /* partial (received) ⊕ own input */
-    sp_l_reduce(c, ph, rbuf, rbyte, c->in, roff * es, rlen);
-  }
+  int32_t sblk = mod(i - k - 1, n), rblk = mod(i - k - 2, n);
+  uint64_t soff, slen, roff, rlen;
+  chunk_of(h->offs[sblk], h->lens[sblk], ce, r, &soff, &slen);
+  chunk_of(h->offs[rblk], h->lens[rblk], ce, r, &roff, &rlen);
+  /* send: the raw input at step 0, else the partial received at step k-1 */
+  if (k == 0)
+    sp_l_send(c, h->next, ph, c->in, soff * es, slen * es);
+  else
+    sp_l_send(c, h->next, ph, h->S[(k - 1) % 2], 0, slen * es);
+  gboolean last = k == n - 2;
+  uint32_t rbuf = last ? c->out : h->S[k % 2];
+  uint64_t rbyte = last ? (h->fin_off + (roff - h->offs[rblk])) * es : 0;
+  sp_l_recv(c, h->prev, ph, rbuf, rbyte, rlen * es);
 }
 
-/* Ring all-gather of chunk round r over blocks of (out_buf) laid out by b:
- * member i at step k sends block i-k and receives block i-k-1. */
-static void ring_ag_round(sp_lctx *c, const blocks *b, uint64_t ce, uint64_t r, uint32_t phase0)
+/* After the WAIT of step k: partial (received) ⊕ own input. */
+static void rs_reduce(sp_lctx *c, const ring_ch *h, uint64_t ce, uint64_t r, int32_t k, uint32_t ph)
 {
-  int32_t n = c->n, i = c->me;
+  int32_t n = c->n;
   size_t es = c->es;
-  int32_t next = mod(i + 1, n), prev = mod(i - 1, n);
-  for (int32_t k = 0; k < n - 1; k++) {
-    uint32_t ph = phase0 + (uint32_t)k;
-    int32_t sblk = mod(i - k, n), rblk = mod(i - k - 1, n);
-    uint64_t soff, slen, roff, rlen;
-    chunk_of(b->offs[sblk], b->lens[sblk], ce, r, &soff, &slen);
-    chunk_of(b->offs[rblk], b->lens[rblk], ce, r, &roff, &rlen);
-    sp_l_send(c, next, ph, c->out, soff * es, slen * es);
-    sp_l_recv(c, prev, ph, c->out, roff * es, rlen * es);
-    sp_l_wait(c, ph);
-  }
+  int32_t rblk = mod(h->pos - k - 2, n);
+  uint64_t roff, rlen;
+  chunk_of(h->offs[rblk], h->lens[rblk], ce, r, &roff, &rlen);
+  gboolean last = k == n - 2;
+  uint32_t rbuf = last ? c->out : h->S[k % 2];
+  uint64_t rbyte = last ? (h->fin_off + (roff - h->offs[rblk])) * es : 0;
+  sp_l_reduce(c, ph, rbuf, rbyte, c->in, roff * es, rlen);
+}
+
+/* Step k of the ring all-gather of chunk round r over out: position i sends
+ * block i-k and receives block i-k-1. */
+static void ag_post(sp_lctx *c, const ring_ch *h, uint64_t ce, uint64_t r, int32_t k, uint32_t ph)
+{
+  int32_t n = c->n, i = h->pos;
+  size_t es = c->es;
+  int32_t sblk = mod(i - k, n), rblk = mod(i - k - 1, n);
+  uint64_t soff, slen, roff, rlen;
+  chunk_of(h->offs[sblk], h->lens[sblk], ce, r, &soff, &slen);
+  chunk_of(h->offs[rblk], h->lens[rblk], ce, r, &roff, &rlen);
+  sp_l_send(c, h->next, ph, c->out, soff * es, slen * es);
+  sp_l_recv(c, h->prev, ph, c->out, roff * es, rlen * es);
 }
 
 static uint64_t rounds_of(uint64_t maxlen, uint64_t ce)
@@ -189,43 +205,86 @@ gboolean sp_lower_ring(sp_lctx *c, GError **err)
   case SP_COLL_ALL_REDUCE:
   case SP_COLL_REDUCE_SCATTER:
   case SP_COLL_ALL_GATHER: {
-    gboolean ar = sp->coll == SP_COLL_ALL_REDUCE;
-    uint64_t *offs = g_new(uint64_t, n), *lens = g_new(uint64_t, n);
-    uint64_t maxlen = 0;
-    for (int32_t j = 0; j < n; j++) {
-      offs[j] = ar ? sp_seg_off(cnt, n, j) : (uint64_t)j * cnt;
-      lens[j] = ar ? sp_seg_len(cnt, n, j) : cnt;
-      if (lens[j] > maxlen)
-        maxlen = lens[j];
+    gboolean ar = sp->coll == SP_COLL_ALL_REDUCE, ag = sp->coll == SP_COLL_ALL_GATHER;
+    int32_t nch = sp_ring_channels(sp);
+    ring_ch *ch = g_new0(ring_ch, nch);
+    uint64_t C = 0;
+    for (int32_t h = 0; h < nch; h++) {
+      ring_ch *R = &ch[h];
+      /* part h of the data: of count (all-reduce) or of every member's block */
+      uint64_t po = sp_seg_off(cnt, nch, h), pl = sp_seg_len(cnt, nch, h);
+      R->perm = g_new(int32_t, n);
+      sp_ring_perm(n, sp->channel_block, h, R->perm);
+      R->pos = 0;
+      for (int32_t q = 0; q < n; q++)
+        if (R->perm[q] == me)
+          R->pos = q;
+      R->next = R->perm[mod(R->pos + 1, n)];
+      R->prev = R->perm[mod(R->pos - 1, n)];
+      R->offs = g_new(uint64_t, n);
+      R->lens = g_new(uint64_t, n);
+      /* all-reduce segments of the part: sp_seg_off/len without a division each */
+      uint64_t sq = pl / (uint64_t)n, sr = pl % (uint64_t)n;
+      for (int32_t q = 0; q < n; q++) {
+        uint64_t uq = (uint64_t)q;
+        R->offs[q] = ar ? po + uq * sq + (uq < sr ? uq : sr) : (uint64_t)R->perm[q] * cnt + po;
+        R->lens[q] = ar ? sq + (uq < sr ? 1u : 0u) : pl;
+      }
+      R->maxlen = ar ? sq + (sr > 0 ? 1u : 0u) : pl;
+      /* all-reduce: my segment lands in out at its own offset; RS: at the part's */
+      R->fin_off = ar ? R->offs[R->pos] : po;
+      uint64_t Ch = rounds_of(R->maxlen, ce);
+      if (Ch > C)
+        C = Ch;
+      if (!ag && Ch > 0 && n > 2) {
+        uint64_t sb = (ce < R->maxlen ? ce : R->maxlen) * es;
+        char n0[32], n1[32];
+        if (nch == 1) {
+          g_snprintf(n0, sizeof n0, "ring0");
+          g_snprintf(n1, sizeof n1, "ring1");
+        } else {
+          g_snprintf(n0, sizeof n0, "ring%d.0", h);
+          g_snprintf(n1, sizeof n1, "ring%d.1", h);
+        }
+        R->S[0] = sp_l_scratch(c, sb, n0);
+        R->S[1] = sp_l_scratch(c, sb, n1);
+      }
     }
-    blocks b = { offs, lens };
-    uint64_t C = rounds_of(maxlen, ce);
-    uint32_t S[2] = { 0, 0 };
-    if (sp->coll != SP_COLL_ALL_GATHER && C > 0 && n > 2) {
-      uint64_t sb = (ce < maxlen ? ce : maxlen) * es;
-      S[0] = sp_l_scratch(c, sb, "ring0");
-      S[1] = sp_l_scratch(c, sb, "ring1");
-    }
-    if (sp->coll == SP_COLL_ALL_GATHER)
-      sp_l_copy(c, 0, c->out, offs[me] * es, c->in, 0, cnt * es);
-    uint32_t per_round = sp->coll == SP_COLL_ALL_REDUCE ? 2u * (uint32_t)(n - 1) : (uint32_t)(n - 1);
+    if (ag)
+      sp_l_copy(c, 0, c->out, (uint64_t)me * cnt * es, c->in, 0, cnt * es);
+    uint32_t per_round = ar ? 2u * (uint32_t)(n - 1) : (uint32_t)(n - 1);
     for (uint64_t r = 0; r < C; r++) {
       uint32_t ph0 = phase_at(r, per_round, 0);
-      if (sp->coll == SP_COLL_ALL_GATHER) {
-        ring_ag_round(c, &b, ce, r, ph0);
-        continue;
+      if (!ag) {
+        for (int32_t k = 0; k < n - 1; k++) {
+          uint32_t ph = ph0 + (uint32_t)k;
+          for (int32_t h = 0; h < nch; h++)
+            rs_post(c, &ch[h], ce, r, k, ph);
+          sp_l_wait(c, ph);
+          for (int32_t h = 0; h < nch; h++)
+            rs_reduce(c, &ch[h], ce, r, k, ph);
+        }
+        for (int32_t h = 0; h < nch; h++) {
+          uint64_t o, l;
+          chunk_of(ch[h].fin_off, ch[h].lens[ch[h].pos], ce, r, &o, &l);
+          sp_l_avg(c, ph0 + (uint32_t)(n - 2), c->out, o * es, l);
+        }
       }
-      /* all-reduce: my segment lands in out at its own offset; RS: at 0 */
-      uint64_t fin_off = ar ? offs[me] : 0;
-      ring_rs_round(c, &b, ce, r, ph0, S, c->out, fin_off);
-      uint64_t o, l;
-      chunk_of(fin_off, lens[me], ce, r, &o, &l);
-      sp_l_avg(c, ph0 + (uint32_t)(n - 2), c->out, o * es, l);
-      if (ar)
-        ring_ag_round(c, &b, ce, r, ph0 + (uint32_t)(n - 1));
+      if (ag || ar) {
+        uint32_t pa = ar ? ph0 + (uint32_t)(n - 1) : ph0;
+        for (int32_t k = 0; k < n - 1; k++) {
+          for (int32_t h = 0; h < nch; h++)
+            ag_post(c, &ch[h], ce, r, k, pa + (uint32_t)k);
+          sp_l_wait(c, pa + (uint32_t)k);
+        }
+      }
     }
-    g_free(offs);
-    g_free(lens);
+    for (int32_t h = 0; h < nch; h++) {
+      g_free(ch[h].perm);
+      g_free(ch[h].offs);
+      g_free(ch[h].lens);
+    }
+    g_free(ch);
     return TRUE;
   }
   case SP_COLL_BROADCAST: chain_bcast(c, ce); return TRUE;

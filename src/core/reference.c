@@ -11,7 +11,8 @@
 #include "spsim/error.h"
 
 typedef enum {
-  PLAN_CHAIN,    /* acc = x[s]; acc ⊕= x[s+1]; ...; acc ⊕= x[s+n-1] (indices mod n) */
+  PLAN_CHAIN,    /* acc = x[P[s]]; acc ⊕= x[P[s+1]]; ...; acc ⊕= x[P[s+n-1]] (indices mod n,
+                    P the ring order of a channel, identity without one) */
   PLAN_DOUBLING, /* folded leaves, then d = 1, 2, ..: v[j] ⊕= v[j+d] for j % 2d == 0 */
   PLAN_HALVING,  /* folded leaves, then d = p/2, .., 1: v[j] ⊕= v[j+d] for j < d */
   PLAN_BINOMIAL, /* a[u] = x[root+u]; t = L-1 .. 0: a[u] ⊕= a[u+2^t] for u < 2^t */
@@ -23,6 +24,7 @@ typedef struct {
   void *user;
   size_t es;
   int32_t n;
+  const int32_t *perm; /* PLAN_CHAIN: position -> member; NULL = identity */
 } refctx;
 
 /* Fold w elements of every member's input starting at element @first into @out. */
@@ -36,9 +38,11 @@ static void fold(const refctx *rc, plan_kind plan, int32_t s, uint64_t first, ui
 
   if (plan == PLAN_CHAIN) {
     unsigned char *tmp = g_malloc(w * es);
-    rc->get(rc->user, s % n, first, w, o);
+    const int32_t *P = rc->perm;
+    rc->get(rc->user, P ? P[s % n] : s % n, first, w, o);
     for (int32_t k = 1; k < n; k++) {
-      rc->get(rc->user, (s + k) % n, first, w, tmp);
+      int32_t q = (s + k) % n;
+      rc->get(rc->user, P ? P[q] : q, first, w, tmp);
       sp_reduce_host(o, tmp, w, t, op);
     }
     g_free(tmp);
@@ -114,7 +118,7 @@ gboolean sp_coll_reference_member(const sp_coll_spec *spec, sp_ref_input_fn get,
                 sp_coll_name(spec->coll), member, spec->n);
     return FALSE;
   }
-  refctx rc = { spec, get, user, sp_dtype_size(spec->dtype), spec->n };
+  refctx rc = { spec, get, user, sp_dtype_size(spec->dtype), spec->n, NULL };
   int32_t n = spec->n, i = member;
   uint64_t c = spec->count;
   size_t es = rc.es;
@@ -140,13 +144,29 @@ gboolean sp_coll_reference_member(const sp_coll_spec *spec, sp_ref_input_fn get,
       get(user, 0, 0, c, o);
       break;
     }
+    if (algo == SP_ALGO_RING) {
+      /* channel h: part h of count, its n segments on the ring order P_h */
+      int32_t nch = sp_ring_channels(spec);
+      int32_t *perm = g_new(int32_t, n);
+      rc.perm = perm;
+      for (int32_t h = 0; h < nch; h++) {
+        uint64_t po = sp_seg_off(c, nch, h), pl = sp_seg_len(c, nch, h);
+        sp_ring_perm(n, spec->channel_block, h, perm);
+        for (int32_t s = 0; s < n; s++) {
+          uint64_t so = po + sp_seg_off(pl, n, s), sl = sp_seg_len(pl, n, s);
+          reduce_range(&rc, PLAN_CHAIN, (s + 1) % n, so, sl, o + so * es);
+        }
+      }
+      rc.perm = NULL;
+      g_free(perm);
+      break;
+    }
     for (int32_t s = 0; s < n; s++) {
       uint64_t so = sp_seg_off(c, n, s), sl = sp_seg_len(c, n, s);
-      switch (algo) {
-      case SP_ALGO_RING: reduce_range(&rc, PLAN_CHAIN, (s + 1) % n, so, sl, o + so * es); break;
-      case SP_ALGO_TREE: reduce_range(&rc, PLAN_DOUBLING, 0, so, sl, o + so * es); break;
-      default: reduce_range(&rc, PLAN_CHAIN, 0, so, sl, o + so * es); break;
-      }
+      if (algo == SP_ALGO_TREE)
+        reduce_range(&rc, PLAN_DOUBLING, 0, so, sl, o + so * es);
+      else
+        reduce_range(&rc, PLAN_CHAIN, 0, so, sl, o + so * es);
     }
     break;
   case SP_COLL_REDUCE_SCATTER:
@@ -155,7 +175,23 @@ gboolean sp_coll_reference_member(const sp_coll_spec *spec, sp_ref_input_fn get,
       break;
     }
     switch (algo) {
-    case SP_ALGO_RING: reduce_range(&rc, PLAN_CHAIN, (i + 1) % n, (uint64_t)i * c, c, o); break;
+    case SP_ALGO_RING: {
+      /* channel h: part h of my block, finished at my position q in P_h */
+      int32_t nch = sp_ring_channels(spec);
+      int32_t *perm = g_new(int32_t, n);
+      rc.perm = perm;
+      for (int32_t h = 0; h < nch; h++) {
+        uint64_t po = sp_seg_off(c, nch, h), pl = sp_seg_len(c, nch, h);
+        sp_ring_perm(n, spec->channel_block, h, perm);
+        int32_t q = 0;
+        while (perm[q] != i)
+          q++;
+        reduce_range(&rc, PLAN_CHAIN, (q + 1) % n, (uint64_t)i * c + po, pl, o + po * es);
+      }
+      rc.perm = NULL;
+      g_free(perm);
+      break;
+    }
     case SP_ALGO_TREE: reduce_range(&rc, PLAN_HALVING, 0, (uint64_t)i * c, c, o); break;
     default: reduce_range(&rc, PLAN_CHAIN, 0, (uint64_t)i * c, c, o); break;
     }

@@ -10,7 +10,8 @@
 typedef struct {
   int32_t peer;
   int32_t tag;
-  uint8_t dir; /* 0 send, 1 recv */
+  uint32_t mult; /* messages of the block coalesced into this entry (>= 1) */
+  uint8_t dir;   /* 0 send, 1 recv */
 } fent;
 
 typedef struct {
@@ -37,6 +38,8 @@ struct sp_flow_plan {
   sp_flow_cost_fn cost;
   void *cost_ud;
   frank *ranks;
+  gboolean coalesce;  /* merge a block's posts to one (dir, peer) into one entry */
+  gboolean unaligned; /* reconcile failed on a cut inside a coalesced entry */
 };
 
 sp_flow_plan *sp_flow_plan_new(int32_t world, sp_flow_cost_fn cost, void *cost_ud)
@@ -47,7 +50,18 @@ sp_flow_plan *sp_flow_plan_new(int32_t world, sp_flow_cost_fn cost, void *cost_u
   fp->cost = cost;
   fp->cost_ud = cost_ud;
   fp->ranks = g_new0(frank, world);
+  fp->coalesce = TRUE;
   return fp;
+}
+
+void sp_flow_plan_set_coalesce(sp_flow_plan *fp, gboolean on)
+{
+  fp->coalesce = on;
+}
+
+gboolean sp_flow_plan_unaligned(const sp_flow_plan *fp)
+{
+  return fp->unaligned;
 }
 
 static void frank_clear(frank *r)
@@ -71,19 +85,25 @@ void sp_flow_plan_free(sp_flow_plan *fp)
 
 /* The block being read: its posts in order. */
 typedef struct {
-  GArray *ents;  /* fent */
-  GArray *bytes; /* uint64_t */
+  fent *ents;      /* len posts (capacity cap) */
+  uint64_t *bytes; /* parallel to ents */
+  guint len, cap;
   uint32_t op, phase;
+  /* the previous block as posted (before coalescing) and, per post, its entry in
+   * the rank's last group: a block posting the same sequence merges directly */
+  GArray *prev;  /* fent */
+  GArray *map;   /* guint: post index -> entry offset in the last group */
+  gboolean prev_ok;
 } cur_block;
 
 static gboolean block_mergeable(const cur_block *b)
 {
   /* each (dir, peer) at most once; blocks are small except all-to-all, so hash when large */
-  guint n = b->ents->len;
+  guint n = b->len;
   if (n <= 16) {
     for (guint i = 0; i < n; i++)
       for (guint j = i + 1; j < n; j++) {
-        const fent *a = &g_array_index(b->ents, fent, i), *c = &g_array_index(b->ents, fent, j);
+        const fent *a = &b->ents[i], *c = &b->ents[j];
         if (a->dir == c->dir && a->peer == c->peer)
           return FALSE;
       }
@@ -92,7 +112,7 @@ static gboolean block_mergeable(const cur_block *b)
   GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
   gboolean ok = TRUE;
   for (guint i = 0; i < n && ok; i++) {
-    const fent *a = &g_array_index(b->ents, fent, i);
+    const fent *a = &b->ents[i];
     gpointer key = GINT_TO_POINTER((a->peer << 1 | a->dir) + 1);
     if (g_hash_table_contains(seen, key))
       ok = FALSE;
@@ -103,40 +123,123 @@ static gboolean block_mergeable(const cur_block *b)
   return ok;
 }
 
-/* Does block @b post to the same (dir, peer) sequence as group @g? */
+/* Does block @b post to the same (dir, peer, mult) sequence as group @g? */
 static gboolean same_signature(const frank *r, const fgroup *g, const cur_block *b)
 {
-  if (g->nent != b->ents->len)
+  if (g->nent != b->len)
     return FALSE;
   for (guint i = 0; i < g->nent; i++) {
     const fent *a = &g_array_index(r->ents, fent, g->ent0 + i);
-    const fent *c = &g_array_index(b->ents, fent, i);
-    if (a->dir != c->dir || a->peer != c->peer)
+    const fent *c = &b->ents[i];
+    if (a->dir != c->dir || a->peer != c->peer || a->mult != c->mult)
       return FALSE;
   }
   return TRUE;
 }
 
-/* Close block @b (index r->nblocks) into the rank's groups. */
-static void close_block(frank *r, cur_block *b, gboolean force_start)
+/* Merge the posts of @b to one (dir, peer) into its first entry (bytes summed,
+ * mult counted), keeping first-appearance order. Concurrent messages on one
+ * route finish together as one message of their summed size would. */
+static void coalesce_block(cur_block *b)
+{
+  guint w = 0;
+  guint *M = (guint *)(void *)b->map->data; /* sized by the caller */
+  if (b->len <= 64) {
+    /* small blocks (a ring's channels): quadratic, no allocation */
+    fent *E = b->ents;
+    uint64_t *Y = b->bytes;
+    for (guint i = 0; i < b->len; i++) {
+      guint j = 0;
+      while (j < w && (E[j].peer != E[i].peer || E[j].dir != E[i].dir))
+        j++;
+      M[i] = j;
+      if (j < w) {
+        E[j].mult += E[i].mult;
+        Y[j] += Y[i];
+      } else {
+        E[w] = E[i];
+        Y[w] = Y[i];
+        w++;
+      }
+    }
+    b->len = w;
+    return;
+  }
+  GHashTable *idx = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (guint i = 0; i < b->len; i++) {
+    fent e = b->ents[i];
+    uint64_t by = b->bytes[i];
+    gpointer key = GSIZE_TO_POINTER((gsize)(((guint64)(uint32_t)e.peer << 1) | e.dir) + 1);
+    gpointer v = g_hash_table_lookup(idx, key);
+    if (v) {
+      guint j = GPOINTER_TO_UINT(v) - 1;
+      M[i] = j;
+      b->ents[j].mult += e.mult;
+      b->bytes[j] += by;
+    } else {
+      M[i] = w;
+      b->ents[w] = e;
+      b->bytes[w] = by;
+      g_hash_table_insert(idx, key, GUINT_TO_POINTER(w + 1));
+      w++;
+    }
+  }
+  b->len = w;
+  g_hash_table_unref(idx);
+}
+
+/* Close block @b (index r->nblocks) into the rank's groups. Groups never span
+ * two ops, so every op keeps its first block (the engine charges a collective's
+ * launch latency there). */
+static void close_block(frank *r, cur_block *b, gboolean force_start, gboolean coalesce)
 {
   fgroup *last = r->groups->len ? &g_array_index(r->groups, fgroup, r->groups->len - 1) : NULL;
-  gboolean merge = !force_start && last != NULL && last->mergeable && same_signature(r, last, b) &&
-                   block_mergeable(b);
+  guint np = b->len;
+  if (!force_start && b->prev_ok && last != NULL && last->op == b->op && b->prev->len == np) {
+    /* fast path: the same posts as the previous block, which went into last */
+    const fent *E = b->ents, *P = (const fent *)(void *)b->prev->data;
+    guint i = 0;
+    while (i < np && E[i].peer == P[i].peer && E[i].dir == P[i].dir)
+      i++;
+    if (i == np) {
+      const guint *M = (const guint *)(void *)b->map->data;
+      const uint64_t *Y = b->bytes;
+      uint64_t *R = &g_array_index(r->bytes, uint64_t, last->ent0);
+      for (i = 0; i < np; i++)
+        R[M[i]] += Y[i];
+      last->nblocks++;
+      r->nblocks++;
+      b->len = 0;
+      return;
+    }
+  }
+  g_array_set_size(b->prev, 0);
+  g_array_append_vals(b->prev, b->ents, np);
+  g_array_set_size(b->map, np);
+  gboolean mergeable = block_mergeable(b);
+  if (!mergeable && coalesce) {
+    coalesce_block(b);
+    mergeable = TRUE;
+  } else {
+    for (guint i = 0; i < np; i++)
+      g_array_index(b->map, guint, i) = i;
+  }
+  b->prev_ok = mergeable;
+  gboolean merge = !force_start && last != NULL && last->mergeable && last->op == b->op &&
+                   same_signature(r, last, b) && mergeable;
   if (merge) {
-    for (guint i = 0; i < b->ents->len; i++)
-      g_array_index(r->bytes, uint64_t, last->ent0 + i) += g_array_index(b->bytes, uint64_t, i);
+    for (guint i = 0; i < b->len; i++)
+      g_array_index(r->bytes, uint64_t, last->ent0 + i) += b->bytes[i];
     last->nblocks++;
   } else {
-    fgroup g = { .start = r->nblocks, .nblocks = 1, .ent0 = r->ents->len, .nent = b->ents->len,
-                 .mergeable = block_mergeable(b), .local_s = 0.0, .op = b->op, .phase = b->phase };
-    g_array_append_vals(r->ents, b->ents->data, b->ents->len);
-    g_array_append_vals(r->bytes, b->bytes->data, b->bytes->len);
+    fgroup g = { .start = r->nblocks, .nblocks = 1, .ent0 = r->ents->len, .nent = b->len,
+                 .mergeable = mergeable, .local_s = 0.0, .op = b->op, .phase = b->phase };
+    g_array_append_vals(r->ents, b->ents, b->len);
+    g_array_append_vals(r->bytes, b->bytes, b->len);
     g_array_append_val(r->groups, g);
   }
   r->nblocks++;
-  g_array_set_size(b->ents, 0);
-  g_array_set_size(b->bytes, 0);
+  b->len = 0;
 }
 
 /* Walk @p p into @p r; @p forced (sorted block indices, may be NULL) must start groups. */
@@ -149,32 +252,37 @@ static gboolean summarise(const sp_flow_plan *fp, frank *r, const sp_program *p,
   r->bytes = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   r->nblocks = 0;
   r->prelude_s = 0.0;
-  cur_block b = { g_array_new(FALSE, FALSE, sizeof(fent)), g_array_new(FALSE, FALSE, sizeof(uint64_t)),
-                  0, 0 };
+  cur_block b = { g_new(fent, 16), g_new(uint64_t, 16), 0, 16, 0, 0,
+                  g_array_new(FALSE, FALSE, sizeof(fent)), g_array_new(FALSE, FALSE, sizeof(guint)),
+                  FALSE };
   guint fi = 0;
   for (guint i = 0; i < sp_program_len(p); i++) {
     const sp_step *s = sp_program_step(p, i);
     switch (s->kind) {
     case SP_STEP_SEND:
     case SP_STEP_RECV: {
-      if (b.ents->len == 0) {
+      if (b.len == 0) {
         b.op = s->op;
         b.phase = s->phase;
       }
-      fent e = { .peer = s->peer, .tag = s->tag, .dir = s->kind == SP_STEP_RECV };
-      uint64_t by = s->bytes;
-      g_array_append_val(b.ents, e);
-      g_array_append_val(b.bytes, by);
+      if (b.len == b.cap) {
+        b.cap *= 2;
+        b.ents = g_renew(fent, b.ents, b.cap);
+        b.bytes = g_renew(uint64_t, b.bytes, b.cap);
+      }
+      b.ents[b.len] = (fent){ .peer = s->peer, .tag = s->tag, .mult = 1, .dir = s->kind == SP_STEP_RECV };
+      b.bytes[b.len] = s->bytes;
+      b.len++;
       break;
     }
     case SP_STEP_WAIT:
-      if (b.ents->len > 0) {
+      if (b.len > 0) {
         gboolean force = FALSE;
         while (forced && fi < forced->len && g_array_index(forced, uint32_t, fi) < r->nblocks)
           fi++;
         if (forced && fi < forced->len && g_array_index(forced, uint32_t, fi) == r->nblocks)
           force = TRUE;
-        close_block(r, &b, force);
+        close_block(r, &b, force, fp->coalesce);
       }
       break;
     default: {
@@ -187,10 +295,12 @@ static gboolean summarise(const sp_flow_plan *fp, frank *r, const sp_program *p,
     }
     }
   }
-  if (b.ents->len > 0) /* posts without a final WAIT: complete them at the end */
-    close_block(r, &b, FALSE);
-  g_array_unref(b.ents);
-  g_array_unref(b.bytes);
+  if (b.len > 0) /* posts without a final WAIT: complete them at the end */
+    close_block(r, &b, FALSE, fp->coalesce);
+  g_free(b.ents);
+  g_free(b.bytes);
+  g_array_unref(b.prev);
+  g_array_unref(b.map);
   return TRUE;
 }
 
@@ -261,7 +371,7 @@ static void collect_cuts(const frank *r, int32_t rank, GArray *recs)
       cutrec c = { .src = e->dir ? e->peer : rank, .dst = e->dir ? rank : e->peer, .off = o,
                    .end = 0, .side = e->dir };
       g_array_append_val(recs, c);
-      off_set(h, k, o + g->nblocks);
+      off_set(h, k, o + g->nblocks * e->mult);
     }
   }
   GHashTableIter it;
@@ -299,8 +409,9 @@ static gint u32_cmp(gconstpointer pa, gconstpointer pb)
   return a < b ? -1 : a > b;
 }
 
-/* Apply the split requests reqs[from, to) (all of one rank); @return TRUE if a group split. */
-static gboolean apply_splits(frank *r, const splitreq *reqs, guint n)
+/* Apply the split requests reqs[from, to) (all of one rank); @return TRUE if a group split.
+ * A request that falls inside a coalesced entry cannot be met: *unaligned is set. */
+static gboolean apply_splits(frank *r, const splitreq *reqs, guint n, gboolean *unaligned)
 {
   GHashTable *want = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
                                            (GDestroyNotify)g_array_unref);
@@ -325,12 +436,16 @@ static gboolean apply_splits(frank *r, const splitreq *reqs, guint n)
       if (a)
         for (guint j = 0; j < a->len; j++) {
           uint32_t w = g_array_index(a, uint32_t, j);
-          if (w > o && w < o + g->nblocks) {
-            uint32_t blk = g->start + (w - o);
+          if (w > o && w < o + g->nblocks * e->mult) {
+            if ((w - o) % e->mult != 0) {
+              *unaligned = TRUE;
+              continue;
+            }
+            uint32_t blk = g->start + (w - o) / e->mult;
             g_array_append_val(cuts, blk);
           }
         }
-      off_set(h, k, o + g->nblocks);
+      off_set(h, k, o + g->nblocks * e->mult);
     }
   }
   g_hash_table_unref(h);
@@ -431,13 +546,14 @@ gboolean sp_flow_plan_reconcile(sp_flow_plan *fp, GError **err)
       guint j = i + 1;
       while (j < reqs->len && q[j].rank == q[i].rank)
         j++;
-      if (apply_splits(&fp->ranks[q[i].rank], q + i, j - i))
+      if (apply_splits(&fp->ranks[q[i].rank], q + i, j - i, &fp->unaligned))
         changed = TRUE;
       i = j;
     }
     g_array_unref(reqs);
     if (!changed) {
-      /* a cut falls inside a block on the other end: cannot happen for mergeable groups */
+      /* a cut falls inside a block on the other end: only inside coalesced entries
+       * (sp_flow_plan_unaligned: retry without coalescing) */
       g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT,
                   "flow fidelity cannot align the message boundaries of these programs; "
                   "use --fidelity step");
@@ -538,6 +654,9 @@ void sp_flow_plan_stats(const sp_flow_plan *fp, int32_t rank, uint32_t *blocks, 
   if (groups) *groups = r->groups ? r->groups->len : 0;
 }
 
+static gboolean flow_transform_with(sp_flow_plan *fp, sp_program *const *progs, int32_t world,
+                                    sp_program ***out, GError **err);
+
 gboolean sp_flow_transform(sp_program *const *progs, int32_t world, sp_flow_cost_fn cost,
                            void *cost_ud, sp_program ***out, GError **err)
 {
@@ -546,6 +665,22 @@ gboolean sp_flow_transform(sp_program *const *progs, int32_t world, sp_flow_cost
     return FALSE;
   }
   sp_flow_plan *fp = sp_flow_plan_new(world, cost, cost_ud);
+  gboolean ok = flow_transform_with(fp, progs, world, out, err);
+  if (!ok && sp_flow_plan_unaligned(fp)) {
+    /* a peer splits messages that this rank posts in one block: do not coalesce */
+    g_clear_error(err);
+    sp_flow_plan_free(fp);
+    fp = sp_flow_plan_new(world, cost, cost_ud);
+    sp_flow_plan_set_coalesce(fp, FALSE);
+    ok = flow_transform_with(fp, progs, world, out, err);
+  }
+  sp_flow_plan_free(fp);
+  return ok;
+}
+
+static gboolean flow_transform_with(sp_flow_plan *fp, sp_program *const *progs, int32_t world,
+                                    sp_program ***out, GError **err)
+{
   gboolean ok = TRUE;
   for (int32_t r = 0; r < world && ok; r++) {
     if (progs[r] == NULL || progs[r]->rank != r) {
@@ -565,6 +700,5 @@ gboolean sp_flow_transform(sp_program *const *progs, int32_t world, sp_flow_cost
     for (int32_t r = 0; r < world; r++)
       (*out)[r] = sp_flow_plan_emit(fp, r);
   }
-  sp_flow_plan_free(fp);
   return ok;
 }

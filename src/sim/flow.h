@@ -9,6 +9,14 @@
  * the group's first send peer (else its first receive peer): the latency terms
  * of the k - 1 steps that were merged away.
  *
+ * Inside one block, several posts to the same (dir, peer) (e.g. the channels of a
+ * channelled ring) are coalesced into one entry of their summed bytes: concurrent
+ * messages on one route finish together as one message of their summed size would.
+ * The entry counts for all of them when message sequences are aligned; when a peer
+ * needs a cut between such messages (it posts them in different blocks) the
+ * reconciliation fails with sp_flow_plan_unaligned() TRUE, and the caller retries
+ * with coalescing off (sp_flow_transform does). A group never spans two op ids.
+ *
  * Groups must cut every pair's message sequence at the same places on both ends
  * (rank A merges its messages 3..7 to B into one iff B merges its messages 3..7
  * from A into one). Groups chosen per rank are therefore reconciled globally:
@@ -33,6 +41,10 @@ typedef struct sp_flow_plan sp_flow_plan;
 
 sp_flow_plan *sp_flow_plan_new(int32_t world, sp_flow_cost_fn cost, void *cost_ud);
 void sp_flow_plan_free(sp_flow_plan *fp);
+/** Coalesce a block's posts to one (dir, peer) (default TRUE); set before adding programs. */
+void sp_flow_plan_set_coalesce(sp_flow_plan *fp, gboolean on);
+/** @return TRUE when sp_flow_plan_reconcile failed on a cut inside a coalesced entry. */
+gboolean sp_flow_plan_unaligned(const sp_flow_plan *fp);
 /** Summarise @p p (its rank must be in the world; each rank once). */
 gboolean sp_flow_plan_add(sp_flow_plan *fp, const sp_program *p, GError **err);
 /** Make group boundaries agree between peers (after every rank was added). */

@@ -16,6 +16,7 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
     .nvl_bw = 450e9, .nvl_lat = 1.3e-6,
     .nic_bw = 48e9, .nic_lat = 2.0e-6,
     .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
+    .coll_lat = 8.4e-6,
   },
   [SP_GPU_A100] = {
     .key = "a100", .model = "A100-SXM4-80GB",
@@ -23,6 +24,7 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
     .nvl_bw = 270e9, .nvl_lat = 1.3e-6,
     .nic_bw = 24e9, .nic_lat = 2.0e-6,
     .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
+    .coll_lat = 8.4e-6,
   },
   [SP_GPU_TOY] = {
     .key = "toy", .model = "toy-gpu",
@@ -30,6 +32,7 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
     .nvl_bw = 100e9, .nvl_lat = 1e-6,
     .nic_bw = 10e9, .nic_lat = 5e-6,
     .leaf_lat = 1e-6, .spine_lat = 1e-6, .su_up_lat = 1e-6,
+    .coll_lat = 10e-6,
   },
 };
 
@@ -96,7 +99,7 @@ static void put_link(GString *s, const char *indent, const char *id, double bw, 
 static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, int32_t n_su)
 {
   char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE], b3[G_ASCII_DTOSTR_BUF_SIZE],
-      b4[G_ASCII_DTOSTR_BUF_SIZE], b5[G_ASCII_DTOSTR_BUF_SIZE];
+      b4[G_ASCII_DTOSTR_BUF_SIZE], b5[G_ASCII_DTOSTR_BUF_SIZE], b6[G_ASCII_DTOSTR_BUF_SIZE];
   int32_t gpn = o->gpus_per_node;
   g_string_append(s, "<?xml version='1.0'?>\n"
                      "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
@@ -127,14 +130,17 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
       "    them into its copy kernels, overlapped with the NVLink traffic. Generated\n"
       "    with --charge-local, hosts also get mem_bw and spsim charges local steps\n"
       "    bytes / mem_bw, serially (this lowers ring busbw; docs/calibration.md).\n"
+      "  * Every collective costs each rank %s us once, at its start (coll_latency:\n"
+      "    NCCL's base latency per collective, launch and protocol set-up).\n"
       "  * Host properties: gpu (model), gpu_mem (bytes), hbm_bw (HBM bytes/s),\n"
-      "    [mem_bw,] node (node index), local_rank (GPU index in the node). Hosts are\n"
-      "    declared node-major: declaration order = name order = rank order.\n"
+      "    [mem_bw,] node (node index), local_rank (GPU index in the node),\n"
+      "    coll_latency. Hosts are declared node-major: declaration order = name\n"
+      "    order = rank order.\n"
       "%s"
       "-->\n",
       o->nodes, g->key, gpn, o->charge_local ? " --charge-local" : "", o->nodes, gpn, g->model, o->nodes * gpn, n_su, SP_PLATFORM_NODES_PER_SU,
       num(b1, g->flops / 1e12), num(b2, g->nvl_bw / 1e9), num(b3, g->nvl_lat * 1e6), num(b4, g->nic_bw / 1e9),
-      num(b5, g->nic_lat * 1e6),
+      num(b5, g->nic_lat * 1e6), num(b6, g->coll_lat * 1e6),
       o->gpu == SP_GPU_TOY ? "  * Preset toy: round numbers for tests, not a real machine.\n" : "");
   g_string_append(s, "<config>\n"
                      "  <prop id=\"network/model\" value=\"CM02\"/>\n"
@@ -148,9 +154,10 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
 
 static void put_node(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, int32_t node)
 {
-  char b1[G_ASCII_DTOSTR_BUF_SIZE];
+  char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE];
   int w = node_width(o->nodes);
   int32_t gpn = o->gpus_per_node;
+  const char *clat = num(b2, g->coll_lat * 1e6);
   /* mem_bw makes the engine charge local steps (reductions, copies) at HBM speed. */
   g_autofree char *charge = o->charge_local ? g_strdup_printf("<prop id=\"mem_bw\" value=\"%.0f\"/>", g->mem_bw) : NULL;
   g_string_append_printf(s, "    <zone id=\"node%0*d\" routing=\"Full\">\n", w, node);
@@ -159,8 +166,9 @@ static void put_node(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g
         "      <host id=\"node%0*d-gpu%d\" speed=\"%sTf\">"
         "<prop id=\"gpu\" value=\"%s\"/><prop id=\"gpu_mem\" value=\"%.0f\"/>"
         "<prop id=\"hbm_bw\" value=\"%.0f\"/>%s<prop id=\"node\" value=\"%d\"/>"
-        "<prop id=\"local_rank\" value=\"%d\"/></host>\n",
-        w, node, k, num(b1, g->flops / 1e12), g->model, g->gpu_mem, g->mem_bw, charge ? charge : "", node, k);
+        "<prop id=\"local_rank\" value=\"%d\"/><prop id=\"coll_latency\" value=\"%sus\"/></host>\n",
+        w, node, k, num(b1, g->flops / 1e12), g->model, g->gpu_mem, g->mem_bw, charge ? charge : "", node, k,
+        clat);
   }
   g_string_append_printf(s, "      <router id=\"node%0*d-nic\"/>\n", w, node);
   for (int32_t k = 0; k < gpn; k++) {

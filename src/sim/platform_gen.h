@@ -22,8 +22,10 @@
  * Node indices are zero-padded to at least 3 digits so that the hosts' names sort
  * in rank order (node-major, then GPU; declaration order is the same). Every
  * host carries the properties "gpu" (model name), "gpu_mem" (bytes), "hbm_bw"
- * (bytes/s of HBM, informational), "node" (node index) and "local_rank" (GPU
- * index in the node); with charge_local also "mem_bw" (= hbm_bw), which makes
+ * (bytes/s of HBM, informational), "node" (node index), "local_rank" (GPU
+ * index in the node) and "coll_latency" (seconds charged once per collective
+ * and rank by the engine: NCCL's base latency, see sim.h); with charge_local
+ * also "mem_bw" (= hbm_bw), which makes
  * the engine charge local steps. The top zone carries "gpus_per_node". The network model is set in the file's <config>: CM02 with
  * unit factors and no TCP window bound, so an uncontended message of S bytes
  * takes exactly (sum of route latencies) + S / (bottleneck bandwidth).
@@ -65,6 +67,7 @@ typedef struct {
   double leaf_lat;      /**< leaf switch hop */
   double spine_lat;     /**< spine switch hop */
   double su_up_lat;     /**< leaf <-> spine cable, each way */
+  double coll_lat;      /**< fixed latency per collective and rank (host property coll_latency) */
 } sp_gpu_spec;
 
 /** Options of sp_platform_dgx_xml. */

@@ -42,6 +42,8 @@ static struct {
   sg_host_t *hosts;
   double *mem_bw;      /* bytes/s, 0 = free */
   double *local_lat;   /* seconds per local step */
+  double *coll_lat;    /* seconds charged once per collective (op id) per rank */
+  int32_t *node;       /* host property "node", -1 when absent */
   int32_t *map;        /* rank -> host, map_n entries */
   int32_t map_n;
   GHashTable *lat;     /* (host a, host b) -> route latency + 1 (cache, filled inside actors) */
@@ -383,6 +385,19 @@ static double parse_unit(const char *s, gboolean time)
   return 0.0;
 }
 
+/* A non-negative integer property ("node"); -1 when absent or not a number. */
+static int32_t parse_node(const char *s)
+{
+  if (s == NULL)
+    return -1;
+  char *end = NULL;
+  errno = 0;
+  gint64 v = g_ascii_strtoll(s, &end, 10);
+  if (end == s || *end != '\0' || errno != 0 || v < 0 || v > G_MAXINT32)
+    return -1;
+  return (int32_t)v;
+}
+
 /* "h10" after "h9": compare digit runs numerically (fallback host order). */
 static gint natural_cmp(gconstpointer pa, gconstpointer pb)
 {
@@ -462,10 +477,14 @@ gboolean sp_sim_init(const char *platform_xml, GError **err)
     g_sim.names = g_new0(char *, n + 1);
     g_sim.mem_bw = g_new0(double, n);
     g_sim.local_lat = g_new0(double, n);
+    g_sim.coll_lat = g_new0(double, n);
+    g_sim.node = g_new0(int32_t, n);
     for (size_t i = 0; i < n; i++) {
       g_sim.names[i] = g_strdup(sg_host_get_name(g_sim.hosts[i]));
       g_sim.mem_bw[i] = parse_unit(sg_host_get_property_value(g_sim.hosts[i], "mem_bw"), FALSE);
       g_sim.local_lat[i] = parse_unit(sg_host_get_property_value(g_sim.hosts[i], "local_latency"), TRUE);
+      g_sim.coll_lat[i] = parse_unit(sg_host_get_property_value(g_sim.hosts[i], "coll_latency"), TRUE);
+      g_sim.node[i] = parse_node(sg_host_get_property_value(g_sim.hosts[i], "node"));
     }
     g_sim.lat = g_hash_table_new(g_int64_hash, g_int64_equal);
     g_sim.path = g_strdup(platform_xml);
@@ -556,6 +575,8 @@ typedef struct {
   gpointer *slots;     /* get_async landing slots */
   guint nslots;
   GHashTable *stash;   /* (src, tag) -> GQueue of sim_msg arrived early */
+  guint comm_pc;       /* coll_latency: index of the next SEND/RECV step to be posted */
+  GHashTable *ops_seen;/* coll_latency: op ids (+ 1) whose latency was charged */
   GError *error;
   gboolean finished;
   double end;
@@ -608,6 +629,34 @@ static guint key_hash(gconstpointer k)
 
 static void queue_free(gpointer q) { g_queue_free((GQueue *)q); }
 
+/* coll_latency: the executor posts the program's SEND/RECV steps in order, so
+ * comm_pc finds the step being posted; the first post of every op id waits for
+ * the host's per-collective latency before it is made. */
+static void charge_coll_latency(rank_ctx *c)
+{
+  double lat = g_sim.coll_lat[c->host];
+  if (lat <= 0.0 || c->prog == NULL)
+    return;
+  guint len = sp_program_len(c->prog);
+  while (c->comm_pc < len) {
+    sp_step_kind k = sp_program_step(c->prog, c->comm_pc)->kind;
+    if (k == SP_STEP_SEND || k == SP_STEP_RECV)
+      break;
+    c->comm_pc++;
+  }
+  if (c->comm_pc >= len)
+    return;
+  uint32_t op = sp_program_step(c->prog, c->comm_pc)->op;
+  c->comm_pc++;
+  if (c->ops_seen == NULL)
+    c->ops_seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+  gpointer key = GSIZE_TO_POINTER((gsize)op + 1);
+  if (g_hash_table_contains(c->ops_seen, key))
+    return;
+  g_hash_table_add(c->ops_seen, key);
+  sg_actor_sleep_for(lat);
+}
+
 static gboolean sim_post_send(void *vctx, int32_t peer, int32_t tag, const void *data, uint64_t rows,
                               uint64_t row_bytes, uint64_t stride, GError **err)
 {
@@ -618,6 +667,7 @@ static gboolean sim_post_send(void *vctx, int32_t peer, int32_t tag, const void 
                 c->rank, peer, run->world);
     return FALSE;
   }
+  charge_coll_latency(c);
   sim_msg *m = g_new0(sim_msg, 1);
   m->src = c->rank;
   m->tag = tag;
@@ -644,6 +694,7 @@ static gboolean sim_post_recv(void *vctx, int32_t peer, int32_t tag, void *data,
                 c->rank, peer, c->run->world);
     return FALSE;
   }
+  charge_coll_latency(c);
   posted_recv pr = { peer, tag, data, rows, row_bytes, stride, FALSE };
   g_array_append_val(c->recvs, pr);
   return TRUE;
@@ -870,6 +921,7 @@ static void run_free(sim_run *run, sp_sim_release_fn release, void *ud)
     if (c->recvs) g_array_unref(c->recvs);
     if (c->comms) g_array_unref(c->comms);
     if (c->stash) g_hash_table_unref(c->stash);
+    if (c->ops_seen) g_hash_table_unref(c->ops_seen);
     g_free(c->slots);
     g_clear_error(&c->error);
     if (c->owned && c->prog) {
@@ -936,10 +988,12 @@ static sp_program *array_get(void *ud, int32_t rank, GError **err)
 }
 
 /* FLOW: summarise every rank, reconcile, emit merged programs. */
-static gboolean flow_programs(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
-                             int32_t world, gboolean trusted, sp_program **out, GError **err)
+static gboolean flow_programs_with(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
+                                   int32_t world, gboolean trusted, gboolean coalesce,
+                                   gboolean *unaligned, sp_program **out, GError **err)
 {
   sp_flow_plan *fp = sp_flow_plan_new(world, flow_cost, NULL);
+  sp_flow_plan_set_coalesce(fp, coalesce);
   gboolean ok = TRUE;
   for (int32_t r = 0; r < world && ok; r++) {
     sp_program *p = get(ud, r, err);
@@ -972,8 +1026,22 @@ static gboolean flow_programs(sp_sim_program_fn get, sp_sim_release_fn release, 
   }
   for (int32_t r = 0; r < world && ok; r++)
     out[r] = sp_flow_plan_emit(fp, r);
+  *unaligned = !ok && sp_flow_plan_unaligned(fp);
   sp_flow_plan_free(fp);
   return ok;
+}
+
+static gboolean flow_programs(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
+                             int32_t world, gboolean trusted, sp_program **out, GError **err)
+{
+  gboolean unaligned = FALSE;
+  if (flow_programs_with(get, release, ud, world, trusted, TRUE, &unaligned, out, err))
+    return TRUE;
+  if (!unaligned)
+    return FALSE;
+  /* a peer splits messages that a rank posts in one block: do not coalesce */
+  g_clear_error(err);
+  return flow_programs_with(get, release, ud, world, trusted, FALSE, &unaligned, out, err);
 }
 
 static void free_prog(void *ud, sp_program *p)
@@ -1059,16 +1127,49 @@ gboolean sp_sim_run_source(sp_sim_program_fn get, sp_sim_release_fn release, voi
   return run_common(get, release, ud, world, FALSE, NULL, fid, trace, makespan, err);
 }
 
+gboolean sp_sim_run_source_lowered(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
+                                   int32_t world, sp_fidelity fid, sp_trace *trace,
+                                   double *makespan, GError **err)
+{
+  return run_common(get, release, ud, world, TRUE, NULL, fid, trace, makespan, err);
+}
+
 /* ---- collectives in cost mode -------------------------------------------------- */
 
 typedef struct {
   const sp_coll_spec *spec;
+  sp_program *spare; /* a released program, reused by the next get (FLOW) */
 } coll_src;
+
+/* A program for @p rank: @p *spare emptied (its arrays keep their capacity, so
+ * FLOW's lower-summarise-release loop does not grow and fault in megabytes of
+ * steps for every rank of a large group), else a new one. */
+static sp_program *program_reuse(sp_program **spare, int32_t rank)
+{
+  sp_program *p = *spare;
+  if (p == NULL)
+    return sp_program_new(rank);
+  *spare = NULL;
+  p->rank = rank;
+  g_array_set_size(p->bufs, 0); /* the clear function frees the names */
+  g_array_set_size(p->steps, 0);
+  return p;
+}
+
+static void coll_release(void *ud, sp_program *p)
+{
+  coll_src *src = ud;
+  if (src->spare == NULL)
+    src->spare = p;
+  else
+    sp_program_free(p);
+}
 
 static sp_program *coll_get(void *ud, int32_t rank, GError **err)
 {
-  const sp_coll_spec *spec = ((coll_src *)ud)->spec;
-  sp_program *p = sp_program_new(rank);
+  coll_src *src = ud;
+  const sp_coll_spec *spec = src->spec;
+  sp_program *p = program_reuse(&src->spare, rank);
   if (sp_coll_index_of(spec, rank) < 0)
     return p;
   size_t es = sp_dtype_size(spec->dtype);
@@ -1092,9 +1193,78 @@ gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity f
                   "group member %d is outside the world of %d ranks", spec->ranks[i], world);
       return FALSE;
     }
-  coll_src src = { spec };
+  sp_coll_spec sp = *spec;
+  if (sp.channels == 0) {
+    sp_sim_ring_channels(spec, &sp.channels, &sp.channel_block);
+  } else if (sp.channels > 1 && sp.channel_block == 0) {
+    int32_t ch, blk;
+    sp_sim_ring_channels(spec, &ch, &blk);
+    sp.channel_block = blk;
+  }
+  coll_src src = { &sp, NULL };
   /* lowered programs are valid by construction (tests/test-coll checks them) */
-  return run_common(coll_get, free_prog, &src, world, TRUE, NULL, fid, NULL, seconds, err);
+  gboolean ok = run_common(coll_get, coll_release, &src, world, TRUE, NULL, fid, NULL, seconds, err);
+  sp_program_free(src.spare);
+  return ok;
+}
+
+int32_t sp_sim_host_node(int32_t host)
+{
+  if (!g_sim.ready || host < 0 || host >= g_sim.nhosts)
+    return -1;
+  return g_sim.node[host];
+}
+
+double sp_sim_host_coll_latency(int32_t host)
+{
+  if (!g_sim.ready || host < 0 || host >= g_sim.nhosts)
+    return 0.0;
+  return g_sim.coll_lat[host];
+}
+
+void sp_sim_ring_channels(const sp_coll_spec *spec, int32_t *channels, int32_t *block)
+{
+  *channels = 1;
+  *block = 0;
+  if (!g_sim.ready || spec == NULL || spec->n < 2 || spec->ranks == NULL)
+    return;
+  if (spec->coll != SP_COLL_ALL_REDUCE && spec->coll != SP_COLL_ALL_GATHER &&
+      spec->coll != SP_COLL_REDUCE_SCATTER)
+    return;
+  if (sp_algo_choose(spec) != SP_ALGO_RING)
+    return;
+  /* members must come as runs of k consecutive members per node, each node once */
+  GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+  int32_t k = 0, run = 0, runs = 0, prev = -1;
+  gboolean ok = TRUE;
+  for (int32_t i = 0; i < spec->n && ok; i++) {
+    int32_t node = sp_sim_host_node(sp_sim_host_of(spec->ranks[i]));
+    if (node < 0) {
+      ok = FALSE;
+    } else if (i > 0 && node == prev) {
+      run++;
+    } else {
+      if (i > 0) {
+        if (k == 0)
+          k = run;
+        else if (run != k)
+          ok = FALSE;
+      }
+      if (g_hash_table_contains(seen, GINT_TO_POINTER(node + 1)))
+        ok = FALSE;
+      g_hash_table_add(seen, GINT_TO_POINTER(node + 1));
+      run = 1;
+      prev = node;
+      runs++;
+    }
+  }
+  if (ok && k != 0 && run != k)
+    ok = FALSE;
+  g_hash_table_unref(seen);
+  if (!ok || runs < 2 || run < 2)
+    return;
+  *channels = MIN(run, SP_MAX_CHANNELS);
+  *block = run;
 }
 
 /* ---- per-op summary ---------------------------------------------------------------- */

@@ -35,6 +35,15 @@
  *   flops / host speed.
  * - `local_latency`: fixed seconds added to every local step except COMPUTE (a
  *   kernel launch; number with optional suffix s, ms, us, ns). Default 0.
+ * - `coll_latency`: fixed seconds charged once per collective per rank, at its
+ *   start (NCCL's base latency per collective: launch, proxy and protocol
+ *   set-up; same syntax as local_latency). A collective is an op id
+ *   (sp_step.op): the rank sleeps this long on its host just before it posts the
+ *   first SEND or RECV of each op id it has not communicated for yet in the run,
+ *   so a collective without messages (one member) is not charged. Default 0.
+ * - `node`: index of the node (machine) holding the host, a non-negative
+ *   integer. Hosts with the same value share a node; sp_sim_ring_channels uses
+ *   it to run one ring channel per member of a node.
  *
  * ## Ranks and hosts
  * Hosts are numbered in the order the platform file declares them (`<host>` in
@@ -119,10 +128,31 @@ gboolean sp_sim_run(sp_program *const *progs, int32_t world, void **const *bufs,
 /**
  * Lower @p spec for every rank of [0, @p world) in cost mode and run it (lowering
  * rank by rank, so FLOW fidelity keeps only the merged programs in memory);
- * @p seconds receives the makespan.
+ * @p seconds receives the makespan. spec->channels == 0 lets the engine choose
+ * the ring channels for the platform (sp_sim_ring_channels); 1 or more is used
+ * as given, with spec->channel_block == 0 taking the platform's members per node
+ * (sp_sim_ring_channels' block; set it to 1 for rings without rotation).
  */
 gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
                           double *seconds, GError **err);
+
+/** @return the `node` property of host @p host, -1 when absent or out of range. */
+int32_t sp_sim_host_node(int32_t host);
+/** @return the `coll_latency` of host @p host in seconds (0 when absent). */
+double sp_sim_host_coll_latency(int32_t host);
+
+/**
+ * The engine's channel choice for a RING collective on the loaded platform, as
+ * NCCL does on multi-GPU nodes: when @p spec is an all-reduce, all-gather or
+ * reduce-scatter that resolves to RING and its members (through the host map)
+ * come as runs of k > 1 consecutive members per node (property `node`), each
+ * node in one run, over two nodes or more, *channels = min(k, SP_MAX_CHANNELS)
+ * and *block = k: channel c leaves every node through its member c - 1 and
+ * enters through member c, so the k channels use k different NICs per node.
+ * Otherwise (one node, nodes with different member counts, a host without
+ * `node`) *channels = 1 and *block = 0.
+ */
+void sp_sim_ring_channels(const sp_coll_spec *spec, int32_t *channels, int32_t *block);
 
 /**
  * Like sp_sim_run but taking a program source: @p get returns rank r's program
@@ -134,6 +164,16 @@ typedef void (*sp_sim_release_fn)(void *ud, sp_program *p);
 gboolean sp_sim_run_source(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
                            int32_t world, sp_fidelity fid, sp_trace *trace, double *makespan,
                            GError **err);
+/**
+ * sp_sim_run_source for programs that are valid by construction (sp_lower_coll's
+ * output; tests/test-coll validates it): skips sp_program_validate, which costs
+ * as much as lowering on large groups. A release function may keep a program
+ * and hand it out again from @p get (after emptying it): in FLOW fidelity each
+ * program is released before the next is got.
+ */
+gboolean sp_sim_run_source_lowered(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
+                                   int32_t world, sp_fidelity fid, sp_trace *trace,
+                                   double *makespan, GError **err);
 
 /**
  * Data-mode hook for COMPUTE steps (e.g. the graph's matmul/attention kernels,

@@ -23,20 +23,32 @@ typedef struct {
   sp_coll coll;
   int32_t n, stride, nb;
   uint64_t count;
+  int32_t channels, channel_block; /* ring channels (coll.h) */
   int32_t *members; /* scratch, n entries */
+  sp_program *spare; /* a released program, reused by the next get (FLOW) */
 } sib_src;
 
 static sp_program *sib_get(void *ud, int32_t rank, GError **err)
 {
   sib_src *s = ud;
-  sp_program *p = sp_program_new(rank);
+  sp_program *p = s->spare;
+  if (p != NULL) {
+    /* emptied, keeping the arrays' capacity: no regrowth for every rank */
+    s->spare = NULL;
+    p->rank = rank;
+    g_array_set_size(p->bufs, 0);
+    g_array_set_size(p->steps, 0);
+  } else {
+    p = sp_program_new(rank);
+  }
   int32_t b = rank % s->stride, j = rank / s->stride;
   if (b >= s->nb || j >= s->n)
     return p; /* not in a simulated group: idle */
   for (int32_t k = 0; k < s->n; k++)
     s->members[k] = b + k * s->stride;
   sp_coll_spec spec = { .coll = s->coll, .algo = SP_ALGO_AUTO, .dtype = SP_BF16, .redop = SP_RED_SUM,
-                        .ranks = s->members, .n = s->n, .count = s->count };
+                        .ranks = s->members, .n = s->n, .count = s->count,
+                        .channels = s->channels, .channel_block = s->channel_block };
   size_t es = sp_dtype_size(spec.dtype);
   uint32_t in = sp_program_add_buffer(p, sp_coll_in_count(&spec) * es, "in");
   uint32_t out = sp_program_add_buffer(p, sp_coll_out_count(&spec) * es, "out");
@@ -49,8 +61,11 @@ static sp_program *sib_get(void *ud, int32_t rank, GError **err)
 
 static void sib_release(void *ud, sp_program *p)
 {
-  (void)ud;
-  sp_program_free(p);
+  sib_src *s = ud;
+  if (s->spare == NULL)
+    s->spare = p;
+  else
+    sp_program_free(p);
 }
 
 gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboolean step_fidelity,
@@ -80,24 +95,27 @@ gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboo
   }
   /* Bytes follow the busbw convention of REFERENCE.md: all-gather, reduce-scatter and
    * all-to-all count the whole gathered (per-rank) array, the others one buffer. */
-  /* A ring that leaves the node runs as one channel per member GPU on the node, each
-   * channel crossing between nodes through a different GPU's NIC (NCCL's layout on
-   * DGX nodes); the channels are symmetric, so one channel carrying 1/k of the data
-   * prices them all. Intra-node rings and all-to-all (every GPU already uses its own
-   * NIC) run as lowered. */
+  /* A ring that leaves the node runs one channel per member GPU on the node (k
+   * consecutive members of the group share a node), each channel crossing between
+   * nodes through a different GPU's NIC: NCCL's layout on DGX nodes, lowered as
+   * such (coll.h, RING with channels; the lowering ignores it for other
+   * algorithms). Intra-node rings and all-to-all (every GPU already uses its own
+   * NIC) run as one ring / as lowered. */
   int32_t k = c->stride >= gpus_per_node ? 1 : MIN(n, gpus_per_node / c->stride);
   gboolean ring = c->coll == SP_COLL_ALL_REDUCE || c->coll == SP_COLL_ALL_GATHER ||
                   c->coll == SP_COLL_REDUCE_SCATTER;
-  if (ring && k > 1 && k < n)
-    bytes = (bytes + (uint64_t)k - 1) / (uint64_t)k;
+  int32_t channels = ring && k > 1 && k < n ? MIN(k, SP_MAX_CHANNELS) : 1;
   uint64_t elems = (bytes + 1) / 2;
   gboolean per_block = c->coll == SP_COLL_ALL_GATHER || c->coll == SP_COLL_REDUCE_SCATTER ||
                        c->coll == SP_COLL_ALL_TO_ALL;
   uint64_t count = per_block ? (elems + (uint64_t)n - 1) / (uint64_t)n : elems;
   sib_src src = { .coll = c->coll, .n = n, .stride = c->stride, .nb = nb, .count = count,
-                  .members = g_new(int32_t, n) };
-  gboolean ok = sp_sim_run_source(sib_get, sib_release, &src, (int32_t)world,
-                                  step_fidelity ? SP_FIDELITY_STEP : SP_FIDELITY_FLOW, NULL, seconds, err);
+                  .channels = channels, .channel_block = channels > 1 ? k : 0,
+                  .members = g_new(int32_t, n), .spare = NULL };
+  gboolean ok = sp_sim_run_source_lowered(sib_get, sib_release, &src, (int32_t)world,
+                                          step_fidelity ? SP_FIDELITY_STEP : SP_FIDELITY_FLOW, NULL,
+                                          seconds, err);
+  sp_program_free(src.spare);
   g_free(src.members);
   return ok;
 }

@@ -22,8 +22,11 @@ int32_t sp_whatif_engine_hosts(void);
  * AUTO algorithm, bf16. The group of rank 0, {0, stride, ..., (n-1) stride}, runs
  * together with its siblings {b, b + stride, ...} for b < min(stride, @p gpus_per_node):
  * the groups that share its nodes' NVSwitch and NICs, so their contention counts.
- * A ring that spans nodes is priced as one of its k channels (k = members per node,
- * one NIC each) carrying 1/k of the bytes. Ranks map to hosts in declaration order. @p step_fidelity selects step-by-step
+ * A ring all-reduce, all-gather or reduce-scatter that spans nodes runs k channels
+ * (k = members per node, min(@p gpus_per_node / stride, n)), channel c rotating every
+ * node's members by c so that each channel crosses between nodes through another
+ * GPU's NIC (coll.h, RING with channels). Ranks map to hosts in declaration order.
+ * @p step_fidelity selects step-by-step
  * simulation instead of flows. @p seconds receives the makespan.
  */
 gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboolean step_fidelity,

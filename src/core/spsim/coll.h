@@ -44,6 +44,29 @@
  *   - reduce: pipelined chain root+1 -> root+2 -> ... -> root; result
  *     (((x[root+1] ⊕ x[root+2]) ⊕ ...) ⊕ x[root]).
  *   - all-to-all: not supported (use DIRECT).
+ * - RING with channels (all-reduce, all-gather, reduce-scatter; C =
+ *   spec->channels > 1, B = spec->channel_block): the data is split into C
+ *   contiguous parts, the first (per-member element count) % C one element
+ *   longer: all-reduce splits count, all-gather and reduce-scatter split every
+ *   member's block of count elements the same way (part c = elements
+ *   [off_c, off_c + len_c) of each block). Channel c runs the schedule above on
+ *   its part over a permutation P_c of the members: position q of the ring is
+ *   member P_c[q]; for the block of B members starting at b = floor(q / B) B,
+ *   of length L = min(B, n - b), P_c[q] = b + ((q - b + c) mod L) (B = 0 or 1,
+ *   or c a multiple of L: identity). So channel c leaves every node through a
+ *   different member (and NIC). Orders, with indices mod n over positions:
+ *   all-reduce part c is cut into n segments as above; segment s =
+ *   ((x[P_c[s+1]] ⊕ x[P_c[s+2]]) ⊕ ...) ⊕ x[P_c[s]], finished (and AVG-divided)
+ *   at member P_c[s]; reduce-scatter: part c of member m's block, with m =
+ *   P_c[q], = ((x[P_c[q+1]] ⊕ x[P_c[q+2]]) ⊕ ...) ⊕ x[P_c[q]]; all-gather has
+ *   no reduction. Chunk rounds and steps are taken in lock step: step k of
+ *   round r posts every channel's sends and receives (channel 0 first) before
+ *   one WAIT, then each channel's reduction, so no channel waits for another's
+ *   step beyond that shared WAIT. Every channel has its own pair of chunk
+ *   scratch buffers. Two channels may post to the same peer in one block;
+ *   their messages share the tag and match in posting order (both ends post
+ *   in channel order). C == 1 is exactly the single ring above.
+ *   Broadcast and reduce chains ignore channels.
  * - DIRECT (one message per pair, no chunking):
  *   - all-to-all: own block copied locally; step k = 1..n-1 sends block i+k
  *     to member i+k and receives block i-k from member i-k (pairwise).
@@ -134,7 +157,16 @@ typedef struct {
   uint64_t chunk_bytes;    /**< pipelining chunk (0: the algorithm's default) */
   uint32_t op_id;          /**< recorded in every step (traces) */
   int32_t tag;             /**< base tag; a lowering uses tags in [tag, tag + 1024) */
+  int32_t channels;        /**< RING all-reduce / all-gather / reduce-scatter: rings run
+                                concurrently, each on 1/channels of the data (0 or 1: one
+                                ring; at most #SP_MAX_CHANNELS); other algorithms and
+                                collectives ignore it */
+  int32_t channel_block;   /**< members per block (one node's members, in group order)
+                                rotated by c in channel c's ring (0 or 1: no rotation) */
 } sp_coll_spec;
+
+/** Largest sp_coll_spec.channels. */
+#define SP_MAX_CHANNELS 64
 
 /** @return "all-reduce", "all-gather", ... */
 const char *sp_coll_name(sp_coll c);
@@ -148,7 +180,8 @@ gboolean sp_algo_parse(const char *s, sp_algo *out, GError **err);
 /**
  * Check sizes, group (distinct non-negative ranks), root, dtype/op pairing.
  * Requires n >= 1, root in [0, n) for broadcast and reduce, n == 2 for send-recv,
- * n * count * element size representable, tag in [0, INT32_MAX - 1024].
+ * n * count * element size representable, tag in [0, INT32_MAX - 1024],
+ * channels in [0, #SP_MAX_CHANNELS] and channel_block >= 0.
  * AVG is allowed on integer dtypes (truncating division). The (collective,
  * algorithm) pair is checked by sp_lower_coll / sp_coll_reference.
  */

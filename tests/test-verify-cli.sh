@@ -25,7 +25,7 @@ expect_fail() {
   else nok "$desc: $(cat "$tmp/err")"; fi
 }
 
-echo "1..26"
+echo "1..30"
 for op in all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv; do
   if "$bin" verify "$P" --op $op --ranks 8 --dtype bf16 --count 100 >"$tmp/out" 2>"$tmp/err" &&
      grep -q "^PASS op=$op ranks=8 dtype=bf16 algo=[a-z]* bytes=[0-9]* simulated_time_us=[0-9.]*$" "$tmp/out"
@@ -79,3 +79,11 @@ expect_fail "unknown dtype" "dtype" verify "$P" --op all-reduce --ranks 2 --dtyp
 expect_fail "unknown algo" "algorithm" verify "$P" --op all-reduce --ranks 2 --algo fast
 expect_fail "unknown flag" "" verify "$P" --op all-reduce --ranks 2 --frobnicate
 expect_fail "flow fidelity" "fidelity step" verify "$P" --op all-reduce --ranks 2 --fidelity flow
+# ring channels (coll.h): every channel count and rotation block is bitwise equal to the reference
+for cfg in "8 4 4" "6 3 3" "7 2 7"; do
+  set -- $cfg
+  if "$bin" verify "$P" --op all-reduce --ranks $1 --algo ring --channels $2 --channel-block $3 --dtype bf16 --count 1001 \
+       >"$tmp/out" 2>"$tmp/err" && grep -q "^PASS op=all-reduce ranks=$1 " "$tmp/out"
+  then ok "ring all-reduce, $1 ranks, $2 channels, block $3"; else nok "channels $cfg: $(cat "$tmp/out" "$tmp/err")"; fi
+done
+expect_fail "too many channels" "at most 64" verify "$P" --op all-reduce --ranks 8 --algo ring --channels 100

@@ -39,6 +39,8 @@ typedef struct {
   uint64_t count;      /* 0: default */
   uint64_t size;       /* bytes, 0: unset */
   uint64_t chunk;      /* chunk bytes, 0: default */
+  int32_t channels;    /* ring channels (0, 1: one ring) */
+  int32_t channel_block; /* members per rotation block (0: all members in one block) */
 } verify_opts;
 
 /* A built verification case: what the engine runs and how to judge it. */
@@ -121,7 +123,8 @@ static gboolean build_coll(sp_coll coll, const verify_opts *o, verify_case *vc, 
   }
   size_t es = sp_dtype_size(o->dtype);
   sp_coll_spec spec = { .coll = coll, .algo = o->algo, .dtype = o->dtype, .redop = o->redop,
-                        .ranks = co->ranks, .n = n, .root = o->root, .chunk_bytes = o->chunk };
+                        .ranks = co->ranks, .n = n, .root = o->root, .chunk_bytes = o->chunk,
+                        .channels = o->channels, .channel_block = o->channel_block };
   if (o->size) {
     if (o->size % es) {
       g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
@@ -338,7 +341,7 @@ int sp_cmd_verify(int argc, char **argv)
 {
   char *op = NULL, *ranks = NULL, *dtype = NULL, *count = NULL, *size = NULL, *algo = NULL,
        *redop = NULL, *fidelity = NULL, *trace_path = NULL, *chunk = NULL;
-  gint root = 0;
+  gint root = 0, channels = 0, channel_block = 0;
   gboolean checksum = FALSE, json = FALSE;
   GOptionEntry entries[] = {
     { "op", 0, 0, G_OPTION_ARG_STRING, &op, "operation: all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, send-recv", "OP" },
@@ -350,6 +353,8 @@ int sp_cmd_verify(int argc, char **argv)
     { "redop", 0, 0, G_OPTION_ARG_STRING, &redop, "sum (default), avg, max, min", "OP" },
     { "root", 0, 0, G_OPTION_ARG_INT, &root, "group index of the root (broadcast, reduce; default 0)", "R" },
     { "chunk", 0, 0, G_OPTION_ARG_STRING, &chunk, "pipelining chunk in bytes (default: the algorithm's)", "BYTES" },
+    { "channels", 0, 0, G_OPTION_ARG_INT, &channels, "ring channels (default 1: one ring; coll.h: channel c rotates each block by c)", "N" },
+    { "channel-block", 0, 0, G_OPTION_ARG_INT, &channel_block, "members per rotation block with --channels (default: the whole group)", "B" },
     { "fidelity", 0, 0, G_OPTION_ARG_STRING, &fidelity, "step (data mode runs every step)", "F" },
     { "checksum", 0, 0, G_OPTION_ARG_NONE, &checksum, "print the output checksums", NULL },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &trace_path, "write the timeline as Chrome trace JSON", "FILE" },
@@ -369,6 +374,8 @@ int sp_cmd_verify(int argc, char **argv)
 
   if (!g_option_context_parse(ctx, &argc, &argv, &err))
     goto fail;
+  o.channels = channels;
+  o.channel_block = channel_block;
   if (argc < 2) {
     err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "verify: missing PLATFORM.xml (spsim verify PLATFORM.xml --op OP --ranks N)");
     goto fail;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Scale of the SimGrid engine: wall time and peak memory of
 #   1. cost-mode 1 GiB ring all-reduce on 4,096 ranks, flow fidelity (target < 10 s)
-#   2. cost-mode 1 GiB ring all-reduce on 1,024 ranks, step fidelity (target < 60 s)
+#   2. cost-mode 1 GiB ring all-reduce on 1,024 ranks, step fidelity (target < 60 s),
+#      one ring (--channels 1; the default 8 channels simulate 8x the messages)
 #   3. data-mode all-to-all verification on 1,024 ranks          (target < 120 s)
 # on generated DGX H100 platforms (spsim platform dgx). Use a build WITHOUT
 # sanitizers (ASan builds run the thread context factory and are far slower).
@@ -28,9 +29,11 @@ echo "| case | wall s | peak RSS MiB | KiB per rank | result |"
 echo "|---|---|---|---|---|"
 run "all-reduce 1 GiB, 4,096 ranks, flow" 4096 \
   "$bin" bench "$tmp/dgx4k.xml" --coll all-reduce --ranks 4096 --algo ring --sizes 1G:1G --fidelity flow
-run "all-reduce 1 GiB, 1,024 ranks, step" 1024 \
-  "$bin" bench "$tmp/dgx1k.xml" --coll all-reduce --ranks 1024 --algo ring --sizes 1G:1G --fidelity step
-run "all-reduce 1 GiB, 1,024 ranks, flow" 1024 \
+run "all-reduce 1 GiB, 1,024 ranks, step, one ring" 1024 \
+  "$bin" bench "$tmp/dgx1k.xml" --coll all-reduce --ranks 1024 --algo ring --channels 1 --sizes 1G:1G --fidelity step
+run "all-reduce 1 GiB, 1,024 ranks, flow, one ring" 1024 \
+  "$bin" bench "$tmp/dgx1k.xml" --coll all-reduce --ranks 1024 --algo ring --channels 1 --sizes 1G:1G --fidelity flow
+run "all-reduce 1 GiB, 1,024 ranks, flow, 8 channels" 1024 \
   "$bin" bench "$tmp/dgx1k.xml" --coll all-reduce --ranks 1024 --algo ring --sizes 1G:1G --fidelity flow
 run "verify all-to-all, 1,024 ranks, 4 B/msg" 1024 \
   "$bin" verify "$tmp/dgx1k.xml" --op all-to-all --ranks 1024

@@ -185,6 +185,32 @@ static gboolean graph_case_check(void *obj, int32_t *r, uint64_t *off, GError **
 {
   return sp_graph_case_check(obj, r, off, err);
 }
+/* per-rank checksums of the compared outputs, in the collectives' canonical lines
+ * (the ranks holding outputs, in order; spsim-run --checksum prints the same) */
+static size_t graph_case_sums(const sp_graph_case *c, int32_t *ranks, uint64_t *sums)
+{
+  size_t k = 0;
+  for (int32_t r = 0; r < sp_graph_case_world(c); r++)
+    if (sp_graph_case_has_outputs(c, r)) {
+      ranks[k] = r;
+      sums[k++] = sp_graph_case_checksum(c, r);
+    }
+  return k;
+}
+static void graph_case_print(void *obj, FILE *out)
+{
+  const int32_t w = sp_graph_case_world(obj);
+  g_autofree int32_t *ranks = g_new(int32_t, w);
+  g_autofree uint64_t *sums = g_new(uint64_t, w);
+  sp_checksum_print_lines(out, ranks, sums, graph_case_sums(obj, ranks, sums));
+}
+static uint64_t graph_case_all(void *obj)
+{
+  const int32_t w = sp_graph_case_world(obj);
+  g_autofree int32_t *ranks = g_new(int32_t, w);
+  g_autofree uint64_t *sums = g_new(uint64_t, w);
+  return sp_checksum_combine(sums, graph_case_sums(obj, ranks, sums));
+}
 static void graph_case_free(void *obj)
 {
   sp_sim_set_compute_hook(NULL, NULL);
@@ -206,6 +232,8 @@ static gboolean build_graph_op(const verify_opts *o, verify_case *vc, GError **e
   vc->bytes = sp_graph_case_bytes(c);
   vc->obj = c;
   vc->check = graph_case_check;
+  vc->print_checksums = graph_case_print;
+  vc->checksum_all = graph_case_all;
   vc->free = graph_case_free;
   sp_sim_set_compute_hook(sp_graph_case_compute, c);
   return TRUE;
@@ -344,7 +372,7 @@ int sp_cmd_verify(int argc, char **argv)
   gint root = 0, channels = 0, channel_block = 0;
   gboolean checksum = FALSE, json = FALSE;
   GOptionEntry entries[] = {
-    { "op", 0, 0, G_OPTION_ARG_STRING, &op, "operation: all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, send-recv", "OP" },
+    { "op", 0, 0, G_OPTION_ARG_STRING, &op, "operation: all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, send-recv, or an operation of the library (ulysses-attention, tp-mlp, isp-linear, ring-attention-bwd, pipeline-interleaved, ...; an unknown name lists them all)", "OP" },
     { "ranks", 0, 0, G_OPTION_ARG_STRING, &ranks, "number of ranks (at most the platform's hosts)", "N" },
     { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "element type: f32 (default), f16, bf16, i32, i64, u8", "T" },
     { "count", 0, 0, G_OPTION_ARG_STRING, &count, "elements per rank (coll.h convention); default about 1024 elements per buffer", "ELEMS" },

@@ -839,3 +839,74 @@ void sp_graph_case_free(void *cv)
   sp_graph_free(c->g);
   g_free(c);
 }
+
+/* ---------------------------------------------------------------- per-rank view */
+
+gboolean sp_graph_case_has_outputs(const sp_graph_case *c, int32_t rank)
+{
+  if (!c || rank < 0 || rank >= c->world)
+    return FALSE;
+  for (int i = 0; i < c->outs.n; i++)
+    if (sp_graph_tensor_on(c->g, c->outs.t[i], rank))
+      return TRUE;
+  return FALSE;
+}
+
+gboolean sp_graph_case_check_rank(const sp_graph_case *c, int32_t rank, uint64_t *bad_off, GError **err)
+{
+  if (!c || rank < 0 || rank >= c->world) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "verify: rank %d is outside the case's world of %d ranks",
+                rank, c ? c->world : 0);
+    return FALSE;
+  }
+  for (int i = 0; i < c->outs.n; i++) {
+    if (!sp_graph_tensor_on(c->g, c->outs.t[i], rank))
+      continue;
+    const sp_tensor *t = sp_graph_tensor(c->g, c->outs.t[i]);
+    const uint8_t *a = sp_graph_data_get(c->run, c->outs.t[i], rank);
+    const uint8_t *b = sp_graph_data_get(c->ref, c->outs.t[i], rank);
+    const uint64_t nb = sp_tensor_bytes(t);
+    const double tol = c->outs.tol[i];
+    if (!a || !b || nb == 0)
+      continue;
+    if (tol > 0 && t->dtype == SP_F32) {
+      for (uint64_t k = 0; k + 4 <= nb; k += 4) {
+        float x, y;
+        memcpy(&x, a + k, 4);
+        memcpy(&y, b + k, 4);
+        if (memcmp(a + k, b + k, 4) != 0 && !(fabs((double)x - (double)y) <= tol * MAX(1.0, fabs((double)y)))) {
+          if (bad_off)
+            *bad_off = k;
+          g_set_error(err, SP_ERROR, SP_ERROR_MISMATCH,
+                      "tensor '%s' differs on rank %d at element %" G_GUINT64_FORMAT ": %.9g vs %.9g "
+                      "(relative tolerance %g)", t->name, rank, k / 4, (double)x, (double)y, tol);
+          return FALSE;
+        }
+      }
+    } else {
+      for (uint64_t k = 0; k < nb; k++)
+        if (a[k] != b[k]) {
+          if (bad_off)
+            *bad_off = k;
+          g_set_error(err, SP_ERROR, SP_ERROR_MISMATCH,
+                      "tensor '%s' differs on rank %d at byte %" G_GUINT64_FORMAT " (bitwise)", t->name, rank, k);
+          return FALSE;
+        }
+    }
+  }
+  return TRUE;
+}
+
+uint64_t sp_graph_case_checksum(const sp_graph_case *c, int32_t rank)
+{
+  if (!sp_graph_case_has_outputs(c, rank))
+    return 0;
+  uint64_t h = 0;
+  for (int i = 0; i < c->outs.n; i++) {
+    const uint8_t *p = sp_graph_data_get(c->run, c->outs.t[i], rank);
+    const uint64_t nb = sp_tensor_bytes(sp_graph_tensor(c->g, c->outs.t[i]));
+    if (p && nb > 0)
+      h = sp_checksum(h, p, nb);
+  }
+  return h;
+}

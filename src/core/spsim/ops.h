@@ -432,6 +432,31 @@ uint64_t sp_graph_case_bytes(const sp_graph_case *c);
 gboolean sp_graph_case_compute(void *c, int32_t rank, const sp_step *s, void *const *bufs, GError **err);
 /** Compare outputs with the reference; on mismatch FALSE with the first rank and byte offset. */
 gboolean sp_graph_case_check(void *c, int32_t *bad_rank, uint64_t *bad_off, GError **err);
+/**
+ * Per-rank view, for engines where each process runs one rank (spsim-run): every
+ * process builds the same case, runs sp_graph_case_progs()[rank] over
+ * sp_graph_case_bufs()[rank] and judges that rank alone.
+ *
+ * sp_graph_case_has_outputs: TRUE when @p rank holds at least one compared output
+ * (the "members" that get a checksum line).
+ */
+gboolean sp_graph_case_has_outputs(const sp_graph_case *c, int32_t rank);
+/**
+ * Compare the compared outputs that @p rank holds with the reference (same rules
+ * as sp_graph_case_check: bitwise, or the output's relative tolerance for f32).
+ * On mismatch FALSE with SP_ERROR_MISMATCH and the first differing byte offset
+ * inside the first differing output in *@p bad_off (may be NULL). A rank outside
+ * the world: SP_ERROR_INVALID.
+ */
+gboolean sp_graph_case_check_rank(const sp_graph_case *c, int32_t rank, uint64_t *bad_off, GError **err);
+/**
+ * Checksum of @p rank's run data: sp_checksum() chained from 0 over the bytes of
+ * each compared output the rank holds, in the case's output order (0 for ranks
+ * without outputs). Printed with sp_checksum_print_lines() over the ranks with
+ * outputs in increasing order, and combined with sp_checksum_combine(), exactly
+ * as the collectives' sp_case_print_checksums() (spsim/verify.h).
+ */
+uint64_t sp_graph_case_checksum(const sp_graph_case *c, int32_t rank);
 void sp_graph_case_free(void *c);
 /**
  * Testing aid: change one exponent bit of element 0 of the first compared output

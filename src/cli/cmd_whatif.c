@@ -279,13 +279,22 @@ typedef struct {
   char *label;
 } row;
 
+/* @p t rounded to 5 significant digits. */
+static double time_key(double t)
+{
+  if (!(t > 0) || !isfinite(t)) return t;
+  double e = pow(10.0, floor(log10(t)) - 4.0);
+  return (double)llround(t / e) * e;
+}
+
 static int cmp_rows(const void *a, const void *b)
 {
   const row *x = a, *y = b;
   if (x->r.fits != y->r.fits) return x->r.fits ? -1 : 1;
-  /* equal times (within 1e-9): the layout needing less memory first */
-  if (fabs(x->r.step_time - y->r.step_time) > 1e-9 * MAX(x->r.step_time, y->r.step_time))
-    return x->r.step_time < y->r.step_time ? -1 : 1;
+  /* times equal to 5 significant digits are a tie (below any prediction's accuracy):
+   * the layout needing less memory first. Keys, not a tolerance, keep the order total. */
+  double tx = time_key(x->r.step_time), ty = time_key(y->r.step_time);
+  if (tx != ty) return tx < ty ? -1 : 1;
   if (x->r.mem.total != y->r.mem.total) return x->r.mem.total < y->r.mem.total ? -1 : 1;
   g_autofree char *sx = sp_layout_to_string(&x->r.layout);
   g_autofree char *sy = sp_layout_to_string(&y->r.layout);

@@ -19,4 +19,8 @@ int sp_cmd_whatif(int argc, char **argv);
 /* Print "spsim: <message>" for @p err on stderr and return 2 (usage) or 1. */
 int sp_cli_fail(GError *err);
 
+typedef struct _JsonBuilder JsonBuilder;
+/* Print the finished document of @p b on stdout as one compact line. */
+void sp_cli_print_json(JsonBuilder *b);
+
 #endif

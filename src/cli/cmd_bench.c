@@ -277,12 +277,7 @@ int sp_cmd_bench(int argc, char **argv)
     }
     json_builder_end_array(b);
     json_builder_end_object(b);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    json_generator_set_pretty(gen, FALSE);
-    g_autofree char *text = json_generator_to_data(gen, NULL);
-    printf("%s\n", text);
+    sp_cli_print_json(b);
   } else {
     printf("# spsim bench (predicted): %s, %d ranks of %s (%d hosts), algo %s, dtype %s, fidelity %s\n",
            sp_coll_name(coll), ranks, platform, hosts, sp_algo_name(algo), sp_dtype_name(dtype),

@@ -74,16 +74,6 @@ static void json_add_ranks(JsonBuilder *b, const char *key, const int32_t *r, in
   json_builder_end_array(b);
 }
 
-static void print_json(JsonBuilder *b)
-{
-  g_autoptr(JsonNode) root = json_builder_get_root(b);
-  g_autoptr(JsonGenerator) gen = json_generator_new();
-  json_generator_set_root(gen, root);
-  json_generator_set_pretty(gen, FALSE);
-  g_autofree char *text = json_generator_to_data(gen, NULL);
-  printf("%s\n", text);
-}
-
 static void print_ranks(const int32_t *r, int32_t n)
 {
   putchar('[');
@@ -120,7 +110,7 @@ static int run_factor(const topo_opts *o)
     json_builder_add_int_value(b, k);
     json_add_groups(b, "factorizations", f);
     json_builder_end_object(b);
-    print_json(b);
+    sp_cli_print_json(b);
     return 0;
   }
   printf("%d into %d factors: %d ordered factorisations\n", n, k, f->n_groups);
@@ -198,7 +188,7 @@ static int run_init(const topo_opts *o)
       json_builder_end_object(b);
     }
     json_builder_end_object(b);
-    print_json(b);
+    sp_cli_print_json(b);
     return 0;
   }
   printf("world %d: model parallel %d, pipeline parallel %d, data parallel %d\n", world, init->mp,
@@ -367,7 +357,7 @@ static int run_axes(const topo_opts *o)
       json_builder_end_object(b);
     }
     json_builder_end_object(b);
-    print_json(b);
+    sp_cli_print_json(b);
     return 0;
   }
 

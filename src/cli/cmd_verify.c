@@ -357,12 +357,7 @@ static void json_report(const verify_opts *o, const verify_case *vc, gboolean pa
     json_builder_add_string_value(b, hex);
   }
   json_builder_end_object(b);
-  g_autoptr(JsonGenerator) gen = json_generator_new();
-  g_autoptr(JsonNode) root = json_builder_get_root(b);
-  json_generator_set_root(gen, root);
-  json_generator_set_pretty(gen, FALSE);
-  g_autofree char *text = json_generator_to_data(gen, NULL);
-  printf("%s\n", text);
+  sp_cli_print_json(b);
 }
 
 int sp_cmd_verify(int argc, char **argv)

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <json-glib/json-glib.h>
+
 #include "cli.h"
 #include "spsim/error.h"
 
@@ -26,6 +28,16 @@ int sp_cli_fail(GError *err)
     g_error_free(err);
   }
   return code;
+}
+
+void sp_cli_print_json(JsonBuilder *b)
+{
+  g_autoptr(JsonNode) root = json_builder_get_root(b);
+  g_autoptr(JsonGenerator) gen = json_generator_new();
+  json_generator_set_root(gen, root);
+  json_generator_set_pretty(gen, FALSE);
+  g_autofree char *text = json_generator_to_data(gen, NULL);
+  printf("%s\n", text);
 }
 
 typedef struct {

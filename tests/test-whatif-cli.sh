@@ -28,7 +28,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..26"
+echo "1..28"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -123,3 +123,15 @@ expect_fail "--debug-corrupt-rank outside the GPUs" "not a rank of the 8 GPUs" "
 expect_fail "--verify on a platform SimGrid rejects" "--verify needs the SimGrid engine: .*rejected" "$tmp/bad.xml" $A $V --layout tp=2,dp=2
 if "$bin" "$tmp/bad.xml" $A --model "$tmp/v.json" --layout tp=2,dp=2 >/dev/null 2>&1; then ok "the same without --verify prices analytically"
 else nok "analytic run on the bad platform failed"; fi
+# Interleaved 1F1B trace: pp 8 x vpp 2 over 64 micro-batches. Events: 8 x 2 x 64 = 1024
+# forwards and as many backwards, (8 x 2 - 1) x 64 = 960 sends each way; stage 0 runs
+# Megatron's warm-up of (pp - 1) x 2 + (vpp - 1) x pp = 22 forwards, then the steady
+# state's forward, before its first backward: 23.
+"$bin" "$D" --gpus 64 --model llama3-8b --layout tp=8,pp=8,vpp=2,dp=1,ckpt=full --global-batch 64 --fidelity analytic \
+  --trace "$tmp/il.json" >/dev/null 2>&1
+tr '{' '\n' < "$tmp/il.json" | grep '"ph":"X"' > "$tmp/ev"
+nf=$(grep -c '"name":"forward"' "$tmp/ev"); nb=$(grep -c '"name":"backward"' "$tmp/ev"); ns=$(grep -c '"name":"pipeline send"' "$tmp/ev")
+if [ "$nf" = 1024 ] && [ "$nb" = 1024 ] && [ "$ns" = 1920 ]; then ok "interleaved trace: 1024 forwards, 1024 backwards, 1920 sends"
+else nok "interleaved trace counts: $nf $nb $ns"; fi
+w=$(grep '"tid":0,' "$tmp/ev" | awk '/"name":"backward"/ { exit } /"name":"forward"/ { n++ } END { print n + 0 }')
+if [ "$w" = 23 ]; then ok "interleaved warm-up on stage 0: 22 + 1 forwards"; else nok "warm-up: $w forwards"; fi

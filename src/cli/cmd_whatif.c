@@ -843,72 +843,92 @@ static gboolean write_svg(const char *path, const row *rows, guint n, const sp_m
 }
 
 /* Chrome trace of the chosen layout: one row per pipeline stage (its first rank), the
- * 1F1B schedule simulated with the step model's per-micro-batch phases. */
+ * 1F1B schedule (interleaved when vpp > 1) simulated with the step model's
+ * per-micro-batch phases. */
 static gboolean write_trace(const char *path, const sp_step_result *r, GError **err)
 {
   const sp_layout *l = &r->layout;
-  int32_t pp = l->pp;
-  int64_t m = r->microbatches;
+  int32_t pp = l->pp, v = sp_layout_vpp(l);
+  int64_t m = r->microbatches, vm = (int64_t)v * m;
   int32_t stride = l->tp * l->sp * l->cp * l->dp;
-  double tf = r->mb_fwd, tb = r->mb_bwd, tc = pp > 1 ? r->mb_p2p / 2.0 : 0.0;
+  /* Each of a stage's v chunks takes 1/v of its forward and backward; every chunk
+   * boundary is one send (mb_p2p counts both directions and all v chunks). */
+  double tf = r->mb_fwd / v, tb = r->mb_bwd / v, tc = pp > 1 ? r->mb_p2p / (2.0 * v) : 0.0;
   sp_trace *t = sp_trace_new();
   sp_trace_set_op_name(t, 1, "forward");
   sp_trace_set_op_name(t, 2, "backward");
   sp_trace_set_op_name(t, 3, "pipeline send");
   sp_trace_set_op_name(t, 4, "gradient sync (exposed)");
-  /* f_end[p][i], b_end[p][i] computed stage by stage in dependency order. */
-  double *fend = g_new0(double, (gsize)pp * m), *bend = g_new0(double, (gsize)pp * m);
-  /* Per stage operation order of 1F1B: warm-up forwards, then one forward one backward. */
-  int64_t *order = g_new(int64_t, 2 * m); /* >=0: forward i, <0: backward -(i+1) */
+  /* fend/bend[(p * v + c) * m + i]: end of chunk c of micro-batch i on stage p. */
+  double *fend = g_new(double, (gsize)pp * vm), *bend = g_new(double, (gsize)pp * vm);
   double *clock = g_new0(double, pp);
   int64_t *pos = g_new0(int64_t, pp);
+  /* Per stage order (Megatron): warm-up forwards, then one forward one backward, then
+   * the remaining backwards, over virtual micro-batches k: chunk (k / pp) % v (reversed
+   * for backwards), micro-batch (k / (pp v)) pp + k % pp. Entries: k + 1 forward,
+   * -(k + 1) backward. With v = 1 this is plain 1F1B. */
   int64_t **orders = g_new(int64_t *, pp);
   for (int32_t p = 0; p < pp; p++) {
-    orders[p] = g_new(int64_t, 2 * m);
-    int64_t w = MIN((int64_t)(pp - p - 1), m), k = 0, fi = 0, bi = 0;
-    for (; fi < w; fi++) orders[p][k++] = fi;
-    while (k < 2 * m) {
-      if (fi < m) orders[p][k++] = fi++;
-      if (bi < m) orders[p][k++] = -(bi++ + 1);
+    orders[p] = g_new(int64_t, 2 * vm);
+    int64_t w = v > 1 ? (int64_t)(pp - p - 1) * 2 + (int64_t)(v - 1) * pp : (int64_t)(pp - p - 1);
+    w = MIN(w, vm);
+    int64_t k = 0, fi = 0, bi = 0;
+    for (; fi < w; fi++) orders[p][k++] = fi + 1;
+    while (k < 2 * vm) {
+      if (fi < vm) orders[p][k++] = ++fi;
+      if (bi < vm) orders[p][k++] = -(++bi);
     }
   }
-  g_free(order);
-  for (int64_t i = 0; i < (int64_t)pp * m; i++) { fend[i] = -1; bend[i] = -1; }
+  for (int64_t i = 0; i < (int64_t)pp * vm; i++) { fend[i] = -1; bend[i] = -1; }
+#define CH_IDX(p_, c_, i_) (((int64_t)(p_) * v + (c_)) * m + (i_))
   /* Repeatedly advance any stage whose next operation's inputs are ready. */
   gboolean progress = TRUE;
   while (progress) {
     progress = FALSE;
     for (int32_t p = 0; p < pp; p++) {
-      while (pos[p] < 2 * m) {
-        int64_t op = orders[p][pos[p]];
-        double ready;
-        if (op >= 0) {
-          if (p > 0 && fend[(p - 1) * m + op] < 0) break;
-          ready = p > 0 ? fend[(p - 1) * m + op] + tc : 0;
+      while (pos[p] < 2 * vm) {
+        int64_t e = orders[p][pos[p]];
+        gboolean fwd = e > 0;
+        int64_t k = (fwd ? e : -e) - 1;
+        int32_t c = (int32_t)((k / pp) % v);
+        if (!fwd) c = v - 1 - c;
+        int64_t i = (k / ((int64_t)pp * v)) * pp + k % pp;
+        double ready = 0, dep;
+        if (fwd) {
+          if (p > 0) dep = fend[CH_IDX(p - 1, c, i)];
+          else dep = c > 0 ? fend[CH_IDX(pp - 1, c - 1, i)] : 0;
+          if (dep < 0) break;
+          ready = (p > 0 || c > 0) ? dep + tc : 0;
         } else {
-          int64_t i = -op - 1;
-          if (p < pp - 1 && bend[(p + 1) * m + i] < 0) break;
-          if (fend[p * m + i] < 0) break;
-          ready = p < pp - 1 ? bend[(p + 1) * m + i] + tc : 0;
+          if (fend[CH_IDX(p, c, i)] < 0) break;
+          if (p < pp - 1) dep = bend[CH_IDX(p + 1, c, i)];
+          else dep = c < v - 1 ? bend[CH_IDX(0, c + 1, i)] : 0;
+          if (dep < 0) break;
+          ready = (p < pp - 1 || c < v - 1) ? dep + tc : 0;
         }
         double start = MAX(clock[p], ready);
-        double dur = op >= 0 ? tf : tb;
-        sp_trace_event ev = { .rank = p * stride, .op = op >= 0 ? 1 : 2, .phase = (uint32_t)(op >= 0 ? op : -op - 1),
+        double dur = fwd ? tf : tb;
+        uint32_t phase = (uint32_t)(i * v + c);
+        sp_trace_event ev = { .rank = p * stride, .op = fwd ? 1 : 2, .phase = phase,
                               .kind = SP_STEP_COMPUTE, .start = start, .end = start + dur, .bytes = 0 };
         sp_trace_add(t, &ev);
-        if (tc > 0 && ((op >= 0 && p < pp - 1) || (op < 0 && p > 0))) {
-          sp_trace_event cv = { .rank = p * stride, .op = 3, .phase = ev.phase, .kind = SP_STEP_WAIT,
+        gboolean sends = fwd ? !(p == pp - 1 && c == v - 1) : !(p == 0 && c == 0);
+        if (tc > 0 && sends) {
+          sp_trace_event cv = { .rank = p * stride, .op = 3, .phase = phase, .kind = SP_STEP_WAIT,
                                 .start = start + dur, .end = start + dur + tc, .bytes = 0 };
           sp_trace_add(t, &cv);
         }
-        if (op >= 0) fend[p * m + op] = start + dur;
-        else bend[p * m - op - 1] = start + dur;
+        if (fwd) fend[CH_IDX(p, c, i)] = start + dur;
+        else bend[CH_IDX(p, c, i)] = start + dur;
         clock[p] = start + dur;
         pos[p]++;
         progress = TRUE;
       }
     }
   }
+#undef CH_IDX
+  gboolean complete = TRUE;
+  for (int32_t p = 0; p < pp; p++) complete = complete && pos[p] == 2 * vm;
   double end = 0;
   for (int32_t p = 0; p < pp; p++) end = MAX(end, clock[p]);
   if (r->dp_tail > 0)
@@ -922,7 +942,11 @@ static gboolean write_trace(const char *path, const sp_step_result *r, GError **
   g_free(bend);
   g_free(clock);
   g_free(pos);
-  gboolean ok = sp_trace_write_chrome(t, path, err);
+  gboolean ok = complete;
+  if (!complete)
+    g_set_error_literal(err, SP_ERROR, SP_ERROR_TRANSPORT,
+                        "trace: the pipeline schedule deadlocks (a bug in spsim: please report it)");
+  ok = ok && sp_trace_write_chrome(t, path, err);
   sp_trace_free(t);
   return ok;
 }
@@ -969,7 +993,7 @@ int sp_cmd_whatif(int argc, char **argv)
     { "top", 'k', 0, G_OPTION_ARG_INT, &o.top, "rows of the ranked table (default 10)", "K" },
     { "all", 0, 0, G_OPTION_ARG_NONE, &o.all, "rank layouts that do not fit in memory too", NULL },
     { "json", 0, 0, G_OPTION_ARG_FILENAME, &o.json, "write every evaluated layout with its breakdown", "FILE" },
-    { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o.trace, "write a Chrome trace of the winner's step (1F1B per stage)", "FILE" },
+    { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o.trace, "write a Chrome trace of the winner's step (1F1B per stage, interleaved when vpp > 1)", "FILE" },
     { "svg", 0, 0, G_OPTION_ARG_FILENAME, &o.svg, "write a stacked-bar chart of the top layouts", "FILE" },
     { "explain", 0, 0, G_OPTION_ARG_NONE, &o.explain, "count skipped layouts per reason", NULL },
     { "fidelity", 0, 0, G_OPTION_ARG_STRING, &o.fidelity, "collective pricing: flow (SimGrid, default), step (SimGrid step by step), analytic", "MODE" },

@@ -9,6 +9,13 @@
 # (tests/test-real-ref); the TAP comment says which one was used.
 # Expected values also come from an independent fact: an all-reduce gives
 # every rank the same bytes, so its per-rank checksums must all be equal.
+# Graph operations (every entry of `spsim verify --op`'s operation table, e.g.
+# ulysses-attention, tp-mlp, pipeline-1f1b) at 2, 4 and 8 ranks:
+#   mpirun -np N spsim-run --op OP --checksum
+# prints the same lines as
+#   spsim verify platforms/small.xml --op OP --ranks N --checksum
+# (needs spsim verify; skipped with the loopback reference). A corrupted output
+# on one rank must turn into FAIL (exit 1) naming that rank and a differing line.
 build="${SPSIM_BUILDDIR:-.}"
 src="${SPSIM_SRCDIR:-.}"
 run="$build/spsim-run"
@@ -71,7 +78,6 @@ case_() {
   fi
 }
 
-echo "1..69"
 for np in 2 4 8; do
   for op in all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv; do
     for dt in f32 bf16 i32; do
@@ -97,3 +103,84 @@ if timeout 120 "$MPIRUN" -np 4 "$run" --op all-reduce --dtype f32 --count 257 --
 else
   nok "all-reduce checksum lines: $(cat "$tmp/out" "$tmp/err")"
 fi
+
+# ---- graph operations of the operation library (sp_ops_verify_table) ----
+# The list comes from spsim-run itself (its unknown --op message names every
+# collective, then every graph operation), so a new table entry is covered.
+colls="all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv"
+"$MPIRUN" -np 1 "$run" --op no-such-op >"$tmp/ops" 2>&1
+graph_ops=$(sed -n "s/.*unknown --op 'no-such-op': use one of //p" "$tmp/ops" | tr -d ',' |
+  tr ' ' '\n' | grep -v '^$' | grep -vx "$(echo $colls | tr ' ' '\n')" | tr '\n' ' ')
+if [ -n "$graph_ops" ]; then
+  ok "graph operations listed by spsim-run: $graph_ops"
+else
+  nok "spsim-run lists no graph operation: $(cat "$tmp/ops")"
+fi
+
+# graph_case OP N: 0 ran and matched, 1 mismatch/failure, 2 the op rejects N ranks
+graph_case() {
+  op=$1; np=$2
+  desc="graph $op np=$np"
+  if ! "$build/spsim" verify "$platform" --op "$op" --ranks "$np" --checksum >"$tmp/vout" 2>"$tmp/referr"; then
+    if grep -qi 'must be\|divisib\|multiple\|cannot\|needs' "$tmp/referr"; then
+      ok "$desc # SKIP the operation rejects $np ranks: $(head -1 "$tmp/referr")"; return 2
+    fi
+    nok "$desc: spsim verify failed: $(head -3 "$tmp/referr" "$tmp/vout")"; return 1
+  fi
+  grep '^checksum ' "$tmp/vout" >"$tmp/want"
+  if ! timeout 120 "$MPIRUN" -np "$np" "$run" --op "$op" --checksum >"$tmp/out" 2>"$tmp/err"; then
+    nok "$desc: spsim-run failed: $(head -5 "$tmp/err")"; return 1
+  fi
+  grep '^checksum ' "$tmp/out" >"$tmp/got"
+  if ! grep -q "^PASS $op graph " "$tmp/out"; then
+    nok "$desc: no PASS line: $(cat "$tmp/out")"; return 1
+  elif ! grep -q '^checksum all=0x[0-9a-f]\{16\}$' "$tmp/want" || ! cmp -s "$tmp/want" "$tmp/got"; then
+    nok "$desc: checksums differ"
+    sed 's/^/#   want /' "$tmp/want"; sed 's/^/#   got  /' "$tmp/got"; return 1
+  fi
+  ok "$desc"
+  return 0
+}
+
+if [ $ref_kind != verify ]; then
+  ok "graph operations # SKIP spsim verify or platforms/small.xml not available"
+else
+  never=""
+  for op in $graph_ops; do
+    ran=0
+    for np in 2 4 8; do
+      graph_case "$op" "$np" && ran=1
+    done
+    [ $ran = 1 ] || never="$never $op"
+  done
+  if [ -n "$graph_ops" ] && [ -z "$never" ]; then
+    ok "every graph operation ran and matched at one rank count at least"
+  else
+    nok "graph operations that never ran and matched:${never:- (none listed)}"
+  fi
+
+  # the check can fail: a corrupted output on rank 1 is a FAIL naming rank 1,
+  # and rank 1's checksum line no longer matches spsim verify's
+  "$build/spsim" verify "$platform" --op tp-mlp --ranks 4 --checksum | grep '^checksum ' >"$tmp/want"
+  timeout 120 "$MPIRUN" -np 4 "$run" --op tp-mlp --checksum --debug-corrupt-rank 1 >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  grep '^checksum ' "$tmp/out" >"$tmp/got"
+  if [ $rc = 1 ] && grep -q '^FAIL tp-mlp graph .*rank 1 differs' "$tmp/out" &&
+     [ "$(diff "$tmp/want" "$tmp/got" | grep -c '^> checksum rank=1 ')" = 1 ] &&
+     [ "$(diff "$tmp/want" "$tmp/got" | grep -c '^> checksum rank=[023] ')" = 0 ]; then
+    ok "graph op: a corrupted output on rank 1 fails (exit 1) and changes rank 1's checksum only"
+  else
+    nok "graph op corruption not detected (exit $rc): $(cat "$tmp/out" "$tmp/err")"
+  fi
+fi
+
+# graph operations run on the MPI host transport only: a clear usage error
+timeout 120 "$MPIRUN" -np 2 "$run" --op ulysses-attention --transport nccl >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc = 2 ] && grep -q 'graph operations run on the MPI host transport only' "$tmp/err"; then
+  ok "graph op with --transport nccl: usage error (exit 2)"
+else
+  nok "graph op with --transport nccl: exit $rc: $(cat "$tmp/out" "$tmp/err")"
+fi
+
+echo "1..$n"

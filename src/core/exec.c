@@ -4,7 +4,8 @@
  * leaves the executor on the same WAIT, and the next resume calls wait_all
  * again); local steps go to transport->local, or to sp_step_run_host when the
  * transport has none and buffers exist (in cost mode without a local op they
- * are skipped). Traces get one event per communication block (first post up to
+ * are skipped); in data mode a COMPUTE step then goes to the compute hook when one
+ * is set (sp_exec_set_compute_hook: data kernels of graph cases). Traces get one event per communication block (first post up to
  * the completion of its WAIT) and one per local step.
  */
 #include "config.h"
@@ -25,6 +26,9 @@ struct sp_exec {
   double block_start;
   uint64_t block_bytes;
   uint32_t block_op, block_phase;
+  /* data kernels of COMPUTE steps (data mode only) */
+  sp_exec_compute_fn compute;
+  void *compute_ud;
 };
 
 sp_exec *sp_exec_new(const sp_program *p, const sp_transport *t, void *const *bufs, sp_trace *trace)
@@ -36,6 +40,13 @@ sp_exec *sp_exec_new(const sp_program *p, const sp_transport *t, void *const *bu
   e->bufs = bufs;
   e->trace = trace;
   return e;
+}
+
+void sp_exec_set_compute_hook(sp_exec *e, sp_exec_compute_fn fn, void *ud)
+{
+  g_return_if_fail(e != NULL);
+  e->compute = fn;
+  e->compute_ud = ud;
 }
 
 void sp_exec_free(sp_exec *e)
@@ -161,6 +172,8 @@ sp_wait_status sp_exec_resume(sp_exec *e, GError **err)
         ok = ops->local(ctx, s, e->bufs, &local);
       else if (e->bufs)
         ok = sp_step_run_host(s, e->bufs, &local);
+      if (ok && e->compute && e->bufs && s->kind == SP_STEP_COMPUTE)
+        ok = e->compute(e->compute_ud, e->p->rank, s, e->bufs, &local);
       if (!ok) {
         if (local)
           g_prefix_error(&local, "rank %d step %u: ", e->p->rank, e->pc);
@@ -182,11 +195,18 @@ sp_wait_status sp_exec_resume(sp_exec *e, GError **err)
 gboolean sp_exec_run(const sp_program *p, const sp_transport *t, void *const *bufs,
                      sp_trace *trace, GError **err)
 {
+  return sp_exec_run_compute(p, t, bufs, trace, NULL, NULL, err);
+}
+
+gboolean sp_exec_run_compute(const sp_program *p, const sp_transport *t, void *const *bufs,
+                             sp_trace *trace, sp_exec_compute_fn fn, void *ud, GError **err)
+{
   sp_exec *e = sp_exec_new(p, t, bufs, trace);
   if (e == NULL) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "sp_exec_run: NULL program or transport");
     return FALSE;
   }
+  sp_exec_set_compute_hook(e, fn, ud);
   sp_wait_status st = sp_exec_resume(e, err);
   if (st == SP_WAIT_PENDING)
     g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT,

@@ -3,6 +3,12 @@
  *   mpirun -np N spsim-run --op all-reduce [--dtype f32] [--count C | --size BYTES]
  *          [--algo A] [--redop sum] [--transport mpi|nccl|cuda-mpi] [--checksum]
  *          [--time [--iters K] [--warmup W] [--sizes MIN:MAX]] [--native] [--timeout SEC]
+ *   mpirun -np N spsim-run --op GRAPH-OP [--checksum] [--timeout SEC]
+ *
+ * GRAPH-OP is an operation of `spsim verify --op` (sp_ops_verify_table(): ulysses-
+ * attention, tp-mlp, pipeline-1f1b, ...): every process builds the same whole case
+ * (world = MPI size, groups as `spsim verify`), runs its rank's program over the MPI
+ * host transport with the data kernels on COMPUTE steps and checks its own outputs.
  *
  * Every process builds only its own program (the same lowering as `spsim
  * verify`), fills its input with the shared pattern, runs the program over the
@@ -27,6 +33,7 @@
 #include "spsim/dtype.h"
 #include "spsim/error.h"
 #include "spsim/exec.h"
+#include "spsim/ops.h"
 #include "spsim/program.h"
 #include "spsim/verify.h"
 
@@ -40,7 +47,8 @@ static const char *const transport_names[TR_COUNT] = { "mpi", "nccl", "cuda-mpi"
 typedef struct run_op run_op;
 
 typedef struct {
-  const run_op *op;
+  const run_op *op;                /* a collective, or NULL for a graph operation */
+  const sp_op_verify_entry *graph; /* a graph operation of `spsim verify --op` (spsim/ops.h) */
   sp_dtype dtype;
   sp_algo algo;
   sp_redop redop;
@@ -132,6 +140,8 @@ static const run_op *find_op(const char *s, GError **err)
   GString *names = g_string_new(NULL);
   for (size_t i = 0; i < G_N_ELEMENTS(run_ops); i++)
     g_string_append_printf(names, "%s%s", i ? ", " : "", run_ops[i].name);
+  for (const sp_op_verify_entry *e = sp_ops_verify_table(); e->name; e++)
+    g_string_append_printf(names, ", %s", e->name);
   g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown --op '%s': use one of %s", s, names->str);
   g_string_free(names, TRUE);
   return NULL;
@@ -207,7 +217,8 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   gboolean checksum = FALSE, time_ = FALSE, native = FALSE, mismatch = FALSE, deadlock = FALSE;
   GOptionEntry entries[] = {
     { "op", 'o', 0, G_OPTION_ARG_STRING, &op_s,
-      "all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, send-recv", "OP" },
+      "all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, send-recv, or a "
+      "graph operation of `spsim verify --op` (ulysses-attention, tp-mlp, ring-attention, ...)", "OP" },
     { "coll", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &coll_s, "alias of --op", "OP" },
     { "dtype", 'd', 0, G_OPTION_ARG_STRING, &dtype_s, "f32 (default), f16, bf16, i32, i64, u8", "T" },
     { "count", 'c', 0, G_OPTION_ARG_INT64, &count, "elements per rank (default 1024; all-gather, reduce-scatter, all-to-all: 1024 / ranks)", "C" },
@@ -250,7 +261,8 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--op is required (e.g. --op all-reduce)");
     return FALSE;
   }
-  if (!(cfg->op = find_op(op_s ? op_s : coll_s, err)))
+  cfg->graph = sp_ops_verify_lookup(op_s ? op_s : coll_s);
+  if (!cfg->graph && !(cfg->op = find_op(op_s ? op_s : coll_s, err)))
     return FALSE;
   cfg->dtype = SP_F32;
   if (dtype_s && !sp_dtype_parse(dtype_s, &cfg->dtype, err))
@@ -292,6 +304,25 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   if (ranks < 0 || root < 0) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--%s must be >= 0", ranks < 0 ? "ranks" : "root");
     return FALSE;
+  }
+  if (cfg->graph) {
+    /* graph operations: the sizes and groups of `spsim verify --op` (fixed small
+     * shapes), host memory; reject what would be silently ignored */
+    const char *bad = count >= 0 ? "--count" : size_s ? "--size" : dtype_s ? "--dtype" : algo_s ? "--algo"
+                      : redop_s ? "--redop" : chunk_s ? "--chunk" : root ? "--root" : time_ ? "--time"
+                      : native ? "--native" : NULL;
+    if (bad) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                  "%s does not apply to the graph operation '%s' (its sizes, types and groups are "
+                  "fixed, as in `spsim verify --op %s`)", bad, cfg->graph->name, cfg->graph->name);
+      return FALSE;
+    }
+    if (cfg->transport != TR_MPI) {
+      g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                  "--transport %s: graph operations run on the MPI host transport only "
+                  "(use --transport mpi)", transport_names[cfg->transport]);
+      return FALSE;
+    }
   }
   cfg->ranks = ranks;
   cfg->root = root;
@@ -347,7 +378,7 @@ static void config_fields(const run_config *c, field *f)
 {
   int i = 0;
 #define F(name, ...) (f[i].flag = name, f[i].value = g_strdup_printf(__VA_ARGS__), i++)
-  F("--op", "%s", c->op ? c->op->name : "");
+  F("--op", "%s", c->graph ? c->graph->name : c->op ? c->op->name : "");
   F("--dtype", "%s", sp_dtype_name(c->dtype));
   F("--algo", "%s", sp_algo_name(c->algo));
   F("--redop", "%s", sp_redop_name(c->redop));
@@ -612,6 +643,48 @@ static gboolean check_tolerance(const sp_case *c, int32_t rank, const void *got,
   return TRUE;
 }
 
+/* Gather every rank's (member, ok, checksum) to rank 0, which prints the canonical
+ * checksum lines of the members (with --checksum) and lists the failing members in
+ * @p bad (rank 0 only; *nbad of them). Returns TRUE when no rank failed (the same
+ * on every rank). */
+static gboolean gather_verdicts(runner *r, gboolean member, gboolean ok, uint64_t sum, GString *bad,
+                                int *nbad)
+{
+  world_info *w = r->w;
+  int32_t rank = w->rank;
+  GError *err = NULL;
+  uint64_t mine[3] = { (uint64_t)member, (uint64_t)ok, sum };
+  g_autofree uint64_t *all = rank == 0 ? g_new0(uint64_t, 3 * (size_t)w->world) : NULL;
+  MPI_Request req;
+  if (!sp_mpi_check(MPI_Igather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD, &req),
+                    "MPI_Igather", rank, &err) ||
+      !sp_mpi_wait_bounded(1, &req, r->cfg->timeout, w->yield, rank, "the checksums of the other ranks",
+                           NULL, NULL, &err))
+    die_transport(w, err);
+  uint64_t failed = !ok;
+  allreduce_max(w, &failed, 1, "the other ranks' verdicts");
+  *nbad = 0;
+  if (rank == 0) {
+    if (r->cfg->checksum) {
+      g_autofree int32_t *ranks = g_new(int32_t, w->world);
+      g_autofree uint64_t *sums = g_new(uint64_t, w->world);
+      size_t k = 0;
+      for (int i = 0; i < w->world; i++)
+        if (all[3 * i]) {
+          ranks[k] = i;
+          sums[k++] = all[3 * i + 2];
+        }
+      sp_checksum_print_lines(stdout, ranks, sums, k);
+    }
+    for (int i = 0; i < w->world; i++)
+      if (all[3 * i] && !all[3 * i + 1]) {
+        g_string_append_printf(bad, "%s%d", *nbad ? ", " : "", i);
+        (*nbad)++;
+      }
+  }
+  return failed == 0;
+}
+
 /* Check this rank's result, gather checksums to rank 0, print lines and verdict.
  * Returns the exit code (the same on every rank). */
 static int report_case(runner *r, const sp_case *c, const run_bufs *b)
@@ -632,37 +705,11 @@ static int report_case(runner *r, const sp_case *c, const run_bufs *b)
     fflush(stderr);
     g_clear_error(&err);
   }
-  /* gather (member, ok, checksum) to rank 0 */
-  uint64_t mine[3] = { (uint64_t)member, (uint64_t)ok, sp_case_checksum(c, rank) };
-  g_autofree uint64_t *all = rank == 0 ? g_new0(uint64_t, 3 * (size_t)w->world) : NULL;
-  MPI_Request req;
-  if (!sp_mpi_check(MPI_Igather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD, &req),
-                    "MPI_Igather", rank, &err) ||
-      !sp_mpi_wait_bounded(1, &req, r->cfg->timeout, w->yield, rank, "the checksums of the other ranks",
-                           NULL, NULL, &err))
-    die_transport(w, err);
-  uint64_t failed = !ok;
-  allreduce_max(w, &failed, 1, "the other ranks' verdicts");
+  GString *bad = g_string_new(NULL);
+  int nbad = 0;
+  gboolean failed = !gather_verdicts(r, member, ok, sp_case_checksum(c, rank), bad, &nbad);
   if (rank == 0) {
     const sp_coll_spec *spec = sp_case_spec(c);
-    if (r->cfg->checksum) {
-      g_autofree int32_t *ranks = g_new(int32_t, w->world);
-      g_autofree uint64_t *sums = g_new(uint64_t, w->world);
-      size_t k = 0;
-      for (int i = 0; i < w->world; i++)
-        if (all[3 * i]) {
-          ranks[k] = i;
-          sums[k++] = all[3 * i + 2];
-        }
-      sp_checksum_print_lines(stdout, ranks, sums, k);
-    }
-    GString *bad = g_string_new(NULL);
-    int nbad = 0;
-    for (int i = 0; i < w->world; i++)
-      if (all[3 * i] && !all[3 * i + 1]) {
-        g_string_append_printf(bad, "%s%d", nbad ? ", " : "", i);
-        nbad++;
-      }
     const char *algo = r->cfg->native ? "native" : sp_algo_name(sp_algo_choose(spec));
     if (nbad == 0)
       printf("PASS %s %s %s %s count=%" G_GUINT64_FORMAT " ranks=%d transport=%s\n",
@@ -674,9 +721,9 @@ static int report_case(runner *r, const sp_case *c, const run_bufs *b)
              r->cfg->op->name, algo, sp_dtype_name(spec->dtype), sp_redop_name(spec->redop),
              spec->count, w->world, transport_names[r->cfg->transport], nbad > 1 ? "s" : "",
              bad->str, nbad > 1 ? "" : "s");
-    g_string_free(bad, TRUE);
     fflush(stdout);
   }
+  g_string_free(bad, TRUE);
   return failed ? EXIT_MISMATCH : 0;
 }
 
@@ -735,6 +782,81 @@ static int run_single(runner *r)
   bufs_release(r, &b);
   sp_case_free(c);
   return rc;
+}
+
+/* The group size `spsim verify --op` uses for a graph operation on @p world ranks:
+ * the largest divisor of the world not above 64. */
+static int32_t graph_group(int32_t world)
+{
+  int32_t group = 1;
+  for (int32_t d = 1; d <= 64 && d <= world; d++)
+    if (world % d == 0)
+      group = d;
+  return group;
+}
+
+/* A graph operation (sp_ops_verify_table): every process builds the whole case
+ * deterministically (world = MPI size, the groups of `spsim verify --op`), runs
+ * its own rank's lowered program over the MPI host transport with the case's data
+ * kernels on COMPUTE steps, and judges its own rank against the reference. */
+static int run_graph(runner *r)
+{
+  world_info *w = r->w;
+  const run_config *cfg = r->cfg;
+  GError *err = NULL;
+  const int32_t group = graph_group(w->world);
+  sp_graph_case *c = sp_ops_verify_case_new(cfg->graph->name, w->world, group, &err);
+  /* building is deterministic, so errors are the same on every rank: rank 0 explains */
+  uint64_t failed = c == NULL;
+  allreduce_max(w, &failed, 1, "the other ranks to build their programs");
+  if (failed) {
+    if (err && w->rank == 0)
+      fprintf(stderr, "spsim-run: %s\n", err->message);
+    else if (err == NULL && c == NULL)
+      fprintf(stderr, "spsim-run: rank %d: could not build '%s'\n", w->rank, cfg->graph->name);
+    g_clear_error(&err);
+    sp_graph_case_free(c);
+    return EXIT_USAGE;
+  }
+  if (cfg->debug_die_rank == w->rank) {
+    fprintf(stderr, "spsim-run: rank %d: exiting with status %d before communicating "
+            "(--debug-die-rank)\n", w->rank, EXIT_DIED);
+    fflush(stderr);
+    exit(EXIT_DIED);
+  }
+  const sp_program *p = sp_graph_case_progs(c)[w->rank];
+  void *const *bufs = sp_graph_case_bufs(c)[w->rank];
+  if (!sp_exec_run_compute(p, &r->tr, bufs, NULL, sp_graph_case_compute, c, &err))
+    die_transport(w, err);
+  if (cfg->debug_corrupt_rank == w->rank)
+    sp_graph_case_corrupt(c, w->rank); /* a wrong result (no-op on a rank without outputs) */
+  gboolean member = sp_graph_case_has_outputs(c, w->rank);
+  gboolean ok = sp_graph_case_check_rank(c, w->rank, NULL, &err);
+  if (!ok) {
+    if (err && g_str_has_prefix(err->message, "rank "))
+      fprintf(stderr, "spsim-run: FAIL: %s\n", err->message);
+    else
+      fprintf(stderr, "spsim-run: rank %d: FAIL: %s\n", w->rank, err ? err->message : "?");
+    fflush(stderr);
+    g_clear_error(&err);
+  }
+  GString *bad = g_string_new(NULL);
+  int nbad = 0;
+  gboolean pass = gather_verdicts(r, member, ok, sp_graph_case_checksum(c, w->rank), bad, &nbad);
+  if (w->rank == 0) {
+    if (pass)
+      printf("PASS %s graph bytes=%" G_GUINT64_FORMAT " ranks=%d group=%d transport=%s\n",
+             cfg->graph->name, sp_graph_case_bytes(c), w->world, group, transport_names[cfg->transport]);
+    else
+      printf("FAIL %s graph bytes=%" G_GUINT64_FORMAT " ranks=%d group=%d transport=%s: rank%s %s "
+             "differ%s from the reference\n",
+             cfg->graph->name, sp_graph_case_bytes(c), w->world, group, transport_names[cfg->transport],
+             nbad > 1 ? "s" : "", bad->str, nbad > 1 ? "" : "s");
+    fflush(stdout);
+  }
+  g_string_free(bad, TRUE);
+  sp_graph_case_free(c);
+  return pass ? 0 : EXIT_MISMATCH;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -959,6 +1081,8 @@ int main(int argc, char **argv)
   int rc;
   if (cfg.debug_deadlock)
     rc = run_deadlock(&r);
+  else if (cfg.graph)
+    rc = run_graph(&r);
   else if (cfg.time)
     rc = run_timed(&r);
   else

@@ -51,6 +51,19 @@ gboolean sp_exec_run(const sp_program *p, const sp_transport *t, void *const *bu
                      sp_trace *trace, GError **err);
 
 /**
+ * Data kernel of a COMPUTE step (e.g. sp_graph_case_compute): called with the
+ * rank's buffers after the transport's local op (or sp_step_run_host) for every
+ * COMPUTE step of a data-mode run (never in cost mode).
+ */
+typedef gboolean (*sp_exec_compute_fn)(void *ud, int32_t rank, const sp_step *s,
+                                       void *const *bufs, GError **err);
+/** Set (or clear, @p fn NULL) the COMPUTE hook of @p e; default none. */
+void sp_exec_set_compute_hook(sp_exec *e, sp_exec_compute_fn fn, void *ud);
+/** sp_exec_run with a COMPUTE hook (@p fn may be NULL). */
+gboolean sp_exec_run_compute(const sp_program *p, const sp_transport *t, void *const *bufs,
+                             sp_trace *trace, sp_exec_compute_fn fn, void *ud, GError **err);
+
+/**
  * Run the programs of ranks 0..world-1 in process over a loopback transport
  * (buffered sends, in-order matching per (src, dst, tag)). @p bufs[r] is rank r's
  * buffer array, or @p bufs is NULL for cost mode. A schedule that cannot progress

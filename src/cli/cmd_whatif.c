@@ -383,7 +383,12 @@ static char *explain_winner(const row *rows, guint nrows, const sp_model *m, dou
                          l->ckpt == SP_CKPT_NONE ? "" : l->ckpt == SP_CKPT_SELECTIVE ? " with selective recomputation" : " with full recomputation",
                          mem_cap / GIB);
   g_string_append(s, r->fits ? "." : ", so it does NOT fit.");
-  if (nrows > 1) {
+  if (nrows > 1 && time_key(rows[1].r.step_time) == time_key(r->step_time)) {
+    const sp_step_result *q = &rows[1].r;
+    g_string_append_printf(s, " The runner-up, %s, ties with it (equal to 5 significant digits) and needs %.1f GiB %s per GPU.",
+                           rows[1].label, fabs(q->mem.total - r->mem.total) / GIB,
+                           q->mem.total >= r->mem.total ? "more" : "less");
+  } else if (nrows > 1) {
     const sp_step_result *q = &rows[1].r;
     /* Name the component where the runner-up loses most. */
     double dc = q->compute - r->compute, db = q->bubble - r->bubble;

@@ -86,6 +86,10 @@ typedef struct {
   guint posted;     /* sends/recvs posted since the last WAIT */
   guint used;       /* steps of prog in use: prog->steps grows ahead in blocks of
                        cleared steps and is cut back to used by sp_lower_coll */
+  sp_step_sink sink; /* sp_lower_coll_stream: receives the steps in batches, else NULL */
+  void *sink_ud;
+  guint base;        /* sp_lower_coll_stream: steps of prog before the lowering */
+  gboolean comm_only; /* sp_lower_coll_stream: emit no local steps (sp_l_copy ...) */
 } sp_lctx;
 
 /* Post a send of @bytes at (buf, off) to group member @member (skipped when empty). */
@@ -101,6 +105,9 @@ void sp_l_reduce(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint3
 /* AVG only: dst <- dst / n (skipped for other operators and when empty). */
 void sp_l_avg(sp_lctx *c, uint32_t phase, uint32_t buf, uint64_t off, uint64_t elems);
 uint32_t sp_l_scratch(sp_lctx *c, uint64_t bytes, const char *what);
+/* Are local steps emitted? (FALSE when streaming communication only: algorithms
+ * may then skip computing them; sp_l_copy/reduce/avg emit nothing anyway.) */
+static inline gboolean sp_l_local(const sp_lctx *c) { return !c->comm_only; }
 
 /* Chunk size in elements of a chunked algorithm (>= 1). */
 uint64_t sp_l_chunk_elems(const sp_coll_spec *spec);

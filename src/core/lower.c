@@ -3,6 +3,8 @@
  * RING lives in lower_ring.c, TREE in lower_tree.c. */
 #include "config.h"
 
+#include <string.h>
+
 #include "coll_priv.h"
 #include "spsim/coll.h"
 #include "spsim/error.h"
@@ -14,16 +16,45 @@ static int32_t tag_of(const sp_lctx *c, uint32_t phase)
   return c->spec->tag + (int32_t)(phase % 1024u);
 }
 
+/* Steps a streaming lowering batches before handing them to its sink: small
+ * enough for the batch to stay in cache. */
+#define STREAM_BATCH 256u
+
+/* Hand the steps emitted since the last flush to the sink (streaming only), then
+ * clear them for reuse: emit hands out zeroed steps (one memset of the batch is
+ * much cheaper than clearing step by step). */
+static void flush(sp_lctx *c)
+{
+  if (c->sink == NULL || c->used == c->base)
+    return;
+  sp_step *batch = &g_array_index(c->prog->steps, sp_step, c->base);
+  c->sink(c->sink_ud, c->prog, batch, c->used - c->base);
+  memset(batch, 0, (c->used - c->base) * sizeof *batch);
+  c->used = c->base;
+}
+
 /* A zeroed step appended to the program, to fill in place: lowerings emit
  * millions of steps at scale, so the steps array (which clears new elements)
  * grows ahead by blocks of its length, 16 to 256 steps (small programs keep a
- * small capacity), and sp_lower_coll cuts it back to c->used. */
-static sp_step *emit(sp_lctx *c)
+ * small capacity), and sp_lower_coll cuts it back to c->used. A streaming
+ * lowering flushes full batches first and reuses their (cleared) slots.
+ * emit_slow grows or flushes; emit is the inlined common case. */
+static G_GNUC_NO_INLINE sp_step *emit_slow(sp_lctx *c)
 {
   GArray *steps = c->prog->steps;
+  if (c->sink != NULL && c->used - c->base >= STREAM_BATCH)
+    flush(c);
   if (c->used == steps->len)
     g_array_set_size(steps, steps->len + CLAMP(steps->len, 16u, 256u));
   return &g_array_index(steps, sp_step, c->used++);
+}
+
+static inline sp_step *emit(sp_lctx *c)
+{
+  GArray *steps = c->prog->steps;
+  if (G_LIKELY(c->used < steps->len && (c->sink == NULL || c->used - c->base < STREAM_BATCH)))
+    return &g_array_index(steps, sp_step, c->used++);
+  return emit_slow(c);
 }
 
 static void comm(sp_lctx *c, sp_step_kind kind, int32_t member, uint32_t phase, uint32_t buf,
@@ -71,7 +102,7 @@ void sp_l_wait(sp_lctx *c, uint32_t phase)
 void sp_l_copy(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint32_t sbuf, uint64_t soff,
                uint64_t bytes)
 {
-  if (bytes == 0 || (dbuf == sbuf && doff == soff))
+  if (bytes == 0 || (dbuf == sbuf && doff == soff) || c->comm_only)
     return;
   sp_step *s = emit(c);
   s->kind = SP_STEP_COPY;
@@ -87,7 +118,7 @@ void sp_l_copy(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint32_
 void sp_l_reduce(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint32_t sbuf, uint64_t soff,
                  uint64_t elems)
 {
-  if (elems == 0)
+  if (elems == 0 || c->comm_only)
     return;
   sp_step *s = emit(c);
   s->kind = SP_STEP_REDUCE;
@@ -103,7 +134,7 @@ void sp_l_reduce(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint3
 
 void sp_l_avg(sp_lctx *c, uint32_t phase, uint32_t buf, uint64_t off, uint64_t elems)
 {
-  if (elems == 0 || c->spec->redop != SP_RED_AVG || c->n == 1)
+  if (elems == 0 || c->spec->redop != SP_RED_AVG || c->n == 1 || c->comm_only)
     return;
   sp_step *s = emit(c);
   s->kind = SP_STEP_SCALE;
@@ -321,8 +352,9 @@ static gboolean lower_member(sp_lctx *c, sp_algo algo, uint64_t in_bytes, GError
   }
 }
 
-gboolean sp_lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t in_buf,
-                       uint32_t out_buf, GError **err)
+static gboolean lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t in_buf,
+                           uint32_t out_buf, gboolean comm_only, sp_step_sink sink,
+                           void *sink_ud, GError **err)
 {
   g_return_val_if_fail(prog != NULL, FALSE);
   if (!sp_coll_spec_validate(spec, err))
@@ -341,7 +373,9 @@ gboolean sp_lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t in_b
     return FALSE;
 
   sp_lctx c = { .prog = prog, .spec = spec, .me = me, .n = spec->n, .es = es,
-                .in = in_buf, .out = out_buf, .posted = 0, .used = prog->steps->len };
+                .in = in_buf, .out = out_buf, .posted = 0, .used = prog->steps->len,
+                .sink = sink, .sink_ud = sink_ud, .base = prog->steps->len,
+                .comm_only = comm_only };
 
   if (in_buf == out_buf && spec->n > 1) {
     if (in_bytes != out_bytes) {
@@ -360,6 +394,23 @@ gboolean sp_lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t in_b
   }
 
   gboolean ok = lower_member(&c, algo, in_bytes, err);
-  g_array_set_size(prog->steps, c.used); /* drop the cleared steps grown ahead */
+  if (ok)
+    flush(&c);
+  /* drop the cleared steps grown ahead (streaming: all of them, back to base) */
+  g_array_set_size(prog->steps, sink != NULL ? c.base : c.used);
   return ok;
+}
+
+gboolean sp_lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t in_buf,
+                       uint32_t out_buf, GError **err)
+{
+  return lower_coll(prog, spec, in_buf, out_buf, FALSE, NULL, NULL, err);
+}
+
+gboolean sp_lower_coll_stream(sp_program *prog, const sp_coll_spec *spec, uint32_t in_buf,
+                              uint32_t out_buf, gboolean comm_only, sp_step_sink sink,
+                              void *sink_ud, GError **err)
+{
+  g_return_val_if_fail(sink != NULL, FALSE);
+  return lower_coll(prog, spec, in_buf, out_buf, comm_only, sink, sink_ud, err);
 }

@@ -261,10 +261,10 @@ gboolean sp_lower_ring(sp_lctx *c, GError **err)
           for (int32_t h = 0; h < nch; h++)
             rs_post(c, &ch[h], ce, r, k, ph);
           sp_l_wait(c, ph);
-          for (int32_t h = 0; h < nch; h++)
+          for (int32_t h = 0; h < nch && sp_l_local(c); h++)
             rs_reduce(c, &ch[h], ce, r, k, ph);
         }
-        for (int32_t h = 0; h < nch; h++) {
+        for (int32_t h = 0; h < nch && sp_l_local(c); h++) {
           uint64_t o, l;
           chunk_of(ch[h].fin_off, ch[h].lens[ch[h].pos], ce, r, &o, &l);
           sp_l_avg(c, ph0 + (uint32_t)(n - 2), c->out, o * es, l);

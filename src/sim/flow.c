@@ -242,51 +242,74 @@ static void close_block(frank *r, cur_block *b, gboolean force_start, gboolean c
   b->len = 0;
 }
 
-/* Walk @p p into @p r; @p forced (sorted block indices, may be NULL) must start groups. */
-static gboolean summarise(const sp_flow_plan *fp, frank *r, const sp_program *p,
-                          const GArray *forced, GError **err)
+/* A rank being summarised: its steps are fed in program order (sp_flow_sum_feed). */
+struct sp_flow_sum {
+  const sp_flow_plan *fp;
+  frank *r;
+  int32_t rank;
+  cur_block b;           /* the block being read */
+  GArray *forced;        /* sorted block indices that must start a group, or NULL */
+  guint fi;              /* first entry of forced not below r->nblocks */
+  gboolean refine;       /* sp_flow_plan_refine: check forced against the result */
+};
+
+/* Start summarising into @p r; @p forced (sorted block indices, may be NULL) must
+ * start groups and is owned by the caller until sum_end. */
+static sp_flow_sum *sum_begin(const sp_flow_plan *fp, frank *r, int32_t rank, GArray *forced)
 {
-  (void)err;
   r->groups = g_array_new(FALSE, FALSE, sizeof(fgroup));
   r->ents = g_array_new(FALSE, FALSE, sizeof(fent));
   r->bytes = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   r->nblocks = 0;
   r->prelude_s = 0.0;
-  cur_block b = { g_new(fent, 16), g_new(uint64_t, 16), 0, 16, 0, 0,
-                  g_array_new(FALSE, FALSE, sizeof(fent)), g_array_new(FALSE, FALSE, sizeof(guint)),
-                  FALSE };
-  guint fi = 0;
-  for (guint i = 0; i < sp_program_len(p); i++) {
-    const sp_step *s = sp_program_step(p, i);
+  sp_flow_sum *su = g_new0(sp_flow_sum, 1);
+  su->fp = fp;
+  su->r = r;
+  su->rank = rank;
+  su->forced = forced;
+  su->b = (cur_block){ g_new(fent, 16), g_new(uint64_t, 16), 0, 16, 0, 0,
+                       g_array_new(FALSE, FALSE, sizeof(fent)),
+                       g_array_new(FALSE, FALSE, sizeof(guint)), FALSE };
+  return su;
+}
+
+void sp_flow_sum_feed(sp_flow_sum *su, const sp_step *steps, guint n)
+{
+  const sp_flow_plan *fp = su->fp;
+  frank *r = su->r;
+  cur_block *b = &su->b;
+  const GArray *forced = su->forced;
+  for (guint i = 0; i < n; i++) {
+    const sp_step *s = &steps[i];
     switch (s->kind) {
     case SP_STEP_SEND:
     case SP_STEP_RECV: {
-      if (b.len == 0) {
-        b.op = s->op;
-        b.phase = s->phase;
+      if (b->len == 0) {
+        b->op = s->op;
+        b->phase = s->phase;
       }
-      if (b.len == b.cap) {
-        b.cap *= 2;
-        b.ents = g_renew(fent, b.ents, b.cap);
-        b.bytes = g_renew(uint64_t, b.bytes, b.cap);
+      if (b->len == b->cap) {
+        b->cap *= 2;
+        b->ents = g_renew(fent, b->ents, b->cap);
+        b->bytes = g_renew(uint64_t, b->bytes, b->cap);
       }
-      b.ents[b.len] = (fent){ .peer = s->peer, .tag = s->tag, .mult = 1, .dir = s->kind == SP_STEP_RECV };
-      b.bytes[b.len] = s->bytes;
-      b.len++;
+      b->ents[b->len] = (fent){ .peer = s->peer, .tag = s->tag, .mult = 1, .dir = s->kind == SP_STEP_RECV };
+      b->bytes[b->len] = s->bytes;
+      b->len++;
       break;
     }
     case SP_STEP_WAIT:
-      if (b.len > 0) {
+      if (b->len > 0) {
         gboolean force = FALSE;
-        while (forced && fi < forced->len && g_array_index(forced, uint32_t, fi) < r->nblocks)
-          fi++;
-        if (forced && fi < forced->len && g_array_index(forced, uint32_t, fi) == r->nblocks)
+        while (forced && su->fi < forced->len && g_array_index(forced, uint32_t, su->fi) < r->nblocks)
+          su->fi++;
+        if (forced && su->fi < forced->len && g_array_index(forced, uint32_t, su->fi) == r->nblocks)
           force = TRUE;
-        close_block(r, &b, force, fp->coalesce);
+        close_block(r, b, force, fp->coalesce);
       }
       break;
     default: {
-      double c = fp->cost ? fp->cost(fp->cost_ud, p->rank, s) : 0.0;
+      double c = fp->cost ? fp->cost(fp->cost_ud, su->rank, s) : 0.0;
       if (r->groups->len == 0)
         r->prelude_s += c;
       else
@@ -295,29 +318,80 @@ static gboolean summarise(const sp_flow_plan *fp, frank *r, const sp_program *p,
     }
     }
   }
-  if (b.len > 0) /* posts without a final WAIT: complete them at the end */
-    close_block(r, &b, FALSE, fp->coalesce);
-  g_free(b.ents);
-  g_free(b.bytes);
-  g_array_unref(b.prev);
-  g_array_unref(b.map);
-  return TRUE;
+}
+
+/* Finish a summary (posts without a final WAIT complete at the end) and free it. */
+static void sum_end(sp_flow_sum *su)
+{
+  cur_block *b = &su->b;
+  if (b->len > 0)
+    close_block(su->r, b, FALSE, su->fp->coalesce);
+  g_free(b->ents);
+  g_free(b->bytes);
+  g_array_unref(b->prev);
+  g_array_unref(b->map);
+  g_free(su);
+}
+
+sp_flow_sum *sp_flow_plan_begin(sp_flow_plan *fp, int32_t rank, gboolean refine, GError **err)
+{
+  if (rank < 0 || rank >= fp->world) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "flow: program rank %d outside the world of %d",
+                rank, fp->world);
+    return NULL;
+  }
+  frank *r = &fp->ranks[rank];
+  if (!refine) {
+    if (r->added) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "flow: rank %d added twice", rank);
+      return NULL;
+    }
+    r->added = TRUE;
+    return sum_begin(fp, r, rank, NULL);
+  }
+  if (!r->dirty) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "flow: rank %d needs no refine", rank);
+    return NULL;
+  }
+  /* summarise again from scratch along the reconciled group starts */
+  GArray *forced = r->forced;
+  r->forced = NULL;
+  g_array_unref(r->groups);
+  g_array_unref(r->ents);
+  g_array_unref(r->bytes);
+  sp_flow_sum *su = sum_begin(fp, r, rank, forced);
+  su->refine = TRUE;
+  return su;
+}
+
+gboolean sp_flow_sum_end(sp_flow_sum *su, GError **err)
+{
+  frank *r = su->r;
+  int32_t rank = su->rank;
+  GArray *forced = su->forced;
+  gboolean refine = su->refine;
+  sum_end(su);
+  if (!refine)
+    return TRUE;
+  gboolean ok = TRUE;
+  /* the forced starts must reproduce the reconciled groups exactly */
+  if (r->groups->len != forced->len) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "flow: rank %d's program changed between the two passes", rank);
+    ok = FALSE;
+  }
+  g_array_unref(forced);
+  r->dirty = FALSE;
+  return ok;
 }
 
 gboolean sp_flow_plan_add(sp_flow_plan *fp, const sp_program *p, GError **err)
 {
-  if (p->rank < 0 || p->rank >= fp->world) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "flow: program rank %d outside the world of %d",
-                p->rank, fp->world);
+  sp_flow_sum *su = sp_flow_plan_begin(fp, p->rank, FALSE, err);
+  if (su == NULL)
     return FALSE;
-  }
-  frank *r = &fp->ranks[p->rank];
-  if (r->added) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "flow: rank %d added twice", p->rank);
-    return FALSE;
-  }
-  r->added = TRUE;
-  return summarise(fp, r, p, NULL, err);
+  sp_flow_sum_feed(su, (const sp_step *)(void *)p->steps->data, sp_program_len(p));
+  return sp_flow_sum_end(su, err);
 }
 
 /* ---- reconciliation ---------------------------------------------------- */
@@ -583,24 +657,13 @@ gboolean sp_flow_plan_refine(sp_flow_plan *fp, const sp_program *p, GError **err
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "flow: program rank %d outside the world", p->rank);
     return FALSE;
   }
-  frank *r = &fp->ranks[p->rank];
-  if (!r->dirty)
+  if (!fp->ranks[p->rank].dirty)
     return TRUE;
-  GArray *forced = r->forced;
-  r->forced = NULL;
-  g_array_unref(r->groups);
-  g_array_unref(r->ents);
-  g_array_unref(r->bytes);
-  gboolean ok = summarise(fp, r, p, forced, err);
-  /* the forced starts must reproduce the reconciled groups exactly */
-  if (ok && r->groups->len != forced->len) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
-                "flow: rank %d's program changed between the two passes", p->rank);
-    ok = FALSE;
-  }
-  g_array_unref(forced);
-  r->dirty = FALSE;
-  return ok;
+  sp_flow_sum *su = sp_flow_plan_begin(fp, p->rank, TRUE, err);
+  if (su == NULL)
+    return FALSE;
+  sp_flow_sum_feed(su, (const sp_step *)(void *)p->steps->data, sp_program_len(p));
+  return sp_flow_sum_end(su, err);
 }
 
 sp_program *sp_flow_plan_emit(const sp_flow_plan *fp, int32_t rank)

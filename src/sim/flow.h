@@ -53,6 +53,20 @@ gboolean sp_flow_plan_reconcile(sp_flow_plan *fp, GError **err);
 gboolean sp_flow_plan_needs(const sp_flow_plan *fp, int32_t rank);
 /** Summarise @p p again along the reconciled group boundaries. */
 gboolean sp_flow_plan_refine(sp_flow_plan *fp, const sp_program *p, GError **err);
+/**
+ * Streaming form of sp_flow_plan_add (@p refine FALSE) and sp_flow_plan_refine
+ * (@p refine TRUE, for a rank sp_flow_plan_needs): feed the rank's steps in
+ * program order with sp_flow_sum_feed, then sp_flow_sum_end (which frees the
+ * summary, also on failure). @return NULL with @p err set for a rank outside the
+ * world, added twice, or not needing a refine. A summary writes only its own
+ * rank's entry of the plan: distinct ranks may be summarised on concurrent
+ * threads, provided no other call on the plan runs meanwhile and the cost
+ * callback is thread-safe for the steps fed (or never called).
+ */
+typedef struct sp_flow_sum sp_flow_sum;
+sp_flow_sum *sp_flow_plan_begin(sp_flow_plan *fp, int32_t rank, gboolean refine, GError **err);
+void sp_flow_sum_feed(sp_flow_sum *su, const sp_step *steps, guint n);
+gboolean sp_flow_sum_end(sp_flow_sum *su, GError **err);
 /** @return the merged program of @p rank (new; cost mode only: one scratch buffer). */
 sp_program *sp_flow_plan_emit(const sp_flow_plan *fp, int32_t rank);
 /** Number of blocks and groups of @p rank (tests, diagnostics). */

@@ -987,15 +987,25 @@ static sp_program *array_get(void *ud, int32_t rank, GError **err)
   return ((array_src *)ud)->progs[rank];
 }
 
-/* FLOW: summarise every rank, reconcile, emit merged programs. */
-static gboolean flow_programs_with(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
-                                   int32_t world, gboolean trusted, gboolean coalesce,
-                                   gboolean *unaligned, sp_program **out, GError **err)
+/* FLOW, for sources that can stream: summarise every rank of [0, @p world) into
+ * @p fp (@p refine: every rank sp_flow_plan_needs) with sp_flow_plan_begin,
+ * sp_flow_sum_feed and sp_flow_sum_end, without materialising programs. */
+typedef gboolean (*flow_stream_fn)(void *ud, sp_flow_plan *fp, int32_t world, gboolean refine,
+                                   GError **err);
+
+/* FLOW: summarise every rank (streamed when @p stream is not NULL, else from the
+ * programs of @p get), reconcile, emit merged programs. */
+static gboolean flow_programs_with(sp_sim_program_fn get, sp_sim_release_fn release,
+                                   flow_stream_fn stream, void *ud, int32_t world,
+                                   gboolean trusted, gboolean coalesce, gboolean *unaligned,
+                                   sp_program **out, GError **err)
 {
   sp_flow_plan *fp = sp_flow_plan_new(world, flow_cost, NULL);
   sp_flow_plan_set_coalesce(fp, coalesce);
   gboolean ok = TRUE;
-  for (int32_t r = 0; r < world && ok; r++) {
+  if (stream != NULL)
+    ok = stream(ud, fp, world, FALSE, err);
+  for (int32_t r = 0; r < world && ok && stream == NULL; r++) {
     sp_program *p = get(ud, r, err);
     if (p == NULL) {
       ok = FALSE;
@@ -1012,7 +1022,9 @@ static gboolean flow_programs_with(sp_sim_program_fn get, sp_sim_release_fn rele
       release(ud, p);
   }
   ok = ok && sp_flow_plan_reconcile(fp, err);
-  for (int32_t r = 0; r < world && ok; r++) {
+  if (ok && stream != NULL)
+    ok = stream(ud, fp, world, TRUE, err);
+  for (int32_t r = 0; r < world && ok && stream == NULL; r++) {
     if (!sp_flow_plan_needs(fp, r))
       continue;
     sp_program *p = get(ud, r, err);
@@ -1031,17 +1043,18 @@ static gboolean flow_programs_with(sp_sim_program_fn get, sp_sim_release_fn rele
   return ok;
 }
 
-static gboolean flow_programs(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
-                             int32_t world, gboolean trusted, sp_program **out, GError **err)
+static gboolean flow_programs(sp_sim_program_fn get, sp_sim_release_fn release,
+                              flow_stream_fn stream, void *ud, int32_t world, gboolean trusted,
+                              sp_program **out, GError **err)
 {
   gboolean unaligned = FALSE;
-  if (flow_programs_with(get, release, ud, world, trusted, TRUE, &unaligned, out, err))
+  if (flow_programs_with(get, release, stream, ud, world, trusted, TRUE, &unaligned, out, err))
     return TRUE;
   if (!unaligned)
     return FALSE;
   /* a peer splits messages that a rank posts in one block: do not coalesce */
   g_clear_error(err);
-  return flow_programs_with(get, release, ud, world, trusted, FALSE, &unaligned, out, err);
+  return flow_programs_with(get, release, stream, ud, world, trusted, FALSE, &unaligned, out, err);
 }
 
 static void free_prog(void *ud, sp_program *p)
@@ -1050,9 +1063,10 @@ static void free_prog(void *ud, sp_program *p)
   sp_program_free(p);
 }
 
-static gboolean run_common(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
-                           int32_t world, gboolean trusted, void **const *bufs, sp_fidelity fid,
-                           sp_trace *trace, double *makespan, GError **err)
+static gboolean run_common(sp_sim_program_fn get, sp_sim_release_fn release,
+                           flow_stream_fn stream, void *ud, int32_t world, gboolean trusted,
+                           void **const *bufs, sp_fidelity fid, sp_trace *trace,
+                           double *makespan, GError **err)
 {
   if (!check_world(world, err))
     return FALSE;
@@ -1067,7 +1081,7 @@ static gboolean run_common(sp_sim_program_fn get, sp_sim_release_fn release, voi
   gboolean ok = TRUE;
   if (fid == SP_FIDELITY_FLOW) {
     sp_program **fl = g_new0(sp_program *, world);
-    ok = flow_programs(get, release, ud, world, trusted, fl, err);
+    ok = flow_programs(get, release, stream, ud, world, trusted, fl, err);
     for (int32_t r = 0; r < world; r++) {
       run.ranks[r].prog = fl[r];
       run.ranks[r].owned = TRUE;
@@ -1117,28 +1131,29 @@ gboolean sp_sim_run(sp_program *const *progs, int32_t world, void **const *bufs,
       return FALSE;
     }
   array_src src = { progs };
-  return run_common(array_get, NULL, &src, world, FALSE, bufs, fid, trace, makespan, err);
+  return run_common(array_get, NULL, NULL, &src, world, FALSE, bufs, fid, trace, makespan, err);
 }
 
 gboolean sp_sim_run_source(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
                            int32_t world, sp_fidelity fid, sp_trace *trace, double *makespan,
                            GError **err)
 {
-  return run_common(get, release, ud, world, FALSE, NULL, fid, trace, makespan, err);
+  return run_common(get, release, NULL, ud, world, FALSE, NULL, fid, trace, makespan, err);
 }
 
 gboolean sp_sim_run_source_lowered(sp_sim_program_fn get, sp_sim_release_fn release, void *ud,
                                    int32_t world, sp_fidelity fid, sp_trace *trace,
                                    double *makespan, GError **err)
 {
-  return run_common(get, release, ud, world, TRUE, NULL, fid, trace, makespan, err);
+  return run_common(get, release, NULL, ud, world, TRUE, NULL, fid, trace, makespan, err);
 }
 
 /* ---- collectives in cost mode -------------------------------------------------- */
 
 typedef struct {
   const sp_coll_spec *spec;
-  sp_program *spare; /* a released program, reused by the next get (FLOW) */
+  sp_program *spare;  /* a released program, reused by the next get (FLOW) */
+  gboolean comm_only; /* FLOW: local steps cost nothing on every member's host */
 } coll_src;
 
 /* A program for @p rank: @p *spare emptied (its arrays keep their capacity, so
@@ -1182,6 +1197,129 @@ static sp_program *coll_get(void *ud, int32_t rank, GError **err)
   return p;
 }
 
+/* Do local steps (COPY, REDUCE, SCALE, FILL) cost exactly 0 s on the hosts of all
+ * members of @p spec (no mem_bw, no local_latency: local_seconds is 0.0 + 0.0)?
+ * Then the FLOW summary adds 0.0 for each, which changes no sum, and the
+ * lowering may omit them. */
+static gboolean free_local_steps(const sp_coll_spec *spec)
+{
+  for (int32_t i = 0; i < spec->n; i++) {
+    int32_t h = sp_sim_host_of(spec->ranks[i]);
+    if (h < 0 || h >= g_sim.nhosts || g_sim.mem_bw[h] > 0 || g_sim.local_lat[h] != 0.0)
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static void coll_sink(void *ud, const sp_program *prog, const sp_step *steps, guint n)
+{
+  (void)prog;
+  sp_flow_sum_feed(ud, steps, n);
+}
+
+/* FLOW: lower @p rank straight into its summary (sp_lower_coll_stream), so a rank's
+ * program never exists whole: at 4,096 ranks with 8 channels it would be 170,000
+ * steps (24 MB) written and read back per rank. @p spare: a program to reuse. */
+static gboolean coll_stream_rank(const coll_src *src, sp_program **spare, sp_flow_plan *fp,
+                                 int32_t rank, gboolean refine, GError **err)
+{
+  const sp_coll_spec *spec = src->spec;
+  sp_flow_sum *su = sp_flow_plan_begin(fp, rank, refine, err);
+  if (su == NULL)
+    return FALSE;
+  gboolean ok = TRUE;
+  if (sp_coll_index_of(spec, rank) >= 0) {
+    sp_program *p = program_reuse(spare, rank);
+    size_t es = sp_dtype_size(spec->dtype);
+    uint32_t in = sp_program_add_buffer(p, sp_coll_in_count(spec) * es, "in");
+    uint32_t out = sp_program_add_buffer(p, sp_coll_out_count(spec) * es, "out");
+    ok = sp_lower_coll_stream(p, spec, in, out, src->comm_only, coll_sink, su, err);
+    if (*spare == NULL)
+      *spare = p;
+    else
+      sp_program_free(p);
+  }
+  /* always end (it frees the summary); a lowering error is the one reported */
+  if (!sp_flow_sum_end(su, ok ? err : NULL))
+    ok = FALSE;
+  return ok;
+}
+
+/* A worker of coll_stream: ranks first, first + step, ... (in order, up to the
+ * first failure). */
+typedef struct {
+  const coll_src *src;
+  sp_flow_plan *fp;
+  int32_t world, first, step;
+  gboolean refine;
+  sp_program *spare;
+  int32_t failed; /* the rank that failed, or -1 */
+  GError *err;
+} coll_worker;
+
+static gpointer coll_work(gpointer ud)
+{
+  coll_worker *w = ud;
+  for (int32_t r = w->first; r < w->world; r += w->step) {
+    if (w->refine && !sp_flow_plan_needs(w->fp, r))
+      continue;
+    if (!coll_stream_rank(w->src, &w->spare, w->fp, r, w->refine, &w->err)) {
+      w->failed = r;
+      break;
+    }
+  }
+  return NULL;
+}
+
+/* Ranks per worker thread below which coll_stream stays on one thread. */
+#define COLL_STREAM_MIN_RANKS 256
+#define COLL_STREAM_MAX_THREADS 8
+
+/* The flow_stream_fn of collectives. Ranks are summarised independently, each
+ * into its own entry of @p fp, so large groups are split over the processors'
+ * threads when local steps are omitted (comm_only: then no summary calls the
+ * cost callback, and no worker enters SimGrid). The summaries, hence the results,
+ * do not depend on the number of threads; the error reported is the one of the
+ * lowest failing rank, as on one thread. */
+static gboolean coll_stream(void *ud, sp_flow_plan *fp, int32_t world, gboolean refine,
+                            GError **err)
+{
+  coll_src *src = ud;
+  int32_t nt = 1;
+  if (src->comm_only)
+    nt = (int32_t)MIN(MIN(g_get_num_processors(), COLL_STREAM_MAX_THREADS),
+                      (guint)MAX(world / COLL_STREAM_MIN_RANKS, 1));
+  coll_worker *w = g_new0(coll_worker, nt);
+  GThread **th = g_new0(GThread *, nt);
+  for (int32_t t = 0; t < nt; t++) {
+    w[t] = (coll_worker){ .src = src, .fp = fp, .world = world, .first = t, .step = nt,
+                          .refine = refine, .failed = -1 };
+    if (t > 0)
+      th[t] = g_thread_new("spsim-flow", coll_work, &w[t]);
+  }
+  w[0].spare = src->spare;
+  coll_work(&w[0]);
+  src->spare = w[0].spare;
+  int32_t failed = -1, which = -1;
+  for (int32_t t = 0; t < nt; t++) {
+    if (t > 0) {
+      g_thread_join(th[t]);
+      sp_program_free(w[t].spare);
+    }
+    if (w[t].failed >= 0 && (failed < 0 || w[t].failed < failed)) {
+      failed = w[t].failed;
+      which = t;
+    }
+  }
+  if (which >= 0)
+    g_propagate_error(err, g_steal_pointer(&w[which].err));
+  for (int32_t t = 0; t < nt; t++)
+    g_clear_error(&w[t].err);
+  g_free(th);
+  g_free(w);
+  return failed < 0;
+}
+
 gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
                           double *seconds, GError **err)
 {
@@ -1201,9 +1339,10 @@ gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity f
     sp_sim_ring_channels(spec, &ch, &blk);
     sp.channel_block = blk;
   }
-  coll_src src = { &sp, NULL };
+  coll_src src = { &sp, NULL, free_local_steps(&sp) };
   /* lowered programs are valid by construction (tests/test-coll checks them) */
-  gboolean ok = run_common(coll_get, coll_release, &src, world, TRUE, NULL, fid, NULL, seconds, err);
+  gboolean ok = run_common(coll_get, coll_release, coll_stream, &src, world, TRUE, NULL, fid, NULL,
+                           seconds, err);
   sp_program_free(src.spare);
   return ok;
 }

@@ -212,6 +212,24 @@ gboolean sp_lower_coll(sp_program *prog, const sp_coll_spec *spec,
                        uint32_t in_buf, uint32_t out_buf, GError **err);
 
 /**
+ * Receives the steps of sp_lower_coll_stream in program order, in batches of at
+ * most a few hundred; @p steps are valid during the call only.
+ */
+typedef void (*sp_step_sink)(void *ud, const sp_program *prog, const sp_step *steps, guint n);
+
+/**
+ * sp_lower_coll that hands the steps to @p sink instead of keeping them: the
+ * buffers are still added to @p prog, whose step list is used as a small batch
+ * and left as it was. Consumers that only read a program once (the FLOW
+ * summary of the SimGrid engine) lower huge groups without materialising
+ * megabytes of steps per rank. @p comm_only omits the local steps (COPY,
+ * REDUCE, SCALE, FILL), for consumers that charge them nothing.
+ */
+gboolean sp_lower_coll_stream(sp_program *prog, const sp_coll_spec *spec, uint32_t in_buf,
+                              uint32_t out_buf, gboolean comm_only, sp_step_sink sink,
+                              void *sink_ud, GError **err);
+
+/**
  * Reference semantics: fill outs[i] for every group index i from ins[], computed
  * globally. Reductions follow the fixed order of the algorithm @p spec resolves to,
  * so the lowered schedule must match bitwise.

@@ -4,18 +4,7 @@
 # bad flags. Every case must end non-zero within a bounded time with a message
 # naming the rank and the cause; `timeout 120` turns a hang into a failure.
 # Also: the --time table shape and MPI's native collectives (--native).
-build="${SPSIM_BUILDDIR:-.}"
-run="$build/spsim-run"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-MPIRUN="${MPIRUN:-mpirun}"
-if ! command -v "$MPIRUN" >/dev/null 2>&1; then
-  echo "1..0 # SKIP mpirun not found"
-  exit 0
-fi
+. "$(dirname "$0")/real-env.sh"
 
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }

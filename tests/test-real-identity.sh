@@ -16,23 +16,7 @@
 #   spsim verify platforms/small.xml --op OP --ranks N --checksum
 # (needs spsim verify; skipped with the loopback reference). A corrupted output
 # on one rank must turn into FAIL (exit 1) naming that rank and a differing line.
-build="${SPSIM_BUILDDIR:-.}"
-src="${SPSIM_SRCDIR:-.}"
-run="$build/spsim-run"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-# Open MPI as root (CI) and more ranks than cores; ASan's leak checker reports
-# Open MPI's own leaks, the other checks stay on.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-MPIRUN="${MPIRUN:-mpirun}"
-
-if ! command -v "$MPIRUN" >/dev/null 2>&1; then
-  echo "1..0 # SKIP mpirun not found"
-  exit 0
-fi
+. "$(dirname "$0")/real-env.sh"
 
 # the reference: spsim verify when it is built, else the loopback helper
 ref_kind=loopback

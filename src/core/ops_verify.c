@@ -158,18 +158,29 @@ static gboolean build_ring(sp_graph *g, const sp_groups *gs, outs_t *o, GError *
   return TRUE;
 }
 
-/* each group of G ranks: Ulysses pairs (U = 2 when G is even) x a ring of G / U */
-static gboolean build_hybrid(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
+/* Split each group of G ranks into Ulysses pairs (U = 2 when G is even, else 1) x a ring
+ * of G / U: member r * U + u is Ulysses member u of pair r and ring member r. Returns U;
+ * g_free both rank arrays. */
+static int32_t hybrid_groups(const sp_groups *gs, sp_groups *uly, sp_groups *ring)
 {
   const int32_t G = gs->group_size, U = G % 2 == 0 ? 2 : 1, R = G / U, W = gs->n_groups * G;
-  sp_groups uly = { W / U, U, g_new(int32_t, W) }, ring = { W / R, R, g_new(int32_t, W) };
+  *uly = (sp_groups){ W / U, U, g_new(int32_t, W) };
+  *ring = (sp_groups){ W / R, R, g_new(int32_t, W) };
   for (int32_t gi = 0; gi < gs->n_groups; gi++)
     for (int32_t r = 0; r < R; r++)
       for (int32_t u = 0; u < U; u++) {
         int32_t rank = gs->ranks[gi * G + r * U + u];
-        uly.ranks[(gi * R + r) * U + u] = rank;
-        ring.ranks[(gi * U + u) * R + r] = rank;
+        uly->ranks[(gi * R + r) * U + u] = rank;
+        ring->ranks[(gi * U + u) * R + r] = rank;
       }
+  return U;
+}
+
+/* each group of G ranks: Ulysses pairs (U = 2 when G is even) x a ring of G / U */
+static gboolean build_hybrid(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
+{
+  sp_groups uly, ring;
+  const int32_t U = hybrid_groups(gs, &uly, &ring);
   int64_t s[4] = { 1, 2, 2 * U, 4 };
   uint32_t q = input(g, "q", SP_F32, 4, s, err), k = q == BAD ? BAD : input(g, "k", SP_F32, 4, s, err);
   uint32_t v = k == BAD ? BAD : input(g, "v", SP_F32, 4, s, err);
@@ -220,15 +231,8 @@ static gboolean build_ring_bwd(sp_graph *g, const sp_groups *gs, outs_t *o, GErr
 /* Ulysses x ring forward + backward, groups as build_hybrid */
 static gboolean build_hybrid_bwd(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
 {
-  const int32_t G = gs->group_size, U = G % 2 == 0 ? 2 : 1, R = G / U, W = gs->n_groups * G;
-  sp_groups uly = { W / U, U, g_new(int32_t, W) }, ring = { W / R, R, g_new(int32_t, W) };
-  for (int32_t gi = 0; gi < gs->n_groups; gi++)
-    for (int32_t r = 0; r < R; r++)
-      for (int32_t u = 0; u < U; u++) {
-        int32_t rank = gs->ranks[gi * G + r * U + u];
-        uly.ranks[(gi * R + r) * U + u] = rank;
-        ring.ranks[(gi * U + u) * R + r] = rank;
-      }
+  sp_groups uly, ring;
+  const int32_t U = hybrid_groups(gs, &uly, &ring);
   int64_t s[4] = { 1, 2, 2 * U, 4 };
   uint32_t q = input(g, "q", SP_F32, 4, s, err), k = q == BAD ? BAD : input(g, "k", SP_F32, 4, s, err);
   uint32_t v = k == BAD ? BAD : input(g, "v", SP_F32, 4, s, err);

@@ -202,6 +202,21 @@ void sp_reduce_host(void *dst, const void *src, size_t count, sp_dtype t, sp_red
   case SP_F32: {
     unsigned char *d = dst;
     const unsigned char *s = src;
+    if (op == SP_RED_SUM || op == SP_RED_AVG) {
+      /* Fast path, same bits as f32_op: a NaN input makes a + b NaN, and every NaN
+       * result (including inf + -inf) becomes the canonical quiet NaN. Branch-free,
+       * so the compiler can vectorise it. */
+      for (size_t i = 0; i < count; i++) {
+        float a, b;
+        memcpy(&a, d + 4 * i, 4);
+        memcpy(&b, s + 4 * i, 4);
+        float r = a + b;
+        float q = bits_f32(F32_QNAN);
+        r = r != r ? q : r;
+        memcpy(d + 4 * i, &r, 4);
+      }
+      break;
+    }
     for (size_t i = 0; i < count; i++) {
       float a, b;
       memcpy(&a, d + 4 * i, 4);

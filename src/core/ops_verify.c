@@ -34,6 +34,19 @@ static uint32_t input(sp_graph *g, const char *name, sp_dtype dt, int nd, const 
 
 typedef gboolean (*build_fn)(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err);
 
+#define CHK_HEAD_DIM 4
+
+/* q [1, s, H, d], k and v [1, s, KV, d] per rank */
+static gboolean qkv_inputs(sp_graph *g, int64_t s, int64_t H, int64_t KV, uint32_t *q, uint32_t *k, uint32_t *v,
+                           GError **err)
+{
+  int64_t sq[4] = { 1, s, H, CHK_HEAD_DIM }, skv[4] = { 1, s, KV, CHK_HEAD_DIM };
+  *q = input(g, "q", SP_F32, 4, sq, err);
+  *k = *q == BAD ? BAD : input(g, "k", SP_F32, 4, skv, err);
+  *v = *k == BAD ? BAD : input(g, "v", SP_F32, 4, skv, err);
+  return *v != BAD;
+}
+
 static gboolean build_a2a(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
 {
   int64_t s[4] = { 2, 3, 2 * gs->group_size, 4 };
@@ -84,9 +97,8 @@ static gboolean build_attention(sp_graph *g, const sp_groups *gs, outs_t *o, GEr
 {
   const int64_t P = gs->group_size;
   int64_t s[4] = { 1, 2, P, 4 };
-  uint32_t q = input(g, "q", SP_F32, 4, s, err), k = q == BAD ? BAD : input(g, "k", SP_F32, 4, s, err);
-  uint32_t v = k == BAD ? BAD : input(g, "v", SP_F32, 4, s, err);
-  uint32_t d = v == BAD ? BAD : input(g, "dout", SP_F32, 4, s, err);
+  uint32_t q, k, v;
+  uint32_t d = qkv_inputs(g, 2, s[2], s[2], &q, &k, &v, err) ? input(g, "dout", SP_F32, 4, s, err) : BAD;
   sp_ulysses_attn st;
   uint32_t grads[3];
   if (d == BAD || !sp_op_ulysses_attention(g, gs, SP_QKV_SEPARATE, SP_LAYOUT_BSHD, q, k, v, TRUE, &st, err) ||
@@ -149,8 +161,8 @@ static gboolean build_isp(sp_graph *g, const sp_groups *gs, outs_t *o, GError **
 static gboolean build_ring(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
 {
   int64_t s[4] = { 1, 2, 2, 4 };
-  uint32_t q = input(g, "q", SP_F32, 4, s, err), k = q == BAD ? BAD : input(g, "k", SP_F32, 4, s, err);
-  uint32_t v = k == BAD ? BAD : input(g, "v", SP_F32, 4, s, err);
+  uint32_t q, k, v;
+  qkv_inputs(g, 2, s[2], s[2], &q, &k, &v, err);
   uint32_t out = v == BAD ? BAD : sp_op_ring_attention(g, gs, SP_LAYOUT_BSHD, q, k, v, err);
   if (out == BAD)
     return FALSE;
@@ -182,8 +194,8 @@ static gboolean build_hybrid(sp_graph *g, const sp_groups *gs, outs_t *o, GError
   sp_groups uly, ring;
   const int32_t U = hybrid_groups(gs, &uly, &ring);
   int64_t s[4] = { 1, 2, 2 * U, 4 };
-  uint32_t q = input(g, "q", SP_F32, 4, s, err), k = q == BAD ? BAD : input(g, "k", SP_F32, 4, s, err);
-  uint32_t v = k == BAD ? BAD : input(g, "v", SP_F32, 4, s, err);
+  uint32_t q, k, v;
+  qkv_inputs(g, 2, s[2], s[2], &q, &k, &v, err);
   uint32_t out = v == BAD ? BAD : sp_op_ulysses_ring_attention(g, &uly, &ring, SP_LAYOUT_BSHD, q, k, v, err);
   g_free(uly.ranks);
   g_free(ring.ranks);
@@ -213,9 +225,8 @@ static gboolean build_pipeline(sp_graph *g, const sp_groups *gs, outs_t *o, GErr
 static gboolean build_ring_bwd(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
 {
   int64_t s[4] = { 1, 2, 2, 4 };
-  uint32_t q = input(g, "q", SP_F32, 4, s, err), k = q == BAD ? BAD : input(g, "k", SP_F32, 4, s, err);
-  uint32_t v = k == BAD ? BAD : input(g, "v", SP_F32, 4, s, err);
-  uint32_t dout = v == BAD ? BAD : input(g, "dout", SP_F32, 4, s, err);
+  uint32_t q, k, v;
+  uint32_t dout = qkv_inputs(g, 2, s[2], s[2], &q, &k, &v, err) ? input(g, "dout", SP_F32, 4, s, err) : BAD;
   sp_ring_attn saved;
   uint32_t dq, dk, dv;
   uint32_t out = dout == BAD ? BAD : sp_op_ring_attention_fwd(g, gs, SP_LAYOUT_BSHD, q, k, v, &saved, err);
@@ -234,9 +245,8 @@ static gboolean build_hybrid_bwd(sp_graph *g, const sp_groups *gs, outs_t *o, GE
   sp_groups uly, ring;
   const int32_t U = hybrid_groups(gs, &uly, &ring);
   int64_t s[4] = { 1, 2, 2 * U, 4 };
-  uint32_t q = input(g, "q", SP_F32, 4, s, err), k = q == BAD ? BAD : input(g, "k", SP_F32, 4, s, err);
-  uint32_t v = k == BAD ? BAD : input(g, "v", SP_F32, 4, s, err);
-  uint32_t dout = v == BAD ? BAD : input(g, "dout", SP_F32, 4, s, err);
+  uint32_t q, k, v;
+  uint32_t dout = qkv_inputs(g, 2, s[2], s[2], &q, &k, &v, err) ? input(g, "dout", SP_F32, 4, s, err) : BAD;
   sp_ring_attn saved;
   uint32_t dq, dk, dv;
   uint32_t out = dout == BAD ? BAD : sp_op_ulysses_ring_attention_fwd(g, &uly, &ring, SP_LAYOUT_BSHD, q, k, v, &saved, err);
@@ -465,7 +475,6 @@ sp_graph_case *sp_ops_verify_case_new(const char *name, int32_t world, int32_t g
 
 /* Small sizes of the reduced-size checks: tokens per rank, head dim, hidden. */
 #define CHK_LOCAL_SEQ 2
-#define CHK_HEAD_DIM 4
 #define CHK_HIDDEN 8
 
 const char *sp_check_kind_name(sp_check_kind k, gboolean seq_parallel)
@@ -489,16 +498,6 @@ static double red_tol(int32_t P)
   return 1e-5 * MAX(1.0, P / 8.0);
 }
 
-/* q [1, s, H, d], k and v [1, s, KV, d] per rank */
-static gboolean qkv_inputs(sp_graph *g, int64_t s, int64_t H, int64_t KV, uint32_t *q, uint32_t *k, uint32_t *v,
-                           GError **err)
-{
-  int64_t sq[4] = { 1, s, H, CHK_HEAD_DIM }, skv[4] = { 1, s, KV, CHK_HEAD_DIM };
-  *q = input(g, "q", SP_F32, 4, sq, err);
-  *k = *q == BAD ? BAD : input(g, "k", SP_F32, 4, skv, err);
-  *v = *k == BAD ? BAD : input(g, "v", SP_F32, 4, skv, err);
-  return *v != BAD;
-}
 
 static gboolean check_heads(const sp_check_cfg *cfg, GError **err)
 {

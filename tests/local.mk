@@ -82,6 +82,22 @@ tests_test_real_cuda_CFLAGS = $(AM_CFLAGS) $(SP_CUDA_CPPFLAGS) -I$(top_srcdir)/s
 tests_test_real_cuda_LDADD = src/nccl/kernels.$(OBJEXT) libspsim.la $(CUDA_LIBS) -lstdc++ \
 	$(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-real-cuda
+# The fake device (tests/fakegpu): spsim-run and the kernel test linked against
+# a host-memory stand-in for the CUDA runtime and NCCL, so the CUDA transports
+# and the kernels' element code run bitwise against the simulation in CI.
+FAKEGPU_SOURCES = tests/fakegpu/fakegpu.h tests/fakegpu/cuda.c tests/fakegpu/nccl.c
+FAKEGPU_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS) $(SP_CUDA_CPPFLAGS) \
+	-I$(top_srcdir)/src/nccl -I$(top_srcdir)/tests/fakegpu
+check_PROGRAMS += tests/spsim-run-fakegpu tests/test-kernels-fakegpu
+tests_spsim_run_fakegpu_SOURCES = $(spsim_run_SOURCES) $(FAKEGPU_SOURCES)
+tests_spsim_run_fakegpu_CFLAGS = $(FAKEGPU_CFLAGS)
+tests_spsim_run_fakegpu_LDADD = libspsim.la $(MPI_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_test_kernels_fakegpu_SOURCES = tests/test-real-cuda.c $(FAKEGPU_SOURCES)
+tests_test_kernels_fakegpu_CFLAGS = $(FAKEGPU_CFLAGS)
+tests_test_kernels_fakegpu_LDADD = libspsim.la $(MPI_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-kernels-fakegpu tests/test-real-fakegpu.sh
+EXTRA_DIST += tests/test-real-fakegpu.sh
 else
-EXTRA_DIST += tests/test-real-cuda.c
+EXTRA_DIST += tests/test-real-cuda.c tests/fakegpu/fakegpu.h tests/fakegpu/cuda.c \
+	tests/fakegpu/nccl.c tests/test-real-fakegpu.sh
 endif

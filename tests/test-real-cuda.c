@@ -1,8 +1,12 @@
 /* The CUDA kernels of the real backend against the host kernels of src/core,
- * bitwise, on random bytes (so NaNs with payloads, infinities, subnormals and
- * -0 all occur) for every dtype and operator and odd sizes. Prints TAP; with
- * no usable GPU (CI) it prints "1..0 # SKIP no GPU".
- *   test-real-cuda          the tests
+ * bitwise, on random bytes mixed with edge values (NaNs with payloads,
+ * infinities, subnormals, signed zeros, integer limits) for every dtype and
+ * operator and odd sizes. Prints TAP. Built twice:
+ *   test-real-cuda        on the GPU; with no usable GPU (CI) it prints
+ *                         "1..0 # SKIP no GPU";
+ *   test-kernels-fakegpu  on the fake device (tests/fakegpu), which runs the
+ *                         kernels' element code (src/nccl/kernel_ops.h) on the
+ *                         host: same bits, no GPU needed.
  *   test-real-cuda --bench  throughput of reduce/copy/pack kernels as a fraction
  *                           of the measured device-to-device copy bandwidth */
 #include "config.h"
@@ -47,6 +51,39 @@ static void random_bytes(GRand *r, void *p, size_t n)
     b[i] = (unsigned char)g_rand_int_range(r, 0, 256);
 }
 
+/* Random bytes with a quarter of the elements replaced by edge values of the
+ * type (signed zeros, infinities, NaNs, extremes, subnormals; integer limits),
+ * so pairs such as (+0, -0) in MAX/MIN or INT_MIN / -1 in SCALE do occur. */
+static void random_values(GRand *r, void *p, size_t n, sp_dtype t)
+{
+  static const uint32_t f32[] = { 0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
+                                  0x7fc00000u, 0x7f800001u, 0x7f7fffffu, 0xff7fffffu,
+                                  0x00000001u, 0x807fffffu, 0x3f800000u, 0xbf800000u };
+  static const uint16_t f16[] = { 0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x7c01,
+                                  0x7bff, 0xfbff, 0x0001, 0x83ff, 0x3c00, 0xbc00 };
+  static const uint16_t bf16[] = { 0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0x7f81,
+                                   0x7f7f, 0xff7f, 0x0001, 0x807f, 0x3f80, 0xbf80 };
+  static const int64_t ints[] = { 0, 1, -1, INT64_MIN, INT64_MAX, INT32_MIN, INT32_MAX, 255 };
+  size_t es = sp_dtype_size(t);
+  random_bytes(r, p, n * es);
+  for (size_t i = 0; i < n; i++) {
+    if (g_rand_int_range(r, 0, 4) != 0)
+      continue;
+    unsigned char *e = (unsigned char *)p + i * es;
+    switch (t) {
+    case SP_F32: memcpy(e, &f32[g_rand_int_range(r, 0, G_N_ELEMENTS(f32))], 4); break;
+    case SP_F16: memcpy(e, &f16[g_rand_int_range(r, 0, G_N_ELEMENTS(f16))], 2); break;
+    case SP_BF16: memcpy(e, &bf16[g_rand_int_range(r, 0, G_N_ELEMENTS(bf16))], 2); break;
+    default: { /* the integer's low bytes (little endian): limits of every width */
+      int64_t v = ints[g_rand_int_range(r, 0, G_N_ELEMENTS(ints))];
+      if (t == SP_I32)
+        v = v == INT64_MIN ? INT32_MIN : v == INT64_MAX ? INT32_MAX : v;
+      memcpy(e, &v, es);
+    }
+    }
+  }
+}
+
 /* First differing byte, or -1. */
 static long first_diff(const void *a, const void *b, size_t n)
 {
@@ -69,8 +106,8 @@ static void test_reduce(GRand *r, sp_dtype t, sp_redop op)
     uint64_t n = sizes[k];
     size_t bytes = n * es;
     unsigned char *d = g_malloc(bytes), *s = g_malloc(bytes), *got = g_malloc(bytes);
-    random_bytes(r, d, bytes);
-    random_bytes(r, s, bytes);
+    random_values(r, d, n, t);
+    random_values(r, s, n, t);
     void *dd, *ds;
     CK(cudaMalloc(&dd, bytes));
     CK(cudaMalloc(&ds, bytes));
@@ -105,7 +142,7 @@ static void test_scale(GRand *r, sp_dtype t)
         uint64_t n = sizes[k];
         size_t bytes = n * es;
         unsigned char *x = g_malloc(bytes), *got = g_malloc(bytes);
-        random_bytes(r, x, bytes);
+        random_values(r, x, n, t);
         void *dx;
         CK(cudaMalloc(&dx, bytes));
         CK(cudaMemcpy(dx, x, bytes, cudaMemcpyHostToDevice));

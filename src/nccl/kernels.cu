@@ -1,58 +1,14 @@
 // CUDA kernels for the local steps of per-rank programs (copy, reduce, scale),
-// bitwise equal to the host kernels of src/core/dtype.c and program.c. Built
-// with -fmad=false; every float operation is an explicit round-to-nearest-even
+// bitwise equal to the host kernels of src/core/dtype.c and program.c. The
+// element code is kernel_ops.h, shared with the fake device of tests/fakegpu;
+// built with -fmad=false, every float operation is a round-to-nearest-even
 // intrinsic, so no contraction or reassociation can change a bit.
 #include "kernels.h"
-#include "halfbits.h"
+#include "kernel_ops.h"
 
 #include <stdint.h>
 
 namespace {
-
-// sp_dtype / sp_redop values (src/core/spsim/dtype.h)
-enum { F32 = 0, F16, BF16, I32, I64, U8 };
-enum { SUM = 0, AVG, MAX, MIN };
-
-constexpr uint32_t F32_QNAN = 0x7fc00000u;
-constexpr uint16_t F16_QNAN = 0x7e00u;
-constexpr uint16_t BF16_QNAN = 0x7fc0u;
-
-__device__ __forceinline__ uint32_t f32_bits(float f) { return __float_as_uint(f); }
-__device__ __forceinline__ float bits_f32(uint32_t u) { return __uint_as_float(u); }
-__device__ __forceinline__ bool is_nan(float f) { return (f32_bits(f) & 0x7fffffffu) > 0x7f800000u; }
-__device__ __forceinline__ bool sign_bit(float f) { return (f32_bits(f) >> 31) != 0; }
-
-// --- f16/bf16 <-> f32: the bit code of src/core/halfbits.h, shared with the host kernels
-__device__ __forceinline__ float f16_to_f32(uint16_t h) { return bits_f32(sp_hb_f16_to_f32(h)); }
-__device__ __forceinline__ uint16_t f32_to_f16(float f) { return sp_hb_f32_to_f16(f32_bits(f)); }
-__device__ __forceinline__ float bf16_to_f32(uint16_t h) { return bits_f32(sp_hb_bf16_to_f32(h)); }
-__device__ __forceinline__ uint16_t f32_to_bf16(float f) { return sp_hb_f32_to_bf16(f32_bits(f)); }
-
-// --- the shared f32 operator (canonical NaN, -0 < +0)
-__device__ __forceinline__ float f32_op(float a, float b, int op)
-{
-  float r;
-  if (is_nan(a) || is_nan(b))
-    return bits_f32(F32_QNAN);
-  switch (op) {
-  case MAX:
-    if (a == b)
-      r = sign_bit(a) ? b : a;
-    else
-      r = a > b ? a : b;
-    break;
-  case MIN:
-    if (a == b)
-      r = sign_bit(a) ? a : b;
-    else
-      r = a < b ? a : b;
-    break;
-  default: r = __fadd_rn(a, b); break;
-  }
-  if (is_nan(r))
-    return bits_f32(F32_QNAN);
-  return r;
-}
 
 // grid-stride loop over 64-bit indices
 #define FOR_EACH(i, n) \
@@ -61,83 +17,37 @@ __device__ __forceinline__ float f32_op(float a, float b, int op)
 
 __global__ void reduce_f32(float *d, const float *s, uint64_t n, int op)
 {
-  FOR_EACH(i, n) d[i] = f32_op(d[i], s[i], op);
+  FOR_EACH(i, n) spk_reduce_f32(d, s, i, op);
 }
 
-__global__ void reduce_half(uint16_t *d, const uint16_t *s, uint64_t n, int op, bool bf)
+__global__ void reduce_half(uint16_t *d, const uint16_t *s, uint64_t n, int op, int bf)
 {
-  FOR_EACH(i, n)
-  {
-    float a = bf ? bf16_to_f32(d[i]) : f16_to_f32(d[i]);
-    float b = bf ? bf16_to_f32(s[i]) : f16_to_f32(s[i]);
-    float r = f32_op(a, b, op);
-    d[i] = is_nan(r) ? (bf ? BF16_QNAN : F16_QNAN) : (bf ? f32_to_bf16(r) : f32_to_f16(r));
-  }
+  FOR_EACH(i, n) spk_reduce_half(d, s, i, op, bf);
 }
 
-template <typename T, typename UT>
-__global__ void reduce_int(T *d, const T *s, uint64_t n, int op)
+__global__ void reduce_i32(int32_t *d, const int32_t *s, uint64_t n, int op)
 {
-  FOR_EACH(i, n)
-  {
-    T a = d[i], b = s[i], r;
-    switch (op) {
-    case MAX: r = a > b ? a : b; break;
-    case MIN: r = a < b ? a : b; break;
-    default: r = (T)(UT)((UT)a + (UT)b); break;
-    }
-    d[i] = r;
-  }
+  FOR_EACH(i, n) spk_reduce_i32(d, s, i, op);
 }
 
-__global__ void scale_float(void *x, uint64_t n, int dtype, float k, bool divide)
+__global__ void reduce_i64(int64_t *d, const int64_t *s, uint64_t n, int op)
 {
-  FOR_EACH(i, n)
-  {
-    float a;
-    uint16_t *h = (uint16_t *)x;
-    float *f = (float *)x;
-    if (dtype == F32)
-      a = f[i];
-    else
-      a = dtype == F16 ? f16_to_f32(h[i]) : bf16_to_f32(h[i]);
-    float r = divide ? __fdiv_rn(a, k) : __fmul_rn(a, k);
-    if (dtype == F32)
-      f[i] = is_nan(r) ? bits_f32(F32_QNAN) : r;
-    else if (dtype == F16)
-      h[i] = is_nan(r) ? F16_QNAN : f32_to_f16(r);
-    else
-      h[i] = is_nan(r) ? BF16_QNAN : f32_to_bf16(r);
-  }
+  FOR_EACH(i, n) spk_reduce_i64(d, s, i, op);
 }
 
-__device__ __forceinline__ int64_t int_scale_one(int64_t a, int64_t k, bool divide)
+__global__ void reduce_u8(uint8_t *d, const uint8_t *s, uint64_t n, int op)
 {
-  if (divide) {
-    if (k == 0)
-      return a;
-    if (k == -1)
-      return (int64_t)(0ull - (uint64_t)a);
-    return a / k;
-  }
-  return (int64_t)((uint64_t)a * (uint64_t)k);
+  FOR_EACH(i, n) spk_reduce_u8(d, s, i, op);
 }
 
-__global__ void scale_int(void *x, uint64_t n, int dtype, int64_t k, bool divide)
+__global__ void scale_float(void *x, uint64_t n, int dtype, float k, int divide)
 {
-  FOR_EACH(i, n)
-  {
-    if (dtype == I32) {
-      int32_t *p = (int32_t *)x;
-      p[i] = (int32_t)(uint32_t)(uint64_t)int_scale_one(p[i], k, divide);
-    } else if (dtype == I64) {
-      int64_t *p = (int64_t *)x;
-      p[i] = int_scale_one(p[i], k, divide);
-    } else {
-      uint8_t *p = (uint8_t *)x;
-      p[i] = (uint8_t)(uint64_t)int_scale_one(p[i], k, divide);
-    }
-  }
+  FOR_EACH(i, n) spk_scale_float(x, i, dtype, k, divide);
+}
+
+__global__ void scale_int(void *x, uint64_t n, int dtype, int64_t k, int divide)
+{
+  FOR_EACH(i, n) spk_scale_int(x, i, dtype, k, divide);
 }
 
 // 2D copy in units of U (1, 4 or 16 bytes): upr units per row
@@ -160,8 +70,6 @@ unsigned blocks_for(uint64_t n)
   return b > 65535u * 8u ? 65535u * 8u : (unsigned)b;
 }
 
-bool aligned(uint64_t v, uint64_t a) { return v % a == 0; }
-
 } // namespace
 
 extern "C" cudaError_t sp_cuda_copy2d(void *dst, uint64_t dst_stride, const void *src,
@@ -170,14 +78,14 @@ extern "C" cudaError_t sp_cuda_copy2d(void *dst, uint64_t dst_stride, const void
 {
   if (rows == 0 || row_bytes == 0)
     return cudaSuccess;
-  uint64_t all = (uint64_t)(uintptr_t)dst | (uint64_t)(uintptr_t)src | row_bytes |
-                 (rows > 1 ? dst_stride | src_stride : 0);
+  unsigned unit = spk_copy_unit((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, rows,
+                                row_bytes, dst_stride, src_stride);
   char *d = (char *)dst;
   const char *s = (const char *)src;
-  if (aligned(all, 16)) {
+  if (unit == 16) {
     uint64_t upr = row_bytes / 16;
     copy2d<uint4><<<blocks_for(rows * upr), 256, 0, stream>>>(d, dst_stride, s, src_stride, rows, upr);
-  } else if (aligned(all, 4)) {
+  } else if (unit == 4) {
     uint64_t upr = row_bytes / 4;
     copy2d<uint32_t><<<blocks_for(rows * upr), 256, 0, stream>>>(d, dst_stride, s, src_stride, rows, upr);
   } else {
@@ -194,21 +102,15 @@ extern "C" cudaError_t sp_cuda_reduce(void *dst, const void *src, uint64_t count
     return cudaSuccess;
   unsigned b = blocks_for(count);
   switch (dtype) {
-  case F32: reduce_f32<<<b, 256, 0, stream>>>((float *)dst, (const float *)src, count, op); break;
-  case F16:
-  case BF16:
+  case SPK_F32: reduce_f32<<<b, 256, 0, stream>>>((float *)dst, (const float *)src, count, op); break;
+  case SPK_F16:
+  case SPK_BF16:
     reduce_half<<<b, 256, 0, stream>>>((uint16_t *)dst, (const uint16_t *)src, count, op,
-                                       dtype == BF16);
+                                       dtype == SPK_BF16);
     break;
-  case I32:
-    reduce_int<int32_t, uint32_t><<<b, 256, 0, stream>>>((int32_t *)dst, (const int32_t *)src, count, op);
-    break;
-  case I64:
-    reduce_int<int64_t, uint64_t><<<b, 256, 0, stream>>>((int64_t *)dst, (const int64_t *)src, count, op);
-    break;
-  case U8:
-    reduce_int<uint8_t, uint8_t><<<b, 256, 0, stream>>>((uint8_t *)dst, (const uint8_t *)src, count, op);
-    break;
+  case SPK_I32: reduce_i32<<<b, 256, 0, stream>>>((int32_t *)dst, (const int32_t *)src, count, op); break;
+  case SPK_I64: reduce_i64<<<b, 256, 0, stream>>>((int64_t *)dst, (const int64_t *)src, count, op); break;
+  case SPK_U8: reduce_u8<<<b, 256, 0, stream>>>((uint8_t *)dst, (const uint8_t *)src, count, op); break;
   default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -221,12 +123,12 @@ extern "C" cudaError_t sp_cuda_scale(void *x, uint64_t count, int dtype, float f
     return cudaSuccess;
   unsigned b = blocks_for(count);
   switch (dtype) {
-  case F32:
-  case F16:
-  case BF16: scale_float<<<b, 256, 0, stream>>>(x, count, dtype, fk, divide != 0); break;
-  case I32:
-  case I64:
-  case U8: scale_int<<<b, 256, 0, stream>>>(x, count, dtype, ik, divide != 0); break;
+  case SPK_F32:
+  case SPK_F16:
+  case SPK_BF16: scale_float<<<b, 256, 0, stream>>>(x, count, dtype, fk, divide != 0); break;
+  case SPK_I32:
+  case SPK_I64:
+  case SPK_U8: scale_int<<<b, 256, 0, stream>>>(x, count, dtype, ik, divide != 0); break;
   default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

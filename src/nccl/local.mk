@@ -4,7 +4,7 @@ bin_PROGRAMS += spsim-run
 spsim_run_SOURCES = src/nccl/run.c src/nccl/real.h src/nccl/transport_mpi.c src/nccl/native_mpi.c
 spsim_run_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS)
 spsim_run_LDADD = libspsim.la $(MPI_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
-EXTRA_DIST += src/nccl/kernels.cu src/nccl/kernels.h src/nccl/transport_nccl.c
+EXTRA_DIST += src/nccl/kernels.cu src/nccl/kernels.h src/nccl/kernel_ops.h src/nccl/transport_nccl.c
 
 if HAVE_CUDA
 # CUDA headers go in as system headers: nccl.h has old-style prototypes that
@@ -23,7 +23,7 @@ NVCC_ARCH_FLAGS = --generate-code arch=compute_80,code=[sm_80,compute_80] \
 SP_NVCC_WERROR = $(if $(findstring -Werror,$(SP_WARN_CFLAGS)),-Werror all-warnings -Xcompiler -Werror)
 SP_NVCCFLAGS = -std=c++17 -O3 -fmad=false $(NVCC_ARCH_FLAGS) -Xcompiler -fPIC,-Wall,-Wextra \
 	$(SP_NVCC_WERROR) -I$(top_builddir) -I$(top_srcdir)/src/nccl -I$(top_srcdir)/src/core
-src/nccl/kernels.$(OBJEXT): $(top_srcdir)/src/nccl/kernels.cu $(top_srcdir)/src/nccl/kernels.h $(top_srcdir)/src/core/halfbits.h
+src/nccl/kernels.$(OBJEXT): $(top_srcdir)/src/nccl/kernels.cu $(top_srcdir)/src/nccl/kernels.h $(top_srcdir)/src/nccl/kernel_ops.h $(top_srcdir)/src/core/halfbits.h
 	@$(MKDIR_P) src/nccl
 	$(AM_V_GEN)$(NVCC) $(SP_NVCCFLAGS) -c -o $@ $(top_srcdir)/src/nccl/kernels.cu
 CLEANFILES += src/nccl/kernels.$(OBJEXT)

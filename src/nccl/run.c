@@ -985,10 +985,20 @@ static int run_deadlock(runner *r)
   sp_step wt = { .kind = SP_STEP_WAIT };
   sp_program_append(p, &wt);
   char data[8] = { 0 };
-  void *bufs[1] = { data };
+  void *host[1] = { data };
+  void **bufs = host;
   GError *err = NULL;
+#ifdef SP_HAVE_CUDA
+  const uint64_t bytes[1] = { sizeof data };
+  if (r->cuda && !sp_cuda_bufs_new(r->cuda, 1, bytes, host, &bufs, &err))
+    die_transport(w, err);
+#endif
   if (!sp_exec_run(p, &r->tr, bufs, NULL, &err))
     die_transport(w, err);
+#ifdef SP_HAVE_CUDA
+  if (r->cuda)
+    sp_cuda_bufs_free(r->cuda, 1, bufs);
+#endif
   sp_program_free(p);
   return 0;
 }

@@ -1,0 +1,54 @@
+/* The fake device: a host-memory stand-in for the parts of the CUDA runtime
+ * and of NCCL that spsim-run uses, so the CUDA transports (src/nccl/
+ * transport_nccl.c) and the kernels' element code (src/nccl/kernel_ops.h) run
+ * on CPU-only machines. It is a test double, not an emulator of a GPU's speed:
+ *  - "device" memory is host memory the fake tracks; every copy, kernel and
+ *    NCCL call checks that its pointers are device (or host) memory as the
+ *    call requires, and fails with cudaErrorInvalidValue naming the pointer
+ *    otherwise; fresh allocations are filled with garbage (0xcd) and freed
+ *    ones poisoned, as uninitialised device memory is;
+ *  - streams are FIFO queues that run only when the host queries or
+ *    synchronises them (or a synchronous copy drains the legacy stream 0), so
+ *    a missing wait reads stale bytes instead of passing by luck;
+ *  - NCCL point-to-point runs over MPI on a duplicate of MPI_COMM_WORLD, one
+ *    tag, so the k-th send to a peer meets the k-th receive from it as in
+ *    NCCL; a group is enqueued at ncclGroupEnd and progresses when its stream
+ *    is polled; a size mismatch becomes the communicator's asynchronous error.
+ * Environment: SPSIM_FAKEGPU_DEVICES (default 1) sets cudaGetDeviceCount. */
+#ifndef SPSIM_FAKEGPU_H
+#define SPSIM_FAKEGPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+/** One NCCL point-to-point of a group. */
+typedef struct {
+  int recv;
+  void *buf;
+  size_t bytes;
+  int peer;
+} fake_p2p;
+
+/** TRUE when [p, p + bytes) lies inside one live device allocation. */
+int fake_is_device(const void *p, size_t bytes);
+
+/**
+ * Enqueue a group of point-to-points of @p comm on @p stream; the stream posts
+ * them when it reaches the group and moves on once all completed.
+ * Takes @p ops (g_malloc'd).
+ */
+void fake_stream_push_group(cudaStream_t stream, ncclComm_t comm, fake_p2p *ops, int n);
+
+/* The communicator side the stream needs (fakegpu/nccl.c). */
+MPI_Comm fake_comm_mpi(ncclComm_t comm);
+int fake_comm_alive(ncclComm_t comm);
+void fake_comm_fail(ncclComm_t comm, ncclResult_t why, const char *fmt, ...)
+  __attribute__((format(printf, 3, 4)));
+void fake_comm_ref(ncclComm_t comm);
+void fake_comm_unref(ncclComm_t comm);
+
+#endif

@@ -1,0 +1,120 @@
+#!/bin/sh
+# The CUDA transports of spsim-run on the fake device (tests/fakegpu): device
+# buffers, deferred streams and NCCL point-to-point stood in by host memory and
+# MPI, so the transports' logic runs in CI without a GPU. What it checks:
+#  - identity: for --transport nccl and cuda-mpi, every collective at 2 and 4
+#    ranks (f32, bf16, i32), every algorithm on several ring chunks, AVG on
+#    bf16 (the SCALE kernel), 8 ranks for the strided all-to-all:
+#      mpirun -np N spsim-run-fakegpu --transport T --op OP ... --checksum
+#    prints the same checksum lines as
+#      spsim verify platforms/small.xml --op OP --ranks N ... --checksum;
+#  - --native on NCCL (the fake runs NCCL's collectives by their definitions):
+#    PASS within the tolerance for every collective;
+#  - faults: two NCCL ranks on one GPU, no GPU, a deadlocking schedule and
+#    graph operations on a CUDA transport each end non-zero with one clear
+#    message within a bounded time.
+# The fake checks every pointer: a host buffer handed to a kernel, a copy of
+# the wrong direction or NCCL fails the run naming the pointer.
+. "$(dirname "$0")/real-env.sh"
+run="$build/tests/spsim-run-fakegpu"
+platform="$src/platforms/small.xml"
+if [ ! -x "$run" ] || [ ! -x "$build/spsim" ]; then
+  echo "1..0 # SKIP spsim-run-fakegpu or spsim not built"
+  exit 0
+fi
+export SPSIM_FAKEGPU_DEVICES=8
+
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+nok() { n=$((n + 1)); echo "not ok $n - $1"; }
+
+# case_ TRANSPORT NP OP DTYPE COUNT [EXTRA FLAGS...]: checksums equal to spsim verify
+case_() {
+  tr=$1; np=$2; op=$3; dt=$4; cnt=$5; shift 5
+  desc="$tr $op $dt count=$cnt np=$np${*:+ $*}"
+  if ! "$build/spsim" verify "$platform" --op "$op" --ranks "$np" --dtype "$dt" --count "$cnt" \
+       "$@" --checksum >"$tmp/vout" 2>"$tmp/verr"; then
+    nok "$desc: spsim verify failed: $(head -3 "$tmp/verr")"; return
+  fi
+  grep '^checksum ' "$tmp/vout" >"$tmp/want"
+  if ! timeout 120 "$MPIRUN" -np "$np" "$run" --transport "$tr" --op "$op" --dtype "$dt" \
+       --count "$cnt" "$@" --checksum >"$tmp/out" 2>"$tmp/err"; then
+    nok "$desc: spsim-run failed: $(head -c 800 "$tmp/err")"; return
+  fi
+  grep '^checksum ' "$tmp/out" >"$tmp/got"
+  if ! grep -q "^PASS $op .*transport=$tr" "$tmp/out"; then
+    nok "$desc: no PASS line: $(cat "$tmp/out")"
+  elif ! grep -q '^checksum all=0x[0-9a-f]\{16\}$' "$tmp/want" || ! cmp -s "$tmp/want" "$tmp/got"; then
+    nok "$desc: checksums differ"
+    sed 's/^/#   want /' "$tmp/want"; sed 's/^/#   got  /' "$tmp/got"
+  else
+    ok "$desc"
+  fi
+}
+
+for tr in nccl cuda-mpi; do
+  for op in all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv; do
+    for dt in f32 bf16 i32; do
+      case_ $tr 2 $op $dt 1001
+    done
+    case_ $tr 4 $op f32 4099
+  done
+  # several ring chunks and strided messages, every algorithm
+  for algo in ring direct tree; do
+    case_ $tr 4 all-reduce bf16 300000 --algo $algo
+  done
+  case_ $tr 4 reduce-scatter f32 100003 --algo ring --chunk 65536
+  case_ $tr 4 all-reduce bf16 5001 --redop avg
+  case_ $tr 8 all-to-all f32 999
+done
+# cuda-mpi lets ranks share a GPU (NCCL does not): 4 ranks on one device
+SPSIM_FAKEGPU_DEVICES=1
+case_ cuda-mpi 4 all-to-all bf16 1001
+SPSIM_FAKEGPU_DEVICES=8
+
+# --native: NCCL's own collectives, compared with a tolerance
+for op in all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv; do
+  for dt in f32 bf16; do
+    if timeout 120 "$MPIRUN" -np 4 "$run" --transport nccl --native --op $op --dtype $dt \
+         --count 1001 >"$tmp/out" 2>"$tmp/err" && grep -q "^PASS $op .*transport=nccl" "$tmp/out"; then
+      ok "nccl --native $op $dt np=4"
+    else
+      nok "nccl --native $op $dt np=4: $(head -c 600 "$tmp/out" "$tmp/err")"
+    fi
+  done
+done
+
+# --time on NCCL prints the spsim bench table shape (size, count, type, op, time, algbw, busbw)
+if timeout 120 "$MPIRUN" -np 2 "$run" --transport nccl --op all-reduce --time --sizes 1K:4K \
+     --iters 2 --warmup 1 >"$tmp/out" 2>"$tmp/err" &&
+   [ "$(grep -cv '^#' "$tmp/out")" = 3 ] && grep -q '^# spsim-run (measured): .*transport nccl' "$tmp/out"; then
+  ok "nccl --time: one row per size"
+else
+  nok "nccl --time: $(head -c 600 "$tmp/out" "$tmp/err")"
+fi
+
+# faults: FAKE_DEVICES NP DESC RC PATTERN ARGS...
+fault() {
+  devs=$1; np=$2; desc=$3; want=$4; pat=$5; shift 5
+  t0=$(date +%s)
+  SPSIM_FAKEGPU_DEVICES=$devs timeout 120 "$MPIRUN" -np "$np" "$run" "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  secs=$(( $(date +%s) - t0 ))
+  if [ "$rc" -ne "$want" ]; then nok "$desc: exit $rc, want $want: $(head -c 600 "$tmp/err")"
+  elif [ "$secs" -gt 60 ]; then nok "$desc: took $secs s"
+  elif ! grep -Eq -- "$pat" "$tmp/err"; then nok "$desc: stderr lacks /$pat/: $(head -c 600 "$tmp/err")"
+  else ok "$desc"; fi
+}
+fault 1 2 "nccl: two ranks on one GPU are refused, pointing at cuda-mpi" 4 \
+  "this node runs 2 ranks on 1 GPU; .*--transport cuda-mpi" --transport nccl --op all-reduce
+fault 0 2 "no GPU: the CUDA call is named" 4 "cudaGetDeviceCount failed" --transport cuda-mpi --op all-reduce
+fault 8 3 "nccl deadlock: bounded by --timeout, names the call" 4 \
+  "rank [0-2]: timed out after 2 s waiting for recv from rank [0-2] \(tag 7\) on the GPU" \
+  --transport nccl --op all-reduce --debug-deadlock --timeout 2
+fault 8 3 "cuda-mpi deadlock: bounded by --timeout, names the peer" 4 \
+  "rank [0-2]: timed out after 2 s waiting for recv from rank [0-2] \(tag 7\)" \
+  --transport cuda-mpi --op all-reduce --debug-deadlock --timeout 2
+fault 8 2 "graph operations on a CUDA transport: refused clearly" 2 \
+  "graph operations run on the MPI host transport only" --transport nccl --op ulysses-attention
+
+echo "1..$n"

@@ -11,8 +11,9 @@
 #  - --native on NCCL (the fake runs NCCL's collectives by their definitions):
 #    PASS within the tolerance for every collective;
 #  - faults: two NCCL ranks on one GPU, no GPU, a deadlocking schedule and
-#    graph operations on a CUDA transport each end non-zero with one clear
-#    message within a bounded time.
+#    graph operations on a CUDA transport, and injected faults (out of device
+#    memory, a faulting kernel, an NCCL group failing asynchronously) each end
+#    non-zero with a message naming the rank and the call, in bounded time.
 # The fake checks every pointer: a host buffer handed to a kernel, a copy of
 # the wrong direction or NCCL fails the run naming the pointer.
 . "$(dirname "$0")/real-env.sh"
@@ -93,11 +94,11 @@ else
   nok "nccl --time: $(head -c 600 "$tmp/out" "$tmp/err")"
 fi
 
-# faults: FAKE_DEVICES NP DESC RC PATTERN ARGS...
+# faults: FAKE_DEVICES NP DESC RC PATTERN ARGS... ($fail: the injected failure, if any)
 fault() {
   devs=$1; np=$2; desc=$3; want=$4; pat=$5; shift 5
   t0=$(date +%s)
-  SPSIM_FAKEGPU_DEVICES=$devs timeout 120 "$MPIRUN" -np "$np" "$run" "$@" >"$tmp/out" 2>"$tmp/err"
+  SPSIM_FAKEGPU_DEVICES=$devs SPSIM_FAKEGPU_FAIL=${fail:-} timeout 120 "$MPIRUN" -np "$np" "$run" "$@" >"$tmp/out" 2>"$tmp/err"
   rc=$?
   secs=$(( $(date +%s) - t0 ))
   if [ "$rc" -ne "$want" ]; then nok "$desc: exit $rc, want $want: $(head -c 600 "$tmp/err")"
@@ -114,6 +115,16 @@ fault 8 3 "nccl deadlock: bounded by --timeout, names the call" 4 \
 fault 8 3 "cuda-mpi deadlock: bounded by --timeout, names the peer" 4 \
   "rank [0-2]: timed out after 2 s waiting for recv from rank [0-2] \(tag 7\)" \
   --transport cuda-mpi --op all-reduce --debug-deadlock --timeout 2
+# injected GPU and NCCL errors on one rank (SPSIM_FAKEGPU_FAIL): the job ends, naming rank and call
+export SPSIM_FAKEGPU_FAIL_RANK=1
+fail=malloc:2; fault 8 2 "cudaMalloc out of memory: named" 4 \
+  "rank 1: cudaMalloc failed: cudaErrorMemoryAllocation" --transport nccl --op all-reduce --count 1001
+fail=kernel:1; fault 8 3 "a kernel faults: the sticky error is named" 4 \
+  "rank 1: .*cudaErrorIllegalAddress" --transport cuda-mpi --op all-reduce --count 1001
+fail=nccl:2; fault 8 3 "an NCCL group fails asynchronously: named" 4 \
+  "rank 1: .*failed: remote process exited or there was a network error: injected" \
+  --transport nccl --op all-reduce --count 1001
+unset SPSIM_FAKEGPU_FAIL_RANK; fail=
 fault 8 2 "graph operations on a CUDA transport: refused clearly" 2 \
   "graph operations run on the MPI host transport only" --transport nccl --op ulysses-attention
 

@@ -765,7 +765,7 @@ static int run_single(runner *r)
     g_clear_error(&err);
     bufs_release(r, &b);
     sp_case_free(c);
-    return EXIT_USAGE;
+    return failed == 2 ? EXIT_TRANSPORT : EXIT_USAGE;
   }
   if (r->cfg->debug_die_rank == w->rank) {
     fprintf(stderr, "spsim-run: rank %d: exiting with status %d before communicating "

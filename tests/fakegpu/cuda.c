@@ -52,6 +52,24 @@ int fake_is_device(const void *p, size_t bytes)
 }
 
 static cudaError_t last_error = cudaSuccess;
+static cudaError_t sticky = cudaSuccess; /* a device fault poisons every later call */
+
+int fake_inject(const char *what)
+{
+  static GHashTable *calls;
+  const char *spec = g_getenv("SPSIM_FAKEGPU_FAIL"), *on = g_getenv("SPSIM_FAKEGPU_FAIL_RANK");
+  const char *me = g_getenv("OMPI_COMM_WORLD_RANK");
+  size_t len = strlen(what);
+  if (spec == NULL || strncmp(spec, what, len) != 0 || spec[len] != ':')
+    return 0;
+  if (on && *on && g_strcmp0(on, me ? me : "0") != 0)
+    return 0;
+  if (calls == NULL)
+    calls = g_hash_table_new(g_str_hash, g_str_equal);
+  guint k = GPOINTER_TO_UINT(g_hash_table_lookup(calls, what)) + 1;
+  g_hash_table_insert(calls, (gpointer)what, GUINT_TO_POINTER(k));
+  return k == (guint)atoi(spec + len + 1);
+}
 
 /* A misuse the real runtime would reject (or crash on): say what, return it. */
 static cudaError_t misuse(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
@@ -107,6 +125,8 @@ cudaError_t cudaMalloc(void **ptr, size_t size)
 {
   if (ptr == NULL)
     return misuse("cudaMalloc: NULL result pointer");
+  if (fake_inject("malloc"))
+    return last_error = cudaErrorMemoryAllocation;
   void *p = malloc(size ? size : 1);
   if (p == NULL)
     return cudaErrorMemoryAllocation;
@@ -163,6 +183,7 @@ typedef struct {
   int n, posted;
   MPI_Request *reqs;
   cudaEvent_t event;
+  int faults; /* injected: the kernel faults when run */
 } qop;
 
 struct CUstream_st {
@@ -252,6 +273,10 @@ static gboolean run_group(qop *o)
 {
   if (!fake_comm_alive(o->comm))
     return FALSE; /* aborted or failed: the group never completes */
+  if (o->n < 0) {
+    fake_comm_fail(o->comm, ncclRemoteError, "injected failure of a send/recv group");
+    return FALSE;
+  }
   MPI_Comm comm = fake_comm_mpi(o->comm);
   if (!o->posted) {
     o->reqs = g_new(MPI_Request, o->n ? o->n : 1);
@@ -297,7 +322,12 @@ static gboolean run_group(qop *o)
 static gboolean progress(struct CUstream_st *s)
 {
   qop *o;
-  while ((o = g_queue_peek_head(&s->q)) != NULL) {
+  while (sticky == cudaSuccess && (o = g_queue_peek_head(&s->q)) != NULL) {
+    if (o->faults) {
+      fprintf(stderr, "fakegpu: injected fault in a kernel\n");
+      sticky = cudaErrorIllegalAddress;
+      return FALSE;
+    }
     switch (o->kind) {
     case Q_COPY: memcpy(o->dst, o->src, o->bytes); break;
     case Q_SET: memset(o->dst, o->fill, o->bytes); break;
@@ -325,6 +355,8 @@ static cudaError_t drain(struct CUstream_st *s, const char *why)
 {
   gint64 deadline = g_get_monotonic_time() + 60 * G_USEC_PER_SEC;
   while (!progress(s)) {
+    if (sticky != cudaSuccess)
+      return sticky;
     if (g_get_monotonic_time() > deadline) {
       fprintf(stderr, "fakegpu: %s: stream work still pending after 60 s\n", why);
       return cudaErrorLaunchTimeout;
@@ -360,7 +392,8 @@ void fake_stream_push_group(cudaStream_t s, ncclComm_t comm, fake_p2p *ops, int 
 
 cudaError_t cudaStreamQuery(cudaStream_t s)
 {
-  return progress(st_of(s)) ? cudaSuccess : cudaErrorNotReady;
+  gboolean empty = progress(st_of(s));
+  return sticky != cudaSuccess ? sticky : empty ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
@@ -402,6 +435,8 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind
 {
   if (n == 0)
     return cudaSuccess;
+  if (sticky != cudaSuccess)
+    return sticky;
   cudaError_t e = check_copy("cudaMemcpy", dst, src, n, k);
   if (e != cudaSuccess)
     return e;
@@ -500,6 +535,7 @@ const char *cudaGetErrorName(cudaError_t e)
   case cudaErrorNoDevice: return "cudaErrorNoDevice";
   case cudaErrorLaunchTimeout: return "cudaErrorLaunchTimeout";
   case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+  case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
   default: return "cudaErrorUnknown";
   }
 }
@@ -515,6 +551,7 @@ const char *cudaGetErrorString(cudaError_t e)
   case cudaErrorNoDevice: return "no CUDA-capable device is detected (fakegpu: SPSIM_FAKEGPU_DEVICES=0)";
   case cudaErrorLaunchTimeout: return "the launch timed out";
   case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+  case cudaErrorIllegalAddress: return "an illegal memory access was encountered (fakegpu: injected)";
   default: return "unknown error";
   }
 }
@@ -536,6 +573,7 @@ cudaError_t sp_cuda_copy2d(void *dst, uint64_t dst_stride, const void *src, uint
                   src, rows, row_bytes, src_stride);
   qop *o = g_new0(qop, 1);
   o->kind = Q_COPY2D;
+  o->faults = fake_inject("kernel");
   o->dst = dst;
   o->src = src;
   o->rows = rows;
@@ -572,6 +610,7 @@ cudaError_t sp_cuda_reduce(void *dst, const void *src, uint64_t count, int dtype
                   fake_is_device(dst, n) ? src : (const void *)dst, n);
   qop *o = g_new0(qop, 1);
   o->kind = Q_REDUCE;
+  o->faults = fake_inject("kernel");
   o->dst = dst;
   o->src = src;
   o->count = count;
@@ -592,6 +631,7 @@ cudaError_t sp_cuda_scale(void *x, uint64_t count, int dtype, float fk, int64_t 
     return misuse("sp_cuda_scale: %p is not device memory", x);
   qop *o = g_new0(qop, 1);
   o->kind = Q_SCALE;
+  o->faults = fake_inject("kernel");
   o->dst = x;
   o->count = count;
   o->dtype = dtype;

@@ -14,7 +14,13 @@
  *    tag, so the k-th send to a peer meets the k-th receive from it as in
  *    NCCL; a group is enqueued at ncclGroupEnd and progresses when its stream
  *    is polled; a size mismatch becomes the communicator's asynchronous error.
- * Environment: SPSIM_FAKEGPU_DEVICES (default 1) sets cudaGetDeviceCount. */
+ * Environment: SPSIM_FAKEGPU_DEVICES (default 1) sets cudaGetDeviceCount;
+ * SPSIM_FAKEGPU_FAIL=WHAT:K injects a failure at the K-th (from 1) call of
+ * WHAT on the ranks of SPSIM_FAKEGPU_FAIL_RANK (default every rank):
+ *   malloc  cudaMalloc returns cudaErrorMemoryAllocation;
+ *   kernel  the kernel faults when the stream runs it (cudaErrorIllegalAddress
+ *           from then on, as a sticky device error);
+ *   nccl    the point-to-point group fails asynchronously (ncclRemoteError). */
 #ifndef SPSIM_FAKEGPU_H
 #define SPSIM_FAKEGPU_H
 
@@ -32,6 +38,9 @@ typedef struct {
   size_t bytes;
   int peer;
 } fake_p2p;
+
+/** TRUE when this call of @p what ("malloc", "kernel", "nccl") is the injected failure. */
+int fake_inject(const char *what);
 
 /** TRUE when [p, p + bytes) lies inside one live device allocation. */
 int fake_is_device(const void *p, size_t bytes);

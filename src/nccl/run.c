@@ -757,7 +757,8 @@ static int run_single(runner *r)
   /* lowering errors are the same on every rank: rank 0 alone explains them */
   if (err && w->rank != 0 && err->domain == SP_ERROR && err->code != SP_ERROR_TRANSPORT)
     g_clear_error(&err), err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "(see rank 0)");
-  uint64_t failed = err != NULL;
+  /* 2: a device or transport failure (exit 4), 1: bad input (exit 2) */
+  uint64_t failed = err == NULL ? 0 : err->domain == SP_ERROR && err->code == SP_ERROR_TRANSPORT ? 2 : 1;
   allreduce_max(w, &failed, 1, "the other ranks to build their programs");
   if (failed) {
     if (err && (w->rank == 0 || strcmp(err->message, "(see rank 0)") != 0))

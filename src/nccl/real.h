@@ -81,6 +81,8 @@ gboolean sp_cuda_bufs_new(sp_cuda_ctx *c, guint nb, const uint64_t *bytes, void 
                           void ***dev_out, GError **err);
 /** Copy @p bytes of device buffer @p dev back to @p host. */
 gboolean sp_cuda_download(sp_cuda_ctx *c, void *host, const void *dev, uint64_t bytes, GError **err);
+/** Copy @p bytes of host memory @p host into device buffer @p dev, after the stream's work. */
+gboolean sp_cuda_upload(sp_cuda_ctx *c, void *dev, const void *host, uint64_t bytes, GError **err);
 void sp_cuda_bufs_free(sp_cuda_ctx *c, guint nb, void **dev);
 
 /** NCCL transport: ncclSend/ncclRecv in a group per WAIT, CUDA kernels for local steps. */

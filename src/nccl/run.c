@@ -317,12 +317,6 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
                   "fixed, as in `spsim verify --op %s`)", bad, cfg->graph->name, cfg->graph->name);
       return FALSE;
     }
-    if (cfg->transport != TR_MPI) {
-      g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
-                  "--transport %s: graph operations run on the MPI host transport only "
-                  "(use --transport mpi)", transport_names[cfg->transport]);
-      return FALSE;
-    }
   }
   cfg->ranks = ranks;
   cfg->root = root;
@@ -796,9 +790,66 @@ static int32_t graph_group(int32_t world)
   return group;
 }
 
+#ifdef SP_HAVE_CUDA
+/* COMPUTE steps of a graph on a CUDA transport: the model kernels (attention,
+ * matmuls) exist on the host only, so the rank's buffers go to the host, the
+ * host kernel runs, and they come back. Messages and local steps (copies,
+ * reductions, padding) stay on the device. */
+typedef struct {
+  sp_cuda_ctx *cuda;
+  sp_graph_case *c;
+  void *const *host;
+  const uint64_t *bytes;
+  guint nb;
+} staged_compute;
+
+static gboolean stage(staged_compute *sc, void *const *dev, gboolean down, GError **err)
+{
+  for (guint i = 0; i < sc->nb; i++)
+    if (sc->host[i] && sc->bytes[i] &&
+        !(down ? sp_cuda_download(sc->cuda, sc->host[i], dev[i], sc->bytes[i], err)
+               : sp_cuda_upload(sc->cuda, dev[i], sc->host[i], sc->bytes[i], err)))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean compute_staged(void *ud, int32_t rank, const sp_step *s, void *const *dev,
+                               GError **err)
+{
+  staged_compute *sc = ud;
+  return stage(sc, dev, TRUE, err) && sp_graph_case_compute(sc->c, rank, s, sc->host, err) &&
+         stage(sc, dev, FALSE, err);
+}
+#endif
+
+/* Run this rank's program of a graph case; its outputs end in the host buffers. */
+static gboolean run_graph_program(runner *r, sp_graph_case *c, const sp_program *p,
+                                  void *const *host, GError **err)
+{
+  if (r->cfg->transport == TR_MPI)
+    return sp_exec_run_compute(p, &r->tr, host, NULL, sp_graph_case_compute, c, err);
+#ifdef SP_HAVE_CUDA
+  guint nb = p->bufs->len;
+  g_autofree uint64_t *bytes = g_new0(uint64_t, nb + 1);
+  for (guint i = 0; i < nb; i++)
+    bytes[i] = host[i] ? g_array_index(p->bufs, sp_buffer, i).bytes : 0;
+  void **dev = NULL;
+  if (!sp_cuda_bufs_new(r->cuda, nb, bytes, host, &dev, err))
+    return FALSE;
+  staged_compute sc = { r->cuda, c, host, bytes, nb };
+  gboolean ok = sp_exec_run_compute(p, &r->tr, dev, NULL, compute_staged, &sc, err) &&
+                stage(&sc, dev, TRUE, err);
+  sp_cuda_bufs_free(r->cuda, nb, dev);
+  return ok;
+#else
+  g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED, "this spsim-run was built without CUDA");
+  return FALSE;
+#endif
+}
+
 /* A graph operation (sp_ops_verify_table): every process builds the whole case
  * deterministically (world = MPI size, the groups of `spsim verify --op`), runs
- * its own rank's lowered program over the MPI host transport with the case's data
+ * its own rank's lowered program over the chosen transport with the case's data
  * kernels on COMPUTE steps, and judges its own rank against the reference. */
 static int run_graph(runner *r)
 {
@@ -827,7 +878,7 @@ static int run_graph(runner *r)
   }
   const sp_program *p = sp_graph_case_progs(c)[w->rank];
   void *const *bufs = sp_graph_case_bufs(c)[w->rank];
-  if (!sp_exec_run_compute(p, &r->tr, bufs, NULL, sp_graph_case_compute, c, &err))
+  if (!run_graph_program(r, c, p, bufs, &err))
     die_transport(w, err);
   if (cfg->debug_corrupt_rank == w->rank)
     sp_graph_case_corrupt(c, w->rank); /* a wrong result (no-op on a rank without outputs) */

@@ -292,6 +292,14 @@ gboolean sp_cuda_download(sp_cuda_ctx *c, void *host, const void *dev, uint64_t 
   return bytes == 0 || CU(cudaMemcpy, (host, dev, bytes, cudaMemcpyDeviceToHost));
 }
 
+gboolean sp_cuda_upload(sp_cuda_ctx *c, void *dev, const void *host, uint64_t bytes, GError **err)
+{
+  /* cudaMemcpy does not wait for a non-blocking stream: finish its work first */
+  if (!stream_wait(c, "the last steps", err))
+    return FALSE;
+  return bytes == 0 || CU(cudaMemcpy, (dev, host, bytes, cudaMemcpyHostToDevice));
+}
+
 void sp_cuda_bufs_free(sp_cuda_ctx *c, guint nb, void **dev)
 {
   (void)c;

@@ -32,6 +32,21 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 
+# judge DESC PASS_PATTERN: spsim-run's output ($tmp/out) has the PASS line and
+# the checksum lines of spsim verify's ($tmp/vout), byte for byte
+judge() {
+  grep '^checksum ' "$tmp/vout" >"$tmp/want"
+  grep '^checksum ' "$tmp/out" >"$tmp/got"
+  if ! grep -q "$2" "$tmp/out"; then
+    nok "$1: no PASS line: $(cat "$tmp/out")"
+  elif ! grep -q '^checksum all=0x[0-9a-f]\{16\}$' "$tmp/want" || ! cmp -s "$tmp/want" "$tmp/got"; then
+    nok "$1: checksums differ"
+    sed 's/^/#   want /' "$tmp/want"; sed 's/^/#   got  /' "$tmp/got"
+  else
+    ok "$1"
+  fi
+}
+
 # case_ TRANSPORT NP OP DTYPE COUNT [EXTRA FLAGS...]: checksums equal to spsim verify
 case_() {
   tr=$1; np=$2; op=$3; dt=$4; cnt=$5; shift 5
@@ -40,20 +55,11 @@ case_() {
        "$@" --checksum >"$tmp/vout" 2>"$tmp/verr"; then
     nok "$desc: spsim verify failed: $(head -3 "$tmp/verr")"; return
   fi
-  grep '^checksum ' "$tmp/vout" >"$tmp/want"
   if ! timeout 120 "$MPIRUN" -np "$np" "$run" --transport "$tr" --op "$op" --dtype "$dt" \
        --count "$cnt" "$@" --checksum >"$tmp/out" 2>"$tmp/err"; then
     nok "$desc: spsim-run failed: $(head -c 800 "$tmp/err")"; return
   fi
-  grep '^checksum ' "$tmp/out" >"$tmp/got"
-  if ! grep -q "^PASS $op .*transport=$tr" "$tmp/out"; then
-    nok "$desc: no PASS line: $(cat "$tmp/out")"
-  elif ! grep -q '^checksum all=0x[0-9a-f]\{16\}$' "$tmp/want" || ! cmp -s "$tmp/want" "$tmp/got"; then
-    nok "$desc: checksums differ"
-    sed 's/^/#   want /' "$tmp/want"; sed 's/^/#   got  /' "$tmp/got"
-  else
-    ok "$desc"
-  fi
+  judge "$desc" "^PASS $op .*transport=$tr"
 }
 
 for tr in nccl cuda-mpi; do
@@ -91,19 +97,11 @@ graph_case() { # TRANSPORT NP OP
     fi
     nok "$desc: spsim verify failed: $(head -3 "$tmp/verr")"; return
   fi
-  grep '^checksum ' "$tmp/vout" >"$tmp/want"
   if ! timeout 120 "$MPIRUN" -np "$np" "$run" --transport "$tr" --op "$op" --checksum \
        >"$tmp/out" 2>"$tmp/err"; then
     nok "$desc: spsim-run failed: $(head -c 800 "$tmp/err")"; return
   fi
-  grep '^checksum ' "$tmp/out" >"$tmp/got"
-  if ! grep -q "^PASS $op graph .*transport=$tr" "$tmp/out"; then
-    nok "$desc: no PASS line: $(cat "$tmp/out")"
-  elif ! grep -q '^checksum all=0x[0-9a-f]\{16\}$' "$tmp/want" || ! cmp -s "$tmp/want" "$tmp/got"; then
-    nok "$desc: checksums differ"
-  else
-    ok "$desc"
-  fi
+  judge "$desc" "^PASS $op graph .*transport=$tr"
 }
 for op in $graph_ops; do
   graph_case nccl 4 "$op"

@@ -25,7 +25,7 @@ expect_fail() {
   else nok "$desc: $(cat "$tmp/err")"; fi
 }
 
-echo "1..30"
+echo "1..31"
 for op in all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv; do
   if "$bin" verify "$P" --op $op --ranks 8 --dtype bf16 --count 100 >"$tmp/out" 2>"$tmp/err" &&
      grep -q "^PASS op=$op ranks=8 dtype=bf16 algo=[a-z]* bytes=[0-9]* simulated_time_us=[0-9.]*$" "$tmp/out"
@@ -78,6 +78,9 @@ expect_fail "unknown op" "unknown operation" verify "$P" --op all-scatter --rank
 expect_fail "unknown dtype" "dtype" verify "$P" --op all-reduce --ranks 2 --dtype f8
 expect_fail "unknown algo" "algorithm" verify "$P" --op all-reduce --ranks 2 --algo fast
 expect_fail "unknown flag" "" verify "$P" --op all-reduce --ranks 2 --frobnicate
+# 1e17 f32 elements per rank (400 PB) cannot be carried: refused with the sizes, not thrashing
+expect_fail "count beyond host memory" "needs .* of host memory .* more than this machine's" \
+  verify "$P" --op all-gather --ranks 2 --count 100000000000000000
 expect_fail "flow fidelity" "fidelity step" verify "$P" --op all-reduce --ranks 2 --fidelity flow
 # ring channels (coll.h): every channel count and rotation block is bitwise equal to the reference
 for cfg in "8 4 4" "6 3 3" "7 2 7"; do

@@ -1,9 +1,11 @@
 /* Verification cases: a collective lowered for a world, with deterministic
  * inputs and expected outputs (see verify.h for the conventions). */
+#define _DEFAULT_SOURCE /* sysconf(_SC_PHYS_PAGES) */
 #include "config.h"
 
 #include <inttypes.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coll_priv.h"
 #include "spsim/coll.h"
@@ -41,6 +43,33 @@ static void get_pattern(void *user, int32_t member, uint64_t first, uint64_t cou
   sp_fill_pattern(dst, count, u->spec->dtype, SP_CASE_SEED(u->spec->ranks[member]), first);
 }
 
+/* Data mode holds the in, out and expected buffers of every built member in
+ * this process: refuse what the machine cannot hold, with the sizes, instead
+ * of thrashing or failing inside malloc. (sp_coll_spec_validate has already
+ * checked that each buffer's byte count fits in 64 bits.) */
+static gboolean data_fits(const sp_coll_spec *spec, int32_t members, GError **err)
+{
+  uint64_t es = sp_dtype_size(spec->dtype), per = 0, all = 0;
+  uint64_t in = sp_coll_in_count(spec) * es, out = sp_coll_out_count(spec) * es;
+  if (!g_uint64_checked_mul(&per, out, 2) || !g_uint64_checked_add(&per, per, in) ||
+      !g_uint64_checked_mul(&all, per, (uint64_t)members))
+    all = UINT64_MAX;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+  if (all <= ram)
+    return TRUE;
+  g_autofree char *ram_s = g_format_size_full(ram, G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *all_s = g_format_size_full(all, G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *per_s = g_format_size_full(per, G_FORMAT_SIZE_IEC_UNITS);
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+              "%s of %" G_GUINT64_FORMAT " %s elements per rank needs %s of host memory to carry "
+              "real bytes (%s per rank x %d rank%s), more than this machine's %s: use a smaller "
+              "--count or --size (`spsim bench` predicts any size without data)",
+              sp_coll_name(spec->coll), spec->count, sp_dtype_name(spec->dtype), all_s, per_s,
+              members, members == 1 ? "" : "s", ram_s);
+  return FALSE;
+}
+
 static sp_case *case_new(const sp_coll_spec *spec, int32_t world, int32_t only, gboolean with_data,
                          GError **err)
 {
@@ -63,6 +92,8 @@ static sp_case *case_new(const sp_coll_spec *spec, int32_t world, int32_t only, 
                 world);
     return NULL;
   }
+  if (with_data && !data_fits(spec, only >= 0 ? 1 : spec->n, err))
+    return NULL;
 
   sp_case *c = g_new0(sp_case, 1);
   c->spec = *spec;

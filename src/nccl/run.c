@@ -211,7 +211,7 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
 {
   g_autofree char *op_s = NULL, *coll_s = NULL, *dtype_s = NULL, *algo_s = NULL, *redop_s = NULL,
                   *transport_s = NULL, *size_s = NULL, *sizes_s = NULL, *chunk_s = NULL;
-  gint64 count = -1;
+  gint64 count = G_MININT64; /* not given */
   gint ranks = 0, root = 0, iters = 20, warmup = 5, die = -1, corrupt = -1;
   double timeout = DEFAULT_TIMEOUT;
   gboolean checksum = FALSE, time_ = FALSE, native = FALSE, mismatch = FALSE, deadlock = FALSE;
@@ -286,11 +286,16 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     }
     cfg->transport = (transport_kind)k;
   }
-  if (count >= 0 && size_s) {
+  if (count != G_MININT64 && size_s) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "give --count or --size, not both");
     return FALSE;
   }
-  cfg->count = count >= 0 ? (uint64_t)count : 0; /* 0: the default (default_count) */
+  if (count != G_MININT64 && count < 1) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--count must be at least 1 (got %" G_GINT64_FORMAT ")",
+                count);
+    return FALSE;
+  }
+  cfg->count = count != G_MININT64 ? (uint64_t)count : 0; /* 0: the default (default_count) */
   if (size_s && !parse_size("--size", size_s, &cfg->size_bytes, err))
     return FALSE;
   if (size_s && cfg->size_bytes % sp_dtype_size(cfg->dtype) != 0) {
@@ -308,7 +313,7 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   if (cfg->graph) {
     /* graph operations: the sizes and groups of `spsim verify --op` (fixed small
      * shapes), host memory; reject what would be silently ignored */
-    const char *bad = count >= 0 ? "--count" : size_s ? "--size" : dtype_s ? "--dtype" : algo_s ? "--algo"
+    const char *bad = count != G_MININT64 ? "--count" : size_s ? "--size" : dtype_s ? "--dtype" : algo_s ? "--algo"
                       : redop_s ? "--redop" : chunk_s ? "--chunk" : root ? "--root" : time_ ? "--time"
                       : native ? "--native" : NULL;
     if (bad) {

@@ -28,7 +28,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..28"
+echo "1..31"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -42,6 +42,9 @@ if "$bin" "$tmp/p.xml" $A --model llama3-8b --layout tp=8,pp=2,dp=2,ckpt=selecti
    && grep -q '^<svg' "$tmp/c.svg" && [ -s "$tmp/t.json" ] && grep -q 'tp8s pp2 dp2 sel' "$tmp/out"; then ok "--layout with --svg and --trace"; else nok "svg/trace: $(cat "$tmp/out")"; fi
 expect_fail "unknown model lists the known ones" "known models: .*llama3-70b" "$tmp/p.xml" --model llama9
 expect_fail "--seq 0" "seq" "$tmp/p.xml" $A --seq 0
+expect_fail "--seq out of range" "--seq 99999999999999 is out of range" "$tmp/p.xml" $A --seq 99999999999999
+expect_fail "a global batch whose token count would overflow" "out of range: at most" "$tmp/p.xml" $A --global-batch 99999999999999999
+expect_fail "--eff-matmul nan is not a fraction" "fractions in (0, 1]" "$tmp/p.xml" $A --eff-matmul nan
 expect_fail "layout not multiplying to the GPUs" "32 GPUs" "$tmp/p.xml" $A --model llama3-8b --layout tp=8,pp=2,dp=3
 echo '{"layers": 2, "hidden": 768, "heads": 12, "kv_heads": 12, "ffn": 3072, "vocab": 1000}' > "$tmp/h12.json"
 expect_fail "heads not divisible by tp x sp" "12 heads are not divisible" "$tmp/p.xml" $A --model "$tmp/h12.json" --layout tp=8,dp=4

@@ -19,6 +19,13 @@
 #include "sim.h"
 #include "whatif_sim.h"
 
+/* Longest sequence the what-if accepts (16 Mi tokens; beyond, the cost model's
+ * quadratic attention terms leave the range it was checked on). */
+#define MAX_SEQ (1 << 24)
+/* Most tokens in one step (2^40: far beyond any published batch, and step
+ * token counts stay exact in int64 and double). */
+#define MAX_STEP_TOKENS ((int64_t)1 << 40)
+
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 /* ---------- platform facts (host count, GPU peak and memory, node size) ---------- */
@@ -1031,10 +1038,12 @@ int sp_cmd_whatif(int argc, char **argv)
   }
   const char *platform = argv[1];
   if (o.seq <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--seq must be a positive number of tokens (got %" G_GINT64_FORMAT ")", o.seq); goto out; }
+  if (o.seq > MAX_SEQ) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--seq %" G_GINT64_FORMAT " is out of range: at most %d tokens (16 Mi) per sequence", o.seq, MAX_SEQ); goto out; }
   if (o.mb <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--micro-batch must be positive (got %d)", o.mb); goto out; }
   if (o.top <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--top must be positive (got %d)", o.top); goto out; }
-  if ((o.eff_mm != -1 && (o.eff_mm <= 0 || o.eff_mm > 1)) || (o.eff_attn != -1 && (o.eff_attn <= 0 || o.eff_attn > 1)) ||
-      (o.mem_usable != -1 && (o.mem_usable <= 0 || o.mem_usable > 1))) {
+  /* written so that NaN fails too */
+  if ((o.eff_mm != -1 && !(o.eff_mm > 0 && o.eff_mm <= 1)) || (o.eff_attn != -1 && !(o.eff_attn > 0 && o.eff_attn <= 1)) ||
+      (o.mem_usable != -1 && !(o.mem_usable > 0 && o.mem_usable <= 1))) {
     err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--eff-matmul, --eff-attn and --mem-usable are fractions in (0, 1]");
     goto out;
   }
@@ -1086,6 +1095,12 @@ int sp_cmd_whatif(int argc, char **argv)
   if (model == NULL) goto out;
   int64_t gb = 1024;
   if (o.global_batch && !parse_global_batch(o.global_batch, o.seq, &gb, &err)) goto out;
+  if (gb > MAX_STEP_TOKENS / o.seq) {
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--global-batch %s is out of range: at most %" G_GINT64_FORMAT
+                      " sequences of %" G_GINT64_FORMAT " tokens (2^40 tokens per step)", o.global_batch,
+                      MAX_STEP_TOKENS / o.seq, o.seq);
+    goto out;
+  }
 
   /* Hardware: peak from the platform's host speed, memory from its properties. */
   sp_step_ctx ctx = { .model = model, .seq = o.seq, .global_batch = gb, .world = world, .gpus_per_node = gpn,

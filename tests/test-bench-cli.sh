@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..23"
+echo "1..24"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -83,6 +83,7 @@ expect_fail "min > max" "larger than max" bench "$small" --coll all-reduce --ran
 expect_fail "unknown collective" "" bench "$small" --coll all-shuffle --ranks 2
 expect_fail "unknown algorithm" "" bench "$small" --coll all-reduce --algo butterfly --ranks 2
 expect_fail "unknown flag" "" bench "$small" --coll all-reduce --ranks 2 --bogus
+expect_fail "--ranks omitted" "--ranks N is required" bench "$small" --coll all-reduce --sizes 1K
 
 # 18-20: platform generator CLI
 if "$bin" platform dgx --nodes 2 --gpus-per-node 4 --gpu toy >"$tmp/p.xml" 2>"$tmp/err" && cmp -s "$tmp/p.xml" "$small"

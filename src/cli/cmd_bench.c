@@ -165,6 +165,9 @@ int sp_cmd_bench(int argc, char **argv)
   if (op_s != NULL && !sp_redop_parse(op_s, &redop, &err)) { g_prefix_error(&err, "bench: "); return fail(err); }
   sp_fidelity fid = SP_FIDELITY_FLOW;
   if (fid_s != NULL && !sp_fidelity_parse(fid_s, &fid, &err)) { g_prefix_error(&err, "bench: "); return fail(err); }
+  if (ranks == 0)
+    return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
+                            "bench: --ranks N is required (ranks 0..N-1 of the platform take part)"));
   if (ranks < 1 || (coll == SP_COLL_SEND_RECV && ranks < 2))
     return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "bench: --ranks must be >= %d (got %d)",
                             coll == SP_COLL_SEND_RECV ? 2 : 1, ranks));

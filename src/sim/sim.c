@@ -310,10 +310,15 @@ static gboolean check_in_child(const char *path, const plat_parse *pp, GError **
     if (devnull >= 0)
       dup2(devnull, 1);
     dup2(fds[1], 2);
+    /* as in sp_sim_init: simgrid_init drops what it consumes from a shallow copy,
+     * so every string is still freed (nothing lost for a leak checker) */
     GPtrArray *a = simgrid_args(pp, FALSE);
     int argc = (int)a->len - 1;
-    simgrid_init(&argc, (char **)a->pdata);
+    char **argv = g_memdup2(a->pdata, sizeof(char *) * a->len);
+    simgrid_init(&argc, argv);
     simgrid_load_platform(path);
+    g_free(argv);
+    g_ptr_array_free(a, TRUE);
     _exit(0);
   }
   close(fds[1]);

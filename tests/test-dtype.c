@@ -204,6 +204,28 @@ static void test_reduce_f32(void)
   g_assert_cmphex(fbits(d[4]), ==, 0x80000000u); /* -0 + -0 = -0 */
   g_assert_cmphex(fbits(d[5]), ==, 0x7FC00000u); /* inf - inf: canonical NaN */
 
+  /* longer than the vectorised blocks, edge values in the body and the tail,
+   * disjoint and in place: each element is a + b in f32, NaN made canonical */
+  enum { N = 37 };
+  static const uint32_t edge[] = { 0x80000000u, 0x7f800000u, 0xff800000u, 0x7f800001u,
+                                   0xffc00001u, 0x00000001u, 0x7f7fffffu, 0x3f800000u };
+  float xs[N], ys[N], want[N], twice[N];
+  for (int i = 0; i < N; i++) {
+    xs[i] = i % 5 == 0 ? bitsf(edge[i % 8]) : (float)i * 0.37f - 4.0f;
+    ys[i] = i % 3 == 0 ? bitsf(edge[(i + 3) % 8]) : 1.0f / (float)(i + 1);
+    float r = xs[i] + ys[i], t = xs[i] + xs[i];
+    want[i] = isnan(r) ? bitsf(0x7FC00000u) : r;
+    twice[i] = isnan(t) ? bitsf(0x7FC00000u) : t;
+  }
+  sp_reduce_host(xs, ys, N, SP_F32, SP_RED_SUM);
+  for (int i = 0; i < N; i++)
+    g_assert_cmphex(fbits(xs[i]), ==, fbits(want[i]));
+  for (int i = 0; i < N; i++)
+    xs[i] = i % 5 == 0 ? bitsf(edge[i % 8]) : (float)i * 0.37f - 4.0f;
+  sp_reduce_host(xs, xs, N, SP_F32, SP_RED_AVG); /* in place: the scalar loop */
+  for (int i = 0; i < N; i++)
+    g_assert_cmphex(fbits(xs[i]), ==, fbits(twice[i]));
+
   float a[5] = { NAN, 1.0f, -0.0f, 3.0f, 0.0f };
   float b[5] = { 2.0f, NAN, 0.0f, -INFINITY, -0.0f };
   float mx[5], mn[5];

@@ -75,6 +75,14 @@ for algo in ring direct tree; do
 done
 case_ all-gather f32 5000 8 direct
 case_ reduce-scatter f32 5000 8 tree
+# the MPI transport sends a message of at most 4 pieces under the library's eager
+# limit as such pieces (Open MPI 4 shared memory: 4032 bytes), larger ones whole:
+# messages of 3 pieces, exactly 4, just over 4 (2 ranks: 2 f32 bytes per count)
+for cnt in 4033 8064 8066; do
+  case_ all-reduce f32 $cnt 2 ring
+done
+case_ all-to-all i32 16130 4 direct
+case_ all-gather bf16 12345 4 ring
 
 # independent check: all-reduce leaves the same bytes on every rank, and the
 # lines have the canonical shape: one per rank in order, then the combination

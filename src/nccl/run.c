@@ -400,7 +400,8 @@ static void config_fields(const run_config *c, field *f)
 
 typedef struct {
   int rank, world;
-  gboolean yield;
+  gboolean yield;     /* oversubscribed: yield the processor while polling a GPU */
+  gboolean mpi_yield; /* ... and in MPI waits, unless MPI's own progress yields */
   double timeout; /* bound of every wait (the default until flags are agreed) */
 } world_info;
 
@@ -412,7 +413,7 @@ static void allreduce_max(world_info *w, uint64_t *vals, int n, const char *what
   GError *err = NULL;
   if (!sp_mpi_check(MPI_Iallreduce(vals, out, n, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD, &req),
                     "MPI_Iallreduce", w->rank, &err) ||
-      !sp_mpi_wait_bounded(1, &req, w->timeout, w->yield, w->rank, what, NULL, NULL, &err)) {
+      !sp_mpi_wait_bounded(1, &req, w->timeout, w->mpi_yield, w->rank, what, NULL, NULL, &err)) {
     fprintf(stderr, "spsim-run: %s\n", err->message);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, EXIT_TRANSPORT);
@@ -579,7 +580,7 @@ static gboolean run_once(runner *r, const sp_case *c, run_bufs *b, GError **err)
     }
     static char dummy[8];
     return sp_mpi_native_coll(spec, MPI_COMM_WORLD, bufs ? bufs[0] : dummy, bufs ? bufs[1] : dummy,
-                              r->cfg->timeout, r->w->yield, err);
+                              r->cfg->timeout, r->w->mpi_yield, err);
   }
   const sp_program *p = sp_case_program(c, rank);
   return sp_exec_run(p, &r->tr, bufs, NULL, err);
@@ -657,7 +658,7 @@ static gboolean gather_verdicts(runner *r, gboolean member, gboolean ok, uint64_
   MPI_Request req;
   if (!sp_mpi_check(MPI_Igather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD, &req),
                     "MPI_Igather", rank, &err) ||
-      !sp_mpi_wait_bounded(1, &req, r->cfg->timeout, w->yield, rank, "the checksums of the other ranks",
+      !sp_mpi_wait_bounded(1, &req, r->cfg->timeout, w->mpi_yield, rank, "the checksums of the other ranks",
                            NULL, NULL, &err))
     die_transport(w, err);
   uint64_t failed = !ok;
@@ -928,7 +929,7 @@ static void barrier(runner *r)
   MPI_Request req;
   GError *err = NULL;
   if (!sp_mpi_check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier", r->w->rank, &err) ||
-      !sp_mpi_wait_bounded(1, &req, r->cfg->timeout, r->w->yield, r->w->rank,
+      !sp_mpi_wait_bounded(1, &req, r->cfg->timeout, r->w->mpi_yield, r->w->rank,
                            "the other ranks at a barrier", NULL, NULL, &err))
     die_transport(r->w, err);
 }
@@ -1084,6 +1085,7 @@ int main(int argc, char **argv)
   const char *ls = g_getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   int local = ls ? atoi(ls) : w.world;
   w.yield = local > (int)g_get_num_processors();
+  w.mpi_yield = w.yield && !sp_mpi_progress_yields();
   w.timeout = DEFAULT_TIMEOUT;
 
   run_config cfg = { 0 };
@@ -1112,7 +1114,7 @@ int main(int argc, char **argv)
 
   /* transports */
   runner r = { .cfg = &cfg, .w = &w };
-  r.mpi = sp_mpi_transport_new(MPI_COMM_WORLD, cfg.timeout, w.yield, &err);
+  r.mpi = sp_mpi_transport_new(MPI_COMM_WORLD, cfg.timeout, w.mpi_yield, &err);
   if (r.mpi)
     r.tr = sp_mpi_transport_get(r.mpi);
   if (!err && cfg.transport != TR_MPI) {

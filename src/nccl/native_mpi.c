@@ -2,10 +2,17 @@
  * same buffers as a lowered case: the baseline of bench/real-mpi.sh and a
  * tolerance check of the lowered schedules (`spsim-run --transport mpi --native`).
  * f16/bf16 have no MPI type: they travel as 16-bit words reduced by a user
- * MPI_Op running spsim's host arithmetic. AVG is SUM then one division. */
+ * MPI_Op running spsim's host arithmetic. AVG is SUM then one division.
+ * The calls are the blocking ones (the library's tuned algorithms, the fair
+ * baseline); an alarm bounds each by --timeout. */
+#define _POSIX_C_SOURCE 200809L /* sigaction, alarm */
 #include "config.h"
 
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "real.h"
 #include "spsim/dtype.h"
@@ -35,11 +42,58 @@ static gboolean int_count(uint64_t c, int *out, const sp_coll_spec *spec, GError
   return TRUE;
 }
 
+/* The watchdog of the blocking calls: SIGALRM, re-armed at most every
+ * timeout/2 (an alarm syscall per call would cost a microsecond, as much as a
+ * small collective), set to 1.5 x timeout: a call stuck for the timeout ends
+ * the process within another half. The message is written before arming, as
+ * a signal handler may only write(2) and _exit(2). */
+static char alarm_msg[256];
+static size_t alarm_len;
+static gboolean armed;
+static gint64 armed_at;
+
+static void on_alarm(int sig)
+{
+  (void)sig;
+  ssize_t w = write(STDERR_FILENO, alarm_msg, alarm_len);
+  (void)w;
+  _exit(4); /* a transport failure (spsim-run's exit status 4); mpirun ends the job */
+}
+
+static void arm(const char *call, int rank, double timeout)
+{
+  gint64 now = g_get_monotonic_time();
+  if (armed && (double)(now - armed_at) < timeout * G_USEC_PER_SEC / 2)
+    return;
+  int n = snprintf(alarm_msg, sizeof alarm_msg,
+                   "spsim-run: rank %d: no progress for %g s in %s (--native): a peer is gone "
+                   "or stopped\n", rank, timeout, call);
+  alarm_len = n > 0 ? MIN((size_t)n, sizeof alarm_msg - 1) : 0;
+  static gboolean installed;
+  if (!installed) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    installed = TRUE;
+  }
+  alarm((unsigned)MIN(ceil(1.5 * timeout), 1e6));
+  armed = TRUE;
+  armed_at = now;
+}
+
+void sp_mpi_native_disarm(void)
+{
+  if (armed)
+    alarm(0);
+  armed = FALSE;
+}
+
 gboolean sp_mpi_native_coll(const sp_coll_spec *spec, MPI_Comm comm, const void *in, void *out,
                             double timeout, gboolean yield, GError **err)
 {
-  (void)timeout;
-  (void)yield;
+  (void)yield; /* the library's blocking calls poll as the library does */
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -87,6 +141,14 @@ gboolean sp_mpi_native_coll(const sp_coll_spec *spec, MPI_Comm comm, const void 
   const char *call = "?";
   int root = spec->ranks[spec->root < spec->n ? spec->root : 0];
   size_t es = sp_dtype_size(spec->dtype);
+  static const char *const calls[SP_COLL_COUNT] = {
+    [SP_COLL_ALL_REDUCE] = "MPI_Allreduce", [SP_COLL_ALL_GATHER] = "MPI_Allgather",
+    [SP_COLL_REDUCE_SCATTER] = "MPI_Reduce_scatter_block", [SP_COLL_ALL_TO_ALL] = "MPI_Alltoall",
+    [SP_COLL_BROADCAST] = "MPI_Bcast", [SP_COLL_REDUCE] = "MPI_Reduce",
+    [SP_COLL_SEND_RECV] = "MPI_Send/MPI_Recv",
+  };
+  if ((unsigned)spec->coll < SP_COLL_COUNT && calls[spec->coll])
+    arm(calls[spec->coll], rank, timeout);
   switch (spec->coll) {
   case SP_COLL_ALL_REDUCE:
     call = "MPI_Allreduce";

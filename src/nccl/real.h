@@ -67,6 +67,12 @@ sp_transport sp_mpi_transport_get(sp_mpi_transport *t);
  */
 gboolean sp_mpi_native_coll(const sp_coll_spec *spec, MPI_Comm comm, const void *in, void *out,
                             double timeout, gboolean yield, GError **err);
+/**
+ * The native calls block (the library's tuned algorithms); a SIGALRM watchdog
+ * ends the process (exit 4, naming the call) when one makes no progress for
+ * @p timeout. Call this when the native calls are over.
+ */
+void sp_mpi_native_disarm(void);
 
 #ifdef SP_HAVE_CUDA
 /* ------------------------------------------------------------ CUDA transports */

@@ -776,6 +776,7 @@ static int run_single(runner *r)
   }
   if (!run_once(r, c, &b, &err) || !bufs_fetch_out(r, c, &b, &err))
     die_transport(w, err);
+  sp_mpi_native_disarm();
   if (r->cfg->debug_corrupt_rank == w->rank && sp_case_member(c, w->rank) >= 0 &&
       sp_case_out_bytes(c) > 0)
     ((unsigned char *)b.host[1])[sp_case_out_bytes(c) - 1] ^= 1; /* a wrong result */
@@ -977,6 +978,7 @@ static int run_timed(runner *r)
       /* first run: checked, so a timing never comes from a wrong schedule */
       if (!run_once(r, c, &b, &err) || !bufs_fetch_out(r, c, &b, &err))
         die_transport(w, err);
+      sp_mpi_native_disarm();
       GError *chk = NULL;
       if (sp_case_member(c, w->rank) >= 0) {
         if (cfg->native)
@@ -1000,6 +1002,7 @@ static int run_timed(runner *r)
         if (i >= cfg->warmup)
           t[i - cfg->warmup] = t1 - t0;
       }
+      sp_mpi_native_disarm();
       qsort(t, (size_t)cfg->iters, sizeof(double), cmp_double);
       double med = cfg->iters % 2 ? t[cfg->iters / 2]
                                   : 0.5 * (t[cfg->iters / 2 - 1] + t[cfg->iters / 2]);

@@ -379,10 +379,18 @@ static void push(cudaStream_t s, qop *o)
   g_queue_push_tail(&st_of(s)->q, o);
 }
 
-void fake_stream_push_group(cudaStream_t s, ncclComm_t comm, fake_p2p *ops, int n)
+/* A new queued operation; kernels may be the injected fault. */
+static qop *new_op(qkind kind)
 {
   qop *o = g_new0(qop, 1);
-  o->kind = Q_GROUP;
+  o->kind = kind;
+  o->faults = (kind == Q_COPY2D || kind == Q_REDUCE || kind == Q_SCALE) && fake_inject("kernel");
+  return o;
+}
+
+void fake_stream_push_group(cudaStream_t s, ncclComm_t comm, fake_p2p *ops, int n)
+{
+  qop *o = new_op(Q_GROUP);
   o->comm = comm;
   fake_comm_ref(comm);
   o->p2p = ops;
@@ -455,8 +463,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
   cudaError_t e = check_copy("cudaMemcpyAsync", dst, src, n, k);
   if (e != cudaSuccess)
     return e;
-  qop *o = g_new0(qop, 1);
-  o->kind = Q_COPY;
+  qop *o = new_op(Q_COPY);
   o->dst = dst;
   o->src = src;
   o->bytes = n;
@@ -470,8 +477,7 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s)
     return cudaSuccess;
   if (!fake_is_device(p, n))
     return misuse("cudaMemsetAsync: %p (%zu bytes) is not device memory", p, n);
-  qop *o = g_new0(qop, 1);
-  o->kind = Q_SET;
+  qop *o = new_op(Q_SET);
   o->dst = p;
   o->fill = value;
   o->bytes = n;
@@ -495,8 +501,7 @@ cudaError_t cudaEventCreate(cudaEvent_t *e)
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-  qop *o = g_new0(qop, 1);
-  o->kind = Q_EVENT;
+  qop *o = new_op(Q_EVENT);
   o->event = e;
   push(s, o);
   return cudaSuccess;
@@ -571,9 +576,7 @@ cudaError_t sp_cuda_copy2d(void *dst, uint64_t dst_stride, const void *src, uint
     return misuse("sp_cuda_copy2d: source %p (%" G_GUINT64_FORMAT " rows of %" G_GUINT64_FORMAT
                   ", stride %" G_GUINT64_FORMAT ") is not device memory",
                   src, rows, row_bytes, src_stride);
-  qop *o = g_new0(qop, 1);
-  o->kind = Q_COPY2D;
-  o->faults = fake_inject("kernel");
+  qop *o = new_op(Q_COPY2D);
   o->dst = dst;
   o->src = src;
   o->rows = rows;
@@ -608,9 +611,7 @@ cudaError_t sp_cuda_reduce(void *dst, const void *src, uint64_t count, int dtype
     return misuse("sp_cuda_reduce: %s %p (%zu bytes) is not device memory",
                   fake_is_device(dst, n) ? "source" : "destination",
                   fake_is_device(dst, n) ? src : (const void *)dst, n);
-  qop *o = g_new0(qop, 1);
-  o->kind = Q_REDUCE;
-  o->faults = fake_inject("kernel");
+  qop *o = new_op(Q_REDUCE);
   o->dst = dst;
   o->src = src;
   o->count = count;
@@ -629,9 +630,7 @@ cudaError_t sp_cuda_scale(void *x, uint64_t count, int dtype, float fk, int64_t 
     return cudaErrorInvalidValue;
   if (!fake_is_device(x, count * dtype_bytes(dtype)))
     return misuse("sp_cuda_scale: %p is not device memory", x);
-  qop *o = g_new0(qop, 1);
-  o->kind = Q_SCALE;
-  o->faults = fake_inject("kernel");
+  qop *o = new_op(Q_SCALE);
   o->dst = x;
   o->count = count;
   o->dtype = dtype;

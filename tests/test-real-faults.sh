@@ -27,7 +27,7 @@ expect() {
   else ok "$1"; fi
 }
 
-echo "1..19"
+echo "1..20"
 
 # 1-2: a rank exits before communicating: the job ends, non-zero, naming it
 mpi 3 --op all-reduce --count 64 --debug-die-rank 1
@@ -66,6 +66,8 @@ mpi 2 --op all-reduce --ranks 3
 expect "--ranks differs from -np" 2 60 "^spsim-run: --ranks 3 but mpirun launched 2 ranks"
 mpi 2 --op all-reduce --timeout -1
 expect "bad --timeout" 2 60 "^spsim-run: --timeout must be"
+mpi 1 --op send-recv
+expect "send-recv on one rank: says to launch two" 2 60 "^spsim-run: send-recv goes from rank 0 to the last rank: launch 2 or more"
 mpi 2 --op all-reduce --count 0
 expect "--count 0 is refused, not replaced by the default" 2 60 "^spsim-run: --count must be at least 1 \(got 0\)"
 mpi 2 --op all-reduce --count 100000000000000000

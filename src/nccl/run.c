@@ -109,6 +109,11 @@ static void fill_spec(const run_config *cfg, sp_coll coll, uint64_t count, const
 static sp_case *build_coll(const run_config *cfg, uint64_t count, int32_t world, int32_t rank,
                            GError **err)
 {
+  if (cfg->op->coll == SP_COLL_SEND_RECV && world < 2) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "send-recv goes from rank 0 to the last rank: launch 2 or more (mpirun -np 2)");
+    return NULL;
+  }
   int32_t n;
   g_autofree int32_t *ranks = group_of(cfg->op->coll, world, &n);
   sp_coll_spec spec;

@@ -63,7 +63,7 @@ typedef struct {
   uint64_t lo, hi; /* --sizes */
   double timeout;
   /* hidden fault injection for the tests */
-  int debug_die_rank, debug_corrupt_rank;
+  int debug_die_rank, debug_corrupt_rank, debug_hang_rank;
   gboolean debug_flag_mismatch, debug_deadlock;
 } run_config;
 
@@ -217,7 +217,7 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   g_autofree char *op_s = NULL, *coll_s = NULL, *dtype_s = NULL, *algo_s = NULL, *redop_s = NULL,
                   *transport_s = NULL, *size_s = NULL, *sizes_s = NULL, *chunk_s = NULL;
   gint64 count = G_MININT64; /* not given */
-  gint ranks = 0, root = 0, iters = 20, warmup = 5, die = -1, corrupt = -1;
+  gint ranks = 0, root = 0, iters = 20, warmup = 5, die = -1, corrupt = -1, hang = -1;
   double timeout = DEFAULT_TIMEOUT;
   gboolean checksum = FALSE, time_ = FALSE, native = FALSE, mismatch = FALSE, deadlock = FALSE;
   GOptionEntry entries[] = {
@@ -246,6 +246,7 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
       "schedule; compared with a tolerance", NULL },
     { "timeout", 0, 0, G_OPTION_ARG_DOUBLE, &timeout, "seconds any wait may take (default 60)", "SEC" },
     { "debug-die-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &die, "", "R" },
+    { "debug-hang-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &hang, "", "R" },
     { "debug-corrupt-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &corrupt, "", "R" },
     { "debug-flag-mismatch", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &mismatch, "", NULL },
     { "debug-deadlock", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &deadlock, "", NULL },
@@ -362,6 +363,7 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   }
   cfg->timeout = timeout;
   cfg->debug_die_rank = die;
+  cfg->debug_hang_rank = hang;
   cfg->debug_corrupt_rank = corrupt;
   cfg->debug_flag_mismatch = mismatch;
   cfg->debug_deadlock = deadlock;
@@ -778,6 +780,12 @@ static int run_single(runner *r)
             "(--debug-die-rank)\n", w->rank, EXIT_DIED);
     fflush(stderr);
     exit(EXIT_DIED);
+  }
+  if (r->cfg->debug_hang_rank == w->rank) { /* alive, never communicating: the others' bounds */
+    fprintf(stderr, "spsim-run: rank %d: hanging before communicating (--debug-hang-rank)\n", w->rank);
+    fflush(stderr);
+    for (;;)
+      g_usleep(G_USEC_PER_SEC);
   }
   if (!run_once(r, c, &b, &err) || !bufs_fetch_out(r, c, &b, &err))
     die_transport(w, err);

@@ -1211,7 +1211,16 @@ int sp_cmd_whatif(int argc, char **argv)
     for (guint i = nfit; i < rows->len; i++) {
       const row *q = &g_array_index(rows, row, i);
       if (q->r.step_time < best->r.step_time) {
-        printf("(Faster but over memory: %s, %.3f s per step, needs %.1f GiB per GPU.)\n", q->label, q->r.step_time, q->r.mem.total / GIB);
+        /* name the term that overflows, so the fix (recompute, ZeRO, ...) is plain */
+        const sp_step_mem *m = &q->r.mem;
+        const char *what = "activations";
+        double most = m->act;
+        if (m->optim > most) { what = "optimizer state"; most = m->optim; }
+        if (m->weights > most) { what = "weights"; most = m->weights; }
+        if (m->grads > most) { what = "gradients"; most = m->grads; }
+        printf("(Faster but over memory: %s, %.3f s per step, needs %.1f GiB per GPU, %.1f GiB of it %s%s.)\n",
+               q->label, q->r.step_time, m->total / GIB, most / GIB, what,
+               m->act == most && q->r.layout.ckpt == SP_CKPT_NONE ? " kept without recomputation" : "");
         break;
       }
     }

@@ -1164,6 +1164,18 @@ gboolean sp_graph_data_compare(const sp_graph *g, const sp_graph_data *a, const 
 
 static int ring_mode(const sp_node *n, int32_t rank);
 
+/* A ring-attention step's dimensions (from q, k, v) and @p mode (ring_mode; < 0:
+ * nothing to do on this rank). */
+static gboolean ring_step(const sp_graph *g, const sp_node *n, int32_t rank, int64_t d[5], int *mode,
+                          GError **err)
+{
+  if (!attn_dims(sp_graph_tensor(g, n->in[0]), sp_graph_tensor(g, n->in[1]),
+                 sp_graph_tensor(g, n->in[2]), n->layout, d, err))
+    return FALSE;
+  *mode = ring_mode(n, rank);
+  return TRUE;
+}
+
 gboolean sp_graph_kernel_host(const sp_graph *g, uint32_t ni, int32_t rank, void *const *bufs,
                               GError **err)
 {
@@ -1204,10 +1216,9 @@ gboolean sp_graph_kernel_host(const sp_graph *g, uint32_t ni, int32_t rank, void
   }
   case SP_NODE_RING_ATTN: {
     int64_t d[5];
-    if (!attn_dims(sp_graph_tensor(g, n->in[0]), sp_graph_tensor(g, n->in[1]),
-                   sp_graph_tensor(g, n->in[2]), n->layout, d, err))
+    int m;
+    if (!ring_step(g, n, rank, d, &m, err))
       return FALSE;
-    int m = ring_mode(n, rank);
     if (m < 0)
       return TRUE;
     sp_kernel_ring_attn_step_f32(n->layout == SP_LAYOUT_SBHD, d[0], d[1], d[2], d[3], d[4], B(n->in[0]),
@@ -1216,10 +1227,9 @@ gboolean sp_graph_kernel_host(const sp_graph *g, uint32_t ni, int32_t rank, void
   }
   case SP_NODE_RING_ATTN_BWD: {
     int64_t d[5];
-    if (!attn_dims(sp_graph_tensor(g, n->in[0]), sp_graph_tensor(g, n->in[1]),
-                   sp_graph_tensor(g, n->in[2]), n->layout, d, err))
+    int m;
+    if (!ring_step(g, n, rank, d, &m, err))
       return FALSE;
-    int m = ring_mode(n, rank);
     if (m < 0)
       return TRUE;
     sp_kernel_ring_attn_bwd_step_f32(n->layout == SP_LAYOUT_SBHD, d[0], d[1], d[2], d[3], d[4], B(n->in[0]),

@@ -27,6 +27,15 @@ static void add_out(outs_t *o, uint32_t t, double tol)
   }
 }
 
+/* The outputs of an attention forward + backward case, compared bitwise. */
+static void add_attn_outs(outs_t *o, uint32_t out, uint32_t dq, uint32_t dk, uint32_t dv)
+{
+  add_out(o, out, 0);
+  add_out(o, dq, 0);
+  add_out(o, dk, 0);
+  add_out(o, dv, 0);
+}
+
 static uint32_t input(sp_graph *g, const char *name, sp_dtype dt, int nd, const int64_t *shape, GError **err)
 {
   return sp_graph_tensor_new(g, name, dt, nd, shape, SP_TENSOR_ACTIVATION, SP_INIT_INPUT, err);
@@ -232,10 +241,7 @@ static gboolean build_ring_bwd(sp_graph *g, const sp_groups *gs, outs_t *o, GErr
   uint32_t out = dout == BAD ? BAD : sp_op_ring_attention_fwd(g, gs, SP_LAYOUT_BSHD, q, k, v, &saved, err);
   if (out == BAD || !sp_op_ring_attention_bwd(g, gs, &saved, dout, &dq, &dk, &dv, err))
     return FALSE;
-  add_out(o, out, 0);
-  add_out(o, dq, 0);
-  add_out(o, dk, 0);
-  add_out(o, dv, 0);
+  add_attn_outs(o, out, dq, dk, dv);
   return TRUE;
 }
 
@@ -255,10 +261,7 @@ static gboolean build_hybrid_bwd(sp_graph *g, const sp_groups *gs, outs_t *o, GE
   g_free(ring.ranks);
   if (!ok)
     return FALSE;
-  add_out(o, out, 0);
-  add_out(o, dq, 0);
-  add_out(o, dk, 0);
-  add_out(o, dv, 0);
+  add_attn_outs(o, out, dq, dk, dv);
   return TRUE;
 }
 

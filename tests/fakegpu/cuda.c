@@ -244,28 +244,26 @@ static void run_copy2d(const qop *o)
   }
 }
 
-static void run_reduce(const qop *o)
+void fake_reduce(void *d, const void *s, uint64_t count, int dtype, int op)
 {
-  void *d = o->dst;
-  const void *s = o->src;
-  for (uint64_t i = 0; i < o->count; i++)
-    switch (o->dtype) {
-    case SPK_F32: spk_reduce_f32(d, s, i, o->op); break;
+  for (uint64_t i = 0; i < count; i++)
+    switch (dtype) {
+    case SPK_F32: spk_reduce_f32(d, s, i, op); break;
     case SPK_F16:
-    case SPK_BF16: spk_reduce_half(d, s, i, o->op, o->dtype == SPK_BF16); break;
-    case SPK_I32: spk_reduce_i32(d, s, i, o->op); break;
-    case SPK_I64: spk_reduce_i64(d, s, i, o->op); break;
-    default: spk_reduce_u8(d, s, i, o->op); break;
+    case SPK_BF16: spk_reduce_half(d, s, i, op, dtype == SPK_BF16); break;
+    case SPK_I32: spk_reduce_i32(d, s, i, op); break;
+    case SPK_I64: spk_reduce_i64(d, s, i, op); break;
+    default: spk_reduce_u8(d, s, i, op); break;
     }
 }
 
-static void run_scale(const qop *o)
+void fake_scale(void *x, uint64_t count, int dtype, float fk, int64_t ik, int divide)
 {
-  for (uint64_t i = 0; i < o->count; i++)
-    if (o->dtype == SPK_F32 || o->dtype == SPK_F16 || o->dtype == SPK_BF16)
-      spk_scale_float(o->dst, i, o->dtype, o->fk, o->divide);
+  for (uint64_t i = 0; i < count; i++)
+    if (dtype == SPK_F32 || dtype == SPK_F16 || dtype == SPK_BF16)
+      spk_scale_float(x, i, dtype, fk, divide);
     else
-      spk_scale_int(o->dst, i, o->dtype, o->ik, o->divide);
+      spk_scale_int(x, i, dtype, ik, divide);
 }
 
 /* Post or test a group; TRUE once every message completed. */
@@ -332,8 +330,8 @@ static gboolean progress(struct CUstream_st *s)
     case Q_COPY: memcpy(o->dst, o->src, o->bytes); break;
     case Q_SET: memset(o->dst, o->fill, o->bytes); break;
     case Q_COPY2D: run_copy2d(o); break;
-    case Q_REDUCE: run_reduce(o); break;
-    case Q_SCALE: run_scale(o); break;
+    case Q_REDUCE: fake_reduce(o->dst, o->src, o->count, o->dtype, o->op); break;
+    case Q_SCALE: fake_scale(o->dst, o->count, o->dtype, o->fk, o->ik, o->divide); break;
     case Q_EVENT:
       o->event->us = g_get_monotonic_time();
       o->event->recorded = 1;

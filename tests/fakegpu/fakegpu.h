@@ -42,6 +42,10 @@ typedef struct {
 /** TRUE when this call of @p what ("malloc", "kernel", "nccl") is the injected failure. */
 int fake_inject(const char *what);
 
+/** The kernels' element code over a whole region, on the host (sp_cuda_reduce, sp_cuda_scale). */
+void fake_reduce(void *d, const void *s, uint64_t count, int dtype, int op);
+void fake_scale(void *x, uint64_t count, int dtype, float fk, int64_t ik, int divide);
+
 /** TRUE when [p, p + bytes) lies inside one live device allocation. */
 int fake_is_device(const void *p, size_t bytes);
 

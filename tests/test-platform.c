@@ -206,13 +206,12 @@ static void test_a100(void)
   plat_free(p);
 }
 
-/* 512 nodes = 4,096 GPUs, fast and deterministic; many nodes pad names wider. */
+/* 512 nodes = 4,096 GPUs, deterministic; many nodes pad names wider. (Its speed is a
+ * benchmark, bench/sim-scale.sh, not a test: a loaded machine must not fail it.) */
 static void test_large(void)
 {
-  gint64 t0 = g_get_monotonic_time();
   g_autofree char *a = gen(512, 8, SP_GPU_H100, FALSE);
   g_autofree char *b = gen(512, 8, SP_GPU_H100, FALSE);
-  g_assert_cmpint(g_get_monotonic_time() - t0, <, 5 * G_USEC_PER_SEC);
   g_assert_cmpstr(a, ==, b);
   plat *p = plat_parse(a);
   g_assert_cmpint(p->hosts, ==, 4096);

@@ -2,7 +2,9 @@
 # spsim-run under faults and bad input (MPI host transport): a rank that dies,
 # ranks launched with different flags, a deadlocking schedule, a wrong result,
 # bad flags. Every case must end non-zero within a bounded time with a message
-# naming the rank and the cause; `timeout 120` turns a hang into a failure.
+# naming the rank and the cause. `timeout 120` turns a hang into a failure; no case
+# asserts on elapsed time (a loaded machine must not fail a test), the messages
+# show which bound fired.
 # Also: the --time table shape and MPI's native collectives (--native).
 . "$(dirname "$0")/real-env.sh"
 
@@ -10,20 +12,17 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 
-# mpi NP ARGS...: run under timeout 120; sets rc, secs; output in $tmp/out, $tmp/err
+# mpi NP ARGS...: run under timeout 120 (a hang guard); sets rc; output in $tmp/out, $tmp/err
 mpi() {
   np=$1; shift
-  t0=$(date +%s)
   timeout 120 "$MPIRUN" -np "$np" "$run" "$@" >"$tmp/out" 2>"$tmp/err"
   rc=$?
-  secs=$(( $(date +%s) - t0 ))
 }
-# expect DESC RC MAXSECS PATTERN: exit status RC (and not a timeout), within
-# MAXSECS, stderr matching PATTERN (grep -E)
+# expect DESC RC PATTERN: exit status RC (124 is the hang guard), stderr matching
+# PATTERN (grep -E)
 expect() {
   if [ "$rc" -ne "$2" ]; then nok "$1: exit $rc, want $2: $(head -c 600 "$tmp/err")"
-  elif [ "$secs" -gt "$3" ]; then nok "$1: took $secs s (bound $3 s)"
-  elif ! grep -Eq -- "$4" "$tmp/err"; then nok "$1: stderr lacks /$4/: $(head -c 600 "$tmp/err")"
+  elif ! grep -Eq -- "$3" "$tmp/err"; then nok "$1: stderr lacks /$3/: $(head -c 600 "$tmp/err")"
   else ok "$1"; fi
 }
 
@@ -31,19 +30,19 @@ echo "1..20"
 
 # 1-2: a rank exits before communicating: the job ends, non-zero, naming it
 mpi 3 --op all-reduce --count 64 --debug-die-rank 1
-expect "rank 1 exits: job ends non-zero" 3 60 "rank 1: exiting with status 3"
+expect "rank 1 exits: job ends non-zero" 3 "rank 1: exiting with status 3"
 mpi 4 --op all-to-all --count 64 --debug-die-rank 3 --timeout 5
-expect "rank 3 exits mid-run: job ends non-zero, mpirun names the rank" 3 60 "\[\[[0-9]+,1\],3\]"
+expect "rank 3 exits mid-run: job ends non-zero, mpirun names the rank" 3 "\[\[[0-9]+,1\],3\]"
 
 # 3: ranks launched with different flags
 mpi 3 --op all-reduce --count 64 --debug-flag-mismatch
-expect "mismatched flags: rank 0 names the flag" 2 60 "ranks disagree on flags \(--count differs"
+expect "mismatched flags: rank 0 names the flag" 2 "ranks disagree on flags \(--count differs"
 if [ "$(grep -c '^spsim-run:' "$tmp/err")" = 1 ]; then ok "mismatched flags: one message"
 else nok "mismatched flags: $(grep -c '^spsim-run:' "$tmp/err") messages"; fi
 
 # 5-6: a schedule that deadlocks: every rank times out naming the peer it waits for
 mpi 3 --op all-reduce --debug-deadlock --timeout 2
-expect "deadlock: bounded by --timeout, names the peer" 4 60 \
+expect "deadlock: bounded by --timeout, names the peer" 4 \
   "rank [0-2]: timed out after 2 s waiting for recv from rank [0-2] \(tag 7\)"
 # rank r of the deadlock waits for rank (r + 1) mod 3: the message names that peer
 if grep -Eq "rank (0: .* from rank 1|1: .* from rank 2|2: .* from rank 0) \(tag 7\)" "$tmp/err" &&
@@ -59,24 +58,24 @@ else nok "corrupted result: rc=$rc $(cat "$tmp/out" "$tmp/err" | head -c 600)"; 
 
 # 8-11: bad flags: one line from rank 0, exit 2
 mpi 2 --op all-sum
-expect "unknown op" 2 60 "^spsim-run: unknown --op 'all-sum': use one of all-reduce"
+expect "unknown op" 2 "^spsim-run: unknown --op 'all-sum': use one of all-reduce"
 [ "$(wc -l <"$tmp/err" | tr -d ' ')" -ge 1 ] && [ "$(grep -c '^spsim-run:' "$tmp/err")" = 1 ] \
   && ok "unknown op: one message" || nok "unknown op: $(cat "$tmp/err")"
 mpi 2 --op all-reduce --ranks 3
-expect "--ranks differs from -np" 2 60 "^spsim-run: --ranks 3 but mpirun launched 2 ranks"
+expect "--ranks differs from -np" 2 "^spsim-run: --ranks 3 but mpirun launched 2 ranks"
 mpi 2 --op all-reduce --timeout -1
-expect "bad --timeout" 2 60 "^spsim-run: --timeout must be"
+expect "bad --timeout" 2 "^spsim-run: --timeout must be"
 mpi 1 --op send-recv
-expect "send-recv on one rank: says to launch two" 2 60 "^spsim-run: send-recv goes from rank 0 to the last rank: launch 2 or more"
+expect "send-recv on one rank: says to launch two" 2 "^spsim-run: send-recv goes from rank 0 to the last rank: launch 2 or more"
 mpi 2 --op all-reduce --count 0
-expect "--count 0 is refused, not replaced by the default" 2 60 "^spsim-run: --count must be at least 1 \(got 0\)"
+expect "--count 0 is refused, not replaced by the default" 2 "^spsim-run: --count must be at least 1 \(got 0\)"
 mpi 2 --op all-reduce --count 100000000000000000
-expect "a count beyond host memory is refused with the sizes" 2 60 \
+expect "a count beyond host memory is refused with the sizes" 2 \
   "^spsim-run: all-reduce of 100000000000000000 f32 elements per rank needs .* more than this machine's"
 
 # 12: the GPU transport without a GPU (or without CUDA in the build) fails clearly
 mpi 2 --op all-reduce --transport nccl --timeout 20
-if [ "$rc" -ne 0 ] && [ "$secs" -le 60 ] &&
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
    grep -Eq "built without CUDA/NCCL \(configure --with-cuda=DIR\)|rank [01]: (cuda|nccl)[A-Za-z]+ failed|no CUDA device" "$tmp/err"; then
   ok "nccl transport without GPU: clear error"
 elif [ "$rc" -eq 0 ]; then ok "nccl transport: a GPU is present and the run passed # SKIP has a GPU"
@@ -108,5 +107,5 @@ mpi 4 --op all-reduce --dtype bf16 --redop avg --count 999 --native
 # 20: a native (blocking) MPI collective whose peer is alive but never calls it:
 # the watchdog bounds it by --timeout and names the call
 mpi 2 --op all-reduce --native --count 1000 --timeout 3 --debug-hang-rank 1
-expect "--native with a hanging peer: bounded by --timeout, names the call" 4 60 \
+expect "--native with a hanging peer: bounded by --timeout, names the call" 4 \
   "rank 0: no progress for 3 s in MPI_Allreduce \(--native\)"

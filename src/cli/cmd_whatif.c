@@ -16,6 +16,7 @@
 #include "spsim/model.h"
 #include "spsim/ops.h"
 #include "spsim/step.h"
+#include "platform.h"
 #include "sim.h"
 #include "whatif_sim.h"
 
@@ -27,168 +28,6 @@
 #define MAX_STEP_TOKENS ((int64_t)1 << 40)
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-
-/* ---------- platform facts (host count, GPU peak and memory, node size) ---------- */
-
-typedef struct {
-  int32_t hosts;
-  int32_t gpus_per_node;   /* 0: unknown */
-  double speed;            /* first host's speed, flop/s (0: unknown) */
-  double gpu_mem;          /* bytes (0: unknown) */
-  char *gpu_model;         /* property, or NULL */
-  /* parse state */
-  GArray *zone_counts;     /* hosts directly inside each open zone */
-  GHashTable *node_sizes;  /* size -> occurrences */
-  gboolean in_first_host;
-} plat_info;
-
-static double parse_unit_value(const char *s, gboolean bytes, gboolean *ok)
-{
-  char *end = NULL;
-  double v = g_ascii_strtod(s, &end);
-  *ok = end != s && v >= 0;
-  if (!*ok) return 0;
-  while (*end == ' ') end++;
-  double mul = 1;
-  switch (*end) {
-  case 'k': case 'K': mul = bytes && end[1] == 'i' ? 1024.0 : 1e3; break;
-  case 'M': mul = bytes && end[1] == 'i' ? 1024.0 * 1024 : 1e6; break;
-  case 'G': mul = bytes && end[1] == 'i' ? GIB : 1e9; break;
-  case 'T': mul = bytes && end[1] == 'i' ? GIB * 1024 : 1e12; break;
-  case 'P': mul = 1e15; break;
-  case 'E': mul = 1e18; break;
-  default: break;
-  }
-  return v * mul;
-}
-
-static const char *attr(const char **names, const char **values, const char *key)
-{
-  for (int i = 0; names[i] != NULL; i++)
-    if (strcmp(names[i], key) == 0) return values[i];
-  return NULL;
-}
-
-static void plat_start(GMarkupParseContext *ctx, const char *el, const char **an, const char **av,
-                       gpointer user, GError **err)
-{
-  (void)ctx; (void)err;
-  plat_info *p = user;
-  if (strcmp(el, "zone") == 0 || strcmp(el, "AS") == 0) {
-    int32_t z = 0;
-    g_array_append_val(p->zone_counts, z);
-  } else if (strcmp(el, "host") == 0) {
-    p->hosts++;
-    if (p->zone_counts->len > 0) g_array_index(p->zone_counts, int32_t, p->zone_counts->len - 1)++;
-    const char *sp = attr(an, av, "speed");
-    if (p->hosts == 1) {
-      p->in_first_host = TRUE;
-      if (sp != NULL) {
-        gboolean ok;
-        g_auto(GStrv) ps = g_strsplit(sp, ",", 2);
-        p->speed = parse_unit_value(ps[0], FALSE, &ok);
-      }
-    }
-  } else if (strcmp(el, "cluster") == 0) {
-    const char *rad = attr(an, av, "radical");
-    int32_t n = 0;
-    if (rad != NULL) {
-      g_auto(GStrv) parts = g_strsplit(rad, ",", -1);
-      for (int i = 0; parts[i]; i++) {
-        long a = 0, b = 0;
-        if (sscanf(parts[i], "%ld-%ld", &a, &b) == 2) n += (int32_t)(b - a + 1);
-        else n += 1;
-      }
-    }
-    p->hosts += n;
-    const char *sp = attr(an, av, "speed");
-    if (sp != NULL && p->speed == 0) {
-      gboolean ok;
-      p->speed = parse_unit_value(sp, FALSE, &ok);
-    }
-  } else if (strcmp(el, "prop") == 0 && (p->in_first_host || p->zone_counts->len <= 1)) {
-    const char *id = attr(an, av, "id"), *val = attr(an, av, "value");
-    if (id == NULL || val == NULL) return;
-    g_autofree char *lid = g_ascii_strdown(id, -1);
-    if (strstr(lid, "mem") != NULL && p->gpu_mem == 0) {
-      gboolean ok;
-      double v = parse_unit_value(val, TRUE, &ok);
-      if (ok && v > 0) p->gpu_mem = v < 1e6 ? v * GIB : v; /* a bare small number is GiB */
-    } else if ((strcmp(lid, "gpu") == 0 || strcmp(lid, "gpu_model") == 0 || strcmp(lid, "model") == 0) && p->gpu_model == NULL) {
-      p->gpu_model = g_strdup(val);
-    } else if (strcmp(lid, "gpus_per_node") == 0 && p->gpus_per_node == 0) {
-      p->gpus_per_node = atoi(val);
-    }
-  }
-}
-
-static void plat_end(GMarkupParseContext *ctx, const char *el, gpointer user, GError **err)
-{
-  (void)ctx; (void)err;
-  plat_info *p = user;
-  if ((strcmp(el, "zone") == 0 || strcmp(el, "AS") == 0) && p->zone_counts->len > 0) {
-    int32_t n = g_array_index(p->zone_counts, int32_t, p->zone_counts->len - 1);
-    g_array_set_size(p->zone_counts, p->zone_counts->len - 1);
-    if (n > 0) {
-      gpointer old = g_hash_table_lookup(p->node_sizes, GINT_TO_POINTER(n));
-      g_hash_table_insert(p->node_sizes, GINT_TO_POINTER(n), GINT_TO_POINTER(GPOINTER_TO_INT(old) + 1));
-    }
-  } else if (strcmp(el, "host") == 0) {
-    p->in_first_host = FALSE;
-  }
-}
-
-static gboolean plat_scan(const char *path, plat_info *p, GError **err)
-{
-  g_autofree char *text = NULL;
-  gsize len = 0;
-  GError *ferr = NULL;
-  if (!g_file_get_contents(path, &text, &len, &ferr)) {
-    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot read platform: %s", ferr->message);
-    g_error_free(ferr);
-    return FALSE;
-  }
-  memset(p, 0, sizeof *p);
-  p->zone_counts = g_array_new(FALSE, FALSE, sizeof(int32_t));
-  p->node_sizes = g_hash_table_new(g_direct_hash, g_direct_equal);
-  GMarkupParser parser = { plat_start, plat_end, NULL, NULL, NULL };
-  GMarkupParseContext *ctx = g_markup_parse_context_new(&parser, G_MARKUP_IGNORE_QUALIFIED, p, NULL);
-  /* Skip the XML declaration and DOCTYPE, which GMarkup does not accept. */
-  const char *body = text;
-  gboolean ok = TRUE;
-  ok = g_markup_parse_context_parse(ctx, body, (gssize)len, &ferr) && g_markup_parse_context_end_parse(ctx, &ferr);
-  g_markup_parse_context_free(ctx);
-  if (!ok) {
-    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: not a readable platform XML: %s", path, ferr->message);
-    g_error_free(ferr);
-    return FALSE;
-  }
-  /* The most common number of hosts per innermost zone is the node size. */
-  if (p->gpus_per_node == 0) {
-    GHashTableIter it;
-    gpointer k, v;
-    int best = 0, bestc = 0;
-    g_hash_table_iter_init(&it, p->node_sizes);
-    while (g_hash_table_iter_next(&it, &k, &v))
-      if (GPOINTER_TO_INT(v) > bestc || (GPOINTER_TO_INT(v) == bestc && GPOINTER_TO_INT(k) < best)) {
-        best = GPOINTER_TO_INT(k);
-        bestc = GPOINTER_TO_INT(v);
-      }
-    if (bestc >= 2 && best < p->hosts) p->gpus_per_node = best;
-  }
-  if (p->hosts == 0) {
-    g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM, "%s: the platform has no hosts", path);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-static void plat_clear(plat_info *p)
-{
-  g_free(p->gpu_model);
-  if (p->zone_counts) g_array_free(p->zone_counts, TRUE);
-  if (p->node_sizes) g_hash_table_destroy(p->node_sizes);
-}
 
 /* ---------- collective pricing with a cache ---------- */
 
@@ -1023,7 +862,8 @@ int sp_cmd_whatif(int argc, char **argv)
   GOptionContext *octx = g_option_context_new("PLATFORM.xml - rank the parallel layouts of a model on a cluster");
   g_option_context_add_main_entries(octx, entries, NULL);
   g_option_context_set_help_enabled(octx, TRUE);
-  plat_info pi = { 0 };
+  sp_plat_desc *pd = NULL;
+  int32_t hosts = 0;
   sp_model *model = NULL;
   sp_sweep *sw = NULL;
   GArray *rows = NULL;
@@ -1047,7 +887,8 @@ int sp_cmd_whatif(int argc, char **argv)
     err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--eff-matmul, --eff-attn and --mem-usable are fractions in (0, 1]");
     goto out;
   }
-  if (!plat_scan(platform, &pi, &err)) goto out;
+  if ((pd = sp_plat_read(platform, &err)) == NULL) goto out;
+  hosts = (int32_t)pd->names->len;
 
   /* Collective pricing: the SimGrid engine when it can, else the closed form. */
   const char *fid = o.fidelity ? o.fidelity : "flow";
@@ -1064,7 +905,7 @@ int sp_cmd_whatif(int argc, char **argv)
     if (sp_whatif_engine_open(platform, &eerr)) {
       pr.engine = TRUE;
       fid_used = fid;
-      if (sp_whatif_engine_hosts() > 0) pi.hosts = sp_whatif_engine_hosts();
+      if (sp_whatif_engine_hosts() > 0) hosts = sp_whatif_engine_hosts();
     } else if (eerr->domain == SP_ERROR && eerr->code == SP_ERROR_UNSUPPORTED) {
       fprintf(stderr, "spsim: note: %s; pricing collectives with the analytic model\n", eerr->message);
       g_error_free(eerr);
@@ -1074,15 +915,15 @@ int sp_cmd_whatif(int argc, char **argv)
     }
   }
 
-  int32_t world = pi.hosts;
+  int32_t world = hosts;
   if (o.gpus != 0) {
-    if (o.gpus < 0 || o.gpus > pi.hosts) {
-      err = g_error_new(SP_ERROR, SP_ERROR_PLATFORM, "--gpus %d: the platform has %d hosts", o.gpus, pi.hosts);
+    if (o.gpus < 0 || o.gpus > hosts) {
+      err = g_error_new(SP_ERROR, SP_ERROR_PLATFORM, "--gpus %d: the platform has %d hosts", o.gpus, hosts);
       goto out;
     }
     world = o.gpus;
   }
-  int32_t gpn = o.gpn > 0 ? o.gpn : pi.gpus_per_node > 0 ? pi.gpus_per_node : 8;
+  int32_t gpn = o.gpn > 0 ? o.gpn : pd->gpus_per_node > 0 ? pd->gpus_per_node : 8;
   if (gpn > world) gpn = world;
   pr.net.gpus_per_node = gpn;
 
@@ -1106,7 +947,7 @@ int sp_cmd_whatif(int argc, char **argv)
   sp_step_ctx ctx = { .model = model, .seq = o.seq, .global_batch = gb, .world = world, .gpus_per_node = gpn,
                       .price = price_cached, .price_user = &pr };
   sp_step_hw_init(&ctx.hw);
-  gpu_lc = pi.gpu_model ? g_ascii_strdown(pi.gpu_model, -1) : NULL;
+  gpu_lc = pd->gpu_model ? g_ascii_strdown(pd->gpu_model, -1) : NULL;
   gboolean a100 = gpu_lc && strstr(gpu_lc, "a100") != NULL;
   const char *peak_src = "default H100 SXM";
   if (a100) {
@@ -1117,10 +958,10 @@ int sp_cmd_whatif(int argc, char **argv)
     pr.net.nic_bw = 23e9;
     peak_src = "A100 default";
   }
-  if (pi.speed >= 1e12) { ctx.hw.peak_flops = pi.speed; peak_src = "platform host speed"; }
+  if (pd->speed >= 1e12) { ctx.hw.peak_flops = pd->speed; peak_src = "platform host speed"; }
   if (o.peak_tflops > 0) { ctx.hw.peak_flops = o.peak_tflops * 1e12; peak_src = "--peak-tflops"; }
   const char *mem_src = "default 80 GiB";
-  if (pi.gpu_mem > 0) { ctx.hw.mem_bytes = pi.gpu_mem; mem_src = "platform property"; }
+  if (pd->gpu_mem > 0) { ctx.hw.mem_bytes = pd->gpu_mem; mem_src = "platform property"; }
   if (o.gpu_mem_gib > 0) { ctx.hw.mem_bytes = o.gpu_mem_gib * GIB; mem_src = "--gpu-mem"; }
   if (o.eff_mm > 0) ctx.hw.eff_matmul = o.eff_mm;
   if (o.eff_attn > 0) ctx.hw.eff_attn = o.eff_attn;
@@ -1260,7 +1101,7 @@ out:
   if (checks != NULL) g_array_free(checks, TRUE);
   sp_sweep_free(sw);
   sp_model_free(model);
-  plat_clear(&pi);
+  sp_plat_desc_free(pd);
   if (pr.cache) g_hash_table_destroy(pr.cache);
   g_strfreev(dirs);
   g_free(gpu_lc);

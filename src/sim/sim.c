@@ -18,6 +18,7 @@
 #include <simgrid/mailbox.h>
 
 #include "flow.h"
+#include "platform.h"
 #include "sim.h"
 #include "spsim/error.h"
 #include "spsim/exec.h"
@@ -120,145 +121,9 @@ gboolean sp_sim_set_host_map(const int32_t *map, int32_t n, GError **err)
   return TRUE;
 }
 
-/* ---- platform pre-validation (GMarkup) ----------------------------------- */
-
-typedef struct {
-  GPtrArray *names;   /* host names in declaration order */
-  GPtrArray *cfg;     /* "--cfg=id:value" from <config><prop> */
-  GPtrArray *stack;   /* element names */
-  gboolean saw_platform;
-} plat_parse;
-
-static const char *attr(const char **names, const char **values, const char *key)
-{
-  for (int i = 0; names[i]; i++)
-    if (strcmp(names[i], key) == 0)
-      return values[i];
-  return NULL;
-}
-
-/* Expand a radical "0-3,5,7-9" into names prefix<i>suffix. */
-static gboolean expand_radical(plat_parse *pp, const char *prefix, const char *radical,
-                               const char *suffix, GError **err)
-{
-  gchar **parts = g_strsplit(radical, ",", -1);
-  gboolean ok = TRUE;
-  for (int i = 0; parts[i] && ok; i++) {
-    char *s = g_strstrip(parts[i]);
-    char *end = NULL;
-    errno = 0;
-    long a = strtol(s, &end, 10), b = a;
-    if (end == s || errno) {
-      ok = FALSE;
-      break;
-    }
-    if (*end == '-') {
-      char *s2 = end + 1;
-      b = strtol(s2, &end, 10);
-      if (end == s2 || errno) {
-        ok = FALSE;
-        break;
-      }
-    }
-    if (*end != '\0' || b < a || b - a > 10000000) {
-      ok = FALSE;
-      break;
-    }
-    for (long v = a; v <= b; v++)
-      g_ptr_array_add(pp->names, g_strdup_printf("%s%ld%s", prefix, v, suffix));
-  }
-  g_strfreev(parts);
-  if (!ok)
-    g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
-                "radical '%s' is not a list of numbers and ranges like 0-7,9", radical);
-  return ok;
-}
-
-static void pp_start(GMarkupParseContext *ctx, const char *el, const char **an, const char **av,
-                     gpointer ud, GError **err)
-{
-  (void)ctx;
-  plat_parse *pp = ud;
-  if (pp->stack->len == 0) {
-    if (strcmp(el, "platform") != 0) {
-      g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
-                  "the root element is <%s>, a SimGrid platform starts with <platform>", el);
-      return;
-    }
-    pp->saw_platform = TRUE;
-  }
-  const char *parent = pp->stack->len ? g_ptr_array_index(pp->stack, pp->stack->len - 1) : "";
-  g_ptr_array_add(pp->stack, g_strdup(el));
-  if (strcmp(el, "host") == 0 || strcmp(el, "peer") == 0) {
-    const char *id = attr(an, av, "id");
-    if (!id) {
-      g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_MISSING_ATTRIBUTE, "<%s> without an id", el);
-      return;
-    }
-    g_ptr_array_add(pp->names, g_strdup(id));
-  } else if (strcmp(el, "cluster") == 0 || strcmp(el, "cabinet") == 0) {
-    const char *prefix = attr(an, av, "prefix"), *radical = attr(an, av, "radical"),
-               *suffix = attr(an, av, "suffix");
-    if (!radical) {
-      g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_MISSING_ATTRIBUTE, "<%s> without a radical", el);
-      return;
-    }
-    expand_radical(pp, prefix ? prefix : "", radical, suffix ? suffix : "", err);
-  } else if (strcmp(el, "prop") == 0 && strcmp(parent, "config") == 0) {
-    const char *id = attr(an, av, "id"), *value = attr(an, av, "value");
-    if (!id || !value) {
-      g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_MISSING_ATTRIBUTE,
-                  "<config><prop> needs id and value");
-      return;
-    }
-    g_ptr_array_add(pp->cfg, g_strdup_printf("--cfg=%s:%s", id, value));
-  }
-}
-
-static void pp_end(GMarkupParseContext *ctx, const char *el, gpointer ud, GError **err)
-{
-  (void)ctx; (void)el; (void)err;
-  plat_parse *pp = ud;
-  g_ptr_array_remove_index(pp->stack, pp->stack->len - 1);
-}
-
-/* Read and check @p path: well-formed XML, a <platform> root, at least one host. */
-static gboolean preparse(const char *path, plat_parse *pp, GError **err)
-{
-  char *text = NULL;
-  gsize len = 0;
-  GError *e = NULL;
-  if (!g_file_get_contents(path, &text, &len, &e)) {
-    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot read platform '%s': %s", path, e->message);
-    g_error_free(e);
-    return FALSE;
-  }
-  GMarkupParser parser = { pp_start, pp_end, NULL, NULL, NULL };
-  GMarkupParseContext *ctx = g_markup_parse_context_new(&parser, 0, pp, NULL);
-  gboolean ok = g_markup_parse_context_parse(ctx, text, (gssize)len, &e) &&
-                g_markup_parse_context_end_parse(ctx, &e);
-  if (!ok) {
-    int line = 0, col = 0;
-    g_markup_parse_context_get_position(ctx, &line, &col);
-    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "platform '%s' is not valid XML (line %d): %s", path,
-                line, e->message);
-    g_error_free(e);
-  } else if (!pp->saw_platform) {
-    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "platform '%s' has no <platform> element", path);
-    ok = FALSE;
-  } else if (pp->names->len == 0) {
-    g_set_error(err, SP_ERROR, SP_ERROR_PARSE,
-                "platform '%s' declares no host; add <host> or <cluster> elements", path);
-    ok = FALSE;
-  }
-  g_markup_parse_context_free(ctx);
-  g_free(text);
-  return ok;
-}
-
 /* ---- SimGrid arguments and the child-process check ------------------------ */
 
-static GPtrArray *simgrid_args(const plat_parse *pp, gboolean quiet)
+static GPtrArray *simgrid_args(const sp_plat_desc *pp, gboolean quiet)
 {
   GPtrArray *a = g_ptr_array_new_with_free_func(g_free);
   g_ptr_array_add(a, g_strdup("spsim"));
@@ -288,7 +153,7 @@ static GPtrArray *simgrid_args(const plat_parse *pp, gboolean quiet)
 
 /* Load the platform in a child process: SimGrid aborts on files it rejects, and
  * that must not take the caller down. @return FALSE with SimGrid's message. */
-static gboolean check_in_child(const char *path, const plat_parse *pp, GError **err)
+static gboolean check_in_child(const char *path, const sp_plat_desc *pp, GError **err)
 {
   int fds[2];
   if (pipe(fds) != 0) {
@@ -361,35 +226,6 @@ static gboolean check_in_child(const char *path, const plat_parse *pp, GError **
   return ok;
 }
 
-/* Parse "12.5GBps" style bandwidths (bytes/s) and "3us" style times (seconds). */
-static double parse_unit(const char *s, gboolean time)
-{
-  if (!s)
-    return 0.0;
-  char *end = NULL;
-  double v = g_ascii_strtod(s, &end);
-  if (end == s || !isfinite(v) || v < 0)
-    return 0.0;
-  while (*end == ' ')
-    end++;
-  static const struct { const char *u; double f; } bw[] = {
-    { "", 1 }, { "Bps", 1 }, { "kBps", 1e3 }, { "KBps", 1e3 }, { "MBps", 1e6 }, { "GBps", 1e9 },
-    { "TBps", 1e12 }, { "KiBps", 1024.0 }, { "MiBps", 1048576.0 }, { "GiBps", 1073741824.0 },
-    { "TiBps", 1099511627776.0 } };
-  static const struct { const char *u; double f; } tm[] = {
-    { "", 1 }, { "s", 1 }, { "ms", 1e-3 }, { "us", 1e-6 }, { "ns", 1e-9 } };
-  if (time) {
-    for (gsize i = 0; i < G_N_ELEMENTS(tm); i++)
-      if (strcmp(end, tm[i].u) == 0)
-        return v * tm[i].f;
-  } else {
-    for (gsize i = 0; i < G_N_ELEMENTS(bw); i++)
-      if (strcmp(end, bw[i].u) == 0)
-        return v * bw[i].f;
-  }
-  return 0.0;
-}
-
 /* A non-negative integer property ("node"); -1 when absent or not a number. */
 static int32_t parse_node(const char *s)
 {
@@ -449,13 +285,12 @@ gboolean sp_sim_init(const char *platform_xml, GError **err)
                 platform_xml);
     return FALSE;
   }
-  plat_parse pp = { g_ptr_array_new_with_free_func(g_free), g_ptr_array_new_with_free_func(g_free),
-                    g_ptr_array_new_with_free_func(g_free), FALSE };
-  gboolean ok = preparse(platform_xml, &pp, err) && check_in_child(platform_xml, &pp, err);
+  sp_plat_desc *pp = sp_plat_read(platform_xml, err);
+  gboolean ok = pp != NULL && check_in_child(platform_xml, pp, err);
   if (ok) {
     /* simgrid_init drops the arguments it consumes from argv (and may refer to argv[0]
      * later): it gets a shallow copy, the strings stay owned by g_sim.args */
-    GPtrArray *a = simgrid_args(&pp, TRUE);
+    GPtrArray *a = simgrid_args(pp, TRUE);
     int argc = (int)a->len - 1;
     char **argv = g_new0(char *, a->len);
     memcpy(argv, a->pdata, sizeof(char *) * a->len);
@@ -467,9 +302,9 @@ gboolean sp_sim_init(const char *platform_xml, GError **err)
     size_t n = sg_host_count();
     g_sim.nhosts = (int32_t)n;
     g_sim.hosts = g_new0(sg_host_t, n);
-    gboolean by_decl = pp.names->len == n;
+    gboolean by_decl = pp->names->len == n;
     for (size_t i = 0; by_decl && i < n; i++) {
-      g_sim.hosts[i] = sg_host_by_name(g_ptr_array_index(pp.names, i));
+      g_sim.hosts[i] = sg_host_by_name(g_ptr_array_index(pp->names, i));
       if (g_sim.hosts[i] == NULL)
         by_decl = FALSE;
     }
@@ -486,18 +321,16 @@ gboolean sp_sim_init(const char *platform_xml, GError **err)
     g_sim.node = g_new0(int32_t, n);
     for (size_t i = 0; i < n; i++) {
       g_sim.names[i] = g_strdup(sg_host_get_name(g_sim.hosts[i]));
-      g_sim.mem_bw[i] = parse_unit(sg_host_get_property_value(g_sim.hosts[i], "mem_bw"), FALSE);
-      g_sim.local_lat[i] = parse_unit(sg_host_get_property_value(g_sim.hosts[i], "local_latency"), TRUE);
-      g_sim.coll_lat[i] = parse_unit(sg_host_get_property_value(g_sim.hosts[i], "coll_latency"), TRUE);
+      g_sim.mem_bw[i] = sp_plat_parse_unit(sg_host_get_property_value(g_sim.hosts[i], "mem_bw"), FALSE);
+      g_sim.local_lat[i] = sp_plat_parse_unit(sg_host_get_property_value(g_sim.hosts[i], "local_latency"), TRUE);
+      g_sim.coll_lat[i] = sp_plat_parse_unit(sg_host_get_property_value(g_sim.hosts[i], "coll_latency"), TRUE);
       g_sim.node[i] = parse_node(sg_host_get_property_value(g_sim.hosts[i], "node"));
     }
     g_sim.lat = g_hash_table_new(g_int64_hash, g_int64_equal);
     g_sim.path = g_strdup(platform_xml);
     g_sim.ready = TRUE;
   }
-  g_ptr_array_unref(pp.names);
-  g_ptr_array_unref(pp.cfg);
-  g_ptr_array_unref(pp.stack);
+  sp_plat_desc_free(pp);
   return ok;
 }
 

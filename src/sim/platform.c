@@ -1,0 +1,336 @@
+/* Platform reader (see platform.h): one GMarkup pass over a SimGrid platform file. */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "platform.h"
+#include "spsim/error.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+const char *const sp_plat_known_props[] = { "gpu", "gpu_mem", "hbm_bw", "mem_bw", "node", "local_rank",
+                                            "coll_latency", "local_latency", NULL };
+
+typedef struct {
+  sp_plat_desc *d;
+  GPtrArray *stack;      /* element names */
+  GArray *groups;        /* group index of each open element (-1: not a zone/cluster) */
+  GArray *zone_counts;   /* hosts directly inside each open zone */
+  GHashTable *node_sizes; /* hosts per innermost zone -> occurrences */
+  int32_t gpn_prop;      /* gpus_per_node property (0: none) */
+  gboolean saw_platform;
+  gboolean in_first_host;
+  int32_t zone_depth;
+} reader;
+
+static const char *attr(const char **names, const char **values, const char *key)
+{
+  for (int i = 0; names[i]; i++)
+    if (strcmp(names[i], key) == 0)
+      return values[i];
+  return NULL;
+}
+
+/* A speed, memory or count with a decimal suffix (k, M, G, T, P, E; Ki, Mi, Gi, Ti
+ * for bytes); units after the prefix ("f", "B") are ignored. */
+static double value_with_suffix(const char *s, gboolean bytes, gboolean *ok)
+{
+  char *end = NULL;
+  double v = g_ascii_strtod(s, &end);
+  *ok = end != s && v >= 0;
+  if (!*ok)
+    return 0;
+  while (*end == ' ')
+    end++;
+  double mul = 1;
+  switch (*end) {
+  case 'k': case 'K': mul = bytes && end[1] == 'i' ? 1024.0 : 1e3; break;
+  case 'M': mul = bytes && end[1] == 'i' ? 1024.0 * 1024 : 1e6; break;
+  case 'G': mul = bytes && end[1] == 'i' ? GIB : 1e9; break;
+  case 'T': mul = bytes && end[1] == 'i' ? GIB * 1024 : 1e12; break;
+  case 'P': mul = 1e15; break;
+  case 'E': mul = 1e18; break;
+  default: break;
+  }
+  return v * mul;
+}
+
+static int32_t current_group(const reader *r)
+{
+  for (guint i = r->groups->len; i > 0; i--)
+    if (g_array_index(r->groups, int32_t, i - 1) >= 0)
+      return g_array_index(r->groups, int32_t, i - 1);
+  return -1;
+}
+
+static void add_host(reader *r, char *name, int32_t group)
+{
+  g_ptr_array_add(r->d->names, name);
+  g_array_append_val(r->d->group, group);
+}
+
+/* Expand a radical "0-3,5,7-9" into names prefix<i>suffix. */
+static gboolean expand_radical(reader *r, const char *prefix, const char *radical, const char *suffix,
+                               int32_t group, GError **err)
+{
+  gchar **parts = g_strsplit(radical, ",", -1);
+  gboolean ok = TRUE;
+  for (int i = 0; parts[i] && ok; i++) {
+    char *s = g_strstrip(parts[i]);
+    char *end = NULL;
+    errno = 0;
+    long a = strtol(s, &end, 10), b = a;
+    if (end == s || errno) {
+      ok = FALSE;
+      break;
+    }
+    if (*end == '-') {
+      char *s2 = end + 1;
+      b = strtol(s2, &end, 10);
+      if (end == s2 || errno) {
+        ok = FALSE;
+        break;
+      }
+    }
+    if (*end != '\0' || b < a || b - a > 10000000) {
+      ok = FALSE;
+      break;
+    }
+    for (long v = a; v <= b; v++)
+      add_host(r, g_strdup_printf("%s%ld%s", prefix, v, suffix), group);
+  }
+  g_strfreev(parts);
+  if (!ok)
+    g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+                "radical '%s' is not a list of numbers and ranges like 0-7,9", radical);
+  return ok;
+}
+
+/* A GPU fact from a property of the first host or of the top zone. */
+static void gpu_fact(reader *r, const char *id, const char *val)
+{
+  g_autofree char *lid = g_ascii_strdown(id, -1);
+  if (strstr(lid, "mem") != NULL && r->d->gpu_mem == 0) {
+    gboolean ok;
+    double v = value_with_suffix(val, TRUE, &ok);
+    if (ok && v > 0)
+      r->d->gpu_mem = v < 1e6 ? v * GIB : v; /* a bare small number is GiB */
+  } else if ((strcmp(lid, "gpu") == 0 || strcmp(lid, "gpu_model") == 0 || strcmp(lid, "model") == 0) &&
+             r->d->gpu_model == NULL) {
+    r->d->gpu_model = g_strdup(val);
+  } else if (strcmp(lid, "gpus_per_node") == 0 && r->gpn_prop == 0) {
+    r->gpn_prop = atoi(val);
+  }
+}
+
+static void r_start(GMarkupParseContext *ctx, const char *el, const char **an, const char **av,
+                    gpointer ud, GError **err)
+{
+  (void)ctx;
+  reader *r = ud;
+  if (r->stack->len == 0) {
+    if (strcmp(el, "platform") != 0) {
+      g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+                  "the root element is <%s>, a SimGrid platform starts with <platform>", el);
+      return;
+    }
+    r->saw_platform = TRUE;
+  }
+  const char *parent = r->stack->len ? g_ptr_array_index(r->stack, r->stack->len - 1) : "";
+  int32_t group = -1;
+  if (strcmp(el, "zone") == 0 || strcmp(el, "AS") == 0) {
+    group = r->d->ngroups++;
+    r->zone_depth++;
+    int32_t z = 0;
+    g_array_append_val(r->zone_counts, z);
+  } else if (strcmp(el, "host") == 0 || strcmp(el, "peer") == 0) {
+    const char *id = attr(an, av, "id");
+    if (!id) {
+      g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_MISSING_ATTRIBUTE, "<%s> without an id", el);
+      return;
+    }
+    gboolean first = r->d->names->len == 0;
+    add_host(r, g_strdup(id), current_group(r));
+    if (strcmp(el, "host") == 0) {
+      if (r->zone_counts->len > 0)
+        g_array_index(r->zone_counts, int32_t, r->zone_counts->len - 1)++;
+      const char *sp = attr(an, av, "speed");
+      if (first) {
+        r->in_first_host = TRUE;
+        if (sp != NULL) {
+          gboolean ok;
+          g_auto(GStrv) ps = g_strsplit(sp, ",", 2);
+          r->d->speed = value_with_suffix(ps[0], FALSE, &ok);
+        }
+      }
+    }
+  } else if (strcmp(el, "cluster") == 0 || strcmp(el, "cabinet") == 0) {
+    const char *prefix = attr(an, av, "prefix"), *radical = attr(an, av, "radical"),
+               *suffix = attr(an, av, "suffix");
+    if (!radical) {
+      g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_MISSING_ATTRIBUTE, "<%s> without a radical", el);
+      return;
+    }
+    group = r->d->ngroups++;
+    if (!expand_radical(r, prefix ? prefix : "", radical, suffix ? suffix : "", group, err))
+      return;
+    const char *sp = attr(an, av, "speed");
+    if (sp != NULL && r->d->speed == 0) {
+      gboolean ok;
+      r->d->speed = value_with_suffix(sp, FALSE, &ok);
+    }
+  } else if (strcmp(el, "prop") == 0) {
+    const char *id = attr(an, av, "id"), *value = attr(an, av, "value");
+    if (strcmp(parent, "config") == 0) {
+      if (!id || !value) {
+        g_set_error(err, G_MARKUP_ERROR, G_MARKUP_ERROR_MISSING_ATTRIBUTE,
+                    "<config><prop> needs id and value");
+        return;
+      }
+      g_ptr_array_add(r->d->cfg, g_strdup_printf("--cfg=%s:%s", id, value));
+    } else if (id && value && (r->in_first_host || r->zone_depth <= 1)) {
+      gpu_fact(r, id, value);
+    }
+  }
+  g_ptr_array_add(r->stack, g_strdup(el));
+  g_array_append_val(r->groups, group);
+}
+
+static void r_end(GMarkupParseContext *ctx, const char *el, gpointer ud, GError **err)
+{
+  (void)ctx; (void)err;
+  reader *r = ud;
+  g_ptr_array_remove_index(r->stack, r->stack->len - 1);
+  g_array_set_size(r->groups, r->groups->len - 1);
+  if ((strcmp(el, "zone") == 0 || strcmp(el, "AS") == 0) && r->zone_counts->len > 0) {
+    int32_t n = g_array_index(r->zone_counts, int32_t, r->zone_counts->len - 1);
+    g_array_set_size(r->zone_counts, r->zone_counts->len - 1);
+    r->zone_depth--;
+    if (n > 0) {
+      gpointer old = g_hash_table_lookup(r->node_sizes, GINT_TO_POINTER(n));
+      g_hash_table_insert(r->node_sizes, GINT_TO_POINTER(n), GINT_TO_POINTER(GPOINTER_TO_INT(old) + 1));
+    }
+  } else if (strcmp(el, "host") == 0) {
+    r->in_first_host = FALSE;
+  }
+}
+
+static void r_passthrough(GMarkupParseContext *ctx, const char *text, gsize len, gpointer ud, GError **err)
+{
+  (void)ctx; (void)err;
+  reader *r = ud;
+  if (len >= 9 && g_ascii_strncasecmp(text, "<!DOCTYPE", 9) == 0)
+    r->d->has_doctype = TRUE;
+}
+
+/* The most common number of hosts per innermost zone is the node size. */
+static int32_t node_size(const reader *r, int32_t hosts)
+{
+  GHashTableIter it;
+  gpointer k, v;
+  int best = 0, bestc = 0;
+  g_hash_table_iter_init(&it, r->node_sizes);
+  while (g_hash_table_iter_next(&it, &k, &v))
+    if (GPOINTER_TO_INT(v) > bestc || (GPOINTER_TO_INT(v) == bestc && GPOINTER_TO_INT(k) < best)) {
+      best = GPOINTER_TO_INT(k);
+      bestc = GPOINTER_TO_INT(v);
+    }
+  return bestc >= 2 && best < hosts ? best : 0;
+}
+
+sp_plat_desc *sp_plat_read(const char *path, GError **err)
+{
+  char *text = NULL;
+  gsize len = 0;
+  GError *e = NULL;
+  if (!g_file_get_contents(path, &text, &len, &e)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot read platform '%s': %s", path, e->message);
+    g_error_free(e);
+    return NULL;
+  }
+  sp_plat_desc *d = g_new0(sp_plat_desc, 1);
+  d->path = g_strdup(path);
+  d->names = g_ptr_array_new_with_free_func(g_free);
+  d->group = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  d->cfg = g_ptr_array_new_with_free_func(g_free);
+  d->unknown = g_ptr_array_new_with_free_func(g_free);
+  reader r = { .d = d, .stack = g_ptr_array_new_with_free_func(g_free),
+               .groups = g_array_new(FALSE, FALSE, sizeof(int32_t)),
+               .zone_counts = g_array_new(FALSE, FALSE, sizeof(int32_t)),
+               .node_sizes = g_hash_table_new(g_direct_hash, g_direct_equal) };
+  GMarkupParser parser = { r_start, r_end, NULL, r_passthrough, NULL };
+  GMarkupParseContext *ctx = g_markup_parse_context_new(&parser, 0, &r, NULL);
+  gboolean ok = g_markup_parse_context_parse(ctx, text, (gssize)len, &e) &&
+                g_markup_parse_context_end_parse(ctx, &e);
+  if (!ok) {
+    int line = 0, col = 0;
+    g_markup_parse_context_get_position(ctx, &line, &col);
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "platform '%s' is not valid XML (line %d): %s", path, line,
+                e->message);
+    g_error_free(e);
+  } else if (!r.saw_platform) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "platform '%s' has no <platform> element", path);
+    ok = FALSE;
+  } else if (d->names->len == 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE,
+                "platform '%s' declares no host; add <host> or <cluster> elements", path);
+    ok = FALSE;
+  }
+  if (ok)
+    d->gpus_per_node = r.gpn_prop > 0 ? r.gpn_prop : node_size(&r, (int32_t)d->names->len);
+  g_markup_parse_context_free(ctx);
+  g_ptr_array_unref(r.stack);
+  g_array_unref(r.groups);
+  g_array_unref(r.zone_counts);
+  g_hash_table_unref(r.node_sizes);
+  g_free(text);
+  if (!ok) {
+    sp_plat_desc_free(d);
+    return NULL;
+  }
+  return d;
+}
+
+void sp_plat_desc_free(sp_plat_desc *d)
+{
+  if (d == NULL)
+    return;
+  g_free(d->path);
+  g_ptr_array_unref(d->names);
+  g_array_unref(d->group);
+  g_ptr_array_unref(d->cfg);
+  g_ptr_array_unref(d->unknown);
+  g_free(d->gpu_model);
+  g_free(d);
+}
+
+double sp_plat_parse_unit(const char *s, gboolean time)
+{
+  if (!s)
+    return 0.0;
+  char *end = NULL;
+  double v = g_ascii_strtod(s, &end);
+  if (end == s || !isfinite(v) || v < 0)
+    return 0.0;
+  while (*end == ' ')
+    end++;
+  static const struct { const char *u; double f; } bw[] = {
+    { "", 1 }, { "Bps", 1 }, { "kBps", 1e3 }, { "KBps", 1e3 }, { "MBps", 1e6 }, { "GBps", 1e9 },
+    { "TBps", 1e12 }, { "KiBps", 1024.0 }, { "MiBps", 1048576.0 }, { "GiBps", 1073741824.0 },
+    { "TiBps", 1099511627776.0 } };
+  static const struct { const char *u; double f; } tm[] = {
+    { "", 1 }, { "s", 1 }, { "ms", 1e-3 }, { "us", 1e-6 }, { "ns", 1e-9 } };
+  if (time) {
+    for (gsize i = 0; i < G_N_ELEMENTS(tm); i++)
+      if (strcmp(end, tm[i].u) == 0)
+        return v * tm[i].f;
+  } else {
+    for (gsize i = 0; i < G_N_ELEMENTS(bw); i++)
+      if (strcmp(end, bw[i].u) == 0)
+        return v * bw[i].f;
+  }
+  return 0.0;
+}

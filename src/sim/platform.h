@@ -1,0 +1,55 @@
+/**
+ * @file platform.h
+ * @brief The one reader of SimGrid platform files on spsim's side: host names in
+ *        declaration order, their zones, `<config>` properties and the GPU facts
+ *        the what-if reads (speed, memory, model, GPUs per node). Text only
+ *        (GMarkup): SimGrid itself loads the file in sim.c.
+ *
+ * ## Host properties spsim reads (in `<host>` or `<cluster>`)
+ * `gpu` (model name), `gpu_mem` (bytes, or with a suffix such as 80GiB),
+ * `hbm_bw`, `mem_bw` (bytes/s), `node` (node index), `local_rank`,
+ * `coll_latency` and `local_latency` (seconds, with a suffix s, ms, us, ns).
+ * At zone level: `gpus_per_node`. See sim.h for what the engine does with them.
+ */
+#ifndef SPSIM_SIM_PLATFORM_H
+#define SPSIM_SIM_PLATFORM_H
+
+#include <glib.h>
+#include <stdint.h>
+
+/** What spsim reads from a platform file. */
+typedef struct {
+  char *path;
+  GPtrArray *names;        /**< host ids in declaration order (`<cluster>` expanded) */
+  GArray *group;           /**< int32_t per host: index of its innermost zone or cluster, -1 outside any */
+  int32_t ngroups;         /**< zones and clusters seen */
+  GPtrArray *cfg;          /**< "--cfg=id:value" for each `<config><prop>` */
+  gboolean has_doctype;    /**< the file has a `<!DOCTYPE ...>` line */
+  double speed;            /**< first host's speed in flop/s (0: unknown) */
+  double gpu_mem;          /**< GPU memory in bytes from the first host or the top zone (0: unknown) */
+  char *gpu_model;         /**< `gpu` property of the first host or the top zone, or NULL */
+  int32_t gpus_per_node;   /**< `gpus_per_node` property, else the most common number of hosts per
+                                innermost zone (0: unknown) */
+  GPtrArray *unknown;      /**< "'id' in <host id=...>" for each host property spsim does not know */
+} sp_plat_desc;
+
+/** The host property names spsim knows, NULL-terminated (see the file comment). */
+extern const char *const sp_plat_known_props[];
+
+/**
+ * Read @p path: well-formed XML with a `<platform>` root and at least one host.
+ * @return a new description (free with sp_plat_desc_free), or NULL with
+ * SP_ERROR_IO (unreadable) or SP_ERROR_PARSE (what is wrong, with the line).
+ */
+sp_plat_desc *sp_plat_read(const char *path, GError **err);
+
+/** Free @p d (NULL is fine). */
+void sp_plat_desc_free(sp_plat_desc *d);
+
+/**
+ * Parse a bandwidth ("12.5GBps", bytes/s) or, when @p time, a duration ("3us",
+ * seconds). @return the value, or 0 when @p s is NULL, negative or malformed.
+ */
+double sp_plat_parse_unit(const char *s, gboolean time);
+
+#endif

@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..24"
+echo "1..32"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -103,3 +103,34 @@ if "$bin" bench "$small" --coll all-reduce --ranks 8 --algo ring --sizes 32M --c
    && closed "$tmp/ch1.json" 6036.03 && grep -q '"channels":1' "$tmp/ch1.json"
 then ok "--channels 1: one ring through one NIC = closed form"; else nok "--channels 1: $(cat "$tmp/err") $(rows "$tmp/ch1.json")"; fi
 expect_fail "--channels out of range" "channels must be between 0" bench "$small" --coll all-reduce --ranks 8 --channels 65
+
+# 25-32: platforms SimGrid would abort on, or that cannot carry a run, are refused
+# before any simulation with one line naming the fault (no backtrace, no abort)
+plat() { # plat FILE BODY: a one-zone platform, with DOCTYPE unless NODOCTYPE is set
+  { echo '<?xml version="1.0"?>'
+    [ -n "${NODOCTYPE:-}" ] || echo '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">'
+    echo '<platform version="4.1"><zone id="z" routing="Full">'; echo "$2"; echo '</zone></platform>'; } >"$1"
+}
+H2='<host id="a" speed="1Gf"/><host id="b" speed="1Gf"/>'
+L='<link id="l" bandwidth="1GBps" latency="1us"/>'
+plat "$tmp/noroute.xml" "$H2"
+expect_fail "two hosts without a route: names the pair" "no route from host 'a' to host 'b'" \
+  bench "$tmp/noroute.xml" --coll all-reduce --ranks 2
+plat "$tmp/partial.xml" "$H2<host id=\"c\" speed=\"1Gf\"/>$L<route src=\"a\" dst=\"b\"><link_ctn id=\"l\"/></route><route src=\"b\" dst=\"c\"><link_ctn id=\"l\"/></route>"
+expect_fail "a-b and b-c routed, a-c not: names a and c" "no route from host 'a' to host 'c'" \
+  bench "$tmp/partial.xml" --coll all-reduce --ranks 2
+expect_fail "verify on the same platform" "no route from host 'a' to host 'c'" \
+  verify "$tmp/partial.xml" --op all-reduce --ranks 2
+NODOCTYPE=1 plat "$tmp/nodoctype.xml" "$H2$L<route src=\"a\" dst=\"b\"><link_ctn id=\"l\"/></route>"
+expect_fail "no DOCTYPE: says what to add" "has no DOCTYPE line.*add <!DOCTYPE platform SYSTEM" \
+  bench "$tmp/nodoctype.xml" --coll all-reduce --ranks 2
+plat "$tmp/speed0.xml" "<host id=\"a\" speed=\"0f\"/><host id=\"b\" speed=\"1Gf\"/>$L<route src=\"a\" dst=\"b\"><link_ctn id=\"l\"/></route>"
+expect_fail "a host of speed 0" "host 'a' has speed 0 flop/s" bench "$tmp/speed0.xml" --coll all-reduce --ranks 2
+plat "$tmp/bw0.xml" "$H2<link id=\"l\" bandwidth=\"0Bps\" latency=\"1us\"/><route src=\"a\" dst=\"b\"><link_ctn id=\"l\"/></route>"
+expect_fail "a link of bandwidth 0" "link 'l' has bandwidth 0 B/s" bench "$tmp/bw0.xml" --coll all-reduce --ranks 2
+plat "$tmp/nolink.xml" "$H2$L<route src=\"a\" dst=\"b\"><link_ctn id=\"nosuch\"/></route>"
+expect_fail "a route through an undeclared link: SimGrid's reason" "rejected by SimGrid: .*Link not found: nosuch" \
+  bench "$tmp/nolink.xml" --coll all-reduce --ranks 2
+plat "$tmp/badnum.xml" "<host id=\"a\" speed=\"fast\"/>"
+expect_fail "a speed that is not a number: SimGrid's reason with the line" "rejected by SimGrid: Parse error at .*badnum.xml:4: cannot parse number" \
+  bench "$tmp/badnum.xml" --coll all-reduce --ranks 1

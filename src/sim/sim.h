@@ -88,6 +88,17 @@ const char *sp_fidelity_name(sp_fidelity f);
 gboolean sp_fidelity_parse(const char *s, sp_fidelity *out, GError **err);
 
 /**
+ * Check @p platform_xml without loading it in this process: readable, well-formed,
+ * a DOCTYPE line, accepted by SimGrid, every host speed and link bandwidth
+ * positive, and a route between every pair of hosts (every ordered pair up to
+ * 256 hosts; above, every pair inside each zone, each host with the next zone,
+ * and every pair of zones). SimGrid runs in a forked child, so a file it would
+ * abort on becomes an error: SP_ERROR_IO, SP_ERROR_PARSE (SimGrid's own reason),
+ * or SP_ERROR_PLATFORM (the first host without a route, naming both hosts, or the
+ * host or link with a non-positive speed or bandwidth). sp_sim_init runs it first.
+ */
+gboolean sp_sim_check_platform(const char *platform_xml, GError **err);
+/**
  * Initialise SimGrid once per process and load @p platform_xml. A missing or
  * unreadable file is SP_ERROR_IO; malformed XML, a file without hosts or one that
  * SimGrid rejects (checked in a child process first, so SimGrid's own aborts

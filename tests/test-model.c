@@ -85,6 +85,29 @@ static void test_bad_files(void)
   sp_model_free(m);
 }
 
+/* Keys spsim does not price are refused by name (strict) or listed (lenient). */
+static void test_unknown_keys(void)
+{
+  const char *json = "{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 2, \"ffn\": 256, "
+                     "\"vocab\": 10, \"num_experts\": 8, \"top_k\": 2}";
+  GError *err = NULL;
+  g_assert_null(sp_model_parse(json, -1, "moe.json", &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_assert_nonnull(strstr(err->message, "moe.json: unknown key 'num_experts'"));
+  g_assert_nonnull(strstr(err->message, "layers, hidden, heads, kv_heads, ffn, vocab"));
+  g_clear_error(&err);
+  sp_model *m = sp_model_parse_flags(json, -1, "moe.json", SP_MODEL_LENIENT, &err);
+  g_assert_no_error(err);
+  g_assert_cmpstr(m->ignored, ==, "num_experts, top_k");
+  g_assert_cmpint(m->layers, ==, 2);
+  sp_model_free(m);
+  m = sp_model_parse_flags("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 2, \"ffn\": 256, \"vocab\": 10}",
+                           -1, "dense.json", SP_MODEL_LENIENT, &err);
+  g_assert_no_error(err);
+  g_assert_null(m->ignored);
+  sp_model_free(m);
+}
+
 static void test_unknown_name(void)
 {
   g_autofree char *dir = models_dir();
@@ -107,5 +130,6 @@ int main(int argc, char **argv)
   g_test_add_func("/model/gpt3-flops", test_gpt3_flops);
   g_test_add_func("/model/bad-files", test_bad_files);
   g_test_add_func("/model/unknown-name", test_unknown_name);
+  g_test_add_func("/model/unknown-keys", test_unknown_keys);
   return g_test_run();
 }

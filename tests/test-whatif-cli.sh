@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
   for n in 0 1 2 3; do
     echo " <zone id=\"n$n\" routing=\"Full\">"
     for g in 0 1 2 3 4 5 6 7; do
-      echo "  <host id=\"g$n-$g\" speed=\"989.4Tf\"><prop id=\"gpu_memory\" value=\"80GiB\"/></host>"
+      echo "  <host id=\"g$n-$g\" speed=\"989.4Tf\"><prop id=\"gpu_mem\" value=\"80GiB\"/></host>"
     done
     echo " </zone>"
   done
@@ -28,7 +28,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..31"
+echo "1..42"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -138,3 +138,33 @@ if [ "$nf" = 1024 ] && [ "$nb" = 1024 ] && [ "$ns" = 1920 ]; then ok "interleave
 else nok "interleaved trace counts: $nf $nb $ns"; fi
 w=$(grep '"tid":0,' "$tmp/ev" | awk '/"name":"backward"/ { exit } /"name":"forward"/ { n++ } END { print n + 0 }')
 if [ "$w" = 23 ]; then ok "interleaved warm-up on stage 0: 22 + 1 forwards"; else nok "warm-up: $w forwards"; fi
+
+# Bad input is refused before SimGrid loads the platform (a platform it would
+# reject shows it: the flag's error comes first), and numeric flags are ranged.
+{ echo '<?xml version="1.0"?>'; echo '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">'
+  echo '<platform version="4.1"><zone id="z" routing="Full">'
+  for g in 0 1 2 3 4 5 6 7; do echo "<host id=\"h$g\" speed=\"989.4Tf\"/>"; done
+  echo '</zone></platform>'; } >"$tmp/unrouted.xml"
+expect_fail "impossible layout refused before the platform loads" "not divisible by pp x vpp" \
+  "$tmp/unrouted.xml" --model llama3-8b --layout tp=2,pp=4,vpp=3
+expect_fail "the same platform, valid request: the missing route" "no route from host 'h0' to host 'h1'" \
+  "$tmp/unrouted.xml" --model llama3-8b --layout tp=8
+expect_fail "--gpus 0" "--gpus must be between 1 and the platform's 32 hosts (got 0)" "$tmp/p.xml" $A --gpus 0
+expect_fail "--gpus -8" "--gpus must be between 1 and the platform's 32 hosts (got -8)" "$tmp/p.xml" $A --gpus -8
+expect_fail "--peak-tflops 0" "--peak-tflops must be a positive" "$tmp/p.xml" $A --peak-tflops 0
+expect_fail "--gpus-per-node 0" "--gpus-per-node must be at least 1" "$tmp/p.xml" $A --gpus-per-node 0
+sed 's/"vocab"/"num_experts": 8, "vocab"/' "$src/models/llama3-8b.json" >"$tmp/moe.json"
+expect_fail "unknown model key: named, known keys listed" "unknown key 'num_experts' (a model file knows name, layers" \
+  "$tmp/p.xml" $A --model "$tmp/moe.json"
+if "$bin" "$tmp/p.xml" $A --model "$tmp/moe.json" --lenient >/dev/null 2>"$tmp/err" &&
+   grep -q "^spsim: warning: .*ignoring unknown keys (--lenient): num_experts" "$tmp/err"
+then ok "--lenient: a warning, exit 0"; else nok "--lenient: $(cat "$tmp/err")"; fi
+sed 's/gpu_mem/gpu_memory/' "$tmp/p.xml" >"$tmp/pm.xml"
+expect_fail "unknown host property: named, known ones listed" "unknown host property 'gpu_memory' (first in <host> 'g0-0') (spsim knows gpu, gpu_mem" \
+  "$tmp/pm.xml" $A --model llama3-8b
+# --json -: the JSON alone on standard output, the report on standard error
+"$bin" "$tmp/p.xml" $A --model llama3-8b --json - >"$tmp/so.json" 2>"$tmp/err"
+"$bin" "$tmp/p.xml" $A --model llama3-8b --json "$tmp/f.json" >/dev/null 2>&1
+if cmp -s "$tmp/so.json" "$tmp/f.json" && grep -q '^  1  ' "$tmp/err" && [ ! -e ./- ]
+then ok "--json - writes the JSON to standard output"; else nok "--json -: $(head -c 300 "$tmp/so.json")"; fi
+expect_fail "two artefacts on standard output" "only one of --json, --svg and --trace" "$tmp/p.xml" $A --json - --svg -

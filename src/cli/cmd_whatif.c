@@ -28,6 +28,9 @@
 #define MAX_STEP_TOKENS ((int64_t)1 << 40)
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
+/* A numeric flag not given on the command line. */
+#define UNSET_INT G_MININT
+#define UNSET_DBL (-G_MAXDOUBLE)
 
 /* ---------- collective pricing with a cache ---------- */
 
@@ -82,13 +85,37 @@ static gboolean price_cached(void *user, const sp_comm *c, double *seconds, GErr
   return TRUE;
 }
 
+/* ---------- outputs: a file, or standard output for "-" ---------- */
+
+/* Where the text report goes: standard error when an artefact is written to
+ * standard output, so that `--json - | jq` reads JSON only. */
+static FILE *text_out;
+
+static gboolean write_out(const char *path, const char *flag, const GString *s, GError **err)
+{
+  if (strcmp(path, "-") == 0) {
+    if (fwrite(s->str, 1, s->len, stdout) != s->len || fflush(stdout) != 0) {
+      g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot write %s to standard output", flag);
+      return FALSE;
+    }
+    return TRUE;
+  }
+  GError *ferr = NULL;
+  if (!g_file_set_contents(path, s->str, (gssize)s->len, &ferr)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot write %s file: %s", flag, ferr->message);
+    g_error_free(ferr);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* ---------- options ---------- */
 
 typedef struct {
   char *model, *layout, *global_batch, *json, *trace, *svg, *fidelity;
   gint64 seq;
   int mb, gpus, top, gpn;
-  gboolean explain, verify, all;
+  gboolean explain, verify, all, lenient;
   double eff_mm, eff_attn, peak_tflops, gpu_mem_gib, mem_usable;
   int corrupt_rank;  /* --debug-corrupt-rank (testing aid), -1: off */
 } opts;
@@ -317,13 +344,8 @@ static gboolean write_json(const char *path, const row *rows, guint n, const sp_
     g_string_append_printf(s, "}, \"fits\": %s}%s\n", r->fits ? "true" : "false", i + 1 < n ? "," : "");
   }
   g_string_append(s, "  ]\n}\n");
-  GError *ferr = NULL;
-  gboolean ok = g_file_set_contents(path, s->str, (gssize)s->len, &ferr);
+  gboolean ok = write_out(path, "--json", s, err);
   g_string_free(s, TRUE);
-  if (!ok) {
-    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot write --json file: %s", ferr->message);
-    g_error_free(ferr);
-  }
   return ok;
 }
 
@@ -486,11 +508,11 @@ static gboolean verify_one(GArray *out, sp_check_cfg *cfg, const char *name, con
   }
   g_array_append_val(out, v);
   g_autofree char *rt = ranks_text(v.group, v.degree);
-  printf("verify: %s %s on ranks %s", v.name, v.dim, rt);
-  if (v.siblings > 0) printf(" and %d sibling group%s (%d ranks)", v.siblings, v.siblings > 1 ? "s" : "", w);
-  if (v.pass) printf(": PASS\n");
-  else printf(": FAIL (first differing rank %d, offset %" G_GUINT64_FORMAT ")\n", v.bad_rank, v.bad_off);
-  fflush(stdout);
+  fprintf(text_out, "verify: %s %s on ranks %s", v.name, v.dim, rt);
+  if (v.siblings > 0) fprintf(text_out, " and %d sibling group%s (%d ranks)", v.siblings, v.siblings > 1 ? "s" : "", w);
+  if (v.pass) fprintf(text_out, ": PASS\n");
+  else fprintf(text_out, ": FAIL (first differing rank %d, offset %" G_GUINT64_FORMAT ")\n", v.bad_rank, v.bad_off);
+  fflush(text_out);
   return TRUE;
 }
 
@@ -683,13 +705,8 @@ static gboolean write_svg(const char *path, const row *rows, guint n, const sp_m
   g_string_append_printf(s, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"middle\">seconds per training step (exposed communication only; overlapped transfers are hidden)</text>\n",
                          left + width / 2, ay + 36);
   g_string_append(s, "</svg>\n");
-  GError *ferr = NULL;
-  gboolean ok = g_file_set_contents(path, s->str, (gssize)s->len, &ferr);
+  gboolean ok = write_out(path, "--svg", s, err);
   g_string_free(s, TRUE);
-  if (!ok) {
-    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot write --svg file: %s", ferr->message);
-    g_error_free(ferr);
-  }
   return ok;
 }
 
@@ -832,7 +849,8 @@ static void progress(guint done, guint total, gboolean tty)
 
 int sp_cmd_whatif(int argc, char **argv)
 {
-  opts o = { .seq = 8192, .mb = 1, .top = 10, .eff_mm = -1, .eff_attn = -1, .mem_usable = -1, .corrupt_rank = -1 };
+  opts o = { .seq = 8192, .mb = 1, .top = 10, .eff_mm = -1, .eff_attn = -1, .mem_usable = -1, .corrupt_rank = -1,
+             .gpus = UNSET_INT, .gpn = UNSET_INT, .peak_tflops = UNSET_DBL, .gpu_mem_gib = UNSET_DBL };
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &o.model, "built-in model name or FILE.json (default: llama3-70b from 128 GPUs, llama3-8b below)", "NAME" },
     { "seq", 's', 0, G_OPTION_ARG_INT64, &o.seq, "sequence length in tokens (default 8192)", "N" },
@@ -854,6 +872,7 @@ int sp_cmd_whatif(int argc, char **argv)
     { "gpu-mem", 0, 0, G_OPTION_ARG_DOUBLE, &o.gpu_mem_gib, "GPU memory in GiB (default: platform property, else 80)", "GIB" },
     { "mem-usable", 0, 0, G_OPTION_ARG_DOUBLE, &o.mem_usable, "usable fraction of GPU memory (default 0.92)", "F" },
     { "verify", 0, 0, G_OPTION_ARG_NONE, &o.verify, "run the chosen layout's parallel dimensions in data mode at reduced size on the platform and report PASS/FAIL", NULL },
+    { "lenient", 0, 0, G_OPTION_ARG_NONE, &o.lenient, "warn about unknown keys in the model file and unknown host properties in the platform instead of refusing them", NULL },
     { "debug-corrupt-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &o.corrupt_rank, "testing aid: corrupt an output of global rank R after each --verify run", "R" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
@@ -877,6 +896,16 @@ int sp_cmd_whatif(int argc, char **argv)
     goto out;
   }
   const char *platform = argv[1];
+  text_out = stdout;
+  {
+    int to_stdout = (o.json && strcmp(o.json, "-") == 0) + (o.svg && strcmp(o.svg, "-") == 0) +
+                    (o.trace && strcmp(o.trace, "-") == 0);
+    if (to_stdout > 1) {
+      err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "only one of --json, --svg and --trace can write to standard output (-)");
+      goto out;
+    }
+    if (to_stdout == 1) text_out = stderr; /* the report moves aside: stdout carries the artefact alone */
+  }
   if (o.seq <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--seq must be a positive number of tokens (got %" G_GINT64_FORMAT ")", o.seq); goto out; }
   if (o.seq > MAX_SEQ) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--seq %" G_GINT64_FORMAT " is out of range: at most %d tokens (16 Mi) per sequence", o.seq, MAX_SEQ); goto out; }
   if (o.mb <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--micro-batch must be positive (got %d)", o.mb); goto out; }
@@ -887,8 +916,31 @@ int sp_cmd_whatif(int argc, char **argv)
     err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--eff-matmul, --eff-attn and --mem-usable are fractions in (0, 1]");
     goto out;
   }
+  /* positive and finite when given (written so that NaN fails too) */
+  if (o.peak_tflops != UNSET_DBL && !(o.peak_tflops > 0 && o.peak_tflops < 1e6)) {
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--peak-tflops must be a positive TFLOP/s figure below 10^6 (got %g)",
+                      o.peak_tflops);
+    goto out;
+  }
+  if (o.gpu_mem_gib != UNSET_DBL && !(o.gpu_mem_gib > 0 && o.gpu_mem_gib < 1e6)) {
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--gpu-mem must be a positive number of GiB below 10^6 (got %g)",
+                      o.gpu_mem_gib);
+    goto out;
+  }
   if ((pd = sp_plat_read(platform, &err)) == NULL) goto out;
   hosts = (int32_t)pd->names->len;
+  if (pd->unknown->len > 0) {
+    g_autofree char *known = g_strjoinv(", ", (char **)sp_plat_known_props);
+    g_ptr_array_add(pd->unknown, NULL);
+    g_autofree char *list = g_strjoinv(", ", (char **)pd->unknown->pdata);
+    g_ptr_array_remove_index(pd->unknown, pd->unknown->len - 1);
+    if (!o.lenient) {
+      err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform '%s': unknown host property %s (spsim knows %s; "
+                        "--lenient ignores unknown keys with a warning)", platform, list, known);
+      goto out;
+    }
+    fprintf(stderr, "spsim: warning: platform '%s': ignoring unknown host properties (--lenient): %s\n", platform, list);
+  }
 
   /* Collective pricing: the SimGrid engine when it can, else the closed form. */
   const char *fid = o.fidelity ? o.fidelity : "flow";
@@ -899,31 +951,21 @@ int sp_cmd_whatif(int argc, char **argv)
   sp_analytic_net_init(&pr.net);
   pr.cache = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   pr.step_fidelity = strcmp(fid, "step") == 0;
-  const char *fid_used = "analytic";
-  if (strcmp(fid, "analytic") != 0) {
-    GError *eerr = NULL;
-    if (sp_whatif_engine_open(platform, &eerr)) {
-      pr.engine = TRUE;
-      fid_used = fid;
-      if (sp_whatif_engine_hosts() > 0) hosts = sp_whatif_engine_hosts();
-    } else if (eerr->domain == SP_ERROR && eerr->code == SP_ERROR_UNSUPPORTED) {
-      fprintf(stderr, "spsim: note: %s; pricing collectives with the analytic model\n", eerr->message);
-      g_error_free(eerr);
-    } else {
-      err = eerr;
-      goto out;
-    }
-  }
 
   int32_t world = hosts;
-  if (o.gpus != 0) {
-    if (o.gpus < 0 || o.gpus > hosts) {
-      err = g_error_new(SP_ERROR, SP_ERROR_PLATFORM, "--gpus %d: the platform has %d hosts", o.gpus, hosts);
+  if (o.gpus != UNSET_INT) {
+    if (o.gpus < 1 || o.gpus > hosts) {
+      err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--gpus must be between 1 and the platform's %d hosts (got %d)",
+                        hosts, o.gpus);
       goto out;
     }
     world = o.gpus;
   }
-  int32_t gpn = o.gpn > 0 ? o.gpn : pd->gpus_per_node > 0 ? pd->gpus_per_node : 8;
+  if (o.gpn != UNSET_INT && o.gpn < 1) {
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--gpus-per-node must be at least 1 (got %d)", o.gpn);
+    goto out;
+  }
+  int32_t gpn = o.gpn != UNSET_INT ? o.gpn : pd->gpus_per_node > 0 ? pd->gpus_per_node : 8;
   if (gpn > world) gpn = world;
   pr.net.gpus_per_node = gpn;
 
@@ -932,8 +974,10 @@ int sp_cmd_whatif(int argc, char **argv)
     goto out;
   }
   const char *mname = o.model ? o.model : world >= 128 ? "llama3-70b" : "llama3-8b";
-  model = sp_model_find(mname, (const char *const *)dirs, &err);
+  model = sp_model_find_flags(mname, (const char *const *)dirs, o.lenient ? SP_MODEL_LENIENT : SP_MODEL_STRICT, &err);
   if (model == NULL) goto out;
+  if (model->ignored != NULL)
+    fprintf(stderr, "spsim: warning: %s: ignoring unknown keys (--lenient): %s\n", mname, model->ignored);
   int64_t gb = 1024;
   if (o.global_batch && !parse_global_batch(o.global_batch, o.seq, &gb, &err)) goto out;
   if (gb > MAX_STEP_TOKENS / o.seq) {
@@ -959,10 +1003,10 @@ int sp_cmd_whatif(int argc, char **argv)
     peak_src = "A100 default";
   }
   if (pd->speed >= 1e12) { ctx.hw.peak_flops = pd->speed; peak_src = "platform host speed"; }
-  if (o.peak_tflops > 0) { ctx.hw.peak_flops = o.peak_tflops * 1e12; peak_src = "--peak-tflops"; }
+  if (o.peak_tflops != UNSET_DBL) { ctx.hw.peak_flops = o.peak_tflops * 1e12; peak_src = "--peak-tflops"; }
   const char *mem_src = "default 80 GiB";
   if (pd->gpu_mem > 0) { ctx.hw.mem_bytes = pd->gpu_mem; mem_src = "platform property"; }
-  if (o.gpu_mem_gib > 0) { ctx.hw.mem_bytes = o.gpu_mem_gib * GIB; mem_src = "--gpu-mem"; }
+  if (o.gpu_mem_gib != UNSET_DBL) { ctx.hw.mem_bytes = o.gpu_mem_gib * GIB; mem_src = "--gpu-mem"; }
   if (o.eff_mm > 0) ctx.hw.eff_matmul = o.eff_mm;
   if (o.eff_attn > 0) ctx.hw.eff_attn = o.eff_attn;
   if (o.mem_usable > 0) ctx.hw.mem_usable = o.mem_usable;
@@ -982,6 +1026,29 @@ int sp_cmd_whatif(int argc, char **argv)
     sw = sp_sweep_run(&lctx, &so);
     cands = g_array_ref(sw->layouts);
   }
+  /* Everything above needs only the text of the platform; SimGrid loads it (seconds
+   * on large platforms) once the request is known to be valid. */
+  const char *fid_used = "analytic";
+  if (strcmp(fid, "analytic") != 0) {
+    GError *eerr = NULL;
+    if (sp_whatif_engine_open(platform, &eerr)) {
+      pr.engine = TRUE;
+      fid_used = fid;
+      if (sp_whatif_engine_hosts() != hosts) {
+        err = g_error_new(SP_ERROR, SP_ERROR_PLATFORM, "platform '%s': SimGrid loads %d hosts where the file declares %d",
+                          platform, sp_whatif_engine_hosts(), hosts);
+        g_array_unref(cands);
+        goto out;
+      }
+    } else if (eerr->domain == SP_ERROR && eerr->code == SP_ERROR_UNSUPPORTED) {
+      fprintf(stderr, "spsim: note: %s; pricing collectives with the analytic model\n", eerr->message);
+      g_error_free(eerr);
+    } else {
+      err = eerr;
+      g_array_unref(cands);
+      goto out;
+    }
+  }
   gboolean tty = isatty(2);
   for (guint i = 0; i < cands->len; i++) {
     row rw = { 0 };
@@ -1000,30 +1067,30 @@ int sp_cmd_whatif(int argc, char **argv)
   for (guint i = 0; i < rows->len; i++) nfit += g_array_index(rows, row, i).r.fits;
   double cap = ctx.hw.mem_bytes * ctx.hw.mem_usable;
 
-  printf("spsim what-if: %s (%.2f B parameters) on %d GPUs (%d per node), seq %" G_GINT64_FORMAT ", global batch %" G_GINT64_FORMAT
+  fprintf(text_out, "spsim what-if: %s (%.2f B parameters) on %d GPUs (%d per node), seq %" G_GINT64_FORMAT ", global batch %" G_GINT64_FORMAT
          " sequences (%.2f M tokens), micro-batch %d\n",
          model->name, sp_model_params(model) / 1e9, world, gpn, o.seq, gb, (double)gb * o.seq / 1e6, o.mb);
-  printf("GPU: %.1f TFLOP/s bf16 (%s), %.1f GiB (%s, %.0f%% usable); efficiency: matmul %.2f, attention %.2f; collectives: %s\n",
+  fprintf(text_out, "GPU: %.1f TFLOP/s bf16 (%s), %.1f GiB (%s, %.0f%% usable); efficiency: matmul %.2f, attention %.2f; collectives: %s\n",
          ctx.hw.peak_flops / 1e12, peak_src, ctx.hw.mem_bytes / GIB, mem_src, 100 * ctx.hw.mem_usable, ctx.hw.eff_matmul,
          ctx.hw.eff_attn, strcmp(fid_used, "analytic") == 0 ? "analytic alpha-beta model" : fid_used);
   if (sw != NULL)
-    printf("%u layouts evaluated (%" G_GUINT64_FORMAT " candidates, %" G_GUINT64_FORMAT " skipped as invalid%s), %u fit in memory\n",
+    fprintf(text_out, "%u layouts evaluated (%" G_GUINT64_FORMAT " candidates, %" G_GUINT64_FORMAT " skipped as invalid%s), %u fit in memory\n",
            rows->len, sw->considered, sw->considered - rows->len, o.explain ? "" : ": --explain lists why", nfit);
   if (o.explain && sw != NULL) {
-    printf("skipped layouts by reason:\n");
+    fprintf(text_out, "skipped layouts by reason:\n");
     for (int k = 1; k < SP_SKIP_COUNT; k++)
-      if (sw->skipped[k] > 0) printf("  %8" G_GUINT64_FORMAT "  %s\n", sw->skipped[k], sp_skip_reason((sp_skip)k));
-    printf("  %8u  evaluated but exceed %.1f GiB per GPU\n", rows->len - nfit, cap / GIB);
+      if (sw->skipped[k] > 0) fprintf(text_out, "  %8" G_GUINT64_FORMAT "  %s\n", sw->skipped[k], sp_skip_reason((sp_skip)k));
+    fprintf(text_out, "  %8u  evaluated but exceed %.1f GiB per GPU\n", rows->len - nfit, cap / GIB);
   }
   if (rows->len == 0) {
     err = g_error_new(SP_ERROR, SP_ERROR_LAYOUT, "no valid layout of %s on %d GPUs (seq %" G_GINT64_FORMAT ", global batch %" G_GINT64_FORMAT
                       "); run with --explain to see why", model->name, world, o.seq, gb);
     goto out;
   }
-  printf("\n");
+  fprintf(text_out, "\n");
   if (nfit == 0 && o.layout != NULL) {
     const row *r0 = &g_array_index(rows, row, 0);
-    print_table(stdout, r0, 1, world);
+    print_table(text_out, r0, 1, world);
     err = g_error_new(SP_ERROR, SP_ERROR_PLATFORM, "layout %s needs %.1f GiB per GPU, more than the %.1f GiB usable "
                       "(try ckpt=selective or full, zero=1..3, more tp or pp)", r0->label, r0->r.mem.total / GIB, cap / GIB);
     goto out;
@@ -1031,8 +1098,8 @@ int sp_cmd_whatif(int argc, char **argv)
   if (nfit == 0 && !o.all) {
     qsort(rows->data, rows->len, sizeof(row), cmp_mem);
     guint k = MIN((guint)o.top, rows->len);
-    printf("%s does not fit in %.1f GiB per GPU with any layout; the closest layouts by memory:\n", model->name, cap / GIB);
-    print_table(stdout, (row *)rows->data, k, world);
+    fprintf(text_out, "%s does not fit in %.1f GiB per GPU with any layout; the closest layouts by memory:\n", model->name, cap / GIB);
+    print_table(text_out, (row *)rows->data, k, world);
     err = g_error_new(SP_ERROR, SP_ERROR_PLATFORM, "%s cannot fit on %d GPUs of %.1f GiB: the smallest layout (%s) needs %.1f GiB per GPU; "
                       "add GPUs, shorten --seq, or use a smaller model", model->name, world, ctx.hw.mem_bytes / GIB,
                       g_array_index(rows, row, 0).label, g_array_index(rows, row, 0).r.mem.total / GIB);
@@ -1043,9 +1110,9 @@ int sp_cmd_whatif(int argc, char **argv)
     goto out;
   }
   guint shown = MIN((guint)o.top, o.all ? rows->len : nfit);
-  print_table(stdout, (row *)rows->data, shown, world);
+  print_table(text_out, (row *)rows->data, shown, world);
   why = explain_winner((row *)rows->data, MIN(shown, 2u), model, cap, gpn, o.seq);
-  printf("\n%s\n", why);
+  fprintf(text_out, "\n%s\n", why);
   /* A faster layout that does not fit is worth knowing about. */
   if (!o.all) {
     const row *best = &g_array_index(rows, row, 0);
@@ -1059,7 +1126,7 @@ int sp_cmd_whatif(int argc, char **argv)
         if (m->optim > most) { what = "optimizer state"; most = m->optim; }
         if (m->weights > most) { what = "weights"; most = m->weights; }
         if (m->grads > most) { what = "gradients"; most = m->grads; }
-        printf("(Faster but over memory: %s, %.3f s per step, needs %.1f GiB per GPU, %.1f GiB of it %s%s.)\n",
+        fprintf(text_out, "(Faster but over memory: %s, %.3f s per step, needs %.1f GiB per GPU, %.1f GiB of it %s%s.)\n",
                q->label, q->r.step_time, m->total / GIB, most / GIB, what,
                m->act == most && q->r.layout.ckpt == SP_CKPT_NONE ? " kept without recomputation" : "");
         break;
@@ -1076,16 +1143,16 @@ int sp_cmd_whatif(int argc, char **argv)
     const row *w0 = &g_array_index(rows, row, 0);
     checks = g_array_new(FALSE, FALSE, sizeof(vcheck));
     g_array_set_clear_func(checks, vcheck_clear);
-    printf("\nverify: %s in data mode on %s, reduced size (2 tokens per rank, head dim 4, hidden 8, 2 layers), same degrees\n",
+    fprintf(text_out, "\nverify: %s in data mode on %s, reduced size (2 tokens per rank, head dim 4, hidden 8, 2 layers), same degrees\n",
            w0->label, platform);
     if (!verify_layout(&w0->r.layout, model, gpn, o.corrupt_rank, checks, &err)) goto out;
-    if (checks->len == 0) printf("verify: no parallel dimension to check (one rank)\n");
+    if (checks->len == 0) fprintf(text_out, "verify: no parallel dimension to check (one rank)\n");
     const vcheck *bad = NULL;
     for (guint i = 0; i < checks->len && bad == NULL; i++)
       if (!g_array_index(checks, vcheck, i).pass) bad = &g_array_index(checks, vcheck, i);
-    if (bad == NULL) printf("verify: PASS\n");
-    else printf("verify: FAIL (first differing rank %d, offset %" G_GUINT64_FORMAT ")\n", bad->bad_rank, bad->bad_off);
-    fflush(stdout);
+    if (bad == NULL) fprintf(text_out, "verify: PASS\n");
+    else fprintf(text_out, "verify: FAIL (first differing rank %d, offset %" G_GUINT64_FORMAT ")\n", bad->bad_rank, bad->bad_off);
+    fflush(text_out);
     verified = bad == NULL;
   }
   if (o.json && !write_json(o.json, (row *)rows->data, rows->len, model, &ctx, sw, platform, fid_used, checks, &err)) goto out;

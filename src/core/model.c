@@ -12,6 +12,7 @@ void sp_model_free(sp_model *m)
   if (m == NULL) return;
   g_free(m->name);
   g_free(m->sources);
+  g_free(m->ignored);
   g_free(m);
 }
 
@@ -76,7 +77,37 @@ static const char *get_str(JsonObject *o, const char *key, const char *dflt, con
   return json_node_get_string(n);
 }
 
+/* The keys a model file may hold; anything else is a typo or a feature spsim does
+ * not price (e.g. num_experts), never silently ignored. */
+static const char *const known_keys[] = { "name", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab",
+                                          "dtype", "mlp", "tied_embeddings", "sources", NULL };
+
+/* Unknown keys of @p o: an error in strict mode, else ", "-joined into *ignored. */
+static gboolean check_keys(JsonObject *o, const char *what, sp_model_flags flags, char **ignored, GError **err)
+{
+  g_autoptr(GList) members = json_object_get_members(o);
+  g_autoptr(GString) unknown = g_string_new(NULL);
+  for (GList *l = members; l != NULL; l = l->next)
+    if (!g_strv_contains(known_keys, l->data)) {
+      if (!(flags & SP_MODEL_LENIENT)) {
+        g_autofree char *list = g_strjoinv(", ", (char **)known_keys);
+        g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                    "%s: unknown key '%s' (a model file knows %s; --lenient ignores unknown keys with a warning)",
+                    what, (const char *)l->data, list);
+        return FALSE;
+      }
+      g_string_append_printf(unknown, "%s%s", unknown->len ? ", " : "", (const char *)l->data);
+    }
+  *ignored = unknown->len ? g_strdup(unknown->str) : NULL;
+  return TRUE;
+}
+
 sp_model *sp_model_parse(const char *json, gssize len, const char *what, GError **err)
+{
+  return sp_model_parse_flags(json, len, what, SP_MODEL_STRICT, err);
+}
+
+sp_model *sp_model_parse_flags(const char *json, gssize len, const char *what, sp_model_flags flags, GError **err)
 {
   g_autoptr(JsonParser) parser = json_parser_new();
   GError *jerr = NULL;
@@ -92,6 +123,7 @@ sp_model *sp_model_parse(const char *json, gssize len, const char *what, GError 
   }
   JsonObject *o = json_node_get_object(root);
   sp_model *m = g_new0(sp_model, 1);
+  if (!check_keys(o, what, flags, &m->ignored, err)) goto fail;
   const char *name = get_str(o, "name", what, what, err);
   if (name == NULL) goto fail;
   m->name = g_strdup(name);
@@ -139,7 +171,7 @@ fail:
   return NULL;
 }
 
-sp_model *sp_model_load_file(const char *path, GError **err)
+static sp_model *load_file(const char *path, sp_model_flags flags, GError **err)
 {
   g_autofree char *text = NULL;
   gsize len = 0;
@@ -149,7 +181,12 @@ sp_model *sp_model_load_file(const char *path, GError **err)
     g_error_free(ferr);
     return NULL;
   }
-  return sp_model_parse(text, (gssize)len, path, err);
+  return sp_model_parse_flags(text, (gssize)len, path, flags, err);
+}
+
+sp_model *sp_model_load_file(const char *path, GError **err)
+{
+  return load_file(path, SP_MODEL_STRICT, err);
 }
 
 static gint cmp_names(gconstpointer a, gconstpointer b)
@@ -183,16 +220,22 @@ char **sp_model_list(const char *const *dirs)
 
 sp_model *sp_model_find(const char *name_or_file, const char *const *dirs, GError **err)
 {
+  return sp_model_find_flags(name_or_file, dirs, SP_MODEL_STRICT, err);
+}
+
+sp_model *sp_model_find_flags(const char *name_or_file, const char *const *dirs, sp_model_flags flags,
+                              GError **err)
+{
   if (name_or_file == NULL || *name_or_file == '\0') {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "empty model name");
     return NULL;
   }
   if (strchr(name_or_file, '/') != NULL || g_str_has_suffix(name_or_file, ".json"))
-    return sp_model_load_file(name_or_file, err);
+    return load_file(name_or_file, flags, err);
   for (size_t i = 0; dirs != NULL && dirs[i] != NULL; i++) {
     g_autofree char *file = g_strdup_printf("%s.json", name_or_file);
     g_autofree char *path = g_build_filename(dirs[i], file, NULL);
-    if (g_file_test(path, G_FILE_TEST_IS_REGULAR)) return sp_model_load_file(path, err);
+    if (g_file_test(path, G_FILE_TEST_IS_REGULAR)) return load_file(path, flags, err);
   }
   g_auto(GStrv) known = sp_model_list(dirs);
   g_autofree char *list = g_strjoinv(", ", known);

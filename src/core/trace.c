@@ -3,6 +3,8 @@
 
 #include <json-glib/json-glib.h>
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "spsim/error.h"
 #include "spsim/exec.h"
@@ -171,7 +173,14 @@ gboolean sp_trace_write_chrome(const sp_trace *t, const char *path, GError **err
   gsize len = 0;
   char *text = json_generator_to_data(gen, &len);
   GError *local = NULL;
-  gboolean ok = g_file_set_contents(path, text, (gssize)len, &local);
+  gboolean ok;
+  if (strcmp(path, "-") == 0) { /* standard output */
+    ok = fwrite(text, 1, len, stdout) == len && fflush(stdout) == 0;
+    if (!ok)
+      local = g_error_new_literal(SP_ERROR, SP_ERROR_IO, "standard output is not writable");
+  } else {
+    ok = g_file_set_contents(path, text, (gssize)len, &local);
+  }
   if (!ok) {
     g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot write trace '%s': %s; check the directory "
                 "exists and is writable", path, local->message);

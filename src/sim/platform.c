@@ -24,6 +24,7 @@ typedef struct {
   gboolean saw_platform;
   gboolean in_first_host;
   int32_t zone_depth;
+  GHashTable *unknown_ids; /* unknown host property names seen */
 } reader;
 
 static const char *attr(const char **names, const char **values, const char *key)
@@ -112,16 +113,14 @@ static gboolean expand_radical(reader *r, const char *prefix, const char *radica
 /* A GPU fact from a property of the first host or of the top zone. */
 static void gpu_fact(reader *r, const char *id, const char *val)
 {
-  g_autofree char *lid = g_ascii_strdown(id, -1);
-  if (strstr(lid, "mem") != NULL && r->d->gpu_mem == 0) {
+  if (strcmp(id, "gpu_mem") == 0 && r->d->gpu_mem == 0) {
     gboolean ok;
     double v = value_with_suffix(val, TRUE, &ok);
     if (ok && v > 0)
       r->d->gpu_mem = v < 1e6 ? v * GIB : v; /* a bare small number is GiB */
-  } else if ((strcmp(lid, "gpu") == 0 || strcmp(lid, "gpu_model") == 0 || strcmp(lid, "model") == 0) &&
-             r->d->gpu_model == NULL) {
+  } else if (strcmp(id, "gpu") == 0 && r->d->gpu_model == NULL) {
     r->d->gpu_model = g_strdup(val);
-  } else if (strcmp(lid, "gpus_per_node") == 0 && r->gpn_prop == 0) {
+  } else if (strcmp(id, "gpus_per_node") == 0 && r->gpn_prop == 0) {
     r->gpn_prop = atoi(val);
   }
 }
@@ -191,8 +190,15 @@ static void r_start(GMarkupParseContext *ctx, const char *el, const char **an, c
         return;
       }
       g_ptr_array_add(r->d->cfg, g_strdup_printf("--cfg=%s:%s", id, value));
-    } else if (id && value && (r->in_first_host || r->zone_depth <= 1)) {
-      gpu_fact(r, id, value);
+    } else if (id && value) {
+      if (r->in_first_host || r->zone_depth <= 1)
+        gpu_fact(r, id, value);
+      if ((strcmp(parent, "host") == 0 || strcmp(parent, "cluster") == 0) &&
+          !g_strv_contains(sp_plat_known_props, id) && !g_hash_table_contains(r->unknown_ids, id)) {
+        g_hash_table_add(r->unknown_ids, g_strdup(id));
+        const char *host = r->d->names->len ? g_ptr_array_index(r->d->names, r->d->names->len - 1) : "?";
+        g_ptr_array_add(r->d->unknown, g_strdup_printf("'%s' (first in <%s> '%s')", id, parent, host));
+      }
     }
   }
   g_ptr_array_add(r->stack, g_strdup(el));
@@ -260,7 +266,8 @@ sp_plat_desc *sp_plat_read(const char *path, GError **err)
   reader r = { .d = d, .stack = g_ptr_array_new_with_free_func(g_free),
                .groups = g_array_new(FALSE, FALSE, sizeof(int32_t)),
                .zone_counts = g_array_new(FALSE, FALSE, sizeof(int32_t)),
-               .node_sizes = g_hash_table_new(g_direct_hash, g_direct_equal) };
+               .node_sizes = g_hash_table_new(g_direct_hash, g_direct_equal),
+               .unknown_ids = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL) };
   GMarkupParser parser = { r_start, r_end, NULL, r_passthrough, NULL };
   GMarkupParseContext *ctx = g_markup_parse_context_new(&parser, 0, &r, NULL);
   gboolean ok = g_markup_parse_context_parse(ctx, text, (gssize)len, &e) &&
@@ -286,6 +293,7 @@ sp_plat_desc *sp_plat_read(const char *path, GError **err)
   g_array_unref(r.groups);
   g_array_unref(r.zone_counts);
   g_hash_table_unref(r.node_sizes);
+  g_hash_table_unref(r.unknown_ids);
   g_free(text);
   if (!ok) {
     sp_plat_desc_free(d);

@@ -30,7 +30,7 @@ typedef struct {
   char *gpu_model;         /**< `gpu` property of the first host or the top zone, or NULL */
   int32_t gpus_per_node;   /**< `gpus_per_node` property, else the most common number of hosts per
                                 innermost zone (0: unknown) */
-  GPtrArray *unknown;      /**< "'id' in <host id=...>" for each host property spsim does not know */
+  GPtrArray *unknown;      /**< "'id' (first in <host> 'name')" for each host property name spsim does not know */
 } sp_plat_desc;
 
 /** The host property names spsim knows, NULL-terminated (see the file comment). */

@@ -35,7 +35,8 @@ void sp_trace_add(sp_trace *t, const sp_trace_event *ev);
 void sp_trace_set_op_name(sp_trace *t, uint32_t op, const char *name);
 guint sp_trace_len(const sp_trace *t);
 const sp_trace_event *sp_trace_get(const sp_trace *t, guint i);
-/** Write the timeline as Chrome trace JSON (opens in Perfetto), events sorted by (rank, start). */
+/** Write the timeline as Chrome trace JSON (opens in Perfetto), events sorted by (rank, start);
+ * @p path "-" is standard output. */
 gboolean sp_trace_write_chrome(const sp_trace *t, const char *path, GError **err);
 
 /** A resumable run of one program. */

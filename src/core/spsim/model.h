@@ -42,16 +42,26 @@ typedef struct {
   sp_mlp mlp;        /**< MLP flavour */
   gboolean tied_embeddings; /**< the LM head shares the input embedding table */
   char *sources;     /**< where the numbers come from, "; "-joined (owned, may be "") */
+  char *ignored;     /**< unknown keys skipped in SP_MODEL_LENIENT mode, ", "-joined (owned), else NULL */
 } sp_model;
+
+/** How a model file is read. */
+typedef enum {
+  SP_MODEL_STRICT = 0,       /**< an unknown key is an error naming it and the known keys */
+  SP_MODEL_LENIENT = 1 << 0, /**< unknown keys are skipped and listed in sp_model.ignored */
+} sp_model_flags;
 
 /**
  * Parse a model from JSON text. Required integer fields (all > 0): layers, hidden,
  * heads, kv_heads, ffn, vocab; optional: name (default @p what), dtype ("bf16"),
  * mlp ("swiglu" | "gelu", default "swiglu"), tied_embeddings (false), sources
  * (string or array of strings). Checks hidden % heads == 0 and heads % kv_heads == 0.
- * @p what names the input in messages (a file name).
+ * Any other key is an error (SP_ERROR_INVALID) that names it and lists the known
+ * ones. @p what names the input in messages (a file name).
  */
 sp_model *sp_model_parse(const char *json, gssize len, const char *what, GError **err);
+/** sp_model_parse with @p flags (SP_MODEL_LENIENT: unknown keys skipped, see sp_model.ignored). */
+sp_model *sp_model_parse_flags(const char *json, gssize len, const char *what, sp_model_flags flags, GError **err);
 /** Load a model JSON file. */
 sp_model *sp_model_load_file(const char *path, GError **err);
 /**
@@ -60,6 +70,9 @@ sp_model *sp_model_load_file(const char *path, GError **err);
  * An unknown name fails with a message listing the known models.
  */
 sp_model *sp_model_find(const char *name_or_file, const char *const *dirs, GError **err);
+/** sp_model_find with @p flags (see sp_model_parse_flags). */
+sp_model *sp_model_find_flags(const char *name_or_file, const char *const *dirs, sp_model_flags flags,
+                              GError **err);
 /** Sorted, NULL-terminated list of model names found in @p dirs (g_strfreev it). */
 char **sp_model_list(const char *const *dirs);
 /** Free a model; NULL is accepted. */

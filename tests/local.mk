@@ -12,14 +12,16 @@ tests_test_exec_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-dtype tests/test-program tests/test-exec
 
 # whatif: models, layouts, step model, CLI
-check_PROGRAMS += tests/test-model tests/test-layout tests/test-step
+check_PROGRAMS += tests/test-model tests/test-layout tests/test-step tests/test-kernel-model
+tests_test_kernel_model_SOURCES = tests/test-kernel-model.c
+tests_test_kernel_model_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_test_model_SOURCES = tests/test-model.c
 tests_test_model_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_test_layout_SOURCES = tests/test-layout.c
 tests_test_layout_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_test_step_SOURCES = tests/test-step.c
 tests_test_step_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
-TESTS += tests/test-model tests/test-layout tests/test-step tests/test-whatif-cli.sh
+TESTS += tests/test-model tests/test-layout tests/test-step tests/test-kernel-model tests/test-whatif-cli.sh
 EXTRA_DIST += tests/test-whatif-cli.sh
 
 # graph + ops: graph IR and the operation library

@@ -26,10 +26,10 @@ static sp_step_ctx ctx_for(const sp_model *m, int32_t world, int64_t seq, int64_
 {
   sp_step_ctx c = { .model = m, .seq = seq, .global_batch = gb, .world = world, .gpus_per_node = 8, .price = price_1ms };
   sp_step_hw_init(&c.hw);
-  c.hw.peak_flops = 1e12;
-  c.hw.eff_matmul = 1.0;
-  c.hw.eff_attn = 1.0;
-  c.hw.hbm_bw = 0; /* no element-wise term in hand computations */
+  /* an ideal GPU for hand computations: 1 TFLOP/s on every GEMM (1 x 1 tiles on one
+   * SM: no quantisation) and in attention, no memory term, no launch cost */
+  c.hw.gpu = (sp_kernel_gpu){ .peak_flops = 1e12, .hbm_bw = 0, .sms = 1, .tile_m = 1, .tile_n = 1, .gemm_eff = 1.0,
+                              .attn_fwd_eff = 1.0, .attn_bwd_eff = 1.0, .launch = 0 };
   return c;
 }
 
@@ -96,7 +96,9 @@ static void test_bubble(void)
 }
 
 /* Per layer forward flops per rank of tiny at seq 128 split over tp=2: (2 x 128 x 49152 +
- * causal 2 x 128^2 x 64) / 2 = 7340032; LM head 2 x 128 x 1000 x 64 / 2 = 8192000. */
+ * causal 2 x 128^2 x 64) / 2 = 7340032, of which attention 1048576; LM head
+ * 2 x 128 x 1000 x 64 / 2 = 8192000. Backward: GEMMs twice the forward (data and
+ * weight gradients), flash attention 2.5 times (five products against two). */
 static void test_step_tp(void)
 {
   sp_model m = tiny();
@@ -105,9 +107,9 @@ static void test_step_tp(void)
   sp_step_result r;
   GError *err = NULL;
   g_assert_true(sp_step_eval(&c, &l, &r, &err));
-  double lf = 7340032e-12, hf = 8192000e-12;
-  /* per micro-batch: 2 layers x (fwd + 2 fwd + 4 all-reduces of 1 ms) + head fwd + bwd */
-  double tmb = 2 * (3 * lf + 4e-3) + 3 * hf;
+  double lf = 7340032e-12, at = 1048576e-12, hf = 8192000e-12;
+  /* per micro-batch: 2 layers x (fwd + bwd + 4 all-reduces of 1 ms) + head fwd + bwd */
+  double tmb = 2 * (3 * lf + 0.5 * at + 4e-3) + 3 * hf;
   g_assert_cmpint(r.microbatches, ==, 4);
   g_assert_cmpfloat_with_epsilon(r.step_time, 4 * tmb, 1e-12);
   g_assert_cmpfloat_with_epsilon(r.exposed[SP_COMM_TP], 4 * 2 * 4e-3, 1e-12);
@@ -132,9 +134,9 @@ static void test_step_pp(void)
   sp_step_result r;
   GError *err = NULL;
   g_assert_true(sp_step_eval(&c, &l, &r, &err));
-  double lf = 2 * 7340032e-12, hf = 2 * 8192000e-12; /* no tp split */
+  double lf = 2 * 7340032e-12, at = 2 * 1048576e-12, hf = 2 * 8192000e-12; /* no tp split */
   /* one layer per stage; forward and backward sends of 1 ms each per micro-batch */
-  double tmb = 3 * lf + 3 * hf + 2e-3;
+  double tmb = 3 * lf + 0.5 * at + 3 * hf + 2e-3;
   g_assert_cmpfloat_with_epsilon(r.step_time, (4 + 2 - 1) * tmb, 1e-12);
   g_assert_cmpfloat_with_epsilon(r.bubble, tmb, 1e-12);
   g_assert_cmpfloat_with_epsilon(r.bubble / (r.step_time - r.bubble), sp_step_bubble_fraction(2, 4), 1e-12);
@@ -153,9 +155,9 @@ static void test_step_pp_interleaved(void)
   GError *err = NULL;
   g_assert_true(sp_step_eval(&c, &l1, &r1, &err));
   g_assert_true(sp_step_eval(&c, &l2, &r2, &err));
-  double lf = 2 * 7340032e-12, hf = 2 * 8192000e-12;
+  double lf = 2 * 7340032e-12, at = 2 * 1048576e-12, hf = 2 * 8192000e-12;
   /* two layers per rank; sends of 1 ms forward and backward, twice with vpp = 2 */
-  double t1 = 2 * 3 * lf + 3 * hf + 2e-3, t2 = 2 * 3 * lf + 3 * hf + 4e-3;
+  double t1 = 2 * (3 * lf + 0.5 * at) + 3 * hf + 2e-3, t2 = 2 * (3 * lf + 0.5 * at) + 3 * hf + 4e-3;
   g_assert_cmpfloat_with_epsilon(r1.step_time, (4 + 1) * t1, 1e-12);
   g_assert_cmpfloat_with_epsilon(r2.step_time, (4 + 0.5) * t2, 1e-12);
   g_assert_cmpfloat_with_epsilon(r2.bubble, 0.5 * t2, 1e-12);

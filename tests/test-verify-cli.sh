@@ -68,8 +68,8 @@ if grep -q '"traceEvents"' "$tmp/t.json" 2>/dev/null; then ok "trace file"; else
 expect_fail "missing platform" "does not exist" verify "$tmp/none.xml" --op all-reduce --ranks 2
 echo '<platform version="4.1"><host id="a"' > "$tmp/bad.xml"
 expect_fail "malformed platform" "not valid XML" verify "$tmp/bad.xml" --op all-reduce --ranks 2
-printf '<platform version="4.1"><cluster id="c" prefix="h" suffix="" radical="0-3" speed="1Gf" bw="fast" lat="1us"/></platform>' > "$tmp/rej.xml"
-expect_fail "platform SimGrid rejects" "rejected by SimGrid" verify "$tmp/rej.xml" --op all-reduce --ranks 2
+printf '<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n<platform version="4.1"><cluster id="c" prefix="h" suffix="" radical="0-3" speed="1Gf" bw="fast" lat="1us"/></platform>' > "$tmp/rej.xml"
+expect_fail "platform SimGrid rejects: its reason" "rejected by SimGrid: .*cannot parse number:fast" verify "$tmp/rej.xml" --op all-reduce --ranks 2
 expect_fail "ranks 0" "ranks" verify "$P" --op all-reduce --ranks 0
 expect_fail "more ranks than hosts" "platform has 8 hosts, --ranks asks for 9" verify "$P" --op all-reduce --ranks 9
 expect_fail "size 0" "must be positive" verify "$P" --op all-reduce --ranks 2 --size 0

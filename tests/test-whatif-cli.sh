@@ -28,7 +28,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..42"
+echo "1..46"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -168,3 +168,18 @@ expect_fail "unknown host property: named, known ones listed" "unknown host prop
 if cmp -s "$tmp/so.json" "$tmp/f.json" && grep -q '^  1  ' "$tmp/err" && [ ! -e ./- ]
 then ok "--json - writes the JSON to standard output"; else nok "--json -: $(head -c 300 "$tmp/so.json")"; fi
 expect_fail "two artefacts on standard output" "only one of --json, --svg and --trace" "$tmp/p.xml" $A --json - --svg -
+
+# The kernel model's choices: unfused attention pays the s^2 traffic (slower than
+# flash on the same layout), a measured GEMM table without a nearby shape is refused.
+step_of() { tr '{' '\n' <"$1" | grep -o '"step_s": [0-9.e+-]*' | head -n 1 | cut -d' ' -f2; }
+"$bin" "$tmp/p.xml" $A --model llama3-8b --layout tp=8,dp=4 --json "$tmp/fl.json" >/dev/null 2>&1
+"$bin" "$tmp/p.xml" $A --model llama3-8b --layout tp=8,dp=4 --attention unfused --json "$tmp/un.json" >/dev/null 2>&1
+if awk -v f="$(step_of "$tmp/fl.json")" -v u="$(step_of "$tmp/un.json")" 'BEGIN { exit !(f > 0 && u > f) }' &&
+   grep -q '"attention": "unfused"' "$tmp/un.json"
+then ok "--attention unfused costs more than flash"; else nok "--attention: $(step_of "$tmp/fl.json") vs $(step_of "$tmp/un.json")"; fi
+expect_fail "--attention sdpa" "--attention: attention must be flash (or fused) or unfused (got 'sdpa')" "$tmp/p.xml" $A --attention sdpa
+printf 'm,n,k,tflops\n64,64,64,100\n' >"$tmp/gemm.csv"
+expect_fail "--gemm-table without a near shape" "GEMM table '.*gemm.csv' has no shape near" \
+  "$tmp/p.xml" $A --model llama3-8b --layout tp=8,dp=4 --gemm-table "$tmp/gemm.csv"
+expect_fail "--gemm-table that is not a table" "the CSV header must name the columns m, n, k and tflops" \
+  "$tmp/p.xml" $A --model llama3-8b --gemm-table "$tmp/p.xml"

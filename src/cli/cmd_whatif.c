@@ -112,7 +112,7 @@ static gboolean write_out(const char *path, const char *flag, const GString *s, 
 /* ---------- options ---------- */
 
 typedef struct {
-  char *model, *layout, *global_batch, *json, *trace, *svg, *fidelity;
+  char *model, *layout, *global_batch, *json, *trace, *svg, *fidelity, *attention, *gemm_table;
   gint64 seq;
   int mb, gpus, top, gpn;
   gboolean explain, verify, all, lenient;
@@ -301,11 +301,16 @@ static gboolean write_json(const char *path, const row *rows, guint n, const sp_
   g_string_append(s, "},\n  ");
   g_string_append_printf(s, "\"gpus\": %d, \"gpus_per_node\": %d, \"seq\": %" G_GINT64_FORMAT ", \"global_batch\": %" G_GINT64_FORMAT ",\n  ",
                          c->world, c->gpus_per_node, c->seq, c->global_batch);
-  json_num(s, "peak_flops", c->hw.peak_flops, TRUE);
+  json_num(s, "peak_flops", c->hw.gpu.peak_flops, TRUE);
+  json_num(s, "hbm_bw", c->hw.gpu.hbm_bw, TRUE);
+  json_num(s, "sms", c->hw.gpu.sms, TRUE);
   json_num(s, "gpu_mem_bytes", c->hw.mem_bytes, TRUE);
   json_num(s, "mem_usable", c->hw.mem_usable, TRUE);
-  json_num(s, "eff_matmul", c->hw.eff_matmul, TRUE);
-  json_num(s, "eff_attn", c->hw.eff_attn, FALSE);
+  json_num(s, "gemm_eff", c->hw.gpu.gemm_eff, TRUE);
+  json_num(s, "attn_fwd_eff", c->hw.gpu.attn_fwd_eff, TRUE);
+  json_num(s, "attn_bwd_eff", c->hw.gpu.attn_bwd_eff, TRUE);
+  g_string_append_printf(s, "\"attention\": \"%s\", \"gemm_table\": %s", sp_attn_impl_name(c->hw.attn),
+                         c->hw.gpu.table ? "true" : "false");
   g_string_append(s, ",\n");
   if (sw != NULL) {
     g_string_append_printf(s, "  \"considered\": %" G_GUINT64_FORMAT ", \"skipped\": {", sw->considered);
@@ -326,7 +331,9 @@ static gboolean write_json(const char *path, const row *rows, guint n, const sp_
     json_num(s, "step_s", r->step_time, TRUE);
     json_num(s, "tokens_per_s", r->tokens_per_s, TRUE);
     json_num(s, "mfu", r->mfu, TRUE);
+    json_num(s, "mfu_palm", r->mfu_palm, TRUE);
     json_num(s, "hfu", r->hfu, TRUE);
+    json_num(s, "optimizer_s", r->optimizer, TRUE);
     json_num(s, "tflops_per_gpu", r->tflops, TRUE);
     json_num(s, "compute_s", r->compute, TRUE);
     json_num(s, "bubble_s", r->bubble, TRUE);
@@ -866,8 +873,10 @@ int sp_cmd_whatif(int argc, char **argv)
     { "svg", 0, 0, G_OPTION_ARG_FILENAME, &o.svg, "write a stacked-bar chart of the top layouts", "FILE" },
     { "explain", 0, 0, G_OPTION_ARG_NONE, &o.explain, "count skipped layouts per reason", NULL },
     { "fidelity", 0, 0, G_OPTION_ARG_STRING, &o.fidelity, "collective pricing: flow (SimGrid, default), step (SimGrid step by step), analytic", "MODE" },
-    { "eff-matmul", 0, 0, G_OPTION_ARG_DOUBLE, &o.eff_mm, "achieved fraction of peak in GEMMs (default 0.70)", "F" },
-    { "eff-attn", 0, 0, G_OPTION_ARG_DOUBLE, &o.eff_attn, "achieved fraction of peak in attention (default 0.50)", "F" },
+    { "eff-matmul", 0, 0, G_OPTION_ARG_DOUBLE, &o.eff_mm, "fraction of peak of large GEMMs, before tile and wave quantisation (default: H100 0.75, A100 0.80)", "F" },
+    { "eff-attn", 0, 0, G_OPTION_ARG_DOUBLE, &o.eff_attn, "fraction of peak of the flash-attention forward; the backward keeps its ratio to it (default: H100 0.60, A100 0.65)", "F" },
+    { "attention", 0, 0, G_OPTION_ARG_STRING, &o.attention, "attention kernel: flash (fused, default) or unfused (batched GEMMs over s^2 scores + softmax/dropout traffic)", "IMPL" },
+    { "gemm-table", 0, 0, G_OPTION_ARG_FILENAME, &o.gemm_table, "measured GEMM rates replacing the GEMM model: JSON [{m,n,k,tflops}] or CSV with columns m,n,k,tflops", "FILE" },
     { "peak-tflops", 0, 0, G_OPTION_ARG_DOUBLE, &o.peak_tflops, "dense bf16 peak per GPU (default: platform host speed)", "T" },
     { "gpu-mem", 0, 0, G_OPTION_ARG_DOUBLE, &o.gpu_mem_gib, "GPU memory in GiB (default: platform property, else 80)", "GIB" },
     { "mem-usable", 0, 0, G_OPTION_ARG_DOUBLE, &o.mem_usable, "usable fraction of GPU memory (default 0.92)", "F" },
@@ -882,6 +891,7 @@ int sp_cmd_whatif(int argc, char **argv)
   g_option_context_add_main_entries(octx, entries, NULL);
   g_option_context_set_help_enabled(octx, TRUE);
   sp_plat_desc *pd = NULL;
+  sp_gemm_table *gemm_table = NULL;
   int32_t hosts = 0;
   sp_model *model = NULL;
   sp_sweep *sw = NULL;
@@ -927,6 +937,9 @@ int sp_cmd_whatif(int argc, char **argv)
                       o.gpu_mem_gib);
     goto out;
   }
+  sp_attn_impl attn = SP_ATTN_FLASH;
+  if (o.attention && !sp_attn_impl_parse(o.attention, &attn, &err)) { g_prefix_error(&err, "--attention: "); goto out; }
+  if (o.gemm_table && (gemm_table = sp_gemm_table_load(o.gemm_table, &err)) == NULL) goto out;
   if ((pd = sp_plat_read(platform, &err)) == NULL) goto out;
   hosts = (int32_t)pd->names->len;
   if (pd->unknown->len > 0) {
@@ -995,20 +1008,24 @@ int sp_cmd_whatif(int argc, char **argv)
   gboolean a100 = gpu_lc && strstr(gpu_lc, "a100") != NULL;
   const char *peak_src = "default H100 SXM";
   if (a100) {
-    /* DGX A100: 312 TFLOP/s bf16, 2.04 TB/s HBM2e, NVLink3 ~232 GB/s busbw, 8 x 200 Gb/s HDR NICs */
-    ctx.hw.peak_flops = 312e12;
-    ctx.hw.hbm_bw = 2.039e12;
+    /* DGX A100: kernel model constants (kernel_model.c), NVLink3 ~232 GB/s busbw, 8 x 200 Gb/s HDR NICs */
+    sp_kernel_gpu_a100(&ctx.hw.gpu);
     pr.net.intra_busbw = 232e9;
     pr.net.nic_bw = 23e9;
     peak_src = "A100 default";
   }
-  if (pd->speed >= 1e12) { ctx.hw.peak_flops = pd->speed; peak_src = "platform host speed"; }
-  if (o.peak_tflops != UNSET_DBL) { ctx.hw.peak_flops = o.peak_tflops * 1e12; peak_src = "--peak-tflops"; }
+  if (pd->speed >= 1e12) { ctx.hw.gpu.peak_flops = pd->speed; peak_src = "platform host speed"; }
+  if (o.peak_tflops != UNSET_DBL) { ctx.hw.gpu.peak_flops = o.peak_tflops * 1e12; peak_src = "--peak-tflops"; }
   const char *mem_src = "default 80 GiB";
   if (pd->gpu_mem > 0) { ctx.hw.mem_bytes = pd->gpu_mem; mem_src = "platform property"; }
   if (o.gpu_mem_gib != UNSET_DBL) { ctx.hw.mem_bytes = o.gpu_mem_gib * GIB; mem_src = "--gpu-mem"; }
-  if (o.eff_mm > 0) ctx.hw.eff_matmul = o.eff_mm;
-  if (o.eff_attn > 0) ctx.hw.eff_attn = o.eff_attn;
+  if (o.eff_mm > 0) ctx.hw.gpu.gemm_eff = o.eff_mm;
+  if (o.eff_attn > 0) {
+    ctx.hw.gpu.attn_bwd_eff *= o.eff_attn / ctx.hw.gpu.attn_fwd_eff;
+    ctx.hw.gpu.attn_fwd_eff = o.eff_attn;
+  }
+  ctx.hw.gpu.table = gemm_table;
+  ctx.hw.attn = attn;
   if (o.mem_usable > 0) ctx.hw.mem_usable = o.mem_usable;
 
   sp_layout_ctx lctx = { .model = model, .world = world, .gpus_per_node = gpn, .seq = o.seq, .global_batch = gb, .mb = o.mb };
@@ -1070,9 +1087,10 @@ int sp_cmd_whatif(int argc, char **argv)
   fprintf(text_out, "spsim what-if: %s (%.2f B parameters) on %d GPUs (%d per node), seq %" G_GINT64_FORMAT ", global batch %" G_GINT64_FORMAT
          " sequences (%.2f M tokens), micro-batch %d\n",
          model->name, sp_model_params(model) / 1e9, world, gpn, o.seq, gb, (double)gb * o.seq / 1e6, o.mb);
-  fprintf(text_out, "GPU: %.1f TFLOP/s bf16 (%s), %.1f GiB (%s, %.0f%% usable); efficiency: matmul %.2f, attention %.2f; collectives: %s\n",
-         ctx.hw.peak_flops / 1e12, peak_src, ctx.hw.mem_bytes / GIB, mem_src, 100 * ctx.hw.mem_usable, ctx.hw.eff_matmul,
-         ctx.hw.eff_attn, strcmp(fid_used, "analytic") == 0 ? "analytic alpha-beta model" : fid_used);
+  fprintf(text_out, "GPU: %.1f TFLOP/s bf16 (%s), %.1f GiB (%s, %.0f%% usable); kernels: GEMM %.2f of peak with tile and wave quantisation, %s attention %.2f/%.2f%s; collectives: %s\n",
+         ctx.hw.gpu.peak_flops / 1e12, peak_src, ctx.hw.mem_bytes / GIB, mem_src, 100 * ctx.hw.mem_usable, ctx.hw.gpu.gemm_eff,
+         sp_attn_impl_name(ctx.hw.attn), ctx.hw.gpu.attn_fwd_eff, ctx.hw.gpu.attn_bwd_eff, ctx.hw.gpu.table ? " (measured GEMM table)" : "",
+         strcmp(fid_used, "analytic") == 0 ? "analytic alpha-beta model" : fid_used);
   if (sw != NULL)
     fprintf(text_out, "%u layouts evaluated (%" G_GUINT64_FORMAT " candidates, %" G_GUINT64_FORMAT " skipped as invalid%s), %u fit in memory\n",
            rows->len, sw->considered, sw->considered - rows->len, o.explain ? "" : ": --explain lists why", nfit);
@@ -1169,11 +1187,12 @@ out:
   sp_sweep_free(sw);
   sp_model_free(model);
   sp_plat_desc_free(pd);
+  sp_gemm_table_free(gemm_table);
   if (pr.cache) g_hash_table_destroy(pr.cache);
   g_strfreev(dirs);
   g_free(gpu_lc);
   g_free(why);
   g_option_context_free(octx);
-  g_free(o.model); g_free(o.layout); g_free(o.global_batch); g_free(o.json); g_free(o.trace); g_free(o.svg); g_free(o.fidelity);
+  g_free(o.model); g_free(o.layout); g_free(o.global_batch); g_free(o.json); g_free(o.trace); g_free(o.svg); g_free(o.fidelity); g_free(o.attention); g_free(o.gemm_table);
   return rc;
 }

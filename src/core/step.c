@@ -16,12 +16,10 @@ const char *sp_comm_kind_name(sp_comm_kind k)
 
 void sp_step_hw_init(sp_step_hw *hw)
 {
-  hw->peak_flops = 989.4e12;                 /* H100 SXM dense BF16 */
+  sp_kernel_gpu_h100(&hw->gpu);
+  hw->attn = SP_ATTN_FLASH;
   hw->mem_bytes = 80.0 * 1024 * 1024 * 1024; /* 80 GiB HBM3 */
   hw->mem_usable = 0.92;
-  hw->eff_matmul = 0.70;
-  hw->eff_attn = 0.50;
-  hw->hbm_bw = 3.35e12;                      /* H100 SXM HBM3 */
   hw->dp_bucket_params = 40e6;               /* Megatron DDP default bucket */
 }
 
@@ -177,6 +175,82 @@ void sp_step_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
   }
 }
 
+/* Kernel times of one layer (and the LM head) for one micro-batch on one rank. */
+typedef struct {
+  double mm_fwd, mm_bwd;     /* GEMMs: QKV, output projection, MLP */
+  double attn_fwd, attn_bwd; /* core attention */
+  double elem_fwd;           /* element-wise kernels (norms, activation, residuals, rotary, dropout) */
+  double head_fwd, head_bwd; /* LM head GEMM and the loss */
+} layer_kernels;
+
+/* Forward GEMM M x N x K and its backward: data gradient M x K x N and weight
+ * gradient K x N x M. */
+static gboolean gemm_fb(const sp_kernel_gpu *g, int64_t m, int64_t n, int64_t k, double e, double *f, double *b,
+                        GError **err)
+{
+  double t0 = 0, t1 = 0, t2 = 0;
+  if (!sp_kernel_gemm_time(g, 1, m, n, k, e, &t0, err) || !sp_kernel_gemm_time(g, 1, m, k, n, e, &t1, err) ||
+      !sp_kernel_gemm_time(g, 1, k, n, m, e, &t2, err))
+    return FALSE;
+  *f += t0;
+  *b += t1 + t2;
+  return TRUE;
+}
+
+/* Element-wise kernels per layer, forward (Megatron's GPT layer: two norms, rotary or
+ * bias, activation, two dropouts, two residual adds). */
+#define ELEMWISE_KERNELS_PER_LAYER 8
+
+static gboolean layer_compute(const sp_step_ctx *c, const sp_layout *l, layer_kernels *o, GError **err)
+{
+  const sp_model *m = c->model;
+  const sp_kernel_gpu *g = &c->hw.gpu;
+  double e = sp_model_dtype_bytes(m);
+  memset(o, 0, sizeof *o);
+  /* tokens of the rank's sequence shard; TP splits the weights */
+  int64_t T = (int64_t)l->mb * c->seq / ((int64_t)l->sp * l->cp);
+  int64_t d = sp_model_head_dim(m), h = m->hidden, tp = l->tp;
+  int64_t q_heads = m->heads / tp;
+  int64_t kv = (int64_t)kv_per_tp(m, l);
+  int64_t up = (m->mlp == SP_MLP_SWIGLU ? 2 : 1) * m->ffn / tp;
+  if (!gemm_fb(g, T, (q_heads + 2 * kv) * d, h, e, &o->mm_fwd, &o->mm_bwd, err) ||
+      !gemm_fb(g, T, h, q_heads * d, e, &o->mm_fwd, &o->mm_bwd, err) ||
+      !gemm_fb(g, T, up, h, e, &o->mm_fwd, &o->mm_bwd, err) ||
+      !gemm_fb(g, T, h, m->ffn / tp, e, &o->mm_fwd, &o->mm_bwd, err))
+    return FALSE;
+  /* attention: Ulysses gives each rank heads / (tp sp) over the whole (cp shard of
+   * the) sequence; ring attention's queries see every key of the sequence */
+  double heads = (double)m->heads / ((double)tp * l->sp);
+  int64_t sq = c->seq / l->cp;
+  o->attn_fwd = sp_kernel_attn_time(g, c->hw.attn, FALSE, l->mb, heads, sq, c->seq, d, e);
+  o->attn_bwd = sp_kernel_attn_time(g, c->hw.attn, TRUE, l->mb, heads, sq, c->seq, d, e);
+  /* element-wise kernels write the layer's stored activations and read them back */
+  sp_layout nl = *l;
+  nl.ckpt = SP_CKPT_SELECTIVE;
+  double bytes = 2.0 * sp_step_act_layer_bytes(m, &nl, c->seq);
+  if (g->hbm_bw > 0)
+    o->elem_fwd = bytes / g->hbm_bw + ELEMWISE_KERNELS_PER_LAYER * g->launch;
+  /* LM head, then the loss over the logits (bf16 logits, fp32 softmax: 6 bytes each) */
+  if (!gemm_fb(g, T, m->vocab / tp, h, e, &o->head_fwd, &o->head_bwd, err))
+    return FALSE;
+  double logits = 6.0 * (double)T * ((double)m->vocab / tp);
+  o->head_fwd += sp_kernel_elementwise_time(g, logits);
+  o->head_bwd += sp_kernel_elementwise_time(g, logits);
+  return TRUE;
+}
+
+/* Adam with mixed precision reads the FP32 master weight, both moments and the FP32
+ * main gradient and writes the first three and the 16-bit weight: 4 x 4 + 3 x 4 + 2 =
+ * 30 bytes per parameter the rank updates (sharded by ZeRO-1+ and ISP). */
+#define ADAM_BYTES_PER_PARAM 30.0
+
+static double optimizer_time(const sp_step_ctx *c, const sp_layout *l)
+{
+  double p = stage_params_local(c->model, l) / l->wp;
+  if (l->zero >= 1) p /= (double)sp_layout_replicas(l) / l->wp;
+  return sp_kernel_elementwise_time(&c->hw.gpu, ADAM_BYTES_PER_PARAM * p);
+}
+
 gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *r, GError **err)
 {
   const sp_model *m = c->model;
@@ -186,23 +260,16 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
   r->microbatches = mbs;
   double ls = (double)sp_layout_stage_layers(l, m);
-  double par = (double)l->tp * l->sp * l->cp;
-  double tokens_mb = (double)l->mb * (double)c->seq;
 
-  /* Compute per layer and micro-batch on one rank. */
-  double mm_f = sp_model_layer_fwd_matmul_flops(m, tokens_mb) / par / (hw->peak_flops * hw->eff_matmul);
-  double at_f = sp_model_layer_fwd_attn_flops(m, tokens_mb, (double)c->seq, TRUE) / par / (hw->peak_flops * hw->eff_attn);
-  /* Element-wise kernels (norms, activation, residual, rotary, dropout) are memory
-   * bound: they write the layer's stored activations and read them back once. */
-  sp_layout nl = *l;
-  nl.ckpt = SP_CKPT_SELECTIVE;
-  double el_f = hw->hbm_bw > 0 ? 2.0 * sp_step_act_layer_bytes(m, &nl, c->seq) / hw->hbm_bw : 0.0;
+  /* Compute per layer and micro-batch on one rank, kernel by kernel. */
+  layer_kernels lk;
+  if (!layer_compute(c, l, &lk, err)) return FALSE;
+  double mm_f = lk.mm_fwd, at_f = lk.attn_fwd, el_f = lk.elem_fwd;
   double lf = mm_f + at_f + el_f;
-  double lb = 2.0 * lf;
+  double lb = lk.mm_bwd + lk.attn_bwd + 2.0 * el_f;
   if (l->ckpt == SP_CKPT_FULL) lb += lf;
   else if (l->ckpt == SP_CKPT_SELECTIVE) lb += at_f;
-  double head_f = sp_model_head_fwd_flops(m, tokens_mb) / par / (hw->peak_flops * hw->eff_matmul);
-  double head_b = 2.0 * head_f;
+  double head_f = lk.head_fwd, head_b = lk.head_bwd;
 
   /* Price the collectives. */
   g_autoptr(GArray) comms = g_array_new(FALSE, FALSE, sizeof(sp_comm));
@@ -262,10 +329,13 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   if (pgather > 0) tail += MAX(pgather * bucket, pgather - ls * lf);
   r->dp_tail = tail;
 
+  /* The optimizer step follows the gradient reduction on every rank. */
+  r->optimizer = optimizer_time(c, l);
+
   double md = (double)mbs;
   double slots = (double)(l->pp - 1) / vpp;
-  r->step_time = (md + slots) * tmb + tail;
-  r->compute = md * (ls * (lf + lb) + head_f + head_b);
+  r->step_time = (md + slots) * tmb + tail + r->optimizer;
+  r->compute = md * (ls * (lf + lb) + head_f + head_b) + r->optimizer;
   r->bubble = slots * tmb;
   for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
     r->exposed[k] = md * ls * (ef[k] + eb[k]);
@@ -276,15 +346,21 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   r->exposed[SP_COMM_DP] += tail;
   r->comm[SP_COMM_DP] += grad + pgather;
 
+  /* Model FLOPs: 6 N per token for the weights (LM head included) and causal
+   * attention, 6 L h s (half of PaLM's 12 L h s, which counts every score). */
   double tokens = (double)c->global_batch * (double)c->seq;
-  double model_flops = tokens * sp_model_train_flops_per_token(m, (double)c->seq);
+  double palm = tokens * sp_model_train_flops_per_token(m, (double)c->seq);
+  double attn_half = tokens * 6.0 * (double)m->layers * (double)m->hidden * (double)c->seq;
+  double model_flops = palm - attn_half;
   double extra = 0;
-  double attn_tok = 4.0 * (double)m->layers * (double)m->hidden * (double)c->seq;
+  double attn_tok = 2.0 * (double)m->layers * (double)m->hidden * (double)c->seq; /* causal forward */
   if (l->ckpt == SP_CKPT_FULL) extra = tokens * (2.0 * (double)m->layers * sp_model_layer_matmul_params(m) + attn_tok);
   else if (l->ckpt == SP_CKPT_SELECTIVE) extra = tokens * attn_tok;
+  double peak = hw->gpu.peak_flops;
   r->tokens_per_s = tokens / r->step_time;
-  r->mfu = model_flops / (r->step_time * c->world * hw->peak_flops);
-  r->hfu = (model_flops + extra) / (r->step_time * c->world * hw->peak_flops);
+  r->mfu = model_flops / (r->step_time * c->world * peak);
+  r->mfu_palm = palm / (r->step_time * c->world * peak);
+  r->hfu = (model_flops + extra) / (r->step_time * c->world * peak);
   r->tflops = model_flops / r->step_time / c->world / 1e12;
   sp_step_memory(c, l, &r->mem);
   r->fits = r->mem.total <= hw->mem_bytes * hw->mem_usable;

@@ -15,6 +15,7 @@
 #include <glib.h>
 #include <stdint.h>
 #include "spsim/coll.h"
+#include "spsim/kernel_model.h"
 #include "spsim/layout.h"
 #include "spsim/model.h"
 
@@ -64,16 +65,14 @@ typedef gboolean (*sp_comm_price_fn)(void *user, const sp_comm *c, double *secon
 
 /** Hardware and efficiency assumptions (docs/whatif.md gives the sources). */
 typedef struct {
-  double peak_flops;       /**< dense bf16 FLOP/s per GPU */
+  sp_kernel_gpu gpu;       /**< kernel time model: peak, HBM, SMs, GEMM and attention efficiency */
+  sp_attn_impl attn;       /**< attention implementation */
   double mem_bytes;        /**< GPU memory in bytes */
   double mem_usable;       /**< usable fraction of it (allocator, CUDA context, NCCL) */
-  double eff_matmul;       /**< achieved fraction of peak in GEMMs */
-  double eff_attn;         /**< achieved fraction of peak in (flash) attention */
-  double hbm_bw;           /**< memory bandwidth, bytes/s (element-wise kernels) */
   double dp_bucket_params; /**< gradient bucket size in parameters (last bucket is exposed) */
 } sp_step_hw;
 
-/** Fill the defaults for an H100 SXM (989 TFLOP/s bf16, 80 GiB, 3.35 TB/s). */
+/** Fill the defaults for an H100 SXM (sp_kernel_gpu_h100, flash attention, 80 GiB). */
 void sp_step_hw_init(sp_step_hw *hw);
 
 /** Inputs of the step model. */
@@ -104,8 +103,10 @@ typedef struct {
   double comm[SP_COMM_KIND_COUNT];       /**< all communication time of the kind, before overlap */
   double mb_fwd, mb_bwd, mb_p2p;         /**< one micro-batch on the fullest stage */
   double dp_tail;                        /**< exposed gradient/parameter collectives at step end */
+  double optimizer;                      /**< optimizer step (Adam, HBM bound) at step end */
   double tokens_per_s;
-  double mfu;                            /**< model FLOPs (PaLM) / (time x GPUs x peak) */
+  double mfu;                            /**< model FLOPs, causal attention: tokens x (6 N + 6 L h s), / (time x GPUs x peak) */
+  double mfu_palm;                       /**< the same with PaLM's non-causal attention count, 6 N + 12 L h s */
   double hfu;                            /**< incl. recomputation */
   double tflops;                         /**< model TFLOP/s per GPU */
   sp_step_mem mem;

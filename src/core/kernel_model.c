@@ -1,0 +1,333 @@
+/* Kernel time model (see spsim/kernel_model.h): GEMM roofline with tile and wave
+ * quantisation, flash and unfused attention, element-wise kernels, measured
+ * GEMM tables. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <json-glib/json-glib.h>
+
+#include "spsim/error.h"
+#include "spsim/kernel_model.h"
+
+const char *sp_attn_impl_name(sp_attn_impl a)
+{
+  return a == SP_ATTN_UNFUSED ? "unfused" : "flash";
+}
+
+gboolean sp_attn_impl_parse(const char *s, sp_attn_impl *out, GError **err)
+{
+  if (s != NULL && (strcmp(s, "flash") == 0 || strcmp(s, "fused") == 0)) {
+    *out = SP_ATTN_FLASH;
+    return TRUE;
+  }
+  if (s != NULL && strcmp(s, "unfused") == 0) {
+    *out = SP_ATTN_UNFUSED;
+    return TRUE;
+  }
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "attention must be flash (or fused) or unfused (got '%s')",
+              s ? s : "");
+  return FALSE;
+}
+
+/* Sources:
+ * - peaks, HBM bandwidth and SM counts: NVIDIA H100 Tensor Core GPU datasheet
+ *   (SXM5: 989.4 TFLOP/s dense BF16, 3.35 TB/s) and "NVIDIA H100 Tensor Core GPU
+ *   Architecture" whitepaper (132 SMs on SXM5); NVIDIA A100 datasheet (312 TFLOP/s
+ *   BF16, 2.039 TB/s for 80 GB SXM4) and "NVIDIA A100 Tensor Core GPU
+ *   Architecture" whitepaper (108 SMs).
+ * - gemm_eff: large BF16 GEMMs measured on H100 SXM reach 780 TFLOP/s with
+ *   autotuned CUTLASS kernels (H. He, "H100 peak matmul FLOPS", 2024, M=4224
+ *   N=2048 K=8192), 0.79 of peak; library defaults run a few per cent lower: 0.75.
+ *   A100: 0.80, an assumption in the 80-90 % range usually measured for large
+ *   cuBLAS BF16 GEMMs, not one published figure: a measured table
+ *   (sp_gemm_table_load, the what-if's --gemm-table) replaces it.
+ * - tile 128 x 256: the largest CUTLASS/cuBLAS tensor-core tile for 16-bit GEMMs on
+ *   Ampere and Hopper (CUTLASS profiler's default large tile).
+ * - attention: FlashAttention-2 (Dao 2023) reaches up to 73 % of A100 peak forward
+ *   and about 63 % backward; FlashAttention-3 (Shah et al. 2024) up to 75 % of H100
+ *   peak forward in FP16, with the backward at about two thirds of that. Training
+ *   shapes (head dim 128, 2k-8k tokens, causal) sit below those peaks: H100 0.60 /
+ *   0.45, A100 0.65 / 0.55.
+ * - launch: about 4 us per kernel without CUDA graphs (NVIDIA developer blog,
+ *   "Getting Started with CUDA Graphs", 2019: 3.8 us per short kernel launched in a
+ *   stream). */
+void sp_kernel_gpu_h100(sp_kernel_gpu *g)
+{
+  *g = (sp_kernel_gpu){ .peak_flops = 989.4e12, .hbm_bw = 3.35e12, .sms = 132, .tile_m = 128, .tile_n = 256,
+                        .gemm_eff = 0.75, .attn_fwd_eff = 0.60, .attn_bwd_eff = 0.45, .launch = 4e-6 };
+}
+
+void sp_kernel_gpu_a100(sp_kernel_gpu *g)
+{
+  *g = (sp_kernel_gpu){ .peak_flops = 312e12, .hbm_bw = 2.039e12, .sms = 108, .tile_m = 128, .tile_n = 256,
+                        .gemm_eff = 0.80, .attn_fwd_eff = 0.65, .attn_bwd_eff = 0.55, .launch = 4e-6 };
+}
+
+static double ceil_div(double a, double b)
+{
+  return ceil(a / b);
+}
+
+gboolean sp_kernel_gemm_time(const sp_kernel_gpu *g, double batch, int64_t m, int64_t n, int64_t k, double elem,
+                             double *t, GError **err)
+{
+  if (m <= 0 || n <= 0 || k <= 0 || !(batch > 0)) {
+    *t = 0;
+    return TRUE;
+  }
+  double flops = 2.0 * batch * (double)m * (double)n * (double)k;
+  if (g->table != NULL) {
+    double rate = 0;
+    if (!sp_gemm_table_lookup(g->table, m, n, k, &rate, err))
+      return FALSE;
+    *t = flops / rate + g->launch;
+    return TRUE;
+  }
+  /* the library picks the tile that finishes first: the largest, or halves of it
+   * when a small M or N leaves SMs idle (cuBLAS' heuristics choose among such
+   * tile shapes; a smaller tile does proportionally less work per wave) */
+  static const double shrink[][2] = { { 1, 1 }, { 1, 2 }, { 2, 2 }, { 2, 4 } };
+  double t_math = G_MAXDOUBLE;
+  for (gsize i = 0; i < G_N_ELEMENTS(shrink); i++) {
+    double tm = MAX(1.0, g->tile_m / shrink[i][0]), tn = MAX(1.0, g->tile_n / shrink[i][1]);
+    double tiles = batch * ceil_div((double)m, tm) * ceil_div((double)n, tn);
+    double waves = ceil_div(tiles, g->sms);
+    t_math = MIN(t_math, waves * 2.0 * tm * tn * (double)k * g->sms / (g->gemm_eff * g->peak_flops));
+  }
+  double t_mem = g->hbm_bw > 0 ? elem * batch * ((double)m * k + (double)k * n + (double)m * n) / g->hbm_bw : 0.0;
+  *t = MAX(t_math, t_mem) + g->launch;
+  return TRUE;
+}
+
+/* Score pairs a query block of sq sees among skv keys under a causal mask: half
+ * of them, as FLOP counts of causal attention take it (Dao 2023). */
+static double causal_pairs(int64_t sq, int64_t skv)
+{
+  return (double)sq * (double)skv / 2.0;
+}
+
+double sp_kernel_attn_time(const sp_kernel_gpu *g, sp_attn_impl impl, gboolean bwd, double b, double heads,
+                           int64_t sq, int64_t skv, int64_t d, double elem)
+{
+  if (!(b > 0) || !(heads > 0) || sq <= 0 || skv <= 0 || d <= 0)
+    return 0.0;
+  if (impl == SP_ATTN_FLASH) {
+    double fwd = 4.0 * b * heads * causal_pairs(sq, skv) * (double)d;
+    return bwd ? 2.5 * fwd / (g->attn_bwd_eff * g->peak_flops) + g->launch
+               : fwd / (g->attn_fwd_eff * g->peak_flops) + g->launch;
+  }
+  /* unfused: full scores; the model's GEMM shapes, no table (batched products
+   * with K = d or s are not what a user measures) */
+  sp_kernel_gpu plain = *g;
+  plain.table = NULL;
+  double bh = b * heads, scores = bh * (double)sq * (double)skv, t1 = 0, t2 = 0;
+  (void)sp_kernel_gemm_time(&plain, bh, sq, skv, d, elem, &t1, NULL); /* Q K^T */
+  (void)sp_kernel_gemm_time(&plain, bh, sq, d, skv, elem, &t2, NULL); /* P V */
+  double gemms = t1 + t2, passes = (g->hbm_bw > 0 ? 9.0 * scores / g->hbm_bw : 0.0) + 2.0 * g->launch;
+  return bwd ? 2.0 * gemms + 2.0 * passes : gemms + passes;
+}
+
+double sp_kernel_elementwise_time(const sp_kernel_gpu *g, double bytes)
+{
+  return bytes > 0 && g->hbm_bw > 0 ? bytes / g->hbm_bw + g->launch : 0.0;
+}
+
+/* ---- measured GEMM tables ------------------------------------------------- */
+
+typedef struct {
+  double m, n, k, flops;
+} gemm_row;
+
+struct sp_gemm_table {
+  GArray *rows; /* gemm_row */
+  char *path;
+};
+
+guint sp_gemm_table_len(const sp_gemm_table *t)
+{
+  return t ? t->rows->len : 0;
+}
+
+void sp_gemm_table_free(sp_gemm_table *t)
+{
+  if (t == NULL)
+    return;
+  g_array_unref(t->rows);
+  g_free(t->path);
+  g_free(t);
+}
+
+static gboolean add_row(sp_gemm_table *t, double m, double n, double k, double tflops, const char *where,
+                        GError **err)
+{
+  if (!(m >= 1 && n >= 1 && k >= 1 && m < 1e9 && n < 1e9 && k < 1e9 && tflops > 0 && tflops < 1e5)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE,
+                "GEMM table '%s', %s: m, n, k must be positive sizes and tflops a positive TFLOP/s figure",
+                t->path, where);
+    return FALSE;
+  }
+  gemm_row r = { m, n, k, tflops * 1e12 };
+  g_array_append_val(t->rows, r);
+  return TRUE;
+}
+
+static gboolean json_num_member(JsonObject *o, const char *key, double *v)
+{
+  JsonNode *n = json_object_get_member(o, key);
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE(n))
+    return FALSE;
+  GType ty = json_node_get_value_type(n);
+  if (ty != G_TYPE_INT64 && ty != G_TYPE_DOUBLE)
+    return FALSE;
+  *v = json_node_get_double(n);
+  return isfinite(*v);
+}
+
+static gboolean load_json(sp_gemm_table *t, const char *text, gsize len, GError **err)
+{
+  g_autoptr(JsonParser) p = json_parser_new();
+  GError *e = NULL;
+  if (!json_parser_load_from_data(p, text, (gssize)len, &e)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "GEMM table '%s' is not valid JSON: %s", t->path, e->message);
+    g_error_free(e);
+    return FALSE;
+  }
+  JsonNode *root = json_parser_get_root(p);
+  if (root == NULL || !JSON_NODE_HOLDS_ARRAY(root)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE,
+                "GEMM table '%s' must be a JSON array of {\"m\":..,\"n\":..,\"k\":..,\"tflops\":..}", t->path);
+    return FALSE;
+  }
+  JsonArray *a = json_node_get_array(root);
+  for (guint i = 0; i < json_array_get_length(a); i++) {
+    JsonNode *n = json_array_get_element(a, i);
+    g_autofree char *where = g_strdup_printf("entry %u", i);
+    double m = 0, nn = 0, k = 0, tf = 0;
+    if (!JSON_NODE_HOLDS_OBJECT(n) || !json_num_member(json_node_get_object(n), "m", &m) ||
+        !json_num_member(json_node_get_object(n), "n", &nn) || !json_num_member(json_node_get_object(n), "k", &k) ||
+        !json_num_member(json_node_get_object(n), "tflops", &tf)) {
+      g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "GEMM table '%s', %s: needs numbers m, n, k and tflops", t->path,
+                  where);
+      return FALSE;
+    }
+    if (!add_row(t, m, nn, k, tf, where, err))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean load_csv(sp_gemm_table *t, const char *text, GError **err)
+{
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  int col[4] = { -1, -1, -1, -1 }, dcol = -1, ncols = 0;
+  static const char *const names[4] = { "m", "n", "k", "tflops" };
+  gboolean header = FALSE;
+  for (int li = 0; lines[li]; li++) {
+    char *l = g_strstrip(lines[li]);
+    if (*l == '\0' || *l == '#')
+      continue;
+    g_auto(GStrv) f = g_strsplit(l, ",", -1);
+    int nf = (int)g_strv_length(f);
+    g_autofree char *where = g_strdup_printf("line %d", li + 1);
+    if (!header) {
+      for (int i = 0; i < nf; i++) {
+        char *c = g_strstrip(f[i]);
+        for (int j = 0; j < 4; j++)
+          if (g_ascii_strcasecmp(c, names[j]) == 0)
+            col[j] = i;
+        if (g_ascii_strcasecmp(c, "dtype") == 0)
+          dcol = i;
+      }
+      for (int j = 0; j < 4; j++)
+        if (col[j] < 0) {
+          g_set_error(err, SP_ERROR, SP_ERROR_PARSE,
+                      "GEMM table '%s': the CSV header must name the columns m, n, k and tflops (no '%s')", t->path,
+                      names[j]);
+          return FALSE;
+        }
+      ncols = nf;
+      header = TRUE;
+      continue;
+    }
+    if (nf != ncols) {
+      g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "GEMM table '%s', %s: %d fields where the header has %d", t->path,
+                  where, nf, ncols);
+      return FALSE;
+    }
+    if (dcol >= 0) {
+      const char *dt = g_strstrip(f[dcol]);
+      if (strcmp(dt, "bf16") != 0 && strcmp(dt, "fp16") != 0 && strcmp(dt, "f16") != 0) {
+        g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "GEMM table '%s', %s: dtype '%s' (bf16 or fp16 expected)",
+                    t->path, where, dt);
+        return FALSE;
+      }
+    }
+    double v[4];
+    for (int j = 0; j < 4; j++) {
+      char *s = g_strstrip(f[col[j]]), *end = NULL;
+      v[j] = g_ascii_strtod(s, &end);
+      if (end == s || *end != '\0') {
+        g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "GEMM table '%s', %s: '%s' is not a number", t->path, where, s);
+        return FALSE;
+      }
+    }
+    if (!add_row(t, v[0], v[1], v[2], v[3], where, err))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+sp_gemm_table *sp_gemm_table_load(const char *path, GError **err)
+{
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  GError *e = NULL;
+  if (!g_file_get_contents(path, &text, &len, &e)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot read GEMM table: %s", e->message);
+    g_error_free(e);
+    return NULL;
+  }
+  sp_gemm_table *t = g_new0(sp_gemm_table, 1);
+  t->rows = g_array_new(FALSE, FALSE, sizeof(gemm_row));
+  t->path = g_strdup(path);
+  const char *p = text;
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+    p++;
+  gboolean ok = *p == '[' ? load_json(t, text, len, err) : load_csv(t, text, err);
+  if (ok && t->rows->len == 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "GEMM table '%s' has no rows", path);
+    ok = FALSE;
+  }
+  if (!ok) {
+    sp_gemm_table_free(t);
+    return NULL;
+  }
+  return t;
+}
+
+gboolean sp_gemm_table_lookup(const sp_gemm_table *t, int64_t m, int64_t n, int64_t k, double *flops, GError **err)
+{
+  const gemm_row *best = NULL;
+  double bd = G_MAXDOUBLE;
+  for (guint i = 0; i < t->rows->len; i++) {
+    const gemm_row *r = &g_array_index(t->rows, gemm_row, i);
+    double dm = log2((double)m / r->m), dn = log2((double)n / r->n), dk = log2((double)k / r->k);
+    double dist = dm * dm + dn * dn + dk * dk;
+    if (dist < bd) {
+      bd = dist;
+      best = r;
+    }
+  }
+  if (best == NULL || fabs(log2((double)m / best->m)) > 1 || fabs(log2((double)n / best->n)) > 1 ||
+      fabs(log2((double)k / best->k)) > 1) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "GEMM table '%s' has no shape near %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT
+                " (nearest: %.0f x %.0f x %.0f); add measured rows within a factor of 2 of it in m, n and k",
+                t->path, m, n, k, best ? best->m : 0, best ? best->n : 0, best ? best->k : 0);
+    return FALSE;
+  }
+  *flops = best->flops;
+  return TRUE;
+}

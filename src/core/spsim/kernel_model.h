@@ -1,0 +1,118 @@
+/**
+ * @file kernel_model.h
+ * @brief Time of one GPU kernel by shape: GEMMs as a roofline over peak FLOP/s and
+ *        HBM bandwidth with tile and wave quantisation over the SMs, attention
+ *        (fused flash or unfused batched GEMMs plus softmax/dropout traffic),
+ *        element-wise kernels as bytes over HBM bandwidth, and a measured GEMM
+ *        table that replaces the model where the user has one.
+ *
+ * ## GEMM model
+ * C[M,N] = A[M,K] B[K,N], @c batch independent products. The output is cut into
+ * tiles of tm x tn; ceil(M/tm) ceil(N/tn) batch tiles run in waves of @c sms
+ * tiles (one tile per SM at a time). A full wave of full tiles runs at
+ * gemm_eff x peak, so
+ *
+ *     t_math = min over tiles of waves x (2 tm tn K) x sms / (gemm_eff x peak)
+ *
+ * over the tiles tile_m x tile_n, tile_m x tile_n/2, tile_m/2 x tile_n/2 and
+ * tile_m/2 x tile_n/4 (small M or N run on smaller tiles, as libraries choose);
+ *     t_mem  = elem x batch x (M K + K N + M N) / hbm_bw
+ *     t      = max(t_math, t_mem) + launch
+ *
+ * Tile and wave quantisation are the effects NVIDIA's "Matrix Multiplication
+ * Background User's Guide" (Deep Learning Performance documentation) describes:
+ * a partial tile does a full tile's work, a partial wave takes a full wave's time.
+ *
+ * ## Attention
+ * Flash (fused, Dao 2023): causal forward FLOPs 2 b a s_q s_kv d (half of the
+ * 4 b a s_q s_kv d of the full score matrix, as causal FLOP counts take it), at attn_fwd_eff x peak; the backward
+ * does 2.5 times the forward FLOPs (five GEMM-like products against two) at
+ * attn_bwd_eff x peak; no s^2 memory traffic.
+ * Unfused (Megatron-LM's core attention before FlashAttention): two batched
+ * GEMMs over the full score matrix (QK^T and PV, b a of them), plus the
+ * element-wise passes over b a s_q s_kv scores: scale-mask-softmax reads and
+ * writes them (2 + 2 bytes each in 16-bit), dropout reads them, writes them and
+ * a one-byte mask (2 + 2 + 1): 9 bytes per score forward; the backward runs
+ * four batched GEMMs and twice that traffic.
+ */
+#ifndef SPSIM_KERNEL_MODEL_H
+#define SPSIM_KERNEL_MODEL_H
+
+#include <glib.h>
+#include <stdint.h>
+
+G_BEGIN_DECLS
+
+/** Attention implementations. */
+typedef enum {
+  SP_ATTN_FLASH = 0, /**< fused flash attention (causal FLOPs, no s^2 traffic) */
+  SP_ATTN_UNFUSED,   /**< batched GEMMs over full scores + softmax/dropout passes */
+} sp_attn_impl;
+
+/** @return "flash" or "unfused". */
+const char *sp_attn_impl_name(sp_attn_impl a);
+/** Parse "flash" (also "fused") or "unfused". */
+gboolean sp_attn_impl_parse(const char *s, sp_attn_impl *out, GError **err);
+
+/** A measured GEMM table: (m, n, k) -> achieved TFLOP/s (opaque). */
+typedef struct sp_gemm_table sp_gemm_table;
+
+/** The GPU as the kernel model sees it. */
+typedef struct {
+  double peak_flops;     /**< dense 16-bit tensor-core FLOP/s */
+  double hbm_bw;         /**< HBM bytes/s */
+  int32_t sms;           /**< streaming multiprocessors */
+  int32_t tile_m, tile_n;/**< largest GEMM output tile */
+  double gemm_eff;       /**< fraction of peak of a full wave of full tiles (large GEMMs) */
+  double attn_fwd_eff;   /**< flash attention forward, fraction of peak */
+  double attn_bwd_eff;   /**< flash attention backward, fraction of peak */
+  double launch;         /**< seconds added to every kernel (launch and tail) */
+  const sp_gemm_table *table; /**< measured GEMMs, or NULL (not owned) */
+} sp_kernel_gpu;
+
+/** H100 SXM5 (the default; sources in kernel_model.c). */
+void sp_kernel_gpu_h100(sp_kernel_gpu *g);
+/** A100 SXM4 80 GB (sources in kernel_model.c). */
+void sp_kernel_gpu_a100(sp_kernel_gpu *g);
+
+/**
+ * Seconds of @p batch GEMMs of M x N x K with @p elem-byte elements into @p t:
+ * the model above, or, with a table, the FLOPs at the achieved rate of the
+ * nearest measured shape (an error when none is near, see sp_gemm_table_lookup).
+ */
+gboolean sp_kernel_gemm_time(const sp_kernel_gpu *g, double batch, int64_t m, int64_t n, int64_t k, double elem,
+                             double *t, GError **err);
+
+/**
+ * Seconds of attention forward (@p bwd FALSE) or backward over @p b sequences of
+ * @p heads query heads with head dim @p d, @p sq queries against @p skv keys
+ * (causal: each query sees the keys up to its position when sq == skv; with
+ * sq < skv, a block of a longer causal sequence: half the scores on average).
+ */
+double sp_kernel_attn_time(const sp_kernel_gpu *g, sp_attn_impl impl, gboolean bwd, double b, double heads,
+                           int64_t sq, int64_t skv, int64_t d, double elem);
+
+/** Seconds of an element-wise kernel that moves @p bytes through HBM (hbm_bw 0: free). */
+double sp_kernel_elementwise_time(const sp_kernel_gpu *g, double bytes);
+
+/**
+ * Load a measured GEMM table: JSON `[{"m":..,"n":..,"k":..,"tflops":..}, ...]`
+ * or CSV with a header naming the columns m, n, k, tflops (any order; a dtype
+ * column is allowed and must be bf16 or fp16). Every value must be positive.
+ */
+sp_gemm_table *sp_gemm_table_load(const char *path, GError **err);
+void sp_gemm_table_free(sp_gemm_table *t);
+/** Rows of the table. */
+guint sp_gemm_table_len(const sp_gemm_table *t);
+
+/**
+ * Achieved FLOP/s of an M x N x K GEMM from @p t: that of the row nearest in
+ * log-space, when the shape lies within a factor of 2 of it in every dimension;
+ * otherwise FALSE with SP_ERROR_INVALID naming the shape and the nearest row.
+ */
+gboolean sp_gemm_table_lookup(const sp_gemm_table *t, int64_t m, int64_t n, int64_t k, double *flops,
+                              GError **err);
+
+G_END_DECLS
+
+#endif

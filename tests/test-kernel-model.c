@@ -1,0 +1,146 @@
+/* Kernel time model: GEMM tile and wave quantisation, roofline, attention and
+ * measured tables, against values derived by hand from the H100 constants
+ * (989.4 TFLOP/s, 3.35 TB/s, 132 SMs, 128 x 256 tiles, 0.75, 4 us launch). */
+#include "config.h"
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+#include "spsim/error.h"
+#include "spsim/kernel_model.h"
+
+static double gemm(const sp_kernel_gpu *g, double batch, int64_t m, int64_t n, int64_t k)
+{
+  double t = 0;
+  GError *err = NULL;
+  g_assert_true(sp_kernel_gemm_time(g, batch, m, n, k, 2, &t, &err));
+  g_assert_no_error(err);
+  return t;
+}
+
+static void test_waves(void)
+{
+  sp_kernel_gpu g;
+  sp_kernel_gpu_h100(&g);
+  const double rate = 0.75 * 989.4e12;
+  /* 132 x 1 tiles of 128 x 256: exactly one full wave, at 0.75 of peak */
+  double full = gemm(&g, 1, 128 * 132, 256, 8192);
+  g_assert_cmpfloat_with_epsilon(full, 2.0 * 128 * 132 * 256 * 8192 / rate + 4e-6, 1e-12);
+  /* one more row: a 133rd tile of 128 x 256 needs a second wave; the 64 x 64 tiles
+   * do best: 265 x 4 = 1060 tiles, 9 waves of an eighth of the work: 9/8 the time */
+  double more = gemm(&g, 1, 128 * 132 + 1, 256, 8192);
+  g_assert_cmpfloat_with_epsilon(more - 4e-6, 1.125 * (full - 4e-6), 1e-12);
+  /* tile and wave quantisation: 961 to 1024 rows of 8192 x 8192 all take two full
+   * waves of 128 x 256 tiles (16 of 64 x 64); 1025 rows need a 17th small wave */
+  g_assert_cmpfloat(gemm(&g, 1, 961, 8192, 8192), ==, gemm(&g, 1, 1024, 8192, 8192));
+  g_assert_cmpfloat_with_epsilon(gemm(&g, 1, 1024, 8192, 8192) - 4e-6, 2 * (full - 4e-6), 1e-12);
+  g_assert_cmpfloat_with_epsilon(gemm(&g, 1, 1025, 8192, 8192) - 4e-6, 2.125 * (full - 4e-6), 1e-12);
+  /* batched: 132 GEMMs of one tile each are one wave too, but each reads its own
+   * operands: 83 FLOP per byte, under H100's 295 (989.4 T / 3.35 T), so HBM bound */
+  g_assert_cmpfloat_with_epsilon(gemm(&g, 132, 128, 256, 8192),
+                                 2.0 * 132 * (128.0 * 8192 + 8192.0 * 256 + 128.0 * 256) / 3.35e12 + 4e-6, 1e-12);
+}
+
+static void test_memory_bound(void)
+{
+  sp_kernel_gpu g;
+  sp_kernel_gpu_h100(&g);
+  /* a GEMV, 1 x 8192 x 8192: 2 bytes x (8192 + 8192^2 + 8192) over 3.35 TB/s */
+  double t = gemm(&g, 1, 1, 8192, 8192);
+  g_assert_cmpfloat_with_epsilon(t, 2.0 * (8192.0 + 8192.0 * 8192 + 8192) / 3.35e12 + 4e-6, 1e-12);
+  /* empty GEMMs cost nothing */
+  g_assert_cmpfloat(gemm(&g, 1, 0, 8192, 8192), ==, 0.0);
+}
+
+static void test_attention(void)
+{
+  sp_kernel_gpu g;
+  sp_kernel_gpu_h100(&g);
+  /* flash, causal: 4 b a s^2 d / 2 FLOPs forward at 0.60 of peak, 2.5x at 0.45 backward */
+  double f = 4.0 * 2 * 8 * 4096.0 * 4096 * 128 / 2;
+  double tf = sp_kernel_attn_time(&g, SP_ATTN_FLASH, FALSE, 2, 8, 4096, 4096, 128, 2);
+  double tb = sp_kernel_attn_time(&g, SP_ATTN_FLASH, TRUE, 2, 8, 4096, 4096, 128, 2);
+  g_assert_cmpfloat_with_epsilon(tf, f / (0.60 * 989.4e12) + 4e-6, 1e-12);
+  g_assert_cmpfloat_with_epsilon(tb, 2.5 * f / (0.45 * 989.4e12) + 4e-6, 1e-12);
+  /* a ring-attention block: 1024 queries against 4096 keys sees half the pairs */
+  double tr = sp_kernel_attn_time(&g, SP_ATTN_FLASH, FALSE, 1, 1, 1024, 4096, 128, 2);
+  g_assert_cmpfloat_with_epsilon(tr, 4.0 * 1024 * 4096 * 128 / 2 / (0.60 * 989.4e12) + 4e-6, 1e-12);
+  /* unfused: the score passes alone, 9 bytes per score of b a s^2, exceed flash's
+   * whole time at 4k tokens (the s^2 traffic published runs paid) */
+  double tu = sp_kernel_attn_time(&g, SP_ATTN_UNFUSED, FALSE, 2, 8, 4096, 4096, 128, 2);
+  g_assert_cmpfloat(tu, >, 9.0 * 2 * 8 * 4096.0 * 4096 / 3.35e12);
+  g_assert_cmpfloat(tu, >, tf);
+  g_assert_cmpfloat(sp_kernel_attn_time(&g, SP_ATTN_UNFUSED, TRUE, 2, 8, 4096, 4096, 128, 2), >, 2 * tu - 1e-9);
+  sp_attn_impl a;
+  GError *err = NULL;
+  g_assert_true(sp_attn_impl_parse("fused", &a, &err) && a == SP_ATTN_FLASH);
+  g_assert_false(sp_attn_impl_parse("sdpa", &a, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_clear_error(&err);
+}
+
+static char *write_tmp(const char *text)
+{
+  char *path = NULL;
+  int fd = g_file_open_tmp("spsim-gemm-XXXXXX", &path, NULL);
+  g_assert_cmpint(fd, >=, 0);
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  close(fd);
+  return path;
+}
+
+static void test_table(void)
+{
+  g_autofree char *csv = write_tmp("m,n,k,dtype,tflops\n8192,8192,8192,bf16,700\n1024,8192,8192,bf16,500\n");
+  GError *err = NULL;
+  sp_gemm_table *t = sp_gemm_table_load(csv, &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(sp_gemm_table_len(t), ==, 2);
+  sp_kernel_gpu g;
+  sp_kernel_gpu_h100(&g);
+  g.table = t;
+  /* 6144^3 is nearest 8192^3 (within 2x): its rate, 700 TFLOP/s */
+  double s = 0;
+  g_assert_true(sp_kernel_gemm_time(&g, 1, 6144, 6144, 6144, 2, &s, &err));
+  g_assert_cmpfloat_with_epsilon(s, 2.0 * 6144 * 6144 * 6144 / 700e12 + 4e-6, 1e-12);
+  g_assert_true(sp_kernel_gemm_time(&g, 1, 1000, 8000, 9000, 2, &s, &err));
+  g_assert_cmpfloat_with_epsilon(s, 2.0 * 1000 * 8000 * 9000 / 500e12 + 4e-6, 1e-12);
+  /* nothing near 64 x 8192 x 8192: an error naming the shape */
+  g_assert_false(sp_kernel_gemm_time(&g, 1, 64, 8192, 8192, 2, &s, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_assert_nonnull(strstr(err->message, "no shape near 64 x 8192 x 8192 (nearest: 1024 x 8192 x 8192)"));
+  g_clear_error(&err);
+  sp_gemm_table_free(t);
+  g_unlink(csv);
+
+  g_autofree char *json = write_tmp("[{\"m\": 4096, \"n\": 4096, \"k\": 4096, \"tflops\": 650.5}]");
+  t = sp_gemm_table_load(json, &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(sp_gemm_table_len(t), ==, 1);
+  sp_gemm_table_free(t);
+  g_unlink(json);
+
+  const char *bad[] = { "m,n,tflops\n1,2,3\n", "m,n,k,tflops\n1,2,x,4\n", "m,n,k,tflops\n1,2,3,-4\n",
+                        "m,n,k,tflops\n", "[{\"m\": 1}]", "[1, 2", "m,n,k,tflops,dtype\n1,2,3,4,f32\n" };
+  for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *p = write_tmp(bad[i]);
+    g_assert_null(sp_gemm_table_load(p, &err));
+    g_assert_error(err, SP_ERROR, SP_ERROR_PARSE);
+    g_clear_error(&err);
+    g_unlink(p);
+  }
+  g_assert_null(sp_gemm_table_load("/nonexistent/gemm.csv", &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_IO);
+  g_clear_error(&err);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/kernel-model/waves", test_waves);
+  g_test_add_func("/kernel-model/memory-bound", test_memory_bound);
+  g_test_add_func("/kernel-model/attention", test_attention);
+  g_test_add_func("/kernel-model/table", test_table);
+  return g_test_run();
+}

@@ -400,24 +400,34 @@ static gboolean check_in_child(const char *path, const sp_plat_desc *pp, GError 
   return ok;
 }
 
+/* Read and check @p path in a child process; @return its description, or NULL. */
+static sp_plat_desc *read_checked(const char *path, GError **err)
+{
+  if (path == NULL || *path == '\0') {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "no platform file given");
+    return NULL;
+  }
+  if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "platform file '%s' does not exist", path);
+    return NULL;
+  }
+  if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "platform '%s' is a directory, not an XML file", path);
+    return NULL;
+  }
+  sp_plat_desc *pp = sp_plat_read(path, err);
+  if (pp != NULL && !check_in_child(path, pp, err)) {
+    sp_plat_desc_free(pp);
+    return NULL;
+  }
+  return pp;
+}
+
 gboolean sp_sim_check_platform(const char *platform_xml, GError **err)
 {
-  if (platform_xml == NULL || *platform_xml == '\0') {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "no platform file given");
-    return FALSE;
-  }
-  if (!g_file_test(platform_xml, G_FILE_TEST_EXISTS)) {
-    g_set_error(err, SP_ERROR, SP_ERROR_IO, "platform file '%s' does not exist", platform_xml);
-    return FALSE;
-  }
-  if (g_file_test(platform_xml, G_FILE_TEST_IS_DIR)) {
-    g_set_error(err, SP_ERROR, SP_ERROR_IO, "platform '%s' is a directory, not an XML file", platform_xml);
-    return FALSE;
-  }
-  sp_plat_desc *pp = sp_plat_read(platform_xml, err);
-  gboolean ok = pp != NULL && check_in_child(platform_xml, pp, err);
+  sp_plat_desc *pp = read_checked(platform_xml, err);
   sp_plat_desc_free(pp);
-  return ok;
+  return pp != NULL;
 }
 
 /* A non-negative integer property ("node"); -1 when absent or not a number. */
@@ -470,17 +480,8 @@ gboolean sp_sim_init(const char *platform_xml, GError **err)
                 g_sim.path, platform_xml);
     return FALSE;
   }
-  if (!g_file_test(platform_xml, G_FILE_TEST_EXISTS)) {
-    g_set_error(err, SP_ERROR, SP_ERROR_IO, "platform file '%s' does not exist", platform_xml);
-    return FALSE;
-  }
-  if (g_file_test(platform_xml, G_FILE_TEST_IS_DIR)) {
-    g_set_error(err, SP_ERROR, SP_ERROR_IO, "platform '%s' is a directory, not an XML file",
-                platform_xml);
-    return FALSE;
-  }
-  sp_plat_desc *pp = sp_plat_read(platform_xml, err);
-  gboolean ok = pp != NULL && check_in_child(platform_xml, pp, err);
+  sp_plat_desc *pp = read_checked(platform_xml, err);
+  gboolean ok = pp != NULL;
   if (ok) {
     /* simgrid_init drops the arguments it consumes from argv (and may refer to argv[0]
      * later): it gets a shallow copy, the strings stay owned by g_sim.args */

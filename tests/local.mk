@@ -48,6 +48,12 @@ tests_test_coll_SOURCES = tests/test-coll.c
 tests_test_coll_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-coll
 
+# units: byte sizes written by users
+check_PROGRAMS += tests/test-units
+tests_test_units_SOURCES = tests/test-units.c
+tests_test_units_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-units
+
 # topology: library tests and the topo CLI
 check_PROGRAMS += tests/test-topology
 tests_test_topology_SOURCES = tests/test-topology.c
@@ -103,3 +109,26 @@ else
 EXTRA_DIST += tests/test-real-cuda.c tests/fakegpu/fakegpu.h tests/fakegpu/cuda.c \
 	tests/fakegpu/nccl.c tests/test-real-fakegpu.sh
 endif
+
+# fuzz: the harnesses of tests/fuzz replayed over their seed corpus (bench/fuzz.sh
+# runs them under libFuzzer); one replay program per harness
+FUZZ_REPLAY_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h
+FUZZ_SIM_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/sim
+check_PROGRAMS += tests/fuzz/replay-model tests/fuzz/replay-layout tests/fuzz/replay-size \
+	tests/fuzz/replay-topo tests/fuzz/replay-misc tests/fuzz/replay-platform
+tests_fuzz_replay_model_SOURCES = $(FUZZ_REPLAY_SOURCES) tests/fuzz/fuzz-model.c
+tests_fuzz_replay_model_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_fuzz_replay_layout_SOURCES = $(FUZZ_REPLAY_SOURCES) tests/fuzz/fuzz-layout.c
+tests_fuzz_replay_layout_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_fuzz_replay_size_SOURCES = $(FUZZ_REPLAY_SOURCES) tests/fuzz/fuzz-size.c
+tests_fuzz_replay_size_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_fuzz_replay_topo_SOURCES = $(FUZZ_REPLAY_SOURCES) tests/fuzz/fuzz-topo.c
+tests_fuzz_replay_topo_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_fuzz_replay_misc_SOURCES = $(FUZZ_REPLAY_SOURCES) tests/fuzz/fuzz-misc.c
+tests_fuzz_replay_misc_CPPFLAGS = $(FUZZ_SIM_CPPFLAGS)
+tests_fuzz_replay_misc_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_fuzz_replay_platform_SOURCES = $(FUZZ_REPLAY_SOURCES) tests/fuzz/fuzz-platform.c
+tests_fuzz_replay_platform_CPPFLAGS = $(FUZZ_SIM_CPPFLAGS)
+tests_fuzz_replay_platform_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-fuzz-replay.sh
+EXTRA_DIST += tests/test-fuzz-replay.sh tests/fuzz/corpus tests/fuzz/dict

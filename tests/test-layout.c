@@ -91,6 +91,12 @@ static void test_check(void)
   g_assert_cmpint(check("tp=8,pp=4,dp=2", &m, 64, 4096, 64), ==, SP_SKIP_NONE);
   g_assert_cmpint(check("tp=8,pp=4,dp=3", &m, 64, 4096, 64), ==, SP_SKIP_WORLD);  /* 96 != 64 */
   g_assert_cmpint(check("tp=8,pp=3", &m, 64, 4096, 64), ==, SP_SKIP_WORLD);       /* 24 does not divide 64 */
+  /* the largest degrees the parser takes: 2^80 ranks (the product used to overflow
+   * int64, a UBSan report; seed tests/fuzz/corpus/layout/overflow-max-degrees) and 2^80 x 2^24 */
+  g_assert_cmpint(check("tp=1048576,sp=1048576,cp=1048576,pp=1048576", &m, 64, 4096, 64), ==, SP_SKIP_WORLD);
+  g_assert_cmpint(check("tp=1048576,sp=1048576,cp=1048576,pp=1048576,dp=16777216", &m, 64, 4096, 64), ==,
+                  SP_SKIP_WORLD);
+  g_assert_cmpint(check("sp=1048576,cp=1048576,dp=16777216", &m, 64, 4096, 64), ==, SP_SKIP_WORLD);
   g_assert_cmpint(check("tp=16", &m, 64, 4096, 64), ==, SP_SKIP_TP_NODE);
   g_assert_cmpint(check("tp=8,sp=8", &m, 64, 4096, 64), ==, SP_SKIP_HEADS);       /* 32 % 64 */
   /* 8 KV heads, tp 8 -> 1 per rank, Ulysses sp 4 replicates it: allowed */

@@ -12,64 +12,22 @@
 #include "spsim/coll.h"
 #include "spsim/dtype.h"
 #include "spsim/error.h"
+#include "spsim/units.h"
 
 #include <json-glib/json-glib.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* One size: "8", "64K", "1M", "8G" (binary suffixes K, M, G, T; optional "B"/"iB"). */
-static gboolean parse_size(const char *s, uint64_t *out, GError **err)
-{
-  const char *p = s;
-  while (*p == ' ') p++;
-  if (*p < '0' || *p > '9') goto bad;
-  errno = 0;
-  char *end = NULL;
-  guint64 v = g_ascii_strtoull(p, &end, 10);
-  if (errno != 0 || end == p) goto bad;
-  int shift = 0;
-  switch (*end) {
-  case 'k': case 'K': shift = 10; end++; break;
-  case 'm': case 'M': shift = 20; end++; break;
-  case 'g': case 'G': shift = 30; end++; break;
-  case 't': case 'T': shift = 40; end++; break;
-  default: break;
-  }
-  if (shift != 0 && *end == 'i') end++;
-  if (*end == 'B' || *end == 'b') end++;
-  if (*end != '\0') goto bad;
-  if (v == 0) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "bench: size '%s' is 0 (sizes must be >= 1 byte)", s);
-    return FALSE;
-  }
-  if (shift != 0 && v > (G_MAXUINT64 >> shift)) goto bad;
-  *out = v << shift;
-  return TRUE;
-bad:
-  g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
-              "bench: cannot parse size '%s' (expected a positive integer with optional K, M, G, T suffix, e.g. 8 or 1G)", s);
-  return FALSE;
-}
-
-/* "MIN:MAX" or one size. */
+/* "MIN:MAX" or one size (sp_size_range_parse; sizes must be >= 1 byte). */
 static gboolean parse_sizes(const char *s, uint64_t *lo, uint64_t *hi, GError **err)
 {
-  g_auto(GStrv) parts = g_strsplit(s, ":", -1);
-  guint n = g_strv_length(parts);
-  if (n == 1) {
-    if (!parse_size(parts[0], lo, err)) return FALSE;
-    *hi = *lo;
-    return TRUE;
-  }
-  if (n != 2) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "bench: --sizes '%s' must be MIN:MAX (e.g. 8:8G) or one size", s);
+  if (!sp_size_range_parse(s, lo, hi, err)) {
+    g_prefix_error(err, "bench: --sizes: ");
     return FALSE;
   }
-  if (!parse_size(parts[0], lo, err) || !parse_size(parts[1], hi, err)) return FALSE;
-  if (*lo > *hi) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "bench: --sizes '%s': min is larger than max", s);
+  if (*lo == 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "bench: --sizes '%s': a size is 0 (sizes must be >= 1 byte)", s);
     return FALSE;
   }
   return TRUE;

@@ -26,6 +26,7 @@
 #include "spsim/error.h"
 #include "spsim/exec.h"
 #include "spsim/ops.h"
+#include "spsim/units.h"
 #include "spsim/verify.h"
 
 /* Parsed options. */
@@ -273,42 +274,22 @@ static const verify_op *find_op(const char *name)
 
 /* ---- option parsing ---------------------------------------------------------------------- */
 
-/* "4096", "64K", "1M", "2GiB" ... -> bytes (binary multiples). */
+/* "4096", "64K", "1M", "2GiB" ... -> bytes (sp_size_parse), which must be positive. */
 static gboolean parse_size(const char *flag, const char *s, uint64_t *out, GError **err)
 {
-  char *end = NULL;
-  errno = 0;
-  if (s == NULL || !g_ascii_isdigit(*s))
-    goto bad;
-  guint64 v = g_ascii_strtoull(s, &end, 10);
-  if (errno)
-    goto bad;
-  guint64 mul = 1;
-  if (*end) {
-    static const struct { const char *sfx; guint64 mul; } u[] = {
-      { "B", 1 }, { "K", 1ull << 10 }, { "KB", 1ull << 10 }, { "KiB", 1ull << 10 },
-      { "M", 1ull << 20 }, { "MB", 1ull << 20 }, { "MiB", 1ull << 20 },
-      { "G", 1ull << 30 }, { "GB", 1ull << 30 }, { "GiB", 1ull << 30 } };
-    mul = 0;
-    for (gsize i = 0; i < G_N_ELEMENTS(u); i++)
-      if (strcmp(end, u[i].sfx) == 0)
-        mul = u[i].mul;
-    if (mul == 0)
-      goto bad;
+  uint64_t v = 0;
+  if (!sp_size_parse(s, &v, NULL)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "%s '%s' is not a size (a positive number, optionally with K, M or G)", flag,
+                s ? s : "");
+    return FALSE;
   }
   if (v == 0) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s must be positive (got '%s')", flag, s);
     return FALSE;
   }
-  if (v > G_MAXUINT64 / mul)
-    goto bad;
-  *out = v * mul;
+  *out = v;
   return TRUE;
-bad:
-  g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
-              "%s '%s' is not a size (a positive number, optionally with K, M or G)", flag,
-              s ? s : "");
-  return FALSE;
 }
 
 static gboolean parse_ranks(const char *s, int32_t *out, GError **err)

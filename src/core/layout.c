@@ -146,9 +146,21 @@ sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *c, GError **err)
 {
   const sp_model *m = c->model;
   if (l->mb == 0) l->mb = c->mb > 0 ? c->mb : 1;
-  int64_t inner = (int64_t)l->tp * l->sp * l->cp * l->pp;
+  /* the product stops growing past INT32_MAX (no world is that large), so that
+   * degrees of up to 2^20 each cannot overflow it */
+  const int32_t deg[] = { l->tp, l->sp, l->cp, l->pp, l->dp };
+  int64_t inner = 1;
+  for (size_t i = 0; i < G_N_ELEMENTS(deg); i++)
+    if (deg[i] < (i < 4 ? 1 : 0))
+      return fail(err, SP_SKIP_WORLD, "layout: degrees must be >= 1 (tp=%d sp=%d cp=%d pp=%d dp=%d)",
+                  l->tp, l->sp, l->cp, l->pp, l->dp);
+  for (size_t i = 0; i < 4 && inner <= G_MAXINT32; i++)
+    inner *= deg[i];
+  if (inner > G_MAXINT32)
+    return fail(err, SP_SKIP_WORLD, "layout: tp x sp x cp x pp = %d x %d x %d x %d is more than the %d GPUs",
+                l->tp, l->sp, l->cp, l->pp, c->world);
   if (l->dp == 0) {
-    if (inner <= 0 || c->world % inner != 0)
+    if (c->world % inner != 0)
       return fail(err, SP_SKIP_WORLD, "layout: tp x sp x cp x pp = %" G_GINT64_FORMAT " does not divide the %d GPUs", inner, c->world);
     l->dp = (int32_t)(c->world / inner);
   }

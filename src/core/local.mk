@@ -11,6 +11,10 @@ spsiminclude_HEADERS += src/core/spsim/spsim.h src/core/spsim/error.h src/core/s
 libspsim_la_SOURCES += src/core/error.c src/core/dtype.c src/core/halfbits.h src/core/program.c \
 	src/core/exec.c src/core/loopback.c src/core/trace.c
 
+# units: byte sizes written by users ("64K", "1MiB", "8:8G")
+libspsim_la_SOURCES += src/core/units.c
+spsiminclude_HEADERS += src/core/spsim/units.h
+
 # topology
 libspsim_la_SOURCES += src/core/topology.c
 spsiminclude_HEADERS += src/core/spsim/topology.h

@@ -22,7 +22,6 @@
  * on purpose (--debug-die-rank), 4 transport failure or timeout. */
 #include "config.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +34,7 @@
 #include "spsim/exec.h"
 #include "spsim/ops.h"
 #include "spsim/program.h"
+#include "spsim/units.h"
 #include "spsim/verify.h"
 
 enum { EXIT_MISMATCH = 1, EXIT_USAGE = 2, EXIT_DIED = 3, EXIT_TRANSPORT = 4 };
@@ -152,38 +152,17 @@ static const run_op *find_op(const char *s, GError **err)
   return NULL;
 }
 
-/* One size: "8", "64K", "1M", "8G" (binary suffixes, optional "B"/"iB"). */
+/* One size: "8", "64K", "1M", "8G" (sp_size_parse). */
 static gboolean parse_size(const char *flag, const char *s, uint64_t *out, GError **err)
 {
-  const char *p = s;
-  if (*p < '0' || *p > '9')
-    goto bad;
-  errno = 0;
-  char *end = NULL;
-  guint64 v = g_ascii_strtoull(p, &end, 10);
-  if (errno != 0 || end == p)
-    goto bad;
-  int shift = 0;
-  switch (*end) {
-  case 'k': case 'K': shift = 10; end++; break;
-  case 'm': case 'M': shift = 20; end++; break;
-  case 'g': case 'G': shift = 30; end++; break;
-  default: break;
+  if (!sp_size_parse(s, out, NULL)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "%s '%s': expected a non-negative integer with an optional K, M or G suffix "
+                "(e.g. 4096 or 64M)",
+                flag, s);
+    return FALSE;
   }
-  if (shift != 0 && *end == 'i')
-    end++;
-  if (*end == 'B' || *end == 'b')
-    end++;
-  if (*end != '\0' || (shift != 0 && v > (G_MAXUINT64 >> shift)))
-    goto bad;
-  *out = v << shift;
   return TRUE;
-bad:
-  g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
-              "%s '%s': expected a non-negative integer with an optional K, M or G suffix "
-              "(e.g. 4096 or 64M)",
-              flag, s);
-  return FALSE;
 }
 
 /* Elements per rank for a message size S in bytes, as `spsim bench` (nccl-tests):
@@ -343,16 +322,11 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   cfg->lo = 8;
   cfg->hi = (uint64_t)64 << 20;
   if (sizes_s) {
-    g_auto(GStrv) parts = g_strsplit(sizes_s, ":", -1);
-    guint np = g_strv_length(parts);
-    if (np < 1 || np > 2) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--sizes '%s' must be MIN:MAX or one size", sizes_s);
+    if (!sp_size_range_parse(sizes_s, &cfg->lo, &cfg->hi, err)) {
+      g_prefix_error(err, "--sizes: ");
       return FALSE;
     }
-    if (!parse_size("--sizes", parts[0], &cfg->lo, err) ||
-        !parse_size("--sizes", parts[np - 1], &cfg->hi, err))
-      return FALSE;
-    if (cfg->lo == 0 || cfg->lo > cfg->hi) {
+    if (cfg->lo == 0) {
       g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--sizes '%s': need 1 <= MIN <= MAX", sizes_s);
       return FALSE;
     }

@@ -56,6 +56,10 @@ static double value_with_suffix(const char *s, gboolean bytes, gboolean *ok)
   case 'E': mul = 1e18; break;
   default: break;
   }
+  if (!isfinite(v * mul)) { /* "1e400", "1e300E": not a usable number */
+    *ok = FALSE;
+    return 0;
+  }
   return v * mul;
 }
 
@@ -257,6 +261,20 @@ sp_plat_desc *sp_plat_read(const char *path, GError **err)
     g_error_free(e);
     return NULL;
   }
+  /* GMarkup reads UTF-8 only; checking first also keeps invalid bytes away from
+   * GMarkup's passthrough path, where GLib 2.74 sets its error twice */
+  const char *bad = NULL;
+  if (!g_utf8_validate(text, (gssize)len, &bad)) {
+    int line = 1;
+    for (const char *c = text; c < bad; c++)
+      line += *c == '\n';
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE,
+                "platform '%s' is not valid XML (line %d): %s at byte %" G_GSIZE_FORMAT
+                " (the file must be UTF-8 text)", path, line,
+                *bad == '\0' ? "a NUL byte" : "a byte that is not UTF-8", (gsize)(bad - text));
+    g_free(text);
+    return NULL;
+  }
   sp_plat_desc *d = g_new0(sp_plat_desc, 1);
   d->path = g_strdup(path);
   d->names = g_ptr_array_new_with_free_func(g_free);
@@ -331,14 +349,15 @@ double sp_plat_parse_unit(const char *s, gboolean time)
     { "TiBps", 1099511627776.0 } };
   static const struct { const char *u; double f; } tm[] = {
     { "", 1 }, { "s", 1 }, { "ms", 1e-3 }, { "us", 1e-6 }, { "ns", 1e-9 } };
+  double f = 0;
   if (time) {
     for (gsize i = 0; i < G_N_ELEMENTS(tm); i++)
       if (strcmp(end, tm[i].u) == 0)
-        return v * tm[i].f;
+        f = tm[i].f;
   } else {
     for (gsize i = 0; i < G_N_ELEMENTS(bw); i++)
       if (strcmp(end, bw[i].u) == 0)
-        return v * bw[i].f;
+        f = bw[i].f;
   }
-  return 0.0;
+  return isfinite(v * f) ? v * f : 0.0; /* "1e300TBps" overflows: malformed */
 }

@@ -48,7 +48,8 @@ void sp_plat_desc_free(sp_plat_desc *d);
 
 /**
  * Parse a bandwidth ("12.5GBps", bytes/s) or, when @p time, a duration ("3us",
- * seconds). @return the value, or 0 when @p s is NULL, negative or malformed.
+ * seconds). @return the value, or 0 when @p s is NULL, negative, malformed or too
+ * large for a double ("1e300TBps").
  */
 double sp_plat_parse_unit(const char *s, gboolean time);
 

@@ -1,6 +1,6 @@
 /**
  * @file spsim.h
- * @brief Umbrella header of libspsim: process topologies, the communication graph
+ * @brief Umbrella header of libspsim: process topologies, byte sizes, the communication graph
  *        IR, lowering of collectives into per-rank programs, reference semantics,
  *        the transport interface and the executor.
  */
@@ -15,6 +15,7 @@
 #include "spsim/exec.h"
 #include "spsim/verify.h"
 #include "spsim/topology.h"
+#include "spsim/units.h"
 
 #include "spsim/graph.h"
 #include "spsim/kernels.h"

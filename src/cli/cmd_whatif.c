@@ -18,6 +18,7 @@
 #include "spsim/step.h"
 #include "platform.h"
 #include "sim.h"
+#include "stepsim.h"
 #include "whatif_sim.h"
 
 /* Longest sequence the what-if accepts (16 Mi tokens; beyond, the cost model's
@@ -28,6 +29,10 @@
 #define MAX_STEP_TOKENS ((int64_t)1 << 40)
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
+/* Most layouts whose step graph is simulated by default, and the margin above the
+ * best closed form within which layouts are simulated (in closed-form order). */
+#define SIMULATE_DEFAULT 64
+#define SIMULATE_MARGIN 0.10
 /* A numeric flag not given on the command line. */
 #define UNSET_INT G_MININT
 #define UNSET_DBL (-G_MAXDOUBLE)
@@ -118,6 +123,8 @@ typedef struct {
   gboolean explain, verify, all, lenient;
   double eff_mm, eff_attn, peak_tflops, gpu_mem_gib, mem_usable;
   int corrupt_rank;  /* --debug-corrupt-rank (testing aid), -1: off */
+  int simulate;      /* layouts whose step graph is simulated */
+  double comm_slowdown;
 } opts;
 
 static gboolean parse_global_batch(const char *s, int64_t seq, int64_t *seqs, GError **err)
@@ -164,6 +171,7 @@ static int cmp_rows(const void *a, const void *b)
 {
   const row *x = a, *y = b;
   if (x->r.fits != y->r.fits) return x->r.fits ? -1 : 1;
+  if (x->r.simulated != y->r.simulated) return x->r.simulated ? -1 : 1;
   /* times equal to 5 significant digits are a tie (below any prediction's accuracy):
    * the layout needing less memory first. Keys, not a tolerance, keep the order total. */
   double tx = time_key(x->r.step_time), ty = time_key(y->r.step_time);
@@ -187,16 +195,19 @@ static const char *const kind_title[SP_COMM_KIND_COUNT] = { "TP", "SP a2a", "ISP
 
 static void print_table(FILE *f, const row *rows, guint n, int32_t world)
 {
-  fprintf(f, "%3s  %-26s %8s %9s %6s %7s | %6s %6s %6s %6s %6s %6s %7s | %7s %4s\n", "#", "layout", "step s",
+  fprintf(f, "%3s  %-26s %8s %6s %9s %6s %7s | %6s %6s %6s %6s %6s %6s %7s | %7s %4s\n", "#", "layout", "step s", "cf",
           "tok/s/GPU", "MFU", "TFLOP/s", "TP", "SPa2a", "ISP", "ring", "PP", "DP", "bubble", "mem GiB", "fits");
   for (guint i = 0; i < n; i++) {
     const sp_step_result *r = &rows[i].r;
-    fprintf(f, "%3u  %-26s %8.3f %9.1f %5.1f%% %7.1f |", i + 1, rows[i].label, r->step_time,
-            r->tokens_per_s / world, 100.0 * r->mfu, r->tflops);
+    char cf[16] = "     -";
+    if (r->simulated) g_snprintf(cf, sizeof cf, "%+5.0f%%", 100.0 * (r->closed_form / r->step_time - 1.0));
+    fprintf(f, "%3u  %-26s %8.3f%s %6s %9.1f %5.1f%% %7.1f |", i + 1, rows[i].label, r->step_time, r->simulated ? " " : "*",
+            cf, r->tokens_per_s / world, 100.0 * r->mfu, r->tflops);
     for (int k = 0; k < SP_COMM_KIND_COUNT; k++) fprintf(f, " %6.3f", r->exposed[k]);
     fprintf(f, " %7.3f | %7.1f %4s\n", r->bubble, r->mem.total / GIB, r->fits ? "yes" : "NO");
   }
-  fprintf(f, "     (exposed communication and bubble in seconds per step)\n");
+  fprintf(f, "     (step: the simulated step graph; * the closed form only. cf: the closed form's difference from\n"
+             "      the simulation. Exposed communication and bubble (idle compute) in seconds per step)\n");
 }
 
 static void pct(GString *s, double part, double whole)
@@ -240,8 +251,9 @@ static char *explain_winner(const row *rows, guint nrows, const sp_model *m, dou
   }
   if (l->pp > 1) {
     g_string_append_printf(s, " pp=%d with %" G_GINT64_FORMAT " micro-batches costs a %.1f%% bubble (%.3f s) and %.3f s of stage-to-stage sends.",
-                           l->pp, r->microbatches, 100.0 * sp_step_bubble_fraction(l->pp, r->microbatches), r->bubble,
-                           r->exposed[SP_COMM_PP]);
+                           l->pp, r->microbatches,
+                           r->simulated ? 100.0 * r->bubble / r->step_time : 100.0 * sp_step_bubble_fraction(l->pp, r->microbatches),
+                           r->bubble, r->exposed[SP_COMM_PP]);
   } else {
     g_string_append(s, " Without pipeline parallelism there is no bubble.");
   }
@@ -720,109 +732,15 @@ static gboolean write_svg(const char *path, const row *rows, guint n, const sp_m
 /* Chrome trace of the chosen layout: one row per pipeline stage (its first rank), the
  * 1F1B schedule (interleaved when vpp > 1) simulated with the step model's
  * per-micro-batch phases. */
-static gboolean write_trace(const char *path, const sp_step_result *r, GError **err)
+/* The winner's simulated step: its graph, run again with its timeline kept. */
+static gboolean write_trace(const char *path, const sp_step_ctx *c, const sp_layout *l, gboolean engine, double slowdown,
+                            GError **err)
 {
-  const sp_layout *l = &r->layout;
-  int32_t pp = l->pp, v = sp_layout_vpp(l);
-  int64_t m = r->microbatches, vm = (int64_t)v * m;
-  int32_t stride = l->tp * l->sp * l->cp * l->dp;
-  /* Each of a stage's v chunks takes 1/v of its forward and backward; every chunk
-   * boundary is one send (mb_p2p counts both directions and all v chunks). */
-  double tf = r->mb_fwd / v, tb = r->mb_bwd / v, tc = pp > 1 ? r->mb_p2p / (2.0 * v) : 0.0;
-  sp_trace *t = sp_trace_new();
-  sp_trace_set_op_name(t, 1, "forward");
-  sp_trace_set_op_name(t, 2, "backward");
-  sp_trace_set_op_name(t, 3, "pipeline send");
-  sp_trace_set_op_name(t, 4, "gradient sync (exposed)");
-  /* fend/bend[(p * v + c) * m + i]: end of chunk c of micro-batch i on stage p. */
-  double *fend = g_new(double, (gsize)pp * vm), *bend = g_new(double, (gsize)pp * vm);
-  double *clock = g_new0(double, pp);
-  int64_t *pos = g_new0(int64_t, pp);
-  /* Per stage order (Megatron): warm-up forwards, then one forward one backward, then
-   * the remaining backwards, over virtual micro-batches k: chunk (k / pp) % v (reversed
-   * for backwards), micro-batch (k / (pp v)) pp + k % pp. Entries: k + 1 forward,
-   * -(k + 1) backward. With v = 1 this is plain 1F1B. */
-  int64_t **orders = g_new(int64_t *, pp);
-  for (int32_t p = 0; p < pp; p++) {
-    orders[p] = g_new(int64_t, 2 * vm);
-    int64_t w = v > 1 ? (int64_t)(pp - p - 1) * 2 + (int64_t)(v - 1) * pp : (int64_t)(pp - p - 1);
-    w = MIN(w, vm);
-    int64_t k = 0, fi = 0, bi = 0;
-    for (; fi < w; fi++) orders[p][k++] = fi + 1;
-    while (k < 2 * vm) {
-      if (fi < vm) orders[p][k++] = ++fi;
-      if (bi < vm) orders[p][k++] = -(++bi);
-    }
-  }
-  for (int64_t i = 0; i < (int64_t)pp * vm; i++) { fend[i] = -1; bend[i] = -1; }
-#define CH_IDX(p_, c_, i_) (((int64_t)(p_) * v + (c_)) * m + (i_))
-  /* Repeatedly advance any stage whose next operation's inputs are ready. */
-  gboolean progress = TRUE;
-  while (progress) {
-    progress = FALSE;
-    for (int32_t p = 0; p < pp; p++) {
-      while (pos[p] < 2 * vm) {
-        int64_t e = orders[p][pos[p]];
-        gboolean fwd = e > 0;
-        int64_t k = (fwd ? e : -e) - 1;
-        int32_t c = (int32_t)((k / pp) % v);
-        if (!fwd) c = v - 1 - c;
-        int64_t i = (k / ((int64_t)pp * v)) * pp + k % pp;
-        double ready = 0, dep;
-        if (fwd) {
-          if (p > 0) dep = fend[CH_IDX(p - 1, c, i)];
-          else dep = c > 0 ? fend[CH_IDX(pp - 1, c - 1, i)] : 0;
-          if (dep < 0) break;
-          ready = (p > 0 || c > 0) ? dep + tc : 0;
-        } else {
-          if (fend[CH_IDX(p, c, i)] < 0) break;
-          if (p < pp - 1) dep = bend[CH_IDX(p + 1, c, i)];
-          else dep = c < v - 1 ? bend[CH_IDX(0, c + 1, i)] : 0;
-          if (dep < 0) break;
-          ready = (p < pp - 1 || c < v - 1) ? dep + tc : 0;
-        }
-        double start = MAX(clock[p], ready);
-        double dur = fwd ? tf : tb;
-        uint32_t phase = (uint32_t)(i * v + c);
-        sp_trace_event ev = { .rank = p * stride, .op = fwd ? 1 : 2, .phase = phase,
-                              .kind = SP_STEP_COMPUTE, .start = start, .end = start + dur, .bytes = 0 };
-        sp_trace_add(t, &ev);
-        gboolean sends = fwd ? !(p == pp - 1 && c == v - 1) : !(p == 0 && c == 0);
-        if (tc > 0 && sends) {
-          sp_trace_event cv = { .rank = p * stride, .op = 3, .phase = phase, .kind = SP_STEP_WAIT,
-                                .start = start + dur, .end = start + dur + tc, .bytes = 0 };
-          sp_trace_add(t, &cv);
-        }
-        if (fwd) fend[CH_IDX(p, c, i)] = start + dur;
-        else bend[CH_IDX(p, c, i)] = start + dur;
-        clock[p] = start + dur;
-        pos[p]++;
-        progress = TRUE;
-      }
-    }
-  }
-#undef CH_IDX
-  gboolean complete = TRUE;
-  for (int32_t p = 0; p < pp; p++) complete = complete && pos[p] == 2 * vm;
-  double end = 0;
-  for (int32_t p = 0; p < pp; p++) end = MAX(end, clock[p]);
-  if (r->dp_tail > 0)
-    for (int32_t p = 0; p < pp; p++) {
-      sp_trace_event ev = { .rank = p * stride, .op = 4, .kind = SP_STEP_WAIT, .start = end, .end = end + r->dp_tail };
-      sp_trace_add(t, &ev);
-    }
-  for (int32_t p = 0; p < pp; p++) g_free(orders[p]);
-  g_free(orders);
-  g_free(fend);
-  g_free(bend);
-  g_free(clock);
-  g_free(pos);
-  gboolean ok = complete;
-  if (!complete)
-    g_set_error_literal(err, SP_ERROR, SP_ERROR_TRANSPORT,
-                        "trace: the pipeline schedule deadlocks (a bug in spsim: please report it)");
-  ok = ok && sp_trace_write_chrome(t, path, err);
-  sp_trace_free(t);
+  sp_step_result r = { 0 };
+  sp_stepsim_timeline t = { 0 };
+  if (!sp_step_eval(c, l, &r, err) || !sp_stepsim_eval(c, l, engine, slowdown, &r, &t, err)) return FALSE;
+  gboolean ok = sp_stepgraph_write_chrome(t.g, t.start, t.end, path, err);
+  sp_stepsim_timeline_clear(&t);
   return ok;
 }
 
@@ -857,6 +775,7 @@ static void progress(guint done, guint total, gboolean tty)
 int sp_cmd_whatif(int argc, char **argv)
 {
   opts o = { .seq = 8192, .mb = 1, .top = 10, .eff_mm = -1, .eff_attn = -1, .mem_usable = -1, .corrupt_rank = -1,
+             .simulate = SIMULATE_DEFAULT, .comm_slowdown = -1,
              .gpus = UNSET_INT, .gpn = UNSET_INT, .peak_tflops = UNSET_DBL, .gpu_mem_gib = UNSET_DBL };
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &o.model, "built-in model name or FILE.json (default: llama3-70b from 128 GPUs, llama3-8b below)", "NAME" },
@@ -869,7 +788,9 @@ int sp_cmd_whatif(int argc, char **argv)
     { "top", 'k', 0, G_OPTION_ARG_INT, &o.top, "rows of the ranked table (default 10)", "K" },
     { "all", 0, 0, G_OPTION_ARG_NONE, &o.all, "rank layouts that do not fit in memory too", NULL },
     { "json", 0, 0, G_OPTION_ARG_FILENAME, &o.json, "write every evaluated layout with its breakdown", "FILE" },
-    { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o.trace, "write a Chrome trace of the winner's step (1F1B per stage, interleaved when vpp > 1)", "FILE" },
+    { "trace", 0, 0, G_OPTION_ARG_FILENAME, &o.trace, "write the winner's simulated step as a Chrome trace: every task of every stage's streams", "FILE" },
+    { "simulate", 0, 0, G_OPTION_ARG_INT, &o.simulate, "simulate the step graph of the layouts within 10%% of the best closed form, at most N (default 64; 0: closed form only)", "N" },
+    { "comm-slowdown", 0, 0, G_OPTION_ARG_DOUBLE, &o.comm_slowdown, "compute slowdown while a collective runs on the GPU (default: platform property comm_slowdown, else 0.189)", "F" },
     { "svg", 0, 0, G_OPTION_ARG_FILENAME, &o.svg, "write a stacked-bar chart of the top layouts", "FILE" },
     { "explain", 0, 0, G_OPTION_ARG_NONE, &o.explain, "count skipped layouts per reason", NULL },
     { "fidelity", 0, 0, G_OPTION_ARG_STRING, &o.fidelity, "collective pricing: flow (SimGrid, default), step (SimGrid step by step), analytic", "MODE" },
@@ -920,6 +841,14 @@ int sp_cmd_whatif(int argc, char **argv)
   if (o.seq > MAX_SEQ) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--seq %" G_GINT64_FORMAT " is out of range: at most %d tokens (16 Mi) per sequence", o.seq, MAX_SEQ); goto out; }
   if (o.mb <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--micro-batch must be positive (got %d)", o.mb); goto out; }
   if (o.top <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--top must be positive (got %d)", o.top); goto out; }
+  if (o.simulate < 0 || o.simulate > 100000) {
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--simulate must be between 0 and 100000 layouts (got %d)", o.simulate);
+    goto out;
+  }
+  if (o.comm_slowdown != -1 && !(o.comm_slowdown >= 0 && o.comm_slowdown <= 10)) {
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--comm-slowdown must be a fraction between 0 and 10 (got %g)", o.comm_slowdown);
+    goto out;
+  }
   /* written so that NaN fails too */
   if ((o.eff_mm != -1 && !(o.eff_mm > 0 && o.eff_mm <= 1)) || (o.eff_attn != -1 && !(o.eff_attn > 0 && o.eff_attn <= 1)) ||
       (o.mem_usable != -1 && !(o.mem_usable > 0 && o.mem_usable <= 1))) {
@@ -1080,6 +1009,22 @@ int sp_cmd_whatif(int argc, char **argv)
   g_array_unref(cands);
   qsort(rows->data, rows->len, sizeof(row), cmp_rows);
 
+  /* The step graph of the layouts that may win: those whose closed form is within
+   * SIMULATE_MARGIN of the best, in closed-form order; they rank above the others. */
+  guint nsim = 0, ndisagree = 0;
+  {
+    double best = rows->len > 0 ? g_array_index(rows, row, 0).r.closed_form : 0.0;
+    for (guint i = 0; i < rows->len && nsim < (guint)o.simulate; i++) {
+      row *rw = &g_array_index(rows, row, i);
+      if (!rw->r.fits && !o.all && nsim > 0) break;
+      if (nsim > 0 && rw->r.closed_form > best * (1.0 + SIMULATE_MARGIN)) break;
+      if (!sp_stepsim_eval(&ctx, &rw->r.layout, pr.engine, o.comm_slowdown, &rw->r, NULL, &err)) goto out;
+      if (fabs(rw->r.closed_form - rw->r.step_time) > 0.10 * rw->r.step_time) ndisagree++;
+      nsim++;
+    }
+    qsort(rows->data, rows->len, sizeof(row), cmp_rows);
+  }
+
   guint nfit = 0;
   for (guint i = 0; i < rows->len; i++) nfit += g_array_index(rows, row, i).r.fits;
   double cap = ctx.hw.mem_bytes * ctx.hw.mem_usable;
@@ -1091,6 +1036,10 @@ int sp_cmd_whatif(int argc, char **argv)
          ctx.hw.gpu.peak_flops / 1e12, peak_src, ctx.hw.mem_bytes / GIB, mem_src, 100 * ctx.hw.mem_usable, ctx.hw.gpu.gemm_eff,
          sp_attn_impl_name(ctx.hw.attn), ctx.hw.gpu.attn_fwd_eff, ctx.hw.gpu.attn_bwd_eff, ctx.hw.gpu.table ? " (measured GEMM table)" : "",
          strcmp(fid_used, "analytic") == 0 ? "analytic alpha-beta model" : fid_used);
+  fprintf(text_out, "step graph: %u layout%s simulated (%s, compute %.1f%% slower while collectives run)%s",
+          nsim, nsim == 1 ? "" : "s", pr.engine ? "SimGrid, with contention" : "without contention",
+          100.0 * (o.comm_slowdown >= 0 ? o.comm_slowdown : SP_STEPSIM_COMM_SLOWDOWN), ndisagree ? "; " : "\n");
+  if (ndisagree) fprintf(text_out, "%u differ from the closed form by more than 10%%\n", ndisagree);
   if (sw != NULL)
     fprintf(text_out, "%u layouts evaluated (%" G_GUINT64_FORMAT " candidates, %" G_GUINT64_FORMAT " skipped as invalid%s), %u fit in memory\n",
            rows->len, sw->considered, sw->considered - rows->len, o.explain ? "" : ": --explain lists why", nfit);
@@ -1175,7 +1124,8 @@ int sp_cmd_whatif(int argc, char **argv)
   }
   if (o.json && !write_json(o.json, (row *)rows->data, rows->len, model, &ctx, sw, platform, fid_used, checks, &err)) goto out;
   if (o.svg && !write_svg(o.svg, (row *)rows->data, shown, model, world, &err)) goto out;
-  if (o.trace && !write_trace(o.trace, &g_array_index(rows, row, 0).r, &err)) goto out;
+  if (o.trace && !write_trace(o.trace, &ctx, &g_array_index(rows, row, 0).r.layout, pr.engine, o.comm_slowdown, &err))
+    goto out;
   rc = verified ? 0 : SP_CLI_EXIT_MISMATCH;
 out:
   if (err != NULL) rc = sp_cli_fail(err);

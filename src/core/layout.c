@@ -79,7 +79,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     if (*p == '\0') continue;
     char *eq = strchr(p, '=');
     if (eq == NULL) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, sp, cp, wp, pp, vpp, dp, zero, ckpt, mb)", p);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, zero, ckpt, mb)", p);
       return FALSE;
     }
     *eq = '\0';
@@ -94,13 +94,15 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     else if (strcmp(k, "dp") == 0) ok = parse_deg(k, v, 1, 1 << 24, &l.dp, err);
     else if (strcmp(k, "zero") == 0) ok = parse_deg(k, v, 0, 3, &l.zero, err);
     else if (strcmp(k, "mb") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.mb, err);
+    else if (strcmp(k, "ppfirst") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.pp_first, err);
+    else if (strcmp(k, "pplast") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.pp_last, err);
     else if (strcmp(k, "tpsp") == 0) {
       int32_t b = 0;
       ok = parse_deg(k, v, 0, 1, &b, err);
       tpsp = b;
     } else if (strcmp(k, "ckpt") == 0) ok = sp_ckpt_parse(v, &l.ckpt, err);
     else {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, sp, cp, wp, pp, vpp, dp, zero, ckpt, mb)", k);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, zero, ckpt, mb)", k);
       return FALSE;
     }
     if (!ok) return FALSE;
@@ -123,9 +125,36 @@ int64_t sp_layout_microbatches(const sp_layout *l, const sp_layout_ctx *ctx)
   return ctx->global_batch / ((int64_t)l->dp * l->mb);
 }
 
+int64_t sp_layout_layers_of_stage(const sp_layout *l, const sp_model *m, int32_t stage)
+{
+  int64_t L = m->layers;
+  int32_t pp = l->pp > 0 ? l->pp : 1;
+  if (pp == 1) return L;
+  if (stage == 0 && l->pp_first > 0) return l->pp_first;
+  if (stage == pp - 1 && l->pp_last > 0) return l->pp_last;
+  int64_t rest = L - (l->pp_first > 0 ? l->pp_first : 0) - (l->pp_last > 0 ? l->pp_last : 0);
+  int32_t n = pp - (l->pp_first > 0) - (l->pp_last > 0);
+  int32_t i = stage - (l->pp_first > 0);
+  if (n <= 0 || rest <= 0) return 0;
+  return rest / n + (i < rest % n ? 1 : 0);
+}
+
 int64_t sp_layout_stage_layers(const sp_layout *l, const sp_model *m)
 {
-  return (m->layers + l->pp - 1) / l->pp;
+  int64_t most = 0;
+  if (l->pp_first <= 0 && l->pp_last <= 0) return (m->layers + l->pp - 1) / l->pp;
+  for (int32_t s = 0; s < l->pp; s++) most = MAX(most, sp_layout_layers_of_stage(l, m, s));
+  return most;
+}
+
+int64_t sp_layout_chunk_layers(const sp_layout *l, const sp_model *m, int32_t stage, int32_t chunk)
+{
+  int64_t n = sp_layout_layers_of_stage(l, m, stage);
+  int32_t v = sp_layout_vpp(l);
+  int64_t base = n / v, rem = n % v;
+  if (rem == 0) return base;
+  if (stage == 0 && l->pp > 1) return base + (chunk >= v - rem ? 1 : 0); /* first chunks short */
+  return base + (chunk < rem ? 1 : 0);                                      /* last chunks short */
 }
 
 static sp_skip fail(GError **err, sp_skip r, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
@@ -183,7 +212,17 @@ sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *c, GError **err)
     return fail(err, SP_SKIP_SEQ, "layout: sequence %" G_GINT64_FORMAT " is not divisible by sp x %scp%s%s = %" G_GINT64_FORMAT,
                 c->seq, l->cp > 1 ? "2 x " : "", l->cp > 1 ? " (load-balanced ring)" : "", l->tp_sp ? " x tp" : "",
                 split * (l->tp_sp ? l->tp : 1));
-  if (l->pp > m->layers || (l->pp > 1 && sp_layout_stage_layers(l, m) * (l->pp - 1) >= m->layers))
+  if ((l->pp_first > 0 || l->pp_last > 0) && l->pp < 2)
+    return fail(err, SP_SKIP_LAYERS, "layout: ppfirst/pplast set the layers of the first and last pipeline stage and need pp >= 2");
+  if (l->pp_first > 0 || l->pp_last > 0) {
+    int64_t fixed = (int64_t)l->pp_first + l->pp_last;
+    int32_t n = l->pp - (l->pp_first > 0) - (l->pp_last > 0);
+    int64_t rest = m->layers - fixed;
+    if (rest < 0 || (n == 0 && rest != 0) || (n > 0 && (rest < n || rest % n != 0)))
+      return fail(err, SP_SKIP_LAYERS, "layout: %" G_GINT64_FORMAT " layers minus ppfirst=%d and pplast=%d leave %" G_GINT64_FORMAT
+                  " for the %d middle stage(s): it must be a positive multiple of %d", m->layers, l->pp_first, l->pp_last,
+                  rest, n, MAX(n, 1));
+  } else if (l->pp > m->layers || (l->pp > 1 && sp_layout_stage_layers(l, m) * (l->pp - 1) >= m->layers))
     return fail(err, SP_SKIP_LAYERS, "layout: %" G_GINT64_FORMAT " layers cannot fill pp=%d stages", m->layers, l->pp);
   if (c->global_batch % ((int64_t)l->dp * l->mb) != 0)
     return fail(err, SP_SKIP_BATCH, "layout: global batch %" G_GINT64_FORMAT " sequences is not divisible by dp x mb = %d x %d",
@@ -192,9 +231,16 @@ sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *c, GError **err)
   if (l->vpp > 1) {
     if (l->pp == 1)
       return fail(err, SP_SKIP_LAYERS, "layout: vpp=%d (interleaved virtual stages) needs pp > 1", l->vpp);
-    if (m->layers % ((int64_t)l->pp * l->vpp) != 0)
+    if (l->pp_first <= 0 && l->pp_last <= 0 && m->layers % ((int64_t)l->pp * l->vpp) != 0)
       return fail(err, SP_SKIP_LAYERS, "layout: %" G_GINT64_FORMAT " layers are not divisible by pp x vpp = %d x %d (interleaved stages hold equal chunks)",
                   m->layers, l->pp, l->vpp);
+    for (int32_t s = 0; s < l->pp; s++) {
+      int64_t n = sp_layout_layers_of_stage(l, m, s);
+      gboolean outer = (s == 0 && l->pp_first > 0) || (s == l->pp - 1 && l->pp_last > 0);
+      if (n % l->vpp != 0 && !outer) /* an uneven outer stage spreads its layers (sp_layout_chunk_layers) */
+        return fail(err, SP_SKIP_LAYERS, "layout: stage %d holds %" G_GINT64_FORMAT " layers, not divisible by vpp=%d "
+                    "(only a first or last stage set by ppfirst/pplast may have chunks one layer short)", s, n, l->vpp);
+    }
     int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
     if (mbs % l->pp != 0)
       return fail(err, SP_SKIP_BATCH, "layout: the interleaved schedule needs micro-batches (%" G_GINT64_FORMAT ") divisible by pp=%d", mbs, l->pp);
@@ -211,8 +257,10 @@ sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *c, GError **err)
 
 char *sp_layout_to_string(const sp_layout *l)
 {
-  char v[32] = "";
+  char v[96] = "";
   if (l->vpp > 1) g_snprintf(v, sizeof v, ",vpp=%d", l->vpp);
+  if (l->pp_first > 0) g_snprintf(v + strlen(v), sizeof v - strlen(v), ",ppfirst=%d", l->pp_first);
+  if (l->pp_last > 0) g_snprintf(v + strlen(v), sizeof v - strlen(v), ",pplast=%d", l->pp_last);
   return g_strdup_printf("tp=%d,tpsp=%d,sp=%d,cp=%d,wp=%d,pp=%d%s,dp=%d,zero=%d,ckpt=%s,mb=%d",
                          l->tp, l->tp_sp ? 1 : 0, l->sp, l->cp, l->wp, l->pp, v, l->dp, l->zero,
                          sp_ckpt_name(l->ckpt), l->mb);
@@ -227,6 +275,13 @@ char *sp_layout_label(const sp_layout *l)
   if (l->wp > 1) g_string_append_printf(s, "wp%d ", l->wp);
   if (l->pp > 1 && l->vpp > 1) g_string_append_printf(s, "pp%dv%d ", l->pp, l->vpp);
   else if (l->pp > 1) g_string_append_printf(s, "pp%d ", l->pp);
+  if (l->pp_first > 0 || l->pp_last > 0) {
+    g_string_truncate(s, s->len - 1);
+    g_string_append_c(s, '[');
+    if (l->pp_first > 0) g_string_append_printf(s, "f%d%s", l->pp_first, l->pp_last > 0 ? "," : "");
+    if (l->pp_last > 0) g_string_append_printf(s, "l%d", l->pp_last);
+    g_string_append(s, "] ");
+  }
   g_string_append_printf(s, "dp%d", l->dp);
   if (l->zero > 0) g_string_append_printf(s, " z%d", l->zero);
   static const char *const ck[SP_CKPT_COUNT] = { "", " sel", " full" };

@@ -26,9 +26,10 @@ noinst_HEADERS += src/core/coll_priv.h
 spsiminclude_HEADERS += src/core/spsim/verify.h
 
 # whatif: model configs, layouts and the training-step cost model
-libspsim_la_SOURCES += src/core/model.c src/core/layout.c src/core/step.c src/core/kernel_model.c
+libspsim_la_SOURCES += src/core/model.c src/core/layout.c src/core/step.c src/core/kernel_model.c \
+	src/core/stepgraph.c src/core/stepgraph_trace.c
 spsiminclude_HEADERS += src/core/spsim/model.h src/core/spsim/layout.h src/core/spsim/step.h \
-	src/core/spsim/kernel_model.h
+	src/core/spsim/kernel_model.h src/core/spsim/stepgraph.h
 
 # graph + ops: communication graph IR, lowering, reference, kernels, operation library
 libspsim_la_SOURCES += src/core/graph.c src/core/graph_lower.c src/core/kernels.c \

@@ -62,6 +62,17 @@ double sp_step_act_layer_bytes(const sp_model *m, const sp_layout *l, int64_t se
   }
 }
 
+double sp_step_stage_params(const sp_model *m, const sp_layout *l, int32_t stage)
+{
+  double layers = (double)sp_layout_layers_of_stage(l, m, stage);
+  double emb = (double)m->vocab * (double)m->hidden;
+  double p = layers * sp_model_layer_params(m);
+  if (l->pp == 1) p += sp_model_embedding_params(m) + (double)m->hidden;
+  else if (stage == 0) p += emb;                           /* input embedding */
+  else if (stage == l->pp - 1) p += emb + (double)m->hidden; /* final norm and output layer */
+  return p / l->tp;
+}
+
 /* Parameters of the fullest stage held by one TP rank (before ISP/ZeRO sharding). */
 static double stage_params_local(const sp_model *m, const sp_layout *l)
 {
@@ -175,33 +186,19 @@ void sp_step_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
   }
 }
 
-/* Kernel times of one layer (and the LM head) for one micro-batch on one rank. */
-typedef struct {
-  double mm_fwd, mm_bwd;     /* GEMMs: QKV, output projection, MLP */
-  double attn_fwd, attn_bwd; /* core attention */
-  double elem_fwd;           /* element-wise kernels (norms, activation, residuals, rotary, dropout) */
-  double head_fwd, head_bwd; /* LM head GEMM and the loss */
-} layer_kernels;
-
 /* Forward GEMM M x N x K and its backward: data gradient M x K x N and weight
  * gradient K x N x M. */
-static gboolean gemm_fb(const sp_kernel_gpu *g, int64_t m, int64_t n, int64_t k, double e, double *f, double *b,
-                        GError **err)
+static gboolean gemm3(const sp_kernel_gpu *g, int64_t m, int64_t n, int64_t k, double e, double t[3], GError **err)
 {
-  double t0 = 0, t1 = 0, t2 = 0;
-  if (!sp_kernel_gemm_time(g, 1, m, n, k, e, &t0, err) || !sp_kernel_gemm_time(g, 1, m, k, n, e, &t1, err) ||
-      !sp_kernel_gemm_time(g, 1, k, n, m, e, &t2, err))
-    return FALSE;
-  *f += t0;
-  *b += t1 + t2;
-  return TRUE;
+  return sp_kernel_gemm_time(g, 1, m, n, k, e, &t[0], err) && sp_kernel_gemm_time(g, 1, m, k, n, e, &t[1], err) &&
+         sp_kernel_gemm_time(g, 1, k, n, m, e, &t[2], err);
 }
 
 /* Element-wise kernels per layer, forward (Megatron's GPT layer: two norms, rotary or
  * bias, activation, two dropouts, two residual adds). */
 #define ELEMWISE_KERNELS_PER_LAYER 8
 
-static gboolean layer_compute(const sp_step_ctx *c, const sp_layout *l, layer_kernels *o, GError **err)
+gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_layer_kernels *o, GError **err)
 {
   const sp_model *m = c->model;
   const sp_kernel_gpu *g = &c->hw.gpu;
@@ -213,10 +210,8 @@ static gboolean layer_compute(const sp_step_ctx *c, const sp_layout *l, layer_ke
   int64_t q_heads = m->heads / tp;
   int64_t kv = (int64_t)kv_per_tp(m, l);
   int64_t up = (m->mlp == SP_MLP_SWIGLU ? 2 : 1) * m->ffn / tp;
-  if (!gemm_fb(g, T, (q_heads + 2 * kv) * d, h, e, &o->mm_fwd, &o->mm_bwd, err) ||
-      !gemm_fb(g, T, h, q_heads * d, e, &o->mm_fwd, &o->mm_bwd, err) ||
-      !gemm_fb(g, T, up, h, e, &o->mm_fwd, &o->mm_bwd, err) ||
-      !gemm_fb(g, T, h, m->ffn / tp, e, &o->mm_fwd, &o->mm_bwd, err))
+  if (!gemm3(g, T, (q_heads + 2 * kv) * d, h, e, o->qkv, err) || !gemm3(g, T, h, q_heads * d, e, o->proj, err) ||
+      !gemm3(g, T, up, h, e, o->up, err) || !gemm3(g, T, h, m->ffn / tp, e, o->down, err))
     return FALSE;
   /* attention: Ulysses gives each rank heads / (tp sp) over the whole (cp shard of
    * the) sequence; ring attention's queries see every key of the sequence */
@@ -231,12 +226,21 @@ static gboolean layer_compute(const sp_step_ctx *c, const sp_layout *l, layer_ke
   if (g->hbm_bw > 0)
     o->elem_fwd = bytes / g->hbm_bw + ELEMWISE_KERNELS_PER_LAYER * g->launch;
   /* LM head, then the loss over the logits (bf16 logits, fp32 softmax: 6 bytes each) */
-  if (!gemm_fb(g, T, m->vocab / tp, h, e, &o->head_fwd, &o->head_bwd, err))
+  if (!gemm3(g, T, m->vocab / tp, h, e, o->head, err))
     return FALSE;
   double logits = 6.0 * (double)T * ((double)m->vocab / tp);
-  o->head_fwd += sp_kernel_elementwise_time(g, logits);
-  o->head_bwd += sp_kernel_elementwise_time(g, logits);
+  o->loss = sp_kernel_elementwise_time(g, logits);
   return TRUE;
+}
+
+double sp_layer_kernels_mm_fwd(const sp_layer_kernels *k)
+{
+  return 0.0 + k->qkv[0] + k->proj[0] + k->up[0] + k->down[0];
+}
+
+double sp_layer_kernels_mm_bwd(const sp_layer_kernels *k)
+{
+  return 0.0 + (k->qkv[1] + k->qkv[2]) + (k->proj[1] + k->proj[2]) + (k->up[1] + k->up[2]) + (k->down[1] + k->down[2]);
 }
 
 /* Adam with mixed precision reads the FP32 master weight, both moments and the FP32
@@ -244,11 +248,39 @@ static gboolean layer_compute(const sp_step_ctx *c, const sp_layout *l, layer_ke
  * 30 bytes per parameter the rank updates (sharded by ZeRO-1+ and ISP). */
 #define ADAM_BYTES_PER_PARAM 30.0
 
-static double optimizer_time(const sp_step_ctx *c, const sp_layout *l)
+double sp_step_optimizer_time(const sp_step_ctx *c, const sp_layout *l, double params)
 {
-  double p = stage_params_local(c->model, l) / l->wp;
+  double p = params / l->wp;
   if (l->zero >= 1) p /= (double)sp_layout_replicas(l) / l->wp;
   return sp_kernel_elementwise_time(&c->hw.gpu, ADAM_BYTES_PER_PARAM * p);
+}
+
+static double optimizer_time(const sp_step_ctx *c, const sp_layout *l)
+{
+  return sp_step_optimizer_time(c, l, stage_params_local(c->model, l));
+}
+
+void sp_step_set_time(const sp_step_ctx *c, const sp_layout *l, sp_step_result *r, double step_time)
+{
+  const sp_model *m = c->model;
+  const sp_step_hw *hw = &c->hw;
+  r->step_time = step_time;
+  /* Model FLOPs: 6 N per token for the weights (LM head included) and causal
+   * attention, 6 L h s (half of PaLM's 12 L h s, which counts every score). */
+  double tokens = (double)c->global_batch * (double)c->seq;
+  double palm = tokens * sp_model_train_flops_per_token(m, (double)c->seq);
+  double attn_half = tokens * 6.0 * (double)m->layers * (double)m->hidden * (double)c->seq;
+  double model_flops = palm - attn_half;
+  double extra = 0;
+  double attn_tok = 2.0 * (double)m->layers * (double)m->hidden * (double)c->seq; /* causal forward */
+  if (l->ckpt == SP_CKPT_FULL) extra = tokens * (2.0 * (double)m->layers * sp_model_layer_matmul_params(m) + attn_tok);
+  else if (l->ckpt == SP_CKPT_SELECTIVE) extra = tokens * attn_tok;
+  double peak = hw->gpu.peak_flops;
+  r->tokens_per_s = tokens / r->step_time;
+  r->mfu = model_flops / (r->step_time * c->world * peak);
+  r->mfu_palm = palm / (r->step_time * c->world * peak);
+  r->hfu = (model_flops + extra) / (r->step_time * c->world * peak);
+  r->tflops = model_flops / r->step_time / c->world / 1e12;
 }
 
 gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *r, GError **err)
@@ -262,14 +294,14 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   double ls = (double)sp_layout_stage_layers(l, m);
 
   /* Compute per layer and micro-batch on one rank, kernel by kernel. */
-  layer_kernels lk;
-  if (!layer_compute(c, l, &lk, err)) return FALSE;
-  double mm_f = lk.mm_fwd, at_f = lk.attn_fwd, el_f = lk.elem_fwd;
+  sp_layer_kernels lk;
+  if (!sp_step_layer_kernels(c, l, &lk, err)) return FALSE;
+  double mm_f = sp_layer_kernels_mm_fwd(&lk), at_f = lk.attn_fwd, el_f = lk.elem_fwd;
   double lf = mm_f + at_f + el_f;
-  double lb = lk.mm_bwd + lk.attn_bwd + 2.0 * el_f;
+  double lb = sp_layer_kernels_mm_bwd(&lk) + lk.attn_bwd + 2.0 * el_f;
   if (l->ckpt == SP_CKPT_FULL) lb += lf;
   else if (l->ckpt == SP_CKPT_SELECTIVE) lb += at_f;
-  double head_f = lk.head_fwd, head_b = lk.head_bwd;
+  double head_f = lk.head[0] + lk.loss, head_b = (lk.head[1] + lk.head[2]) + lk.loss;
 
   /* Price the collectives. */
   g_autoptr(GArray) comms = g_array_new(FALSE, FALSE, sizeof(sp_comm));
@@ -346,22 +378,8 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   r->exposed[SP_COMM_DP] += tail;
   r->comm[SP_COMM_DP] += grad + pgather;
 
-  /* Model FLOPs: 6 N per token for the weights (LM head included) and causal
-   * attention, 6 L h s (half of PaLM's 12 L h s, which counts every score). */
-  double tokens = (double)c->global_batch * (double)c->seq;
-  double palm = tokens * sp_model_train_flops_per_token(m, (double)c->seq);
-  double attn_half = tokens * 6.0 * (double)m->layers * (double)m->hidden * (double)c->seq;
-  double model_flops = palm - attn_half;
-  double extra = 0;
-  double attn_tok = 2.0 * (double)m->layers * (double)m->hidden * (double)c->seq; /* causal forward */
-  if (l->ckpt == SP_CKPT_FULL) extra = tokens * (2.0 * (double)m->layers * sp_model_layer_matmul_params(m) + attn_tok);
-  else if (l->ckpt == SP_CKPT_SELECTIVE) extra = tokens * attn_tok;
-  double peak = hw->gpu.peak_flops;
-  r->tokens_per_s = tokens / r->step_time;
-  r->mfu = model_flops / (r->step_time * c->world * peak);
-  r->mfu_palm = palm / (r->step_time * c->world * peak);
-  r->hfu = (model_flops + extra) / (r->step_time * c->world * peak);
-  r->tflops = model_flops / r->step_time / c->world / 1e12;
+  sp_step_set_time(c, l, r, r->step_time);
+  r->closed_form = r->step_time;
   sp_step_memory(c, l, &r->mem);
   r->fits = r->mem.total <= hw->mem_bytes * hw->mem_usable;
   return TRUE;

@@ -8,5 +8,8 @@ libspsim_sim_la_SOURCES = src/sim/sim.c src/sim/sim.h src/sim/flow.c src/sim/flo
 # whatif: engine-side glue of the what-if analysis
 libspsim_sim_la_SOURCES += src/sim/whatif_sim.c src/sim/whatif_sim.h
 
+# step: the training step's task graph run on the platform
+libspsim_sim_la_SOURCES += src/sim/stepsim.c src/sim/stepsim.h
+
 # platforms: generator of the calibrated DGX platform family (text only, no SimGrid calls)
 libspsim_sim_la_SOURCES += src/sim/platform_gen.c src/sim/platform_gen.h

@@ -12,7 +12,7 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 const char *const sp_plat_known_props[] = { "gpu", "gpu_mem", "hbm_bw", "mem_bw", "node", "local_rank",
-                                            "coll_latency", "local_latency", NULL };
+                                            "coll_latency", "local_latency", "comm_slowdown", NULL };
 
 typedef struct {
   sp_plat_desc *d;

@@ -41,8 +41,14 @@ typedef struct {
   int32_t wp;       /**< ISP weight parallel degree (1: off) */
   int32_t pp;       /**< pipeline stages (1F1B) */
   int32_t vpp;      /**< virtual stages per pipeline rank: interleaved 1F1B (Narayanan et al.
-                         2021) when > 1; 0 or 1: plain 1F1B. Layers must divide by pp x vpp
+                         2021) when > 1; 0 or 1: plain 1F1B. Each stage's layers must divide
+                         by vpp (see sp_layout_chunk_layers for uneven first and last stages)
                          and micro-batches by pp. */
+  int32_t pp_first; /**< layers on the first pipeline stage (0: even split), as Megatron-LM's
+                         --decoder-first-pipeline-num-layers */
+  int32_t pp_last;  /**< layers on the last pipeline stage (0: even split), as
+                         --decoder-last-pipeline-num-layers; the middle stages share the rest
+                         equally */
   int32_t dp;       /**< data parallel degree */
   int32_t zero;     /**< ZeRO stage 0..3 over the gradient group */
   sp_ckpt ckpt;     /**< activation checkpointing */
@@ -81,8 +87,9 @@ const char *sp_skip_reason(sp_skip r);
 void sp_layout_init(sp_layout *l);
 
 /**
- * Parse "tp=8,sp=4,pp=8,vpp=2,dp=4,cp=1,wp=1,zero=1,ckpt=full,mb=1,tpsp=1". Keys left out keep
- * the defaults of sp_layout_init; tpsp defaults to 1 when tp > 1.
+ * Parse "tp=8,sp=4,pp=8,vpp=2,dp=4,cp=1,wp=1,zero=1,ckpt=full,mb=1,tpsp=1" (and
+ * "ppfirst=N,pplast=N" for uneven pipeline stages). Keys left out keep the defaults of
+ * sp_layout_init; tpsp defaults to 1 when tp > 1.
  */
 gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err);
 
@@ -94,7 +101,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err);
 sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *ctx, GError **err);
 
 /** Canonical text "tp=8,tpsp=1,sp=1,cp=1,wp=1,pp=4,dp=32,zero=1,ckpt=selective,mb=1"
- * (",vpp=V" after pp when vpp > 1) (g_free). */
+ * (",vpp=V" after pp when vpp > 1, then ",ppfirst=F" and ",pplast=L" when set) (g_free). */
 char *sp_layout_to_string(const sp_layout *l);
 /** Compact label for tables, e.g. "tp8s pp4 dp32 z1 sel", "pp16v4" when interleaved (g_free). */
 char *sp_layout_label(const sp_layout *l);
@@ -103,8 +110,23 @@ char *sp_layout_label(const sp_layout *l);
 int64_t sp_layout_microbatches(const sp_layout *l, const sp_layout_ctx *ctx);
 /** Virtual stages per pipeline rank (>= 1). */
 int32_t sp_layout_vpp(const sp_layout *l);
-/** Layers on the largest pipeline stage: ceil(layers / pp). */
+/** Layers on the largest pipeline stage (ceil(layers / pp) when the split is even). */
 int64_t sp_layout_stage_layers(const sp_layout *l, const sp_model *m);
+/**
+ * Layers on pipeline stage @p stage: pp_first on the first, pp_last on the last (when
+ * set), the others sharing the rest equally (the first of them taking one more while
+ * the split leaves a remainder, for layouts that sp_layout_check has not checked).
+ */
+int64_t sp_layout_layers_of_stage(const sp_layout *l, const sp_model *m, int32_t stage);
+/**
+ * Layers of model chunk @p chunk (0 .. vpp-1) on pipeline stage @p stage. A stage's
+ * layers spread equally over its chunks; when they do not divide (an uneven first or
+ * last stage) the first stage's first chunks and the last stage's last chunks are
+ * the short ones, so that the first virtual stage holds the embedding alone and the
+ * last the output layer and loss alone, as Llama 3's 126 layers on 16 interleaved
+ * stages (Llama 3 report, sec. 3.3.2). Middle stages must divide by vpp (checked).
+ */
+int64_t sp_layout_chunk_layers(const sp_layout *l, const sp_model *m, int32_t stage, int32_t chunk);
 /** Ranks holding the same weights: sp x cp x dp. */
 int32_t sp_layout_replicas(const sp_layout *l);
 

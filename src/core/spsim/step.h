@@ -111,6 +111,8 @@ typedef struct {
   double tflops;                         /**< model TFLOP/s per GPU */
   sp_step_mem mem;
   gboolean fits;
+  gboolean simulated;                    /**< step_time comes from running the step graph */
+  double closed_form;                    /**< the closed form's step time (sp_step_eval) */
 } sp_step_result;
 
 /** Tokens each rank processes per micro-batch in token-parallel parts: mb x seq / (sp x cp). */
@@ -128,13 +130,52 @@ double sp_step_bubble_fraction(int32_t pp, int64_t microbatches);
  */
 double sp_step_act_layer_bytes(const sp_model *m, const sp_layout *l, int64_t seq);
 
+/**
+ * Kernel times, in seconds, of one transformer layer for one micro-batch on one rank
+ * (the rank's tokens mb x seq / (sp x cp), TP's share of the weights), from the
+ * kernel model (kernel_model.h). GEMMs as {forward, data gradient, weight gradient}:
+ * forward T x N x K, data gradient T x K x N, weight gradient K x N x T.
+ */
+typedef struct {
+  double qkv[3];     /**< fused Q, K, V projection */
+  double proj[3];    /**< attention output projection */
+  double up[3];      /**< MLP up (and gate, SwiGLU) projection */
+  double down[3];    /**< MLP down projection */
+  double attn_fwd;   /**< core attention forward (flash or unfused) */
+  double attn_bwd;   /**< core attention backward */
+  double elem_fwd;   /**< element-wise kernels of the layer's forward (norms, activation, residuals) */
+  double head[3];    /**< output layer (LM head) GEMM */
+  double loss;       /**< softmax cross-entropy over the logits (each direction) */
+} sp_layer_kernels;
+
+/** Kernel times of one layer of @p l (and its LM head) for one micro-batch on one rank. */
+gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_layer_kernels *o, GError **err);
+/** Sum of the layer's forward GEMMs. */
+double sp_layer_kernels_mm_fwd(const sp_layer_kernels *k);
+/** Sum of the layer's backward GEMMs (data and weight gradients). */
+double sp_layer_kernels_mm_bwd(const sp_layer_kernels *k);
+/**
+ * Parameters pipeline stage @p stage holds on one TP rank, before ISP and ZeRO
+ * sharding: its layers, the input embedding on the first stage, the final norm and
+ * output layer on the last.
+ */
+double sp_step_stage_params(const sp_model *m, const sp_layout *l, int32_t stage);
+/** Time of the Adam step over @p params parameters of one TP rank (ISP and ZeRO shard them). */
+double sp_step_optimizer_time(const sp_step_ctx *c, const sp_layout *l, double params);
+
 /** Memory per GPU of @p l. */
 void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *out);
 
 /** Append the collectives of one step of @p l to @p out (GArray of sp_comm). */
 void sp_step_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out);
 
-/** Evaluate @p l (a checked layout). */
+/**
+ * Set @p r's step time to @p step_time and derive its throughput figures from it:
+ * tokens/s, MFU (causal attention), PaLM-style MFU, HFU and model TFLOP/s per GPU.
+ */
+void sp_step_set_time(const sp_step_ctx *c, const sp_layout *l, sp_step_result *r, double step_time);
+
+/** Evaluate @p l (a checked layout) with the closed form. */
 gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *r, GError **err);
 
 /** Network of the analytic pricer. */

@@ -1,0 +1,745 @@
+/* Step graph: one training step of a layout as tasks on streams with dependencies
+ * (stepgraph.h), and a contention-free reference run of it. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "spsim/error.h"
+#include "spsim/stepgraph.h"
+
+#define NONE UINT32_MAX
+
+static const char *const stream_names[SP_STREAM_COUNT] = { "compute", "tp", "sp", "isp", "ring", "pp", "dp" };
+static const char *const phase_names[SP_PHASE_COUNT] = { "fwd", "bwd", "recompute", "step" };
+
+const char *sp_stream_name(sp_stream s) { return (unsigned)s < SP_STREAM_COUNT ? stream_names[s] : "?"; }
+const char *sp_task_phase_name(sp_task_phase p) { return (unsigned)p < SP_PHASE_COUNT ? phase_names[p] : "?"; }
+
+/* ---------- builder ---------- */
+
+typedef struct {
+  const sp_step_ctx *c;
+  const sp_layout *l;
+  sp_stepgraph *g;
+  sp_layer_kernels k;
+  GHashTable *comm_ix;  /* "coll/n/stride/bytes/kind" -> index + 1 */
+  /* where the builder is */
+  int32_t stage, mb, chunk, layer;
+  uint8_t phase;
+  uint32_t chain;       /* last task on the data path */
+  uint32_t open;        /* compute task the next compute may extend, NONE when closed */
+  uint32_t need[2];     /* extra dependencies of the next task on the data path */
+  /* collectives of a layer (-1: none) */
+  int32_t tp_ag, tp_rs, tp_ar, a2a_q, a2a_kv, ring_f, ring_b, w_ag, w_rs, pp_msg;
+  sp_stream w_stream;   /* ISP or DP (ZeRO-3) */
+  uint32_t w_next;      /* gather already issued for the next layer of the pass */
+  uint32_t wslot[2];    /* last task using each weight-gather buffer */
+  uint64_t wcount;      /* gathers issued on the stage */
+  /* data parallelism */
+  double bucket_params, bucket_acc;
+  uint32_t last_dp;     /* last DP task of the stage */
+  uint32_t *pgather;    /* ZeRO-1/2: parameter gather task per global layer (this stage) */
+  int32_t nvirt;        /* pp x vpp */
+  int64_t *voff;        /* first global layer of each virtual stage */
+  uint32_t *send_f, *send_b; /* [mb x nvirt]: the send after fwd / bwd of (mb, virtual stage) */
+  GArray *patch;        /* of patch: waits on sends of other stages */
+} sb;
+
+typedef struct { uint32_t task; gboolean fwd; int64_t key; } patch;
+
+static void add_dep(sp_task *t, uint32_t d)
+{
+  if (d == NONE) return;
+  for (int i = 0; i < t->ndeps; i++)
+    if (t->deps[i] == d) return;
+  if (t->ndeps < SP_TASK_MAX_DEPS) t->deps[t->ndeps++] = d;
+}
+
+static sp_task *task_at(sb *b, uint32_t id) { return &g_array_index(b->g->tasks, sp_task, id); }
+
+static uint32_t add(sb *b, sp_task_kind kind, sp_stream st, double secs, int32_t comm, const char *what)
+{
+  sp_task t = { .kind = (uint8_t)kind, .stream = (uint8_t)st, .phase = b->phase, .stage = b->stage, .mb = b->mb,
+                .chunk = b->chunk, .layer = b->layer, .comm = comm, .peer = -1, .what = what, .seconds = secs };
+  g_array_append_val(b->g->tasks, t);
+  return b->g->tasks->len - 1;
+}
+
+/* Kernels on the data path; extends the previous compute task when nothing else
+ * waits for its end. */
+static void compute(sb *b, double secs, const char *what)
+{
+  if (b->open != NONE && b->need[0] == NONE && b->need[1] == NONE && task_at(b, b->open)->phase == b->phase) {
+    task_at(b, b->open)->seconds += secs;
+    return;
+  }
+  uint32_t id = add(b, SP_TASK_COMPUTE, SP_STREAM_COMPUTE, secs, -1, what);
+  sp_task *t = task_at(b, id);
+  add_dep(t, b->chain);
+  add_dep(t, b->need[0]);
+  add_dep(t, b->need[1]);
+  b->need[0] = b->need[1] = NONE;
+  b->chain = b->open = id;
+}
+
+static void need(sb *b, uint32_t id)
+{
+  if (id == NONE) return;
+  if (b->need[0] == NONE) b->need[0] = id;
+  else b->need[1] = id;
+}
+
+/* A collective the data path waits for. */
+static void coll_block(sb *b, sp_stream st, int32_t comm)
+{
+  if (comm < 0) return;
+  const sp_comm *cm = &g_array_index(b->g->comms, sp_comm, comm);
+  uint32_t id = add(b, SP_TASK_COLL, st, 0.0, comm, cm->what);
+  sp_task *t = task_at(b, id);
+  add_dep(t, b->chain);
+  add_dep(t, b->need[0]);
+  add_dep(t, b->need[1]);
+  b->need[0] = b->need[1] = NONE;
+  b->chain = id;
+  b->open = NONE;
+}
+
+/* A collective started after @p after, which the data path does not wait for yet. */
+static uint32_t coll_async(sb *b, sp_stream st, int32_t comm, uint32_t after)
+{
+  if (comm < 0) return NONE;
+  const sp_comm *cm = &g_array_index(b->g->comms, sp_comm, comm);
+  uint32_t id = add(b, SP_TASK_COLL, st, 0.0, comm, cm->what);
+  add_dep(task_at(b, id), after);
+  if (after == b->open) b->open = NONE;
+  return id;
+}
+
+/* A zero-time task on the compute stream that waits for a pipeline receive. */
+static void recv_wait(sb *b, gboolean fwd, int64_t key)
+{
+  uint32_t id = add(b, SP_TASK_COMPUTE, SP_STREAM_COMPUTE, 0.0, -1, fwd ? "wait for activations" : "wait for gradients");
+  add_dep(task_at(b, id), b->chain);
+  patch p = { id, fwd, key };
+  g_array_append_val(b->patch, p);
+  b->chain = id;
+  b->open = NONE;
+}
+
+static int32_t comm_of(sb *b, sp_comm_kind kind, sp_coll coll, int32_t n, int32_t stride, double bytes, const char *what)
+{
+  if (n < 2 || bytes <= 0) return -1;
+  uint64_t by = (uint64_t)llround(bytes);
+  char key[96];
+  g_snprintf(key, sizeof key, "%d/%d/%d/%" G_GUINT64_FORMAT "/%d/%p", (int)coll, n, stride, by, (int)kind, (const void *)what);
+  gpointer v = g_hash_table_lookup(b->comm_ix, key);
+  if (v != NULL) return GPOINTER_TO_INT(v) - 1;
+  sp_comm cm = { .kind = kind, .when = SP_PER_STEP, .coll = coll, .n = n, .stride = stride, .bytes = by, .times = 1,
+                 .what = what };
+  g_array_append_val(b->g->comms, cm);
+  g_hash_table_insert(b->comm_ix, g_strdup(key), GINT_TO_POINTER((int)b->g->comms->len));
+  return (int32_t)b->g->comms->len - 1;
+}
+
+/* KV heads each TP rank holds (replicated when tp > kv_heads), as step.c. */
+static double kv_per_tp(const sp_model *m, const sp_layout *l)
+{
+  return m->kv_heads % l->tp == 0 ? (double)(m->kv_heads / l->tp) : 1.0;
+}
+
+/* The collectives a layer issues, with the sizes sp_step_comms uses. */
+static void layer_comms(sb *b)
+{
+  const sp_model *m = b->c->model;
+  const sp_layout *l = b->l;
+  double e = sp_model_dtype_bytes(m), h = (double)m->hidden, d = (double)sp_model_head_dim(m);
+  double sl = sp_step_local_tokens(l, b->c->seq);
+  double act = sl * h * e;
+  b->tp_ag = b->tp_rs = b->tp_ar = b->a2a_q = b->a2a_kv = b->ring_f = b->ring_b = b->w_ag = b->w_rs = b->pp_msg = -1;
+  if (l->tp > 1) {
+    if (l->tp_sp) {
+      b->tp_ag = comm_of(b, SP_COMM_TP, SP_COLL_ALL_GATHER, l->tp, 1, act, "TP+SP all-gather");
+      b->tp_rs = comm_of(b, SP_COMM_TP, SP_COLL_REDUCE_SCATTER, l->tp, 1, act, "TP+SP reduce-scatter");
+    } else {
+      b->tp_ar = comm_of(b, SP_COMM_TP, SP_COLL_ALL_REDUCE, l->tp, 1, act, "TP all-reduce");
+    }
+  }
+  double kvl = kv_per_tp(m, l);
+  if (l->sp > 1) {
+    double q = sl * (h / l->tp) * e;
+    double kv = sl * MAX(kvl, (double)l->sp) * d * e;
+    b->a2a_q = comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, l->sp, l->tp, q, "Ulysses all-to-all (Q or output)");
+    b->a2a_kv = comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, l->sp, l->tp, kv, "Ulysses all-to-all (K or V)");
+  }
+  if (l->cp > 1) {
+    double kvr = MAX(1.0, MAX(kvl, (double)l->sp) / l->sp);
+    double blk = 2.0 * ((double)l->mb * (double)b->c->seq / l->cp) * kvr * d * e;
+    b->ring_f = comm_of(b, SP_COMM_RING, SP_COLL_SEND_RECV, 2, l->tp * l->sp, blk, "ring attention K,V block");
+    b->ring_b = comm_of(b, SP_COMM_RING, SP_COLL_SEND_RECV, 2, l->tp * l->sp, 2.0 * blk, "ring attention K,V and dK,dV blocks");
+  }
+  double mmw = sp_model_layer_matmul_params(m) / l->tp * e;
+  int32_t g = sp_layout_replicas(l) / l->wp;
+  if (l->wp > 1) {
+    b->w_ag = comm_of(b, SP_COMM_ISP, SP_COLL_ALL_GATHER, l->wp, l->tp, mmw, "ISP weight all-gather");
+    b->w_rs = comm_of(b, SP_COMM_ISP, SP_COLL_REDUCE_SCATTER, l->wp, l->tp, mmw, "ISP gradient reduce-scatter");
+    b->w_stream = SP_STREAM_ISP;
+  } else if (l->zero >= 3) {
+    b->w_ag = comm_of(b, SP_COMM_DP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, mmw, "ZeRO-3 parameter all-gather");
+    b->w_rs = comm_of(b, SP_COMM_DP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, mmw, "ZeRO-3 gradient reduce-scatter");
+    b->w_stream = SP_STREAM_DP;
+  }
+  if (l->pp > 1)
+    b->pp_msg = comm_of(b, SP_COMM_PP, SP_COLL_SEND_RECV, 2, l->tp * l->sp * l->cp * l->dp,
+                        act / (l->tp_sp ? l->tp : 1), "pipeline send");
+}
+
+/* ISP and ZeRO-3 gather a layer's weights into one of two buffers: the current
+ * layer's gather was issued at the start of the previous layer of the pass (or now,
+ * for the first), and the next layer's is issued now, once its buffer is free, so
+ * that it runs under this layer's compute (InternEvo's and FSDP's prefetch). */
+static void weight_gather(sb *b, gboolean has_next)
+{
+  if (b->w_ag < 0) return;
+  if (b->w_next == NONE) {
+    uint32_t slot = (uint32_t)(b->wcount++ & 1);
+    b->w_next = coll_async(b, b->w_stream, b->w_ag, b->wslot[slot]);
+  }
+  need(b, b->w_next);
+  b->w_next = NONE;
+  if (has_next) {
+    uint32_t slot = (uint32_t)(b->wcount++ & 1);
+    b->w_next = coll_async(b, b->w_stream, b->w_ag, b->wslot[slot]);
+  }
+}
+
+/* The layer is done with its buffer (the one gathered before the prefetched one). */
+static void weight_release(sb *b, gboolean has_next)
+{
+  if (b->w_ag < 0) return;
+  b->wslot[(b->wcount - (has_next ? 2 : 1)) & 1] = b->chain;
+  if (b->chain == b->open) b->open = NONE;
+}
+
+static void attention_fwd(sb *b, uint8_t phase)
+{
+  const sp_layout *l = b->l;
+  uint8_t keep = b->phase;
+  b->phase = phase;
+  if (l->cp > 1) {
+    /* the ring passes K,V blocks on while the attention of the held block runs */
+    uint32_t prev = b->chain;
+    uint32_t xfer = NONE;
+    for (int32_t j = 0; j < l->cp; j++) {
+      if (j + 1 < l->cp) {
+        uint32_t x = coll_async(b, SP_STREAM_RING, b->ring_f, prev);
+        if (j == 0) prev = NONE;
+        need(b, xfer);
+        compute(b, b->k.attn_fwd / l->cp, "attention block");
+        xfer = x;
+      } else {
+        need(b, xfer);
+        compute(b, b->k.attn_fwd / l->cp, "attention block");
+      }
+    }
+  } else {
+    compute(b, b->k.attn_fwd, "attention");
+  }
+  b->phase = keep;
+}
+
+static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
+{
+  const sp_layout *l = b->l;
+  double half = b->k.elem_fwd / 2;
+  if (gather) weight_gather(b, has_next);
+  if (b->pgather != NULL && b->mb == 0 && b->phase == SP_PHASE_FWD) need(b, b->pgather[b->layer]);
+  compute(b, half, "norm");
+  coll_block(b, SP_STREAM_TP, b->tp_ag);
+  compute(b, b->k.qkv[0], "QKV");
+  coll_block(b, SP_STREAM_SP, b->a2a_q);
+  coll_block(b, SP_STREAM_SP, b->a2a_kv);
+  coll_block(b, SP_STREAM_SP, b->a2a_kv);
+  attention_fwd(b, b->phase);
+  coll_block(b, SP_STREAM_SP, b->a2a_q);
+  compute(b, b->k.proj[0], "output projection");
+  coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
+  compute(b, half, "residual, norm");
+  coll_block(b, SP_STREAM_TP, b->tp_ag);
+  compute(b, b->k.up[0] + b->k.down[0], "MLP");
+  coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
+  if (gather) weight_release(b, has_next);
+}
+
+/* Backward of a column-parallel GEMM: re-gather the input (sequence parallelism) for
+ * the weight gradient while the data gradient runs, then reduce the data gradient
+ * while the weight gradient runs. */
+static void column_bwd(sb *b, const double t[3], const char *what)
+{
+  const sp_layout *l = b->l;
+  uint32_t ag = l->tp_sp ? coll_async(b, SP_STREAM_TP, b->tp_ag, b->chain) : NONE;
+  compute(b, t[1], what);
+  uint32_t red = coll_async(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar, b->chain);
+  if (red == NONE && ag == NONE) {
+    compute(b, t[2], what);
+    return;
+  }
+  need(b, ag);
+  compute(b, t[2], "weight gradient");
+  need(b, red);
+}
+
+static void layer_bwd(sb *b, gboolean has_next)
+{
+  const sp_layout *l = b->l;
+  weight_gather(b, has_next);
+  if (l->ckpt == SP_CKPT_FULL) {
+    uint8_t keep = b->phase;
+    b->phase = SP_PHASE_RECOMPUTE;
+    layer_fwd(b, FALSE, FALSE);
+    b->phase = keep;
+  }
+  /* MLP: row-parallel down projection, then column-parallel up projection */
+  coll_block(b, SP_STREAM_TP, b->tp_ag);
+  compute(b, b->k.down[1] + b->k.down[2], "MLP down backward");
+  column_bwd(b, b->k.up, "MLP up backward");
+  compute(b, b->k.elem_fwd, "residual, norm backward");
+  /* attention */
+  coll_block(b, SP_STREAM_TP, b->tp_ag);
+  compute(b, b->k.proj[1] + b->k.proj[2], "output projection backward");
+  coll_block(b, SP_STREAM_SP, b->a2a_q);
+  if (l->ckpt == SP_CKPT_SELECTIVE) attention_fwd(b, SP_PHASE_RECOMPUTE);
+  if (l->cp > 1) {
+    uint32_t prev = b->chain, xfer = NONE;
+    for (int32_t j = 0; j < l->cp; j++) {
+      uint32_t x = j + 1 < l->cp ? coll_async(b, SP_STREAM_RING, b->ring_b, prev) : NONE;
+      if (j == 0) prev = NONE;
+      need(b, xfer);
+      compute(b, b->k.attn_bwd / l->cp, "attention block backward");
+      xfer = x;
+    }
+  } else {
+    compute(b, b->k.attn_bwd, "attention backward");
+  }
+  coll_block(b, SP_STREAM_SP, b->a2a_q);
+  coll_block(b, SP_STREAM_SP, b->a2a_kv);
+  coll_block(b, SP_STREAM_SP, b->a2a_kv);
+  column_bwd(b, b->k.qkv, "QKV backward");
+  compute(b, b->k.elem_fwd, "norm backward");
+  if (b->w_rs >= 0) {
+    uint32_t id = coll_async(b, b->w_stream, b->w_rs, b->chain);
+    if (b->w_stream == SP_STREAM_DP) b->last_dp = id; /* ISP's: the optimizer waits for its stream */
+  }
+  weight_release(b, has_next);
+}
+
+/* ---------- data parallelism: gradient buckets and ZeRO-1/2 parameter gathers ---------- */
+
+static int32_t bucket_comm(sb *b, gboolean gather, double params)
+{
+  const sp_layout *l = b->l;
+  double e = sp_model_dtype_bytes(b->c->model);
+  int32_t g = sp_layout_replicas(l) / l->wp;
+  if (gather) return comm_of(b, SP_COMM_DP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, params * e, "ZeRO parameter all-gather (bucket)");
+  if (l->zero == 0) return comm_of(b, SP_COMM_DP, SP_COLL_ALL_REDUCE, g, l->tp * l->wp, params * e, "gradient all-reduce (bucket)");
+  return comm_of(b, SP_COMM_DP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, params * e, "ZeRO gradient reduce-scatter (bucket)");
+}
+
+static gboolean dp_grad_buckets(const sb *b)
+{
+  return sp_layout_replicas(b->l) / b->l->wp > 1 && b->l->zero <= 2;
+}
+
+static void dp_flush(sb *b)
+{
+  if (b->bucket_acc <= 0) return;
+  int32_t cm = bucket_comm(b, FALSE, b->bucket_acc);
+  b->bucket_acc = 0;
+  if (cm < 0) return;
+  uint8_t keep = b->phase;
+  b->phase = SP_PHASE_STEP;
+  b->last_dp = coll_async(b, SP_STREAM_DP, cm, b->chain);
+  b->phase = keep;
+}
+
+/* Gradients of @p params parameters are final (last micro-batch's backward). */
+static void dp_bucket_add(sb *b, double params)
+{
+  if (!dp_grad_buckets(b)) return;
+  b->bucket_acc += params;
+  if (b->bucket_acc >= b->bucket_params) dp_flush(b);
+}
+
+/* ---------- schedule ---------- */
+
+typedef struct { gboolean fwd; int32_t mb, chunk; } slot;
+
+/* Megatron-LM's order of forward and backward passes on pipeline rank @p s. */
+static GArray *stage_order(int32_t pp, int32_t v, int64_t m, int32_t s, sp_sched sched)
+{
+  GArray *o = g_array_new(FALSE, FALSE, sizeof(slot));
+  if (sched == SP_SCHED_GPIPE || pp == 1) {
+    for (int32_t c = 0; c < v; c++)
+      for (int64_t i = 0; i < m; i++) { slot x = { TRUE, (int32_t)i, c }; g_array_append_val(o, x); }
+    for (int32_t c = v - 1; c >= 0; c--)
+      for (int64_t i = 0; i < m; i++) { slot x = { FALSE, (int32_t)i, c }; g_array_append_val(o, x); }
+    return o;
+  }
+  int64_t total = m * v;
+  int64_t warm;
+  if (v == 1) warm = MIN((int64_t)(pp - s - 1), m);
+  else if (m == pp) warm = total;
+  else warm = MIN((int64_t)(pp - s - 1) * 2 + (int64_t)(v - 1) * pp, total);
+  int64_t group = (int64_t)pp * v;
+  for (int64_t k = 0; k < total; k++) {
+    /* forward k, and (after the warm-up) backward k - warm */
+    slot f = { TRUE, (int32_t)((k / group) * pp + k % pp), (int32_t)((k % group) / pp) };
+    if (k < warm) { g_array_append_val(o, f); continue; }
+    g_array_append_val(o, f);
+    int64_t j = k - warm;
+    slot bk = { FALSE, (int32_t)((j / group) * pp + j % pp), v - 1 - (int32_t)((j % group) / pp) };
+    g_array_append_val(o, bk);
+  }
+  for (int64_t j = total - warm; j < total; j++) {
+    slot bk = { FALSE, (int32_t)((j / group) * pp + j % pp), v - 1 - (int32_t)((j % group) / pp) };
+    g_array_append_val(o, bk);
+  }
+  return o;
+}
+
+static double embed_time(const sb *b)
+{
+  const sp_model *m = b->c->model;
+  double T = sp_step_local_tokens(b->l, b->c->seq);
+  return sp_kernel_elementwise_time(&b->c->hw.gpu, 2.0 * T * (double)m->hidden * sp_model_dtype_bytes(m));
+}
+
+static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
+{
+  const sp_layout *l = b->l;
+  const sp_model *mo = b->c->model;
+  int32_t pp = l->pp, v = sp_layout_vpp(l), V = b->nvirt;
+  b->stage = s;
+  b->chain = b->open = NONE;
+  b->need[0] = b->need[1] = NONE;
+  b->wslot[0] = b->wslot[1] = NONE;
+  b->wcount = 0;
+  b->w_next = NONE;
+  b->bucket_acc = 0;
+  b->last_dp = NONE;
+  b->mb = -1; b->chunk = -1; b->layer = -1;
+  double layer_params = sp_model_layer_params(mo) / l->tp / l->wp;
+  double emb_params = (double)mo->vocab * (double)mo->hidden / l->tp / l->wp;
+  g_free(b->pgather);
+  b->pgather = NULL;
+  if (l->zero >= 1 && l->zero <= 2 && dp_grad_buckets(b)) {
+    /* ZeRO-1/2: the updated parameters come back in buckets before the forward needs them */
+    b->pgather = g_new(uint32_t, mo->layers > 0 ? mo->layers : 1);
+    b->phase = SP_PHASE_STEP;
+    for (int32_t c = 0; c < v; c++) {
+      int64_t first = b->voff[c * pp + s], n = sp_layout_chunk_layers(l, mo, s, c);
+      double acc = 0;
+      int64_t from = first;
+      for (int64_t i = first; i < first + n; i++) {
+        acc += layer_params;
+        if (acc >= b->bucket_params || i + 1 == first + n) {
+          int32_t cm = bucket_comm(b, TRUE, acc);
+          uint32_t id = coll_async(b, SP_STREAM_DP, cm, NONE);
+          for (int64_t j = from; j <= i; j++) b->pgather[j] = id;
+          acc = 0;
+          from = i + 1;
+        }
+      }
+    }
+  }
+  g_autoptr(GArray) order = stage_order(pp, v, m, s, sched);
+  /* the last backward of each chunk finalises its gradients */
+  g_autofree int32_t *last_bwd_mb = g_new(int32_t, v);
+  for (guint i = 0; i < order->len; i++) {
+    const slot *x = &g_array_index(order, slot, i);
+    if (!x->fwd) last_bwd_mb[x->chunk] = x->mb;
+  }
+  for (guint i = 0; i < order->len; i++) {
+    const slot *x = &g_array_index(order, slot, i);
+    int32_t vs = x->chunk * pp + s;
+    int64_t first = b->voff[vs], n = sp_layout_chunk_layers(l, mo, s, x->chunk);
+    int64_t key = (int64_t)x->mb * V + vs;
+    b->mb = x->mb;
+    b->chunk = x->chunk;
+    b->layer = -1;
+    if (x->fwd) {
+      b->phase = SP_PHASE_FWD;
+      if (vs > 0) recv_wait(b, TRUE, key - 1);
+      if (vs == 0) compute(b, embed_time(b), "embedding");
+      for (int64_t li = first; li < first + n; li++) {
+        b->layer = (int32_t)li;
+        layer_fwd(b, TRUE, li + 1 < first + n);
+      }
+      b->layer = -1;
+      if (vs == V - 1) {
+        coll_block(b, SP_STREAM_TP, b->tp_ag);
+        compute(b, b->k.head[0] + b->k.loss, "output layer, loss");
+      } else {
+        uint32_t id = add(b, SP_TASK_SEND, SP_STREAM_PP, 0.0, b->pp_msg, "send activations");
+        sp_task *t = task_at(b, id);
+        t->peer = (vs + 1) % pp;
+        add_dep(t, b->chain);
+        if (b->chain == b->open) b->open = NONE;
+        b->send_f[key] = id;
+      }
+    } else {
+      b->phase = SP_PHASE_BWD;
+      gboolean last = x->mb == last_bwd_mb[x->chunk];
+      if (vs < V - 1) recv_wait(b, FALSE, key + 1);
+      else {
+        compute(b, b->k.loss + b->k.head[1], "loss, output layer backward");
+        uint32_t rs = coll_async(b, SP_STREAM_TP, b->tp_rs, b->chain);
+        compute(b, b->k.head[2], "output layer weight gradient");
+        need(b, rs);
+        if (last) dp_bucket_add(b, emb_params);
+      }
+      for (int64_t li = first + n - 1; li >= first; li--) {
+        b->layer = (int32_t)li;
+        layer_bwd(b, li > first);
+        if (last) dp_bucket_add(b, layer_params);
+      }
+      b->layer = -1;
+      if (vs == 0) {
+        compute(b, embed_time(b), "embedding backward");
+        if (last) dp_bucket_add(b, emb_params);
+      }
+      if (last && dp_grad_buckets(b)) dp_flush(b);
+      if (vs > 0) {
+        uint32_t id = add(b, SP_TASK_SEND, SP_STREAM_PP, 0.0, b->pp_msg, "send gradients");
+        sp_task *t = task_at(b, id);
+        t->peer = (vs - 1) % pp;
+        add_dep(t, b->chain);
+        if (b->chain == b->open) b->open = NONE;
+        b->send_b[key] = id;
+      }
+    }
+  }
+  /* the optimizer step, once every gradient of the stage is reduced */
+  b->mb = b->chunk = b->layer = -1;
+  b->phase = SP_PHASE_STEP;
+  need(b, b->last_dp);
+  b->open = NONE;
+  compute(b, sp_step_optimizer_time(b->c, l, sp_step_stage_params(mo, l, s)), "optimizer step");
+  /* ISP gradient reduce-scatters end before the update too */
+  if (b->w_stream == SP_STREAM_ISP && b->w_ag >= 0) {
+    for (guint i = b->g->tasks->len; i-- > 0;) {
+      const sp_task *t = task_at(b, i);
+      if (t->stage == s && t->stream == SP_STREAM_ISP) { add_dep(task_at(b, b->chain), i); break; }
+    }
+  }
+}
+
+void sp_stepgraph_free(sp_stepgraph *g)
+{
+  if (g == NULL) return;
+  if (g->tasks) g_array_unref(g->tasks);
+  if (g->comms) g_array_unref(g->comms);
+  g_free(g);
+}
+
+sp_stepgraph *sp_stepgraph_build(const sp_step_ctx *c, const sp_layout *l, sp_sched sched, GError **err)
+{
+  const sp_model *m = c->model;
+  int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
+  int32_t v = sp_layout_vpp(l);
+  if (mbs < 1) {
+    g_set_error(err, SP_ERROR, SP_ERROR_LAYOUT, "step graph: global batch %" G_GINT64_FORMAT " gives no micro-batch of %d on dp=%d",
+                c->global_batch, l->mb, l->dp);
+    return NULL;
+  }
+  if (v > 1 && sched == SP_SCHED_1F1B && mbs % l->pp != 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_LAYOUT, "step graph: the interleaved schedule needs micro-batches (%" G_GINT64_FORMAT
+                ") divisible by pp=%d", mbs, l->pp);
+    return NULL;
+  }
+  sb b = { .c = c, .l = l };
+  b.g = g_new0(sp_stepgraph, 1);
+  b.g->stages = l->pp;
+  b.g->ranks_per_stage = c->world / l->pp;
+  b.g->microbatches = mbs;
+  b.g->sched = sched;
+  b.g->tasks = g_array_new(FALSE, FALSE, sizeof(sp_task));
+  b.g->comms = g_array_new(FALSE, FALSE, sizeof(sp_comm));
+  if (!sp_step_layer_kernels(c, l, &b.k, err)) {
+    sp_stepgraph_free(b.g);
+    return NULL;
+  }
+  b.comm_ix = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  b.bucket_params = c->hw.dp_bucket_params > 0 ? c->hw.dp_bucket_params : 40e6;
+  b.nvirt = l->pp * v;
+  b.voff = g_new0(int64_t, b.nvirt + 1);
+  for (int32_t vs = 0; vs < b.nvirt; vs++)
+    b.voff[vs + 1] = b.voff[vs] + sp_layout_chunk_layers(l, m, vs % l->pp, vs / l->pp);
+  size_t keys = (size_t)mbs * (size_t)b.nvirt;
+  b.send_f = g_new(uint32_t, keys);
+  b.send_b = g_new(uint32_t, keys);
+  for (size_t i = 0; i < keys; i++) b.send_f[i] = b.send_b[i] = NONE;
+  b.patch = g_array_new(FALSE, FALSE, sizeof(patch));
+  layer_comms(&b);
+  for (int32_t s = 0; s < l->pp; s++) build_stage(&b, s, mbs, sched);
+  for (guint i = 0; i < b.patch->len; i++) {
+    const patch *p = &g_array_index(b.patch, patch, i);
+    add_dep(task_at(&b, p->task), (p->fwd ? b.send_f : b.send_b)[p->key]);
+  }
+  g_array_unref(b.patch);
+  g_free(b.send_f);
+  g_free(b.send_b);
+  g_free(b.voff);
+  g_free(b.pgather);
+  g_hash_table_destroy(b.comm_ix);
+  return b.g;
+}
+
+gboolean sp_stepgraph_price(sp_stepgraph *g, const sp_step_ctx *c, GError **err)
+{
+  g_autofree double *t = g_new0(double, g->comms->len + 1);
+  for (guint i = 0; i < g->comms->len; i++)
+    if (!c->price(c->price_user, &g_array_index(g->comms, sp_comm, i), &t[i], err)) return FALSE;
+  for (guint i = 0; i < g->tasks->len; i++) {
+    sp_task *k = &g_array_index(g->tasks, sp_task, i);
+    if (k->kind != SP_TASK_COMPUTE) k->seconds = k->comm >= 0 ? t[k->comm] : 0.0;
+  }
+  return TRUE;
+}
+
+/* ---------- contention-free run ---------- */
+
+gboolean sp_stepgraph_schedule(const sp_stepgraph *g, double *start, double *end, double *makespan, GError **err)
+{
+  guint n = g->tasks->len;
+  const sp_task *T = (const sp_task *)g->tasks->data;
+  /* successors (CSR), stream order, pending counts */
+  g_autofree uint32_t *nsucc = g_new0(uint32_t, n + 1);
+  for (guint i = 0; i < n; i++)
+    for (int d = 0; d < T[i].ndeps; d++) nsucc[T[i].deps[d]]++;
+  g_autofree uint32_t *off = g_new0(uint32_t, n + 1);
+  for (guint i = 0; i < n; i++) off[i + 1] = off[i] + nsucc[i];
+  g_autofree uint32_t *succ = g_new(uint32_t, off[n] + 1);
+  g_autofree uint32_t *fill = g_new0(uint32_t, n + 1);
+  for (guint i = 0; i < n; i++)
+    for (int d = 0; d < T[i].ndeps; d++) {
+      uint32_t p = T[i].deps[d];
+      succ[off[p] + fill[p]++] = i;
+    }
+  /* next task of each (stage, stream) */
+  int32_t nq = g->stages * SP_STREAM_COUNT;
+  g_autofree uint32_t *next_in_stream = g_new(uint32_t, n + 1);
+  g_autofree uint32_t *head = g_new(uint32_t, nq);
+  g_autofree uint32_t *tail = g_new(uint32_t, nq);
+  for (int32_t q = 0; q < nq; q++) head[q] = tail[q] = NONE;
+  for (guint i = 0; i < n; i++) {
+    int32_t q = T[i].stage * SP_STREAM_COUNT + T[i].stream;
+    next_in_stream[i] = NONE;
+    if (tail[q] == NONE) head[q] = i;
+    else next_in_stream[tail[q]] = i;
+    tail[q] = i;
+  }
+  g_autofree uint32_t *pending = g_new(uint32_t, n + 1);
+  g_autofree double *ready = g_new0(double, n + 1);  /* latest end of a dependency */
+  g_autofree double *s0 = g_new0(double, n + 1), *e0 = g_new0(double, n + 1);
+  g_autofree uint8_t *is_head = g_new0(uint8_t, n + 1);
+  for (guint i = 0; i < n; i++) pending[i] = T[i].ndeps;
+  GArray *work = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  for (int32_t q = 0; q < nq; q++)
+    if (head[q] != NONE) {
+      is_head[head[q]] = 1;
+      if (pending[head[q]] == 0) g_array_append_val(work, head[q]);
+    }
+  g_autofree double *qfree = g_new0(double, nq);
+  guint done = 0;
+  double span = 0;
+  while (work->len > 0) {
+    uint32_t i = g_array_index(work, uint32_t, work->len - 1);
+    g_array_set_size(work, work->len - 1);
+    int32_t q = T[i].stage * SP_STREAM_COUNT + T[i].stream;
+    s0[i] = MAX(ready[i], qfree[q]);
+    e0[i] = s0[i] + T[i].seconds;
+    qfree[q] = e0[i];
+    span = MAX(span, e0[i]);
+    done++;
+    for (uint32_t k = off[i]; k < off[i + 1]; k++) {
+      uint32_t j = succ[k];
+      ready[j] = MAX(ready[j], e0[i]);
+      if (--pending[j] == 0 && is_head[j]) g_array_append_val(work, j);
+    }
+    uint32_t nx = next_in_stream[i];
+    if (nx != NONE) {
+      is_head[nx] = 1;
+      if (pending[nx] == 0) g_array_append_val(work, nx);
+    }
+  }
+  g_array_unref(work);
+  if (done != n) {
+    g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "step graph: %u of %u tasks can never start (a dependency cycle)", n - done, n);
+    return FALSE;
+  }
+  if (start) memcpy(start, s0, n * sizeof(double));
+  if (end) memcpy(end, e0, n * sizeof(double));
+  if (makespan) *makespan = span;
+  return TRUE;
+}
+
+/* ---------- breakdown ---------- */
+
+typedef struct { double t; int32_t stream; int32_t delta; int32_t kind; } edge;
+
+static int cmp_edge(const void *a, const void *b)
+{
+  const edge *x = a, *y = b;
+  if (x->t != y->t) return x->t < y->t ? -1 : 1;
+  return x->delta - y->delta; /* ends before starts at one instant */
+}
+
+void sp_stepgraph_breakdown_of(const sp_stepgraph *g, const double *start, const double *end, sp_stepgraph_breakdown *b)
+{
+  memset(b, 0, sizeof *b);
+  const sp_task *T = (const sp_task *)g->tasks->data;
+  guint n = g->tasks->len;
+  /* the step ends with the last task; the stage whose kernels are busiest is the one
+   * the others wait for, and its idle time is the pipeline bubble */
+  g_autofree double *busy = g_new0(double, g->stages);
+  for (guint i = 0; i < n; i++) {
+    b->step_time = MAX(b->step_time, end[i]);
+    if (T[i].kind == SP_TASK_COMPUTE && end[i] > start[i]) busy[T[i].stage] += end[i] - start[i];
+  }
+  for (int32_t s = 1; s < g->stages; s++)
+    if (busy[s] > busy[b->stage]) b->stage = s;
+  GArray *ev = g_array_new(FALSE, FALSE, sizeof(edge));
+  for (guint i = 0; i < n; i++) {
+    if (T[i].stage != b->stage || end[i] <= start[i]) continue;
+    int32_t kind = -1;
+    if (T[i].kind == SP_TASK_COMPUTE) b->compute += end[i] - start[i];
+    else {
+      kind = g_array_index(g->comms, sp_comm, T[i].comm).kind;
+      b->comm[kind] += end[i] - start[i];
+    }
+    edge s = { start[i], T[i].stream, +1, kind }, e = { end[i], T[i].stream, -1, kind };
+    g_array_append_val(ev, s);
+    g_array_append_val(ev, e);
+  }
+  qsort(ev->data, ev->len, sizeof(edge), cmp_edge);
+  int32_t busy_compute = 0, active[SP_COMM_KIND_COUNT] = { 0 };
+  double t = 0;
+  for (guint i = 0; i <= ev->len; i++) {
+    double nt = i < ev->len ? g_array_index(ev, edge, i).t : b->step_time;
+    if (nt > t && busy_compute == 0) {
+      int nk = 0;
+      for (int k = 0; k < SP_COMM_KIND_COUNT; k++) nk += active[k] > 0;
+      if (nk == 0) b->idle += nt - t;
+      else
+        for (int k = 0; k < SP_COMM_KIND_COUNT; k++)
+          if (active[k] > 0) b->exposed[k] += (nt - t) / nk;
+    }
+    if (i == ev->len) break;
+    const edge *x = &g_array_index(ev, edge, i);
+    if (x->kind < 0) busy_compute += x->delta;
+    else active[x->kind] += x->delta;
+    t = MAX(t, nt);
+  }
+  g_array_unref(ev);
+}

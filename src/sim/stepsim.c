@@ -1,0 +1,352 @@
+/* The step graph on SimGrid: one actor per (stage, stream) runs its tasks in order,
+ * waiting on their dependencies; kernels execute on the stage's host, collectives
+ * occupy the links their rank uses, pipeline sends cross the platform (stepsim.h). */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <simgrid/actor.h>
+#include <simgrid/engine.h>
+#include <simgrid/exec.h>
+#include <simgrid/host.h>
+#include <simgrid/link.h>
+#include <simgrid/mailbox.h>
+#include <simgrid/semaphore.h>
+#include <xbt/dynar.h>
+
+#include "sim.h"
+#include "stepsim.h"
+#include "spsim/error.h"
+
+#define NONE UINT32_MAX
+
+typedef struct run_s run_t;
+
+/* How a collective of a stage occupies the network: a flow to @c mbox's host. */
+typedef struct {
+  int32_t sink;   /* index in run->sinks, -1: sleep instead (no route) */
+  double lat, bw; /* route latency and bottleneck bandwidth */
+} flow_plan;
+
+typedef struct {
+  run_t *run;
+  int32_t stage, stream;
+  GArray *tasks;    /* of uint32_t, in stream order */
+  uint32_t waiting; /* task the actor waits for, NONE when running */
+  sg_sem_t sem;
+} stream_actor;
+
+typedef struct {
+  sg_mailbox_t mbox;
+  int64_t expected;
+  int32_t host;
+} sink;
+
+struct run_s {
+  const sp_stepgraph *g;
+  const sp_task *T;
+  uint32_t *pending;
+  uint32_t *off, *succ;
+  stream_actor **owner; /* per task */
+  double *start, *end;
+  double t0;
+  sg_host_t *host;      /* per stage */
+  double *speed, *share, *coll_lat; /* per stage */
+  int32_t *pp_sink;     /* per stage: its receiving mailbox (index in sinks) */
+  flow_plan *plans;     /* [stage x ncomms] */
+  GArray *sinks;        /* of sink */
+  guint done;
+};
+
+static guint run_serial; /* mailbox names of one run never meet another's */
+
+static double now(const run_t *r) { return simgrid_get_clock() - r->t0; }
+
+static void finish(run_t *r, uint32_t i)
+{
+  r->end[i] = now(r);
+  r->done++;
+  for (uint32_t k = r->off[i]; k < r->off[i + 1]; k++) {
+    uint32_t j = r->succ[k];
+    if (--r->pending[j] == 0 && r->owner[j]->waiting == j) {
+      r->owner[j]->waiting = NONE;
+      sg_sem_release(r->owner[j]->sem);
+    }
+  }
+}
+
+/* A bounded execution standing for NCCL's kernels beside the compute stream. */
+static sg_exec_t hold_sms(const run_t *r, int32_t stage)
+{
+  if (r->share[stage] <= 0) return NULL;
+  sg_exec_t e = sg_actor_exec_init(1e300);
+  sg_exec_set_bound(e, r->share[stage] * r->speed[stage]);
+  sg_exec_start(e);
+  return e;
+}
+
+static void release_sms(sg_exec_t e)
+{
+  if (e != NULL) sg_exec_cancel(e);
+}
+
+static void stream_main(int argc, char **argv)
+{
+  (void)argc; (void)argv;
+  stream_actor *a = sg_actor_self_get_data();
+  run_t *r = a->run;
+  guint ncomms = r->g->comms->len;
+  for (guint n = 0; n < a->tasks->len; n++) {
+    uint32_t i = g_array_index(a->tasks, uint32_t, n);
+    if (r->pending[i] > 0) {
+      a->waiting = i;
+      sg_sem_acquire(a->sem);
+    }
+    const sp_task *t = &r->T[i];
+    r->start[i] = now(r);
+    if (t->kind == SP_TASK_COMPUTE) {
+      if (t->seconds > 0) sg_actor_execute(t->seconds * r->speed[t->stage]);
+    } else if (t->kind == SP_TASK_COLL) {
+      if (t->seconds > 0) {
+        const flow_plan *p = &r->plans[(size_t)t->stage * ncomms + (guint)t->comm];
+        sg_exec_t e = hold_sms(r, t->stage);
+        if (p->sink >= 0 && t->seconds > p->lat) {
+          sink *s = &g_array_index(r->sinks, sink, p->sink);
+          sg_mailbox_put(s->mbox, (void *)r, (uint64_t)llround((t->seconds - p->lat) * p->bw));
+        } else {
+          sg_actor_sleep_for(t->seconds);
+        }
+        release_sms(e);
+      }
+    } else { /* SEND */
+      const sp_comm *cm = &g_array_index(r->g->comms, sp_comm, t->comm);
+      if (r->coll_lat[t->stage] > 0) sg_actor_sleep_for(r->coll_lat[t->stage]);
+      sg_exec_t e = hold_sms(r, t->stage);
+      sink *s = &g_array_index(r->sinks, sink, r->pp_sink[t->peer]);
+      sg_mailbox_put(s->mbox, (void *)r, cm->bytes);
+      release_sms(e);
+    }
+    finish(r, i);
+  }
+}
+
+static void sink_main(int argc, char **argv)
+{
+  (void)argc; (void)argv;
+  sink *s = sg_actor_self_get_data();
+  for (int64_t k = 0; k < s->expected; k++) (void)sg_mailbox_get(s->mbox);
+}
+
+static int32_t sink_for(run_t *r, GHashTable *ix, int32_t host)
+{
+  gpointer v = g_hash_table_lookup(ix, GINT_TO_POINTER(host + 1));
+  if (v != NULL) return GPOINTER_TO_INT(v) - 1;
+  char name[64];
+  g_snprintf(name, sizeof name, "spsim-step%u-h%d", run_serial, host);
+  sink s = { .mbox = sg_mailbox_by_name(name), .expected = 0, .host = host };
+  g_array_append_val(r->sinks, s);
+  g_hash_table_insert(ix, GINT_TO_POINTER(host + 1), GINT_TO_POINTER((int)r->sinks->len));
+  return (int32_t)r->sinks->len - 1;
+}
+
+static sg_host_t host_at(int32_t h)
+{
+  const char *name = sp_sim_host_name(h);
+  return name ? sg_host_by_name(name) : NULL;
+}
+
+/* Where a collective of @p rep's group sends its stand-in flow. */
+static void plan_flow(run_t *r, GHashTable *ix, const sp_comm *c, int32_t rep, flow_plan *p)
+{
+  p->sink = -1;
+  p->lat = 0;
+  p->bw = 0;
+  int32_t world = sp_sim_num_hosts();
+  int32_t me = sp_sim_host_of(rep), node = sp_sim_host_node(me);
+  int32_t peer = -1;
+  for (int32_t j = 1; j < c->n; j++) {
+    int64_t q = (int64_t)rep + (int64_t)j * c->stride;
+    if (q >= world) break;
+    int32_t h = sp_sim_host_of((int32_t)q);
+    if (peer < 0) peer = h;
+    if (node >= 0 && sp_sim_host_node(h) != node) { peer = h; break; }
+  }
+  if (peer < 0 || peer == me) return;
+  sg_host_t a = host_at(me), b = host_at(peer);
+  if (a == NULL || b == NULL) return;
+  xbt_dynar_t links = xbt_dynar_new(sizeof(sg_link_t), NULL);
+  sg_host_get_route(a, b, links);
+  double bw = INFINITY;
+  unsigned i;
+  sg_link_t lk;
+  xbt_dynar_foreach (links, i, lk)
+    bw = MIN(bw, sg_link_get_bandwidth(lk));
+  xbt_dynar_free(&links);
+  if (!(bw > 0) || isinf(bw)) return;
+  p->bw = bw;
+  p->lat = sg_host_get_route_latency(a, b);
+  p->sink = sink_for(r, ix, peer);
+}
+
+gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, double *end, double *makespan,
+                        GError **err)
+{
+  if (!sp_sim_ready()) {
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED, "step simulation: no platform loaded");
+    return FALSE;
+  }
+  /* a graph that cannot run would leave actors blocked: refuse it first */
+  if (!sp_stepgraph_schedule(g, NULL, NULL, NULL, err)) return FALSE;
+  guint n = g->tasks->len, nc = g->comms->len;
+  int32_t S = g->stages;
+  if ((int64_t)(S - 1) * g->ranks_per_stage >= sp_sim_num_hosts()) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM, "step simulation: stage %d's rank %d has no host (%d hosts)", S - 1,
+                (S - 1) * g->ranks_per_stage, sp_sim_num_hosts());
+    return FALSE;
+  }
+  run_serial++;
+  run_t r = { .g = g, .T = (const sp_task *)g->tasks->data };
+  r.pending = g_new(uint32_t, n + 1);
+  r.off = g_new0(uint32_t, n + 1);
+  uint32_t *cnt = g_new0(uint32_t, n + 1);
+  for (guint i = 0; i < n; i++) {
+    r.pending[i] = r.T[i].ndeps;
+    for (int d = 0; d < r.T[i].ndeps; d++) cnt[r.T[i].deps[d]]++;
+  }
+  for (guint i = 0; i < n; i++) r.off[i + 1] = r.off[i] + cnt[i];
+  r.succ = g_new(uint32_t, r.off[n] + 1);
+  memset(cnt, 0, (n + 1) * sizeof(uint32_t));
+  for (guint i = 0; i < n; i++)
+    for (int d = 0; d < r.T[i].ndeps; d++) {
+      uint32_t p = r.T[i].deps[d];
+      r.succ[r.off[p] + cnt[p]++] = i;
+    }
+  g_free(cnt);
+  r.start = g_new0(double, n + 1);
+  r.end = g_new0(double, n + 1);
+  r.owner = g_new0(stream_actor *, n + 1);
+  r.host = g_new(sg_host_t, S);
+  r.speed = g_new(double, S);
+  r.share = g_new(double, S);
+  r.coll_lat = g_new(double, S);
+  r.pp_sink = g_new(int32_t, S);
+  r.plans = g_new0(flow_plan, (size_t)S * (nc ? nc : 1));
+  r.sinks = g_array_new(FALSE, FALSE, sizeof(sink));
+  GHashTable *ix = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (int32_t s = 0; s < S; s++) {
+    int32_t rep = s * g->ranks_per_stage, h = sp_sim_host_of(rep);
+    r.host[s] = host_at(h);
+    r.speed[s] = sg_host_get_speed(r.host[s]);
+    double sd = slowdown;
+    if (sd < 0) {
+      const char *v = sg_host_get_property_value(r.host[s], "comm_slowdown");
+      sd = v ? g_ascii_strtod(v, NULL) : SP_STEPSIM_COMM_SLOWDOWN;
+      if (!(sd >= 0 && sd < 100)) sd = SP_STEPSIM_COMM_SLOWDOWN;
+    }
+    r.share[s] = sd / (1.0 + sd);
+    r.coll_lat[s] = sp_sim_host_coll_latency(h);
+    r.pp_sink[s] = sink_for(&r, ix, h);
+    for (guint c = 0; c < nc; c++) {
+      const sp_comm *cm = &g_array_index(g->comms, sp_comm, c);
+      if (cm->coll != SP_COLL_SEND_RECV || cm->kind != SP_COMM_PP) plan_flow(&r, ix, cm, rep, &r.plans[(size_t)s * nc + c]);
+    }
+  }
+  g_hash_table_destroy(ix);
+  /* actors: one per (stage, stream) with tasks */
+  int32_t nq = S * SP_STREAM_COUNT;
+  stream_actor *acts = g_new0(stream_actor, nq);
+  for (int32_t q = 0; q < nq; q++) {
+    acts[q].run = &r;
+    acts[q].stage = q / SP_STREAM_COUNT;
+    acts[q].stream = q % SP_STREAM_COUNT;
+    acts[q].tasks = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    acts[q].waiting = NONE;
+  }
+  for (guint i = 0; i < n; i++) {
+    const sp_task *t = &r.T[i];
+    stream_actor *a = &acts[t->stage * SP_STREAM_COUNT + t->stream];
+    g_array_append_val(a->tasks, i);
+    r.owner[i] = a;
+    if (t->kind == SP_TASK_SEND) g_array_index(r.sinks, sink, r.pp_sink[t->peer]).expected++;
+    else if (t->kind == SP_TASK_COLL && t->seconds > 0) {
+      const flow_plan *p = &r.plans[(size_t)t->stage * nc + (guint)t->comm];
+      if (p->sink >= 0 && t->seconds > p->lat) g_array_index(r.sinks, sink, p->sink).expected++;
+    }
+  }
+  r.t0 = simgrid_get_clock();
+  for (guint k = 0; k < r.sinks->len; k++) {
+    sink *s = &g_array_index(r.sinks, sink, k);
+    if (s->expected == 0) continue;
+    char name[48];
+    g_snprintf(name, sizeof name, "sink%u", k);
+    sg_actor_t a = sg_actor_init(name, host_at(s->host));
+    sg_actor_set_data(a, s);
+    sg_actor_start_(a, sink_main, 0, NULL);
+  }
+  for (int32_t q = 0; q < nq; q++) {
+    if (acts[q].tasks->len == 0) continue;
+    acts[q].sem = sg_sem_init(0);
+    char name[48];
+    g_snprintf(name, sizeof name, "stage%d-%s", acts[q].stage, sp_stream_name((sp_stream)acts[q].stream));
+    sg_actor_t a = sg_actor_init(name, r.host[acts[q].stage]);
+    sg_actor_set_data(a, &acts[q]);
+    sg_actor_start_(a, stream_main, 0, NULL);
+  }
+  simgrid_run();
+  gboolean ok = r.done == n;
+  if (!ok)
+    g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "step simulation: %u of %u tasks never ran", n - r.done, n);
+  double span = 0;
+  for (guint i = 0; i < n; i++) span = MAX(span, r.end[i]);
+  if (ok && start) memcpy(start, r.start, n * sizeof(double));
+  if (ok && end) memcpy(end, r.end, n * sizeof(double));
+  if (ok && makespan) *makespan = span;
+  for (int32_t q = 0; q < nq; q++) {
+    g_array_unref(acts[q].tasks);
+    if (acts[q].sem) sg_sem_destroy(acts[q].sem);
+  }
+  g_free(acts);
+  g_array_unref(r.sinks);
+  g_free(r.plans); g_free(r.pp_sink); g_free(r.coll_lat); g_free(r.share); g_free(r.speed); g_free(r.host);
+  g_free(r.owner); g_free(r.end); g_free(r.start); g_free(r.succ); g_free(r.off); g_free(r.pending);
+  return ok;
+}
+
+void sp_stepsim_timeline_clear(sp_stepsim_timeline *t)
+{
+  if (t == NULL) return;
+  sp_stepgraph_free(t->g);
+  g_free(t->start);
+  g_free(t->end);
+  memset(t, 0, sizeof *t);
+}
+
+gboolean sp_stepsim_eval(const sp_step_ctx *c, const sp_layout *l, gboolean engine, double slowdown,
+                         sp_step_result *r, sp_stepsim_timeline *keep, GError **err)
+{
+  sp_stepsim_timeline t = { 0 };
+  t.g = sp_stepgraph_build(c, l, SP_SCHED_1F1B, err);
+  if (t.g == NULL) return FALSE;
+  guint n = t.g->tasks->len;
+  t.start = g_new(double, n + 1);
+  t.end = g_new(double, n + 1);
+  double span = 0;
+  gboolean ok = sp_stepgraph_price(t.g, c, err) &&
+                (engine ? sp_stepsim_run(t.g, slowdown, t.start, t.end, &span, err)
+                        : sp_stepgraph_schedule(t.g, t.start, t.end, &span, err));
+  if (!ok) {
+    sp_stepsim_timeline_clear(&t);
+    return FALSE;
+  }
+  sp_stepgraph_breakdown_of(t.g, t.start, t.end, &t.bd);
+  sp_step_set_time(c, l, r, t.bd.step_time);
+  r->simulated = TRUE;
+  r->compute = t.bd.compute;
+  r->bubble = t.bd.idle;
+  memcpy(r->exposed, t.bd.exposed, sizeof r->exposed);
+  memcpy(r->comm, t.bd.comm, sizeof r->comm);
+  if (keep != NULL) *keep = t;
+  else sp_stepsim_timeline_clear(&t);
+  return TRUE;
+}

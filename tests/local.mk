@@ -24,6 +24,15 @@ tests_test_step_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-model tests/test-layout tests/test-step tests/test-kernel-model tests/test-whatif-cli.sh
 EXTRA_DIST += tests/test-whatif-cli.sh
 
+# step graph: built and run without contention (core), and on SimGrid (engine)
+check_PROGRAMS += tests/test-stepgraph tests/test-stepsim
+tests_test_stepgraph_SOURCES = tests/test-stepgraph.c
+tests_test_stepgraph_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_test_stepsim_SOURCES = tests/test-stepsim.c
+tests_test_stepsim_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
+tests_test_stepsim_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-stepgraph tests/test-stepsim
+
 # graph + ops: graph IR and the operation library
 check_PROGRAMS += tests/test-graph tests/test-ops-ulysses tests/test-ops-tp tests/test-ops-isp tests/test-ops-pipe \
 	tests/test-ops-ring

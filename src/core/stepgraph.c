@@ -70,7 +70,8 @@ static uint32_t add(sb *b, sp_task_kind kind, sp_stream st, double secs, int32_t
  * waits for its end. */
 static void compute(sb *b, double secs, const char *what)
 {
-  if (b->open != NONE && b->need[0] == NONE && b->need[1] == NONE && task_at(b, b->open)->phase == b->phase) {
+  if (b->open != NONE && b->need[0] == NONE && b->need[1] == NONE && task_at(b, b->open)->phase == b->phase &&
+      task_at(b, b->open)->layer == b->layer && b->open == b->chain) {
     task_at(b, b->open)->seconds += secs;
     return;
   }

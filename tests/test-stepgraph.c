@@ -1,0 +1,302 @@
+/* Step graph: pipeline makespans against the textbook formulas, the collectives a
+ * layer issues against Megatron-LM's, uneven stages, buckets, and the breakdown. */
+#include "config.h"
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+#include "spsim/error.h"
+#include "spsim/stepgraph.h"
+
+/* 8 layers, h 64, 4 heads, ffn 256 (GELU), vocab 1000 */
+static sp_model model8(void)
+{
+  sp_model m = { .name = (char *)"tiny8", .layers = 8, .hidden = 64, .heads = 4, .kv_heads = 4, .ffn = 256,
+                 .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_GELU };
+  return m;
+}
+
+static gboolean price_zero(void *user, const sp_comm *c, double *s, GError **err)
+{
+  (void)user; (void)c; (void)err;
+  *s = 0.0;
+  return TRUE;
+}
+
+static gboolean price_1ms(void *user, const sp_comm *c, double *s, GError **err)
+{
+  (void)user; (void)c; (void)err;
+  *s = 1e-3;
+  return TRUE;
+}
+
+static sp_step_ctx ctx_for(const sp_model *m, int32_t world, int64_t seq, int64_t gb, sp_comm_price_fn price)
+{
+  sp_step_ctx c = { .model = m, .seq = seq, .global_batch = gb, .world = world, .gpus_per_node = 8, .price = price };
+  sp_step_hw_init(&c.hw);
+  /* an ideal GPU: 1 TFLOP/s on every GEMM and in attention, no memory term, no launch
+   * cost, so that element-wise kernels, the embedding and the optimizer take no time */
+  c.hw.gpu = (sp_kernel_gpu){ .peak_flops = 1e12, .hbm_bw = 0, .sms = 1, .tile_m = 1, .tile_n = 1, .gemm_eff = 1.0,
+                              .attn_fwd_eff = 1.0, .attn_bwd_eff = 1.0, .launch = 0 };
+  return c;
+}
+
+static sp_layout lay(const char *spec, const sp_step_ctx *c)
+{
+  sp_layout l;
+  GError *err = NULL;
+  g_assert_true(sp_layout_parse(spec, &l, &err));
+  sp_layout_ctx lc = { .model = c->model, .world = c->world, .gpus_per_node = 8, .seq = c->seq,
+                       .global_batch = c->global_batch, .mb = 1 };
+  g_assert_cmpint(sp_layout_check(&l, &lc, &err), ==, SP_SKIP_NONE);
+  g_assert_no_error(err);
+  return l;
+}
+
+static sp_stepgraph *build(const sp_step_ctx *c, const sp_layout *l, sp_sched s)
+{
+  GError *err = NULL;
+  sp_stepgraph *g = sp_stepgraph_build(c, l, s, &err);
+  g_assert_no_error(err);
+  g_assert_nonnull(g);
+  g_assert_true(sp_stepgraph_price(g, c, &err));
+  g_assert_no_error(err);
+  return g;
+}
+
+static double run(const sp_stepgraph *g)
+{
+  GError *err = NULL;
+  double span = -1;
+  g_assert_true(sp_stepgraph_schedule(g, NULL, NULL, &span, &err));
+  g_assert_no_error(err);
+  return span;
+}
+
+/* The LM head and loss run on the last stage only; without them every stage is the
+ * same and the textbook pipeline formulas hold exactly. */
+static void drop_head(sp_stepgraph *g)
+{
+  for (guint i = 0; i < g->tasks->len; i++) {
+    sp_task *t = &g_array_index(g->tasks, sp_task, i);
+    if (t->kind == SP_TASK_COMPUTE && t->layer < 0) t->seconds = 0;
+  }
+}
+
+/* Forward and backward of one layer for one micro-batch, from the kernel model. */
+static void layer_times(const sp_step_ctx *c, const sp_layout *l, double *f, double *b)
+{
+  sp_layer_kernels k;
+  GError *err = NULL;
+  g_assert_true(sp_step_layer_kernels(c, l, &k, &err));
+  *f = k.qkv[0] + k.attn_fwd + k.proj[0] + k.up[0] + k.down[0];
+  *b = k.qkv[1] + k.qkv[2] + k.attn_bwd + k.proj[1] + k.proj[2] + k.up[1] + k.up[2] + k.down[1] + k.down[2];
+}
+
+static void assert_close(double got, double want)
+{
+  if (fabs(got - want) > 1e-12 + 1e-9 * fabs(want)) g_error("got %.12g, want %.12g", got, want);
+}
+
+/* 1F1B and GPipe with p equal stages and free sends: (m + p - 1)(f + b)
+ * (Narayanan et al. 2021, sec. 2.2: the bubble is (p - 1) forward-backward slots). */
+static void test_pipeline_makespan(void)
+{
+  sp_model m = model8();
+  sp_step_ctx c = ctx_for(&m, 4, 128, 8, price_zero);
+  sp_layout l = lay("pp=4", &c);
+  double f, b;
+  layer_times(&c, &l, &f, &b);
+  double F = 2 * f, B = 2 * b; /* two layers a stage */
+  for (int s = 0; s < 2; s++) {
+    g_autoptr(sp_stepgraph) g = build(&c, &l, s == 0 ? SP_SCHED_1F1B : SP_SCHED_GPIPE);
+    drop_head(g);
+    assert_close(run(g), (8 + 4 - 1) * (F + B));
+  }
+  /* one stage: everything in a row */
+  sp_step_ctx c1 = ctx_for(&m, 1, 128, 8, price_zero);
+  sp_layout l1 = lay("pp=1", &c1);
+  g_autoptr(sp_stepgraph) g1 = build(&c1, &l1, SP_SCHED_1F1B);
+  drop_head(g1);
+  assert_close(run(g1), 8 * 8 * (f + b));
+}
+
+/* Interleaved 1F1B with v chunks: m (f + b) + (p - 1)(f + b) / v (Narayanan et al.
+ * 2021, sec. 2.2.1), f and b of a whole stage. */
+static void test_interleaved_makespan(void)
+{
+  sp_model m = model8();
+  sp_step_ctx c = ctx_for(&m, 4, 128, 8, price_zero);
+  sp_layout l = lay("pp=4,vpp=2", &c);
+  double f, b;
+  layer_times(&c, &l, &f, &b);
+  double F = 2 * f, B = 2 * b;
+  g_autoptr(sp_stepgraph) g = build(&c, &l, SP_SCHED_1F1B);
+  drop_head(g);
+  assert_close(run(g), 8 * (F + B) + 3 * (F + B) / 2);
+  /* sends: each micro-batch crosses p v - 1 boundaries each way */
+  guint sends = 0;
+  for (guint i = 0; i < g->tasks->len; i++) sends += g_array_index(g->tasks, sp_task, i).kind == SP_TASK_SEND;
+  g_assert_cmpuint(sends, ==, 2 * 8 * (4 * 2 - 1));
+}
+
+/* Megatron-LM's layer with tensor and sequence parallelism: forward 2 all-gathers and
+ * 2 reduce-scatters; backward 2 all-gathers of output gradients, 2 re-gathers of
+ * inputs for the weight gradients, 2 reduce-scatters; full recomputation repeats the
+ * forward's 4. Without sequence parallelism: 2 all-reduces each way. */
+static void test_tp_collectives(void)
+{
+  sp_model m = model8();
+  const struct { const char *spec; guint per_layer; guint head; } cases[] = {
+    { "tp=4", 4 + 6, 2 },
+    { "tp=4,ckpt=full", 4 + 6 + 4, 2 },
+    { "tp=4,tpsp=0", 2 + 2, 0 },
+  };
+  for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
+    sp_step_ctx c = ctx_for(&m, 4, 128, 4, price_1ms);
+    sp_layout l = lay(cases[k].spec, &c);
+    g_autoptr(sp_stepgraph) g = build(&c, &l, SP_SCHED_1F1B);
+    guint tp = 0;
+    for (guint i = 0; i < g->tasks->len; i++) tp += g_array_index(g->tasks, sp_task, i).stream == SP_STREAM_TP;
+    g_assert_cmpuint(tp, ==, 4 * (8 * cases[k].per_layer + cases[k].head));
+  }
+}
+
+/* Data-parallel gradients reduce in buckets during the last micro-batch's backward:
+ * 8 layers of 49,280 parameters with 100,000-parameter buckets are 4 buckets of two
+ * layers (the embedding and output layer fall into the first and last). */
+static void test_dp_buckets(void)
+{
+  sp_model m = model8();
+  sp_step_ctx c = ctx_for(&m, 2, 128, 4, price_1ms);
+  c.hw.dp_bucket_params = 100000;
+  sp_layout l = lay("dp=2", &c);
+  g_autoptr(sp_stepgraph) g = build(&c, &l, SP_SCHED_1F1B);
+  guint dp = 0;
+  double last_bwd_start = 0;
+  for (guint i = 0; i < g->tasks->len; i++) {
+    const sp_task *t = &g_array_index(g->tasks, sp_task, i);
+    if (t->stream == SP_STREAM_DP) {
+      dp++;
+      g_assert_cmpint(g_array_index(g->comms, sp_comm, t->comm).coll, ==, SP_COLL_ALL_REDUCE);
+    }
+  }
+  g_assert_cmpuint(dp, ==, 4);
+  /* with 1 ms per bucket, the reduction hides under the backward except the last bucket */
+  g_autofree double *s = g_new(double, g->tasks->len), *e = g_new(double, g->tasks->len);
+  double span;
+  g_assert_true(sp_stepgraph_schedule(g, s, e, &span, NULL));
+  double compute_end = 0, dp_end = 0;
+  for (guint i = 0; i < g->tasks->len; i++) {
+    const sp_task *t = &g_array_index(g->tasks, sp_task, i);
+    if (t->stream == SP_STREAM_DP) dp_end = MAX(dp_end, e[i]);
+    if (t->stream == SP_STREAM_COMPUTE && t->phase == SP_PHASE_BWD) {
+      compute_end = MAX(compute_end, e[i]);
+      if (t->mb == 3) last_bwd_start = last_bwd_start == 0 ? s[i] : MIN(last_bwd_start, s[i]);
+    }
+  }
+  g_assert_cmpfloat(dp_end, >=, compute_end + 1e-3 - 1e-12);
+  assert_close(span, dp_end); /* the optimizer takes no time on the ideal GPU */
+}
+
+/* Llama 3 405B's split: 126 layers on 16 stages of 8 interleaved chunks, the first and
+ * last stage one layer short, so that the first chunk holds the embedding alone and the
+ * last chunk the output layer alone (Llama 3 report, sec. 3.3.2). */
+static void test_uneven_stages(void)
+{
+  sp_model m = { .name = (char *)"l126", .layers = 126, .hidden = 64, .heads = 4, .kv_heads = 4, .ffn = 256,
+                 .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_GELU };
+  sp_step_ctx c = ctx_for(&m, 16, 128, 16, price_zero);
+  sp_layout l = lay("pp=16,vpp=8,ppfirst=7,pplast=7", &c);
+  g_assert_cmpint(sp_layout_layers_of_stage(&l, &m, 0), ==, 7);
+  g_assert_cmpint(sp_layout_layers_of_stage(&l, &m, 7), ==, 8);
+  g_assert_cmpint(sp_layout_chunk_layers(&l, &m, 0, 0), ==, 0);
+  g_assert_cmpint(sp_layout_chunk_layers(&l, &m, 0, 1), ==, 1);
+  g_assert_cmpint(sp_layout_chunk_layers(&l, &m, 15, 7), ==, 0);
+  g_assert_cmpint(sp_layout_chunk_layers(&l, &m, 15, 6), ==, 1);
+  int64_t total = 0;
+  for (int32_t s = 0; s < 16; s++)
+    for (int32_t k = 0; k < 8; k++) total += sp_layout_chunk_layers(&l, &m, s, k);
+  g_assert_cmpint(total, ==, 126);
+  g_autoptr(sp_stepgraph) g = build(&c, &l, SP_SCHED_1F1B);
+  g_assert_cmpfloat(run(g), >, 0);
+  /* every layer runs forward once per micro-batch */
+  g_autofree int *seen = g_new0(int, 126);
+  for (guint i = 0; i < g->tasks->len; i++) {
+    const sp_task *t = &g_array_index(g->tasks, sp_task, i);
+    if (t->kind == SP_TASK_COMPUTE && t->phase == SP_PHASE_FWD && t->layer >= 0 && strcmp(t->what, "norm") == 0)
+      seen[t->layer]++;
+  }
+  for (int i = 0; i < 126; i++) g_assert_cmpint(seen[i], ==, 16);
+
+  /* splits that cannot be formed */
+  const char *bad[] = { "pp=16,ppfirst=7,pplast=8", "pp=16,vpp=3,ppfirst=6,pplast=6", "pp=1,ppfirst=3",
+                        "pp=2,ppfirst=100,pplast=30" };
+  for (gsize k = 0; k < G_N_ELEMENTS(bad); k++) {
+    sp_layout x;
+    GError *err = NULL;
+    g_assert_true(sp_layout_parse(bad[k], &x, &err));
+    sp_layout_ctx lc = { .model = &m, .world = 16 / (k == 2 ? 16 : k == 3 ? 8 : 1), .gpus_per_node = 8, .seq = 128,
+                         .global_batch = 16, .mb = 1 };
+    g_assert_cmpint(sp_layout_check(&x, &lc, &err), ==, SP_SKIP_LAYERS);
+    g_assert_error(err, SP_ERROR, SP_ERROR_LAYOUT);
+    g_clear_error(&err);
+  }
+}
+
+/* The breakdown adds up: compute + exposed communication + idle = step. */
+static void test_breakdown_sums(void)
+{
+  sp_model m = model8();
+  const char *specs[] = { "tp=2,pp=2,dp=2", "tp=2,pp=2,vpp=2,dp=2,ckpt=full", "sp=2,cp=2,dp=2", "wp=4,dp=8,zero=1", "tp=2,dp=4,zero=3,ckpt=full" };
+  for (gsize k = 0; k < G_N_ELEMENTS(specs); k++) {
+    sp_step_ctx c = ctx_for(&m, 8, 128, 8, price_1ms);
+    sp_layout l = lay(specs[k], &c);
+    g_autoptr(sp_stepgraph) g = build(&c, &l, SP_SCHED_1F1B);
+    g_autofree double *s = g_new(double, g->tasks->len), *e = g_new(double, g->tasks->len);
+    double span;
+    g_assert_true(sp_stepgraph_schedule(g, s, e, &span, NULL));
+    sp_stepgraph_breakdown bd;
+    sp_stepgraph_breakdown_of(g, s, e, &bd);
+    assert_close(bd.step_time, span);
+    double sum = bd.compute + bd.idle;
+    for (int i = 0; i < SP_COMM_KIND_COUNT; i++) sum += bd.exposed[i];
+    assert_close(sum, span);
+  }
+}
+
+/* A graph whose stream order contradicts its dependencies never starts: refused. */
+static void test_cycle_refused(void)
+{
+  sp_stepgraph g = { .stages = 1, .ranks_per_stage = 1, .microbatches = 1 };
+  g.tasks = g_array_new(FALSE, TRUE, sizeof(sp_task));
+  g.comms = g_array_new(FALSE, TRUE, sizeof(sp_comm));
+  sp_task a = { .kind = SP_TASK_COMPUTE, .stream = SP_STREAM_COMPUTE, .comm = -1, .what = "a", .seconds = 1 };
+  sp_task b = a;
+  b.what = "b";
+  b.ndeps = 1;
+  b.deps[0] = 2; /* waits for c, which comes after it on the same stream */
+  sp_task cc = a;
+  cc.what = "c";
+  g_array_append_val(g.tasks, a);
+  g_array_append_val(g.tasks, b);
+  g_array_append_val(g.tasks, cc);
+  GError *err = NULL;
+  g_assert_false(sp_stepgraph_schedule(&g, NULL, NULL, NULL, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_TRANSPORT);
+  g_clear_error(&err);
+  g_array_unref(g.tasks);
+  g_array_unref(g.comms);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/stepgraph/pipeline-makespan", test_pipeline_makespan);
+  g_test_add_func("/stepgraph/interleaved-makespan", test_interleaved_makespan);
+  g_test_add_func("/stepgraph/tp-collectives", test_tp_collectives);
+  g_test_add_func("/stepgraph/dp-buckets", test_dp_buckets);
+  g_test_add_func("/stepgraph/uneven-stages", test_uneven_stages);
+  g_test_add_func("/stepgraph/breakdown-sums", test_breakdown_sums);
+  g_test_add_func("/stepgraph/cycle-refused", test_cycle_refused);
+  return g_test_run();
+}

@@ -1,0 +1,205 @@
+/* The step graph on SimGrid: kernels slowed by an overlapping collective, two
+ * collectives of one rank sharing its links, pipeline sends over the platform, and
+ * equality with the contention-free run when nothing contends. */
+#include "config.h"
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+#include "spsim/error.h"
+#include "spsim/stepgraph.h"
+#include "sim.h"
+#include "stepsim.h"
+
+/* 8 hosts of 1 Gflop/s, each with a private 1 GB/s, 1 us link per direction to a
+ * crossbar: a route between two hosts has 2 us of latency and 1 GB/s. */
+static const char *STAR =
+  "<?xml version='1.0'?>\n"
+  "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+  "<platform version=\"4.1\">\n"
+  "  <cluster id=\"star\" prefix=\"h\" suffix=\"\" radical=\"0-7\" speed=\"1Gf\" bw=\"1GBps\"\n"
+  "           lat=\"1us\" sharing_policy=\"SPLITDUPLEX\"/>\n"
+  "</platform>\n";
+#define ROUTE_LAT 2e-6
+#define ROUTE_BW 1e9
+
+static char *tmpdir;
+
+static void assert_close(double got, double want, double tol)
+{
+  if (fabs(got - want) > tol) g_error("got %.12g, want %.12g (tolerance %g)", got, want, tol);
+}
+
+/* A one-stage graph of hand-made tasks. */
+static sp_stepgraph *graph1(void)
+{
+  sp_stepgraph *g = g_new0(sp_stepgraph, 1);
+  g->stages = 1;
+  g->ranks_per_stage = 1;
+  g->microbatches = 1;
+  g->tasks = g_array_new(FALSE, TRUE, sizeof(sp_task));
+  g->comms = g_array_new(FALSE, TRUE, sizeof(sp_comm));
+  sp_comm c = { .kind = SP_COMM_DP, .coll = SP_COLL_ALL_REDUCE, .n = 2, .stride = 1, .bytes = 1 << 20, .times = 1,
+                .what = "test all-reduce" };
+  g_array_append_val(g->comms, c);
+  return g;
+}
+
+static uint32_t add(sp_stepgraph *g, sp_task_kind kind, sp_stream st, double seconds)
+{
+  sp_task t = { .kind = (uint8_t)kind, .stream = (uint8_t)st, .mb = -1, .chunk = -1, .layer = -1,
+                .comm = kind == SP_TASK_COMPUTE ? -1 : 0, .peer = -1, .what = "t", .seconds = seconds };
+  g_array_append_val(g->tasks, t);
+  return g->tasks->len - 1;
+}
+
+static void run(const sp_stepgraph *g, double slowdown, double *end, double *span)
+{
+  GError *err = NULL;
+  g_assert_true(sp_stepsim_run(g, slowdown, NULL, end, span, &err));
+  g_assert_no_error(err);
+}
+
+/* Kernels run at 1 / (1 + s) of their speed while a collective of their GPU runs:
+ * 1 s of compute beside a 0.5 s collective ends at 1 + 0.5 s / (1 + s). */
+static void test_slowdown(void)
+{
+  g_autoptr(sp_stepgraph) g = graph1();
+  uint32_t k = add(g, SP_TASK_COMPUTE, SP_STREAM_COMPUTE, 1.0);
+  uint32_t c = add(g, SP_TASK_COLL, SP_STREAM_DP, 0.5);
+  double end[2], span;
+  run(g, 0.25, end, &span);
+  assert_close(end[c], 0.5, 1e-9);
+  assert_close(end[k], 1.0 + 0.5 * 0.25 / 1.25, 1e-9);
+  assert_close(span, end[k], 0);
+  /* no slowdown: nothing changes */
+  run(g, 0.0, end, &span);
+  assert_close(end[k], 1.0, 1e-9);
+}
+
+/* Two collectives of one rank on the same route share its bandwidth: each alone takes
+ * T = lat + B / bw; together both end at lat + 2 B / bw. A third on another stream
+ * after them runs alone again. */
+static void test_shared_links(void)
+{
+  g_autoptr(sp_stepgraph) g = graph1();
+  uint32_t a = add(g, SP_TASK_COLL, SP_STREAM_TP, 0.5);
+  uint32_t b = add(g, SP_TASK_COLL, SP_STREAM_DP, 0.5);
+  uint32_t c = add(g, SP_TASK_COLL, SP_STREAM_ISP, 0.25);
+  sp_task *tc = &g_array_index(g->tasks, sp_task, c);
+  tc->ndeps = 2;
+  tc->deps[0] = a;
+  tc->deps[1] = b;
+  double end[3], span;
+  run(g, 0.0, end, &span);
+  double both = ROUTE_LAT + 2 * (0.5 - ROUTE_LAT);
+  assert_close(end[a], both, 1e-9);
+  assert_close(end[b], both, 1e-9);
+  assert_close(end[c], both + 0.25, 1e-9);
+}
+
+static sp_model model8(void)
+{
+  sp_model m = { .name = (char *)"tiny8", .layers = 8, .hidden = 64, .heads = 4, .kv_heads = 4, .ffn = 256,
+                 .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_GELU };
+  return m;
+}
+
+/* Collectives 1 ms each; pipeline sends as the STAR route carries them alone. */
+static gboolean price(void *user, const sp_comm *c, double *s, GError **err)
+{
+  (void)user; (void)err;
+  *s = c->kind == SP_COMM_PP ? ROUTE_LAT + (double)c->bytes / ROUTE_BW : 1e-3;
+  return TRUE;
+}
+
+static sp_step_ctx ctx_for(const sp_model *m, int32_t world)
+{
+  sp_step_ctx c = { .model = m, .seq = 128, .global_batch = 8, .world = world, .gpus_per_node = 8, .price = price };
+  sp_step_hw_init(&c.hw);
+  c.hw.gpu = (sp_kernel_gpu){ .peak_flops = 1e12, .hbm_bw = 0, .sms = 1, .tile_m = 1, .tile_n = 1, .gemm_eff = 1.0,
+                              .attn_fwd_eff = 1.0, .attn_bwd_eff = 1.0, .launch = 0 };
+  return c;
+}
+
+/* Where nothing contends (one collective at a time per rank, sends in separate link
+ * directions) and kernels are not slowed, SimGrid's run of a built graph is the
+ * contention-free schedule. (With tp=2 and pp=2 together a stage's pipeline send and
+ * its next TP all-reduce share its link, and the simulation is rightly slower.) */
+static void test_same_as_schedule(void)
+{
+  sp_model m = model8();
+  const char *specs[] = { "tp=2,tpsp=0", "pp=2", "pp=2,vpp=2" };
+  const int32_t world[] = { 2, 2, 2 };
+  for (gsize k = 0; k < G_N_ELEMENTS(specs); k++) {
+    sp_step_ctx c = ctx_for(&m, world[k]);
+    sp_layout l;
+    GError *err = NULL;
+    g_assert_true(sp_layout_parse(specs[k], &l, &err));
+    sp_layout_ctx lc = { .model = &m, .world = world[k], .gpus_per_node = 8, .seq = 128, .global_batch = 8, .mb = 1 };
+    g_assert_cmpint(sp_layout_check(&l, &lc, &err), ==, SP_SKIP_NONE);
+    g_autoptr(sp_stepgraph) g = sp_stepgraph_build(&c, &l, SP_SCHED_1F1B, &err);
+    g_assert_no_error(err);
+    g_assert_true(sp_stepgraph_price(g, &c, &err));
+    double want, got;
+    g_assert_true(sp_stepgraph_schedule(g, NULL, NULL, &want, &err));
+    g_assert_true(sp_stepsim_run(g, 0.0, NULL, NULL, &got, &err));
+    g_assert_no_error(err);
+    assert_close(got, want, 1e-9 * want);
+  }
+}
+
+/* The what-if entry point fills the result from the simulation. */
+static void test_eval(void)
+{
+  sp_model m = model8();
+  sp_step_ctx c = ctx_for(&m, 4);
+  sp_layout l;
+  GError *err = NULL;
+  g_assert_true(sp_layout_parse("tp=2,pp=2", &l, &err));
+  sp_layout_ctx lc = { .model = &m, .world = 4, .gpus_per_node = 8, .seq = 128, .global_batch = 8, .mb = 1 };
+  g_assert_cmpint(sp_layout_check(&l, &lc, &err), ==, SP_SKIP_NONE);
+  sp_step_result r;
+  g_assert_true(sp_step_eval(&c, &l, &r, &err));
+  double cf = r.step_time;
+  sp_stepsim_timeline t = { 0 };
+  g_assert_true(sp_stepsim_eval(&c, &l, TRUE, 0.189, &r, &t, &err));
+  g_assert_no_error(err);
+  g_assert_true(r.simulated);
+  assert_close(r.closed_form, cf, 0);
+  assert_close(r.step_time, t.bd.step_time, 0);
+  double sum = r.compute + r.bubble;
+  for (int k = 0; k < SP_COMM_KIND_COUNT; k++) sum += r.exposed[k];
+  assert_close(sum, r.step_time, 1e-9 * r.step_time);
+  /* the trace's last event ends at the step time */
+  g_autofree char *path = g_build_filename(tmpdir, "trace.json", NULL);
+  g_assert_true(sp_stepgraph_write_chrome(t.g, t.start, t.end, path, &err));
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  g_assert_nonnull(strstr(text, "\"traceEvents\""));
+  double last = 0;
+  for (guint i = 0; i < t.g->tasks->len; i++) last = MAX(last, t.end[i]);
+  assert_close(last, r.step_time, 0);
+  sp_stepsim_timeline_clear(&t);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  tmpdir = g_dir_make_tmp("spsim-stepsim-XXXXXX", NULL);
+  g_autofree char *plat = g_build_filename(tmpdir, "star.xml", NULL);
+  g_assert_true(g_file_set_contents(plat, STAR, -1, NULL));
+  GError *err = NULL;
+  if (!sp_sim_init(plat, &err)) g_error("%s", err->message);
+  g_test_add_func("/stepsim/slowdown", test_slowdown);
+  g_test_add_func("/stepsim/shared-links", test_shared_links);
+  g_test_add_func("/stepsim/same-as-schedule", test_same_as_schedule);
+  g_test_add_func("/stepsim/eval", test_eval);
+  int rc = g_test_run();
+  g_autofree char *tr = g_build_filename(tmpdir, "trace.json", NULL);
+  g_unlink(tr);
+  g_unlink(plat);
+  g_rmdir(tmpdir);
+  g_free(tmpdir);
+  return rc;
+}

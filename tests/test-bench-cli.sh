@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..32"
+echo "1..33"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -134,3 +134,12 @@ expect_fail "a route through an undeclared link: SimGrid's reason" "rejected by 
 plat "$tmp/badnum.xml" "<host id=\"a\" speed=\"fast\"/>"
 expect_fail "a speed that is not a number: SimGrid's reason with the line" "rejected by SimGrid: Parse error at .*badnum.xml:4: cannot parse number" \
   bench "$tmp/badnum.xml" --coll all-reduce --ranks 1
+
+# 33: JSON strings are escaped (json-glib): a platform path with a quote, a backslash,
+# a control character and a byte that is not UTF-8 (written as U+FFFD)
+odd="$tmp/q\"b\\s$(printf '\001')x$(printf '\377').xml"
+cp "$small" "$odd"
+want=$(printf '"platform":"%s/q\\"b\\\\s\\u0001x\357\277\275.xml","coll"' "$tmp")
+if "$bin" bench "$odd" --coll all-reduce --ranks 2 --sizes 1K --json >"$tmp/odd.json" 2>"$tmp/err" \
+   && grep -qF -- "$want" "$tmp/odd.json"
+then ok "JSON escapes the platform path"; else nok "JSON escaping: $(cat "$tmp/err" "$tmp/odd.json")"; fi

@@ -584,6 +584,38 @@ static void test_trace_json(void)
   sp_trace_free(tr);
 }
 
+/* Op names reach the JSON escaped (quote, backslash, control character) and as
+ * valid UTF-8 (a byte that is not becomes U+FFFD), so any name gives a document
+ * that parses back to the same text. */
+static void test_trace_names_escaped(void)
+{
+  sp_trace *tr = sp_trace_new();
+  sp_trace_event e0 = { .rank = 0, .op = 1, .kind = SP_STEP_WAIT, .start = 0, .end = 1e-6 };
+  sp_trace_event e1 = { .rank = 0, .op = 2, .kind = SP_STEP_WAIT, .start = 1e-6, .end = 2e-6 };
+  sp_trace_add(tr, &e0);
+  sp_trace_add(tr, &e1);
+  sp_trace_set_op_name(tr, 1, "a\"b\\c\td\001");
+  sp_trace_set_op_name(tr, 2, "x\377y");
+  g_autofree char *dir = g_dir_make_tmp("spsim-trace-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "n.json", NULL);
+  g_assert_true(sp_trace_write_chrome(tr, path, NULL));
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  g_assert_true(g_utf8_validate(text, -1, NULL));
+  g_assert_nonnull(strstr(text, "\"name\":\"a\\\"b\\\\c\\td\\u0001\""));
+  JsonNode *root = parse_file(path);
+  JsonArray *a = json_object_get_array_member(json_node_get_object(root), "traceEvents");
+  g_assert_cmpuint(json_array_get_length(a), ==, 1 + 2);
+  g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(a, 1), "name"), ==,
+                  "a\"b\\c\td\001");
+  g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(a, 2), "name"), ==,
+                  "x\357\277\275y");
+  json_node_unref(root);
+  g_unlink(path);
+  g_rmdir(dir);
+  sp_trace_free(tr);
+}
+
 /* The executor's events of a real run come out as one JSON event per block/step. */
 static void test_trace_from_exec(void)
 {
@@ -624,5 +656,6 @@ int main(int argc, char **argv)
   g_test_add_func("/exec/host-fallback", test_exec_host_fallback);
   g_test_add_func("/trace/chrome-json", test_trace_json);
   g_test_add_func("/trace/from-exec", test_trace_from_exec);
+  g_test_add_func("/trace/names-escaped", test_trace_names_escaped);
   return g_test_run();
 }

@@ -31,7 +31,7 @@ expect_fail() {
   else nok "$desc: $(cat "$tmp/err")"; fi
 }
 
-echo "1..36"
+echo "1..37"
 AX=pipe=2,data=2,tensor=2
 G='"groups":{"pipe":[[0,4],[1,5],[2,6],[3,7]],"data":[[0,2],[1,3],[4,6],[5,7]],"tensor":[[0,1],[2,3],[4,5],[6,7]]}'
 A='"axes":[{"name":"pipe","size":2},{"name":"data","size":2},{"name":"tensor","size":2}]'
@@ -40,6 +40,9 @@ expect_json "axes JSON with filter" "{\"world\":8,$A,$G,\"filter\":[2,3]}" --axe
 expect_json "order string: first token fastest" \
   '{"world":8,"order":"tp-dp-pp","axes":[{"name":"pp","size":2},{"name":"dp","size":2},{"name":"tp","size":2}],"groups":{"pp":[[0,4],[1,5],[2,6],[3,7]],"dp":[[0,2],[1,3],[4,6],[5,7]],"tp":[[0,1],[2,3],[4,5],[6,7]]}}' \
   --order tp-dp-pp --axes tp=2,dp=2,pp=2 --json
+expect_json "axis names escaped in JSON" \
+  '{"world":4,"axes":[{"name":"a\"b","size":2},{"name":"c\\d","size":2}],"groups":{"a\"b":[[0,2],[1,3]],"c\\d":[[0,1],[2,3]]}}' \
+  --axes 'a"b=2,c\d=2' --json
 expect_json "factor 12 k 2" '{"n":12,"k":2,"factorizations":[[1,12],[2,6],[3,4],[4,3],[6,2],[12,1]]}' --factor 12 --k 2 --json
 F='[[1,1,64],[1,2,32],[1,4,16],[1,8,8],[1,16,4],[1,32,2],[1,64,1],[2,1,32],[2,2,16],[2,4,8],[2,8,4],[2,16,2],[2,32,1],[4,1,16],[4,2,8],[4,4,4],[4,8,2],[4,16,1],[8,1,8],[8,2,4],[8,4,2],[8,8,1],[16,1,4],[16,2,2],[16,4,1],[32,1,2],[32,2,1],[64,1,1]]'
 expect_json "factor 64 k 3 (28 = C(8,2))" "{\"n\":64,\"k\":3,\"factorizations\":$F}" --factor 64 --k 3 --json

@@ -1,4 +1,5 @@
-/* spsim command line: one function per subcommand, each returning the exit code. */
+/* spsim command line: one function per subcommand, each returning the exit code
+ * (main.c dispatches to them), and the helpers they share (cli_util.c). */
 #ifndef SPSIM_CLI_H
 #define SPSIM_CLI_H
 
@@ -16,7 +17,9 @@ int sp_cmd_whatif(int argc, char **argv);
  * `spsim PLATFORM.xml --verify`); errors exit through sp_cli_fail. */
 #define SP_CLI_EXIT_MISMATCH 1
 
-/* Print "spsim: <message>" for @p err on stderr and return 2 (usage) or 1. */
+/* Shared helpers (cli_util.c). */
+
+/* Print "spsim: <message>" for @p err on stderr, free it and return 2 (usage) or 1. */
 int sp_cli_fail(GError *err);
 
 typedef struct _JsonBuilder JsonBuilder;

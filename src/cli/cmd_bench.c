@@ -199,10 +199,14 @@ int sp_cmd_bench(int argc, char **argv)
                             sp_dtype_name(dtype), (guint64)bytes_for(coll, 1, n, esize), n));
 
   if (json) {
+    /* JSON through json-glib (strings escaped, integers exact); the platform path is
+     * a file name that need not be UTF-8: JSON text is, so a byte that is not valid
+     * UTF-8 becomes U+FFFD (valid paths are written as they are) */
+    g_autofree char *platform_utf8 = g_utf8_make_valid(platform, -1);
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "platform");
-    json_builder_add_string_value(b, platform);
+    json_builder_add_string_value(b, platform_utf8);
     json_builder_set_member_name(b, "coll");
     json_builder_add_string_value(b, sp_coll_name(coll));
     json_builder_set_member_name(b, "ranks");

@@ -1,6 +1,6 @@
 ## src/cli: the spsim command
 bin_PROGRAMS += spsim
-spsim_SOURCES = src/cli/main.c src/cli/cli.h
+spsim_SOURCES = src/cli/main.c src/cli/cli.h src/cli/cli_util.c
 spsim_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 spsim_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 

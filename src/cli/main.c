@@ -4,8 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <json-glib/json-glib.h>
-
 #include "cli.h"
 #include "spsim/error.h"
 
@@ -18,27 +16,6 @@ static const char usage[] =
   "  spsim verify PLATFORM OPTIONS    run a collective or operation with real bytes, check it\n"
   "  spsim --version | --help\n"
   "Run 'spsim SUBCOMMAND --help' for the options of each.\n";
-
-int sp_cli_fail(GError *err)
-{
-  int code = 1;
-  if (err != NULL) {
-    fprintf(stderr, "spsim: %s\n", err->message);
-    if (err->domain == G_OPTION_ERROR) code = 2;
-    g_error_free(err);
-  }
-  return code;
-}
-
-void sp_cli_print_json(JsonBuilder *b)
-{
-  g_autoptr(JsonNode) root = json_builder_get_root(b);
-  g_autoptr(JsonGenerator) gen = json_generator_new();
-  json_generator_set_root(gen, root);
-  json_generator_set_pretty(gen, FALSE);
-  g_autofree char *text = json_generator_to_data(gen, NULL);
-  printf("%s\n", text);
-}
 
 typedef struct {
   const char *name;

@@ -92,6 +92,9 @@ typedef struct {
   gboolean comm_only; /* sp_lower_coll_stream: emit no local steps (sp_l_copy ...) */
 } sp_lctx;
 
+/* Step emitters (lower_emit.c): the algorithms build a member's program with
+ * these and nothing else of the lowering. */
+
 /* Post a send of @bytes at (buf, off) to group member @member (skipped when empty). */
 void sp_l_send(sp_lctx *c, int32_t member, uint32_t phase, uint32_t buf, uint64_t off, uint64_t bytes);
 void sp_l_recv(sp_lctx *c, int32_t member, uint32_t phase, uint32_t buf, uint64_t off, uint64_t bytes);
@@ -111,10 +114,16 @@ static inline gboolean sp_l_local(const sp_lctx *c) { return !c->comm_only; }
 
 /* Chunk size in elements of a chunked algorithm (>= 1). */
 uint64_t sp_l_chunk_elems(const sp_coll_spec *spec);
+/* Streaming: hand the steps emitted since the last flush to the sink (the
+ * dispatcher calls it once at the end; full batches are flushed as emitted). */
+void sp_l_flush(sp_lctx *c);
 
-gboolean sp_lower_ring(sp_lctx *c, GError **err);
-gboolean sp_lower_direct(sp_lctx *c, GError **err);
-gboolean sp_lower_tree(sp_lctx *c, GError **err);
+/* Algorithms: the steps of member c->me (n > 1, not send-recv), one function per
+ * algorithm, looked up by the dispatcher's table in lower.c. */
+typedef gboolean (*sp_lower_fn)(sp_lctx *c, GError **err);
+gboolean sp_lower_ring(sp_lctx *c, GError **err);   /* lower_ring.c */
+gboolean sp_lower_direct(sp_lctx *c, GError **err); /* lower.c */
+gboolean sp_lower_tree(sp_lctx *c, GError **err);   /* lower_tree.c */
 
 /* ------------------------------------------------------------ reference */
 

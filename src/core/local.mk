@@ -20,7 +20,7 @@ libspsim_la_SOURCES += src/core/topology.c
 spsiminclude_HEADERS += src/core/spsim/topology.h
 
 # collectives: lowering and reference
-libspsim_la_SOURCES += src/core/coll.c src/core/lower.c src/core/lower_ring.c \
+libspsim_la_SOURCES += src/core/coll.c src/core/lower.c src/core/lower_emit.c src/core/lower_ring.c \
 	src/core/lower_tree.c src/core/reference.c src/core/verify.c
 noinst_HEADERS += src/core/coll_priv.h
 spsiminclude_HEADERS += src/core/spsim/verify.h

@@ -1,167 +1,13 @@
-/* Lowering of collectives into per-rank programs: step emitters shared by the
- * algorithms, the dispatcher, send-recv, n == 1 and the DIRECT algorithms.
- * RING lives in lower_ring.c, TREE in lower_tree.c. */
+/* Lowering of collectives into per-rank programs: the dispatcher (checks,
+ * in-place snapshot, send-recv, n == 1, then the algorithm of the table below)
+ * and the DIRECT algorithms. RING lives in lower_ring.c, TREE in lower_tree.c;
+ * the step emitters they all use (sp_l_*) in lower_emit.c. Dependencies run one
+ * way: this file -> the algorithm files -> lower_emit.c. */
 #include "config.h"
-
-#include <string.h>
 
 #include "coll_priv.h"
 #include "spsim/coll.h"
 #include "spsim/error.h"
-
-/* ------------------------------------------------------------ emitters */
-
-static int32_t tag_of(const sp_lctx *c, uint32_t phase)
-{
-  return c->spec->tag + (int32_t)(phase % 1024u);
-}
-
-/* Steps a streaming lowering batches before handing them to its sink: small
- * enough for the batch to stay in cache. */
-#define STREAM_BATCH 256u
-
-/* Hand the steps emitted since the last flush to the sink (streaming only), then
- * clear them for reuse: emit hands out zeroed steps (one memset of the batch is
- * much cheaper than clearing step by step). */
-static void flush(sp_lctx *c)
-{
-  if (c->sink == NULL || c->used == c->base)
-    return;
-  sp_step *batch = &g_array_index(c->prog->steps, sp_step, c->base);
-  c->sink(c->sink_ud, c->prog, batch, c->used - c->base);
-  memset(batch, 0, (c->used - c->base) * sizeof *batch);
-  c->used = c->base;
-}
-
-/* A zeroed step appended to the program, to fill in place: lowerings emit
- * millions of steps at scale, so the steps array (which clears new elements)
- * grows ahead by blocks of its length, 16 to 256 steps (small programs keep a
- * small capacity), and sp_lower_coll cuts it back to c->used. A streaming
- * lowering flushes full batches first and reuses their (cleared) slots.
- * emit_slow grows or flushes; emit is the inlined common case. */
-static G_GNUC_NO_INLINE sp_step *emit_slow(sp_lctx *c)
-{
-  GArray *steps = c->prog->steps;
-  if (c->sink != NULL && c->used - c->base >= STREAM_BATCH)
-    flush(c);
-  if (c->used == steps->len)
-    g_array_set_size(steps, steps->len + CLAMP(steps->len, 16u, 256u));
-  return &g_array_index(steps, sp_step, c->used++);
-}
-
-static inline sp_step *emit(sp_lctx *c)
-{
-  GArray *steps = c->prog->steps;
-  if (G_LIKELY(c->used < steps->len && (c->sink == NULL || c->used - c->base < STREAM_BATCH)))
-    return &g_array_index(steps, sp_step, c->used++);
-  return emit_slow(c);
-}
-
-static void comm(sp_lctx *c, sp_step_kind kind, int32_t member, uint32_t phase, uint32_t buf,
-                 uint64_t off, uint64_t bytes)
-{
-  if (bytes == 0)
-    return;
-  sp_step *s = emit(c);
-  s->kind = kind;
-  s->op = c->spec->op_id;
-  s->phase = phase;
-  s->peer = c->spec->ranks[member];
-  s->tag = tag_of(c, phase);
-  s->bytes = bytes;
-  s->rows = 1;
-  s->row_bytes = bytes;
-  if (kind == SP_STEP_SEND)
-    s->src = (sp_ref){ buf, off };
-  else
-    s->dst = (sp_ref){ buf, off };
-  c->posted++;
-}
-
-void sp_l_send(sp_lctx *c, int32_t member, uint32_t phase, uint32_t buf, uint64_t off, uint64_t bytes)
-{
-  comm(c, SP_STEP_SEND, member, phase, buf, off, bytes);
-}
-
-void sp_l_recv(sp_lctx *c, int32_t member, uint32_t phase, uint32_t buf, uint64_t off, uint64_t bytes)
-{
-  comm(c, SP_STEP_RECV, member, phase, buf, off, bytes);
-}
-
-void sp_l_wait(sp_lctx *c, uint32_t phase)
-{
-  if (c->posted == 0)
-    return;
-  sp_step *s = emit(c);
-  s->kind = SP_STEP_WAIT;
-  s->op = c->spec->op_id;
-  s->phase = phase;
-  c->posted = 0;
-}
-
-void sp_l_copy(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint32_t sbuf, uint64_t soff,
-               uint64_t bytes)
-{
-  if (bytes == 0 || (dbuf == sbuf && doff == soff) || c->comm_only)
-    return;
-  sp_step *s = emit(c);
-  s->kind = SP_STEP_COPY;
-  s->op = c->spec->op_id;
-  s->phase = phase;
-  s->dst = (sp_ref){ dbuf, doff };
-  s->src = (sp_ref){ sbuf, soff };
-  s->bytes = bytes;
-  s->rows = 1;
-  s->row_bytes = bytes;
-}
-
-void sp_l_reduce(sp_lctx *c, uint32_t phase, uint32_t dbuf, uint64_t doff, uint32_t sbuf, uint64_t soff,
-                 uint64_t elems)
-{
-  if (elems == 0 || c->comm_only)
-    return;
-  sp_step *s = emit(c);
-  s->kind = SP_STEP_REDUCE;
-  s->op = c->spec->op_id;
-  s->phase = phase;
-  s->dst = (sp_ref){ dbuf, doff };
-  s->src = (sp_ref){ sbuf, soff };
-  s->count = elems;
-  s->bytes = elems * c->es;
-  s->dtype = c->spec->dtype;
-  s->redop = c->spec->redop;
-}
-
-void sp_l_avg(sp_lctx *c, uint32_t phase, uint32_t buf, uint64_t off, uint64_t elems)
-{
-  if (elems == 0 || c->spec->redop != SP_RED_AVG || c->n == 1 || c->comm_only)
-    return;
-  sp_step *s = emit(c);
-  s->kind = SP_STEP_SCALE;
-  s->op = c->spec->op_id;
-  s->phase = phase;
-  s->dst = (sp_ref){ buf, off };
-  s->count = elems;
-  s->bytes = elems * c->es;
-  s->dtype = c->spec->dtype;
-  s->divide = TRUE;
-  s->scale = (double)c->n;
-}
-
-uint32_t sp_l_scratch(sp_lctx *c, uint64_t bytes, const char *what)
-{
-  char *name = g_strdup_printf("coll%u.%s", c->spec->op_id, what);
-  uint32_t b = sp_program_add_buffer(c->prog, bytes, name);
-  g_free(name);
-  return b;
-}
-
-uint64_t sp_l_chunk_elems(const sp_coll_spec *spec)
-{
-  uint64_t cb = spec->chunk_bytes ? spec->chunk_bytes : SP_RING_DEFAULT_CHUNK_BYTES;
-  uint64_t ce = cb / sp_dtype_size(spec->dtype);
-  return ce ? ce : 1;
-}
 
 /* ------------------------------------------------------------ DIRECT */
 
@@ -327,7 +173,18 @@ static gboolean check_buf(const sp_program *prog, uint32_t b, uint64_t need, con
   return TRUE;
 }
 
-/* The steps of a member (after the in-place snapshot). */
+/* The lowering of each algorithm (AUTO is resolved by sp_algo_choose before the
+ * lookup). A new algorithm is one file defining its sp_lower_* (declared in
+ * coll_priv.h) and one line here. */
+static const sp_lower_fn lowerings[SP_ALGO_COUNT] = {
+  [SP_ALGO_AUTO] = sp_lower_direct, /* never looked up (resolved first) */
+  [SP_ALGO_RING] = sp_lower_ring,
+  [SP_ALGO_DIRECT] = sp_lower_direct,
+  [SP_ALGO_TREE] = sp_lower_tree,
+};
+
+/* The steps of a member (after the in-place snapshot). @algo is resolved and
+ * valid (sp_coll_spec_validate, sp_algo_choose). */
 static gboolean lower_member(sp_lctx *c, sp_algo algo, uint64_t in_bytes, GError **err)
 {
   const sp_coll_spec *spec = c->spec;
@@ -344,12 +201,7 @@ static gboolean lower_member(sp_lctx *c, sp_algo algo, uint64_t in_bytes, GError
     sp_l_copy(c, 0, c->out, 0, c->in, 0, in_bytes);
     return TRUE;
   }
-  switch (algo) {
-  case SP_ALGO_RING: return sp_lower_ring(c, err);
-  case SP_ALGO_TREE: return sp_lower_tree(c, err);
-  case SP_ALGO_DIRECT:
-  default: return sp_lower_direct(c, err);
-  }
+  return lowerings[algo](c, err);
 }
 
 static gboolean lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t in_buf,
@@ -395,7 +247,7 @@ static gboolean lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t 
 
   gboolean ok = lower_member(&c, algo, in_bytes, err);
   if (ok)
-    flush(&c);
+    sp_l_flush(&c);
   /* drop the cleared steps grown ahead (streaming: all of them, back to base) */
   g_array_set_size(prog->steps, sink != NULL ? c.base : c.used);
   return ok;

@@ -38,7 +38,9 @@ void sp_trace_add(sp_trace *t, const sp_trace_event *ev)
 
 void sp_trace_set_op_name(sp_trace *t, uint32_t op, const char *name)
 {
-  g_hash_table_replace(t->names, GUINT_TO_POINTER(op), g_strdup(name ? name : ""));
+  /* kept as valid UTF-8 (a byte that is not becomes U+FFFD): the JSON of
+   * sp_trace_write_chrome is UTF-8 text and json-glib copies strings as they are */
+  g_hash_table_replace(t->names, GUINT_TO_POINTER(op), g_utf8_make_valid(name ? name : "", -1));
 }
 
 guint sp_trace_len(const sp_trace *t)

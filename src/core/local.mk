@@ -9,7 +9,8 @@ spsiminclude_HEADERS += src/core/spsim/spsim.h src/core/spsim/error.h src/core/s
 
 # runtime: errors, dtypes, programs, executor, loopback, traces
 libspsim_la_SOURCES += src/core/error.c src/core/dtype.c src/core/halfbits.h src/core/program.c \
-	src/core/exec.c src/core/loopback.c src/core/trace.c
+	src/core/exec.c src/core/loopback.c src/core/trace.c \
+	src/core/json_out.c src/core/json_out.h
 
 # units: byte sizes written by users ("64K", "1MiB", "8:8G")
 libspsim_la_SOURCES += src/core/units.c

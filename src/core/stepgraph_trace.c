@@ -3,11 +3,11 @@
 #include "config.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <json-glib/json-glib.h>
 
+#include "json_out.h"
 #include "spsim/error.h"
 #include "spsim/stepgraph.h"
 
@@ -90,27 +90,7 @@ gboolean sp_stepgraph_write_chrome(const sp_stepgraph *g, const double *start, c
   json_builder_set_member_name(b, "displayTimeUnit");
   json_builder_add_string_value(b, "ns");
   json_builder_end_object(b);
-  JsonNode *root = json_builder_get_root(b);
-  JsonGenerator *gen = json_generator_new();
-  json_generator_set_root(gen, root);
-  gsize len = 0;
-  char *text = json_generator_to_data(gen, &len);
-  GError *local = NULL;
-  gboolean ok;
-  if (strcmp(path, "-") == 0) {
-    ok = fwrite(text, 1, len, stdout) == len && fflush(stdout) == 0;
-    if (!ok) local = g_error_new_literal(SP_ERROR, SP_ERROR_IO, "standard output is not writable");
-  } else {
-    ok = g_file_set_contents(path, text, (gssize)len, &local);
-  }
-  if (!ok) {
-    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot write trace '%s': %s; check the directory exists and is writable",
-                path, local->message);
-    g_error_free(local);
-  }
-  g_free(text);
-  g_object_unref(gen);
-  json_node_unref(root);
+  gboolean ok = sp_json_write_builder(b, path, "trace", err);
   g_object_unref(b);
   return ok;
 }

@@ -1018,7 +1018,12 @@ int sp_cmd_whatif(int argc, char **argv)
       row *rw = &g_array_index(rows, row, i);
       if (!rw->r.fits && !o.all && nsim > 0) break;
       if (nsim > 0 && rw->r.closed_form > best * (1.0 + SIMULATE_MARGIN)) break;
-      if (!sp_stepsim_eval(&ctx, &rw->r.layout, pr.engine, o.comm_slowdown, &rw->r, NULL, &err)) goto out;
+      if (!sp_stepsim_eval(&ctx, &rw->r.layout, pr.engine, o.comm_slowdown, &rw->r, NULL, &err)) {
+        if (!g_error_matches(err, SP_ERROR, SP_ERROR_UNSUPPORTED)) goto out;
+        fprintf(stderr, "spsim: note: %s: %s\n", rw->label, err->message); /* too large: closed form */
+        g_clear_error(&err);
+        continue;
+      }
       if (fabs(rw->r.closed_form - rw->r.step_time) > 0.10 * rw->r.step_time) ndisagree++;
       nsim++;
     }

@@ -558,6 +558,15 @@ sp_stepgraph *sp_stepgraph_build(const sp_step_ctx *c, const sp_layout *l, sp_sc
                 ") divisible by pp=%d", mbs, l->pp);
     return NULL;
   }
+  /* about 30 tasks per layer and micro-batch (plus a few per stage): refuse graphs that
+   * would not fit in memory rather than build them */
+  double est = (double)mbs * (double)m->layers * 40.0 + 64.0 * l->pp;
+  if (est > SP_STEPGRAPH_MAX_TASKS) {
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED, "step graph: %" G_GINT64_FORMAT " micro-batches of %" G_GINT64_FORMAT
+                " layers would need about %.3g tasks (at most %.3g are built); the closed form prices this layout",
+                mbs, m->layers, est, (double)SP_STEPGRAPH_MAX_TASKS);
+    return NULL;
+  }
   sb b = { .c = c, .l = l };
   b.g = g_new0(sp_stepgraph, 1);
   b.g->stages = l->pp;

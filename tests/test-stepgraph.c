@@ -288,6 +288,24 @@ static void test_cycle_refused(void)
   g_array_unref(g.comms);
 }
 
+/* A step of 20,000 micro-batches of 8 layers needs about 6.4 M tasks: refused (the
+ * what-if falls back on the closed form), not built. */
+static void test_too_large(void)
+{
+  sp_model m = model8();
+  sp_step_ctx c = ctx_for(&m, 1, 128, 20000, price_zero);
+  sp_layout l = lay("dp=1", &c);
+  GError *err = NULL;
+  g_assert_null(sp_stepgraph_build(&c, &l, SP_SCHED_1F1B, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED);
+  g_clear_error(&err);
+  c.global_batch = 10000; /* 3.2 M: built */
+  sp_layout l2 = lay("dp=1", &c);
+  g_autoptr(sp_stepgraph) g = sp_stepgraph_build(&c, &l2, SP_SCHED_1F1B, &err);
+  g_assert_no_error(err);
+  g_assert_nonnull(g);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -298,5 +316,6 @@ int main(int argc, char **argv)
   g_test_add_func("/stepgraph/uneven-stages", test_uneven_stages);
   g_test_add_func("/stepgraph/breakdown-sums", test_breakdown_sums);
   g_test_add_func("/stepgraph/cycle-refused", test_cycle_refused);
+  g_test_add_func("/stepgraph/too-large", test_too_large);
   return g_test_run();
 }

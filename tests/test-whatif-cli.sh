@@ -28,7 +28,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..47"
+echo "1..48"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -151,6 +151,17 @@ last=$(tr '{' '\n' < "$tmp/st.json" | grep '"ph":"X"' | sed 's/.*"ts":\([0-9.e+-
        | awk '{ e = $1 + $2; if (e > m) m = e } END { printf "%.9g", m / 1e6 }')
 st=$(tr '{' '\n' < "$tmp/st-r.json" | grep -o '"step_s": [0-9.e+-]*' | head -n 1 | cut -d' ' -f2)
 if within "$last" "$st" 0.000001; then ok "the trace ends at the step time ($st s)"; else nok "trace end $last vs step $st"; fi
+
+# --explain names the winner's dominant term from the simulation, and the step without
+# overlap: compute + bubble + every collective's busy time, so never below the step.
+"$bin" "$D" --gpus 64 --model llama3-8b --layout tp=8,pp=2,dp=4,ckpt=selective --global-batch 64 --explain \
+  >"$tmp/ex.txt" 2>&1
+ex_step=$(sed -n 's/^Dominant term of .* of its \([0-9.]*\) s step.*/\1/p' "$tmp/ex.txt")
+ex_ser=$(sed -n 's/.*the step would take \([0-9.]*\) s.*/\1/p' "$tmp/ex.txt")
+if grep -q 'from the simulated step graph' "$tmp/ex.txt" && [ -n "$ex_step" ] && [ -n "$ex_ser" ] &&
+   awk -v a="$ex_ser" -v b="$ex_step" 'BEGIN { exit !(a + 0 >= b + 0 && b > 0) }'; then
+  ok "--explain: dominant term, and the step without overlap ($ex_ser s) not below the step ($ex_step s)"
+else nok "--explain: $(tail -n 2 "$tmp/ex.txt")"; fi
 
 # Bad input is refused before SimGrid loads the platform (a platform it would
 # reject shows it: the flag's error comes first), and numeric flags are ranged.

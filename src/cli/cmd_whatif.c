@@ -215,6 +215,33 @@ static void pct(GString *s, double part, double whole)
   g_string_append_printf(s, "%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
 }
 
+/* --explain: the term that dominates the winner's step, with the overlap the
+ * simulation found and without it (every collective on the critical path). */
+static char *explain_terms(const row *w)
+{
+  const sp_step_result *r = &w->r;
+  static const char *const names[SP_COMM_KIND_COUNT] = { "TP", "Ulysses all-to-all", "ISP", "ring attention", "pipeline send", "DP" };
+  const char *what = "compute";
+  double most = r->compute;
+  if (r->bubble > most) { what = "pipeline bubble"; most = r->bubble; }
+  for (int k = 0; k < SP_COMM_KIND_COUNT; k++)
+    if (r->exposed[k] > most) { what = names[k]; most = r->exposed[k]; }
+  double serial = r->compute + r->bubble, hidden = 0;
+  const char *swhat = "compute";
+  double smost = r->compute;
+  for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
+    serial += r->comm[k];
+    hidden += r->comm[k] - r->exposed[k];
+    if (r->comm[k] > smost) { swhat = names[k]; smost = r->comm[k]; }
+  }
+  GString *s = g_string_new("");
+  g_string_append_printf(s, "Dominant term of %s: %s, %.3f s of its %.3f s step (%.1f%%)%s. ", w->label, what, most,
+                         r->step_time, 100.0 * most / r->step_time, r->simulated ? ", from the simulated step graph" : "");
+  g_string_append_printf(s, "Without overlap (every collective on the critical path) the step would take %.3f s, "
+                         "dominated by %s (%.3f s); overlap hides %.3f s of communication.", serial, swhat, smost, hidden);
+  return g_string_free(s, FALSE);
+}
+
 /* One paragraph on why the winner wins, generated from the numbers. */
 static char *explain_winner(const row *rows, guint nrows, const sp_model *m, double mem_cap, int32_t gpn, int64_t seq)
 {
@@ -792,7 +819,7 @@ int sp_cmd_whatif(int argc, char **argv)
     { "simulate", 0, 0, G_OPTION_ARG_INT, &o.simulate, "simulate the step graph of the layouts within 10%% of the best closed form, at most N (default 64; 0: closed form only)", "N" },
     { "comm-slowdown", 0, 0, G_OPTION_ARG_DOUBLE, &o.comm_slowdown, "compute slowdown while a collective runs on the GPU (default: platform property comm_slowdown, else 0.189)", "F" },
     { "svg", 0, 0, G_OPTION_ARG_FILENAME, &o.svg, "write a stacked-bar chart of the top layouts", "FILE" },
-    { "explain", 0, 0, G_OPTION_ARG_NONE, &o.explain, "count skipped layouts per reason", NULL },
+    { "explain", 0, 0, G_OPTION_ARG_NONE, &o.explain, "count skipped layouts per reason, and name the winner's dominant term with and without overlap", NULL },
     { "fidelity", 0, 0, G_OPTION_ARG_STRING, &o.fidelity, "collective pricing: flow (SimGrid, default), step (SimGrid step by step), analytic", "MODE" },
     { "eff-matmul", 0, 0, G_OPTION_ARG_DOUBLE, &o.eff_mm, "fraction of peak of large GEMMs, before tile and wave quantisation (default: H100 0.75, A100 0.80)", "F" },
     { "eff-attn", 0, 0, G_OPTION_ARG_DOUBLE, &o.eff_attn, "fraction of peak of the flash-attention forward; the backward keeps its ratio to it (default: H100 0.60, A100 0.65)", "F" },
@@ -1085,6 +1112,10 @@ int sp_cmd_whatif(int argc, char **argv)
   print_table(text_out, (row *)rows->data, shown, world);
   why = explain_winner((row *)rows->data, MIN(shown, 2u), model, cap, gpn, o.seq);
   fprintf(text_out, "\n%s\n", why);
+  if (o.explain) {
+    g_autofree char *terms = explain_terms(&g_array_index(rows, row, 0));
+    fprintf(text_out, "%s\n", terms);
+  }
   /* A faster layout that does not fit is worth knowing about. */
   if (!o.all) {
     const row *best = &g_array_index(rows, row, 0);

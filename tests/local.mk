@@ -19,16 +19,16 @@ tests_test_model_SOURCES = tests/test-model.c
 tests_test_model_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_test_layout_SOURCES = tests/test-layout.c
 tests_test_layout_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
-tests_test_step_SOURCES = tests/test-step.c
+tests_test_step_SOURCES = tests/test-step.c tests/step-fixture.h
 tests_test_step_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-model tests/test-layout tests/test-step tests/test-kernel-model tests/test-whatif-cli.sh
 EXTRA_DIST += tests/test-whatif-cli.sh
 
 # step graph: built and run without contention (core), and on SimGrid (engine)
 check_PROGRAMS += tests/test-stepgraph tests/test-stepsim
-tests_test_stepgraph_SOURCES = tests/test-stepgraph.c
+tests_test_stepgraph_SOURCES = tests/test-stepgraph.c tests/step-fixture.h
 tests_test_stepgraph_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
-tests_test_stepsim_SOURCES = tests/test-stepsim.c
+tests_test_stepsim_SOURCES = tests/test-stepsim.c tests/step-fixture.h
 tests_test_stepsim_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 tests_test_stepsim_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-stepgraph tests/test-stepsim

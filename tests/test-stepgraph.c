@@ -6,6 +6,7 @@
 #include <string.h>
 #include "spsim/error.h"
 #include "spsim/stepgraph.h"
+#include "step-fixture.h"
 
 /* 8 layers, h 64, 4 heads, ffn 256 (GELU), vocab 1000 */
 static sp_model model8(void)
@@ -31,26 +32,10 @@ static gboolean price_1ms(void *user, const sp_comm *c, double *s, GError **err)
 
 static sp_step_ctx ctx_for(const sp_model *m, int32_t world, int64_t seq, int64_t gb, sp_comm_price_fn price)
 {
-  sp_step_ctx c = { .model = m, .seq = seq, .global_batch = gb, .world = world, .gpus_per_node = 8, .price = price };
-  sp_step_hw_init(&c.hw);
-  /* an ideal GPU: 1 TFLOP/s on every GEMM and in attention, no memory term, no launch
-   * cost, so that element-wise kernels, the embedding and the optimizer take no time */
-  c.hw.gpu = (sp_kernel_gpu){ .peak_flops = 1e12, .hbm_bw = 0, .sms = 1, .tile_m = 1, .tile_n = 1, .gemm_eff = 1.0,
-                              .attn_fwd_eff = 1.0, .attn_bwd_eff = 1.0, .launch = 0 };
-  return c;
+  return fixture_ctx(m, world, seq, gb, price);
 }
 
-static sp_layout lay(const char *spec, const sp_step_ctx *c)
-{
-  sp_layout l;
-  GError *err = NULL;
-  g_assert_true(sp_layout_parse(spec, &l, &err));
-  sp_layout_ctx lc = { .model = c->model, .world = c->world, .gpus_per_node = 8, .seq = c->seq,
-                       .global_batch = c->global_batch, .mb = 1 };
-  g_assert_cmpint(sp_layout_check(&l, &lc, &err), ==, SP_SKIP_NONE);
-  g_assert_no_error(err);
-  return l;
-}
+static sp_layout lay(const char *spec, const sp_step_ctx *c) { return fixture_layout(spec, c); }
 
 static sp_stepgraph *build(const sp_step_ctx *c, const sp_layout *l, sp_sched s)
 {

@@ -10,6 +10,7 @@
 #include "spsim/stepgraph.h"
 #include "sim.h"
 #include "stepsim.h"
+#include "step-fixture.h"
 
 /* 8 hosts of 1 Gflop/s, each with a private 1 GB/s, 1 us link per direction to a
  * crossbar: a route between two hosts has 2 us of latency and 1 GB/s. */
@@ -115,11 +116,7 @@ static gboolean price(void *user, const sp_comm *c, double *s, GError **err)
 
 static sp_step_ctx ctx_for(const sp_model *m, int32_t world)
 {
-  sp_step_ctx c = { .model = m, .seq = 128, .global_batch = 8, .world = world, .gpus_per_node = 8, .price = price };
-  sp_step_hw_init(&c.hw);
-  c.hw.gpu = (sp_kernel_gpu){ .peak_flops = 1e12, .hbm_bw = 0, .sms = 1, .tile_m = 1, .tile_n = 1, .gemm_eff = 1.0,
-                              .attn_fwd_eff = 1.0, .attn_bwd_eff = 1.0, .launch = 0 };
-  return c;
+  return fixture_ctx(m, world, 128, 8, price);
 }
 
 /* Where nothing contends (one collective at a time per rank, sends in separate link

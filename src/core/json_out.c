@@ -33,3 +33,12 @@ gboolean sp_json_write_builder(JsonBuilder *b, const char *path, const char *wha
   json_node_unref(root);
   return ok;
 }
+
+gboolean sp_json_write_chrome_trace(JsonBuilder *b, const char *path, GError **err)
+{
+  json_builder_end_array(b);
+  json_builder_set_member_name(b, "displayTimeUnit");
+  json_builder_add_string_value(b, "ns");
+  json_builder_end_object(b);
+  return sp_json_write_builder(b, path, "trace", err);
+}

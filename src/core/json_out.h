@@ -10,4 +10,8 @@
  * and is writable". */
 gboolean sp_json_write_builder(JsonBuilder *b, const char *path, const char *what, GError **err);
 
+/* Close a Chrome trace document opened as {"traceEvents": [ ... (the array, then
+ * "displayTimeUnit": "ns") and write it as sp_json_write_builder does. */
+gboolean sp_json_write_chrome_trace(JsonBuilder *b, const char *path, GError **err);
+
 #endif

@@ -165,12 +165,7 @@ gboolean sp_trace_write_chrome(const sp_trace *t, const char *path, GError **err
     json_builder_end_object(b);
     g_free(fallback);
   }
-  json_builder_end_array(b);
-  json_builder_set_member_name(b, "displayTimeUnit");
-  json_builder_add_string_value(b, "ns");
-  json_builder_end_object(b);
-
-  gboolean ok = sp_json_write_builder(b, path, "trace", err);
+  gboolean ok = sp_json_write_chrome_trace(b, path, err);
   g_object_unref(b);
   g_free(order);
   return ok;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Rerun spsim's predictions for the published figures of shared/REFERENCE.md and
+# Rerun spsim's predictions for the published figures of docs/calibration.md and
 # print the comparison as a markdown table (figure, published, predicted, error %,
 # command). Usage: bench/calibrate.sh [BUILDDIR] (default: $SPSIM_BUILDDIR or .)
 # Exit status 1 when a figure misses its target (busbw within 10%, latency 2x).

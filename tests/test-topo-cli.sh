@@ -46,7 +46,7 @@ expect_json "axis names escaped in JSON" \
 expect_json "factor 12 k 2" '{"n":12,"k":2,"factorizations":[[1,12],[2,6],[3,4],[4,3],[6,2],[12,1]]}' --factor 12 --k 2 --json
 F='[[1,1,64],[1,2,32],[1,4,16],[1,8,8],[1,16,4],[1,32,2],[1,64,1],[2,1,32],[2,2,16],[2,4,8],[2,8,4],[2,16,2],[2,32,1],[4,1,16],[4,2,8],[4,4,4],[4,8,2],[4,16,1],[8,1,8],[8,2,4],[8,4,2],[8,8,1],[16,1,4],[16,2,2],[16,4,1],[32,1,2],[32,2,1],[64,1,1]]'
 expect_json "factor 64 k 3 (28 = C(8,2))" "{\"n\":64,\"k\":3,\"factorizations\":$F}" --factor 64 --k 3 --json
-expect_json "init 8/2/2 (seed docstring)" \
+expect_json "init 8/2/2 (initialiser docstring)" \
   '{"world":8,"mp":2,"pp":2,"dp":2,"mp_clamped":false,"groups":{"model":[[0,1],[2,3],[4,5],[6,7]],"pipeline":[[0,2],[1,3],[4,6],[5,7]],"data":[[0,4],[1,5],[2,6],[3,7]]}}' \
   --world 8 --init-mp 2 --init-pp 2 --json
 expect_has "init 12/2/3 pipeline groups" '"pipeline":[[0,2,4],[1,3,5],[6,8,10],[7,9,11]]' --world 12 --init-mp 2 --init-pp 3 --json

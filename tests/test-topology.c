@@ -1,4 +1,4 @@
-/* Process topologies: layouts of REFERENCE.md and of the seeds' docstrings, derived
+/* Process topologies: layouts of the reference topology's documentation and docstrings, derived
  * by hand; pipeline grids; the model/pipeline/data initialiser; factorisations
  * against a brute-force count and the closed form; every error path. */
 #include "config.h"
@@ -37,7 +37,7 @@ static sp_topo *pdt222(void)
   return t;
 }
 
-/* REFERENCE.md: pipe,data,tensor = 2,2,2 (last axis fastest). */
+/* Named axes pipe,data,tensor = 2,2,2 (last axis fastest), as DeepSpeed's topology documents. */
 static void test_reference_layout(void)
 {
   g_autoptr(sp_topo) t = pdt222();
@@ -84,8 +84,8 @@ static void test_reference_layout(void)
   }
 }
 
-/* The seed's docstring examples: axes x, y = 2, 3. */
-static void test_seed_docstrings(void)
+/* The reference topology's docstring examples: axes x, y = 2, 3. */
+static void test_reference_docstrings(void)
 {
   g_autoptr(sp_topo) t = sp_topo_new_from_spec("x=2,y=3", NULL);
   g_assert_nonnull(t);
@@ -113,7 +113,7 @@ static void test_seed_docstrings(void)
   assert_groups(pg, 4, 2, (const int32_t[]){ 0, 4, 1, 5, 2, 6, 3, 7 });
 }
 
-/* Labels. The seed's docstring shows 'a_01-b_01' for rank 3 of a=2,b=2, but its code
+/* Labels. The reference topology's docstring shows 'a_01-b_01' for rank 3 of a=2,b=2, but its code
  * pads to len(str(world)) = len("4") = 1 digit, so it really prints 'a_1-b_1'. */
 static void test_labels(void)
 {
@@ -512,7 +512,7 @@ static void test_grid_variants(void)
   g_assert_cmpint(stensor->group_size, ==, 1);
 }
 
-/* The seed's initialiser. */
+/* The reference model/pipeline/data initialiser. */
 static void test_init_8_2_2(void)
 {
   g_autoptr(sp_init_groups) in = sp_init_parallelism(8, 2, 2, NULL);
@@ -523,7 +523,7 @@ static void test_init_8_2_2(void)
   assert_groups(in->pipeline, 4, 2, (const int32_t[]){ 0, 2, 1, 3, 4, 6, 5, 7 });
   assert_groups(in->data, 4, 2, (const int32_t[]){ 0, 4, 1, 5, 2, 6, 3, 7 });
   /* Rank 2 is in model [2,3] (group 1, pos 0), pipeline [0,2] (group 0, pos 1),
-   * data [2,6] (group 2, pos 0). (The seed's formulas give model group 0 = [0,1] and
+   * data [2,6] (group 2, pos 0). (The reference's formulas give model group 0 = [0,1] and
    * pipeline group 1 = [1,3], which do not contain rank 2.) */
   int32_t mg, mp, pg, pp, dg, dp;
   g_assert_true(sp_init_rank_groups(in, 2, &mg, &mp, &pg, &pp, &dg, &dp, NULL));
@@ -545,7 +545,7 @@ static void test_init_12_2_3(void)
   assert_groups(in->pipeline, 4, 3, (const int32_t[]){ 0, 2, 4, 1, 3, 5, 6, 8, 10, 7, 9, 11 });
   assert_groups(in->data, 6, 2, (const int32_t[]){ 0, 6, 1, 7, 2, 8, 3, 9, 4, 10, 5, 11 });
   /* Rank 9: m 1, p 1, d 1 -> model [8,9] (4, pos 1), pipeline [7,9,11] (3, pos 1),
-   * data [3,9] (3, pos 1). The seed would pick pipeline group (9//3)%2 = 1 = [1,3,5]
+   * data [3,9] (3, pos 1). The reference would pick pipeline group (9//3)%2 = 1 = [1,3,5]
    * and model group 9//6 = 1 = [2,3]. */
   int32_t mg, mp, pg, pp, dg, dp;
   g_assert_true(sp_init_rank_groups(in, 9, &mg, &mp, &pg, &pp, &dg, &dp, NULL));
@@ -702,7 +702,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/topology/reference-layout", test_reference_layout);
-  g_test_add_func("/topology/seed-docstrings", test_seed_docstrings);
+  g_test_add_func("/topology/reference-docstrings", test_reference_docstrings);
   g_test_add_func("/topology/labels", test_labels);
   g_test_add_func("/topology/axis-sets", test_axis_sets);
   g_test_add_func("/topology/order-strings", test_order_strings);

@@ -554,7 +554,7 @@ char *sp_topo_rank_label(const sp_topo *topo, int32_t rank, const char *const *o
   if (omit == NULL) omit = default_omit;
   if (inner == NULL) inner = "_";
   if (outer == NULL) outer = "-";
-  /* Width: decimal digits of the world size, as the seed's len(str(world)). */
+  /* Width: decimal digits of the world size, as the reference topology's len(str(world)). */
   int width = 1;
   for (int32_t w = topo->world; w >= 10; w /= 10) width++;
   GString *s = g_string_new(NULL);
@@ -784,7 +784,7 @@ sp_init_groups *sp_init_parallelism(int32_t world, int32_t mp, int32_t pp, GErro
     return NULL;
   }
   int32_t requested = mp;
-  /* As the seed: a model parallelism larger than the world is clamped to it. */
+  /* As the reference initialiser: a model parallelism larger than the world is clamped to it. */
   if (mp > world) mp = world;
   if (world % mp != 0) {
     g_set_error(error, SP_ERROR, SP_ERROR_LAYOUT,
@@ -836,7 +836,7 @@ gboolean sp_init_rank_groups(const sp_init_groups *init, int32_t rank,
                 "rank %d is out of range: the world has ranks 0..%d", rank, init->world - 1);
     return FALSE;
   }
-  /* NOTE (divergence from the seed): the seed picks this rank's groups with
+  /* NOTE (divergence from the reference initialiser): it picks this rank's groups with
    *   dp_rank = rank % (mp*pp), pp_rank = (rank // pp) % mp, mp_rank = rank // (mp*pp)
    * which index its own lists wrongly: with world 8, mp 2, pp 2, rank 2 gets model
    * group 0 = [0,1] and pipeline group 1 = [1,3], neither of which contains 2. Here

@@ -93,7 +93,7 @@ gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboo
                 sp_coll_name(c->coll), n, c->stride, world, sp_sim_num_hosts());
     return FALSE;
   }
-  /* Bytes follow the busbw convention of REFERENCE.md: all-gather, reduce-scatter and
+  /* Bytes follow nccl-tests' busbw convention: all-gather, reduce-scatter and
    * all-to-all count the whole gathered (per-rank) array, the others one buffer. */
   /* A ring that leaves the node runs one channel per member GPU on the node (k
    * consecutive members of the group share a node), each channel crossing between

@@ -1,6 +1,6 @@
 /**
  * @file ops.h
- * @brief The operation library: the seeds' parallel-training operations as graph
+ * @brief The operation library: the parallel-training operations of DeepSpeed-Ulysses, InternEvo and Megatron-LM as graph
  *        builders, each emitting its forward and (through a separate *_bwd call)
  *        its backward into an sp_graph.
  *
@@ -11,7 +11,7 @@
  * a gboolean with out-parameters. Errors name the fix (pad the sequence, use a
  * group size that divides the head count, ...).
  *
- * Conventions (REFERENCE.md's table):
+ * Conventions (those of the DeepSpeed-Ulysses and Megatron-LM code these operations follow):
  * - Ulysses batch-first activations are [b, s, H, d] (seq dim 1, heads dim 2),
  *   sequence-first ones [s, b, H, d] (seq dim 0, heads dim 2); packed qkv adds a
  *   dim of 3 (or 2 for kv) before the heads: [b, s, 3, H, d].

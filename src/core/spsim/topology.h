@@ -300,7 +300,7 @@ int32_t sp_grid_stage_to_global(const sp_grid *grid, int32_t rank, int32_t stage
 /* ------------------------------------------------- model/pipeline/data init */
 
 /**
- * Groups of the model/pipeline/data initialiser (seed "init_parallelism"). Ranks are
+ * Groups of the model/pipeline/data initialiser (the reference "init_parallelism"). Ranks are
  * laid out as a [dp][pp][mp] array (mp fastest): rank = d*pp*mp + p*mp + m.
  * 8 ranks, mp 2, pp 2: model [[0,1],[2,3],[4,5],[6,7]], pipeline
  * [[0,2],[1,3],[4,6],[5,7]], data [[0,4],[1,5],[2,6],[3,7]].
@@ -318,7 +318,7 @@ typedef struct {
 } sp_init_groups;
 
 /**
- * Build the groups. As the seed, an mp larger than the world is CLAMPED to the world
+ * Build the groups. As the reference, an mp larger than the world is CLAMPED to the world
  * size (reported through @c mp_clamped, for the caller to warn). Errors
  * (#SP_ERROR_LAYOUT / #SP_ERROR_INVALID): world, mp or pp < 1; world % mp != 0;
  * world % (mp*pp) != 0.
@@ -327,7 +327,7 @@ sp_init_groups *sp_init_parallelism(int32_t world, int32_t mp, int32_t pp, GErro
 
 /**
  * Where @p rank sits: the index of the model/pipeline/data group that CONTAINS it
- * and its position inside each. (The seed computes these indices with formulas that
+ * and its position inside each. (The reference computes these indices with formulas that
  * do not match its own group lists; spsim returns the containing groups.)
  * Outputs may be NULL. @return FALSE with an error for a rank out of range.
  */

@@ -116,6 +116,21 @@ void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o)
   o->total = o->weights + o->grads + o->optim + o->act + o->buffers;
 }
 
+void sp_step_comm_sizes(const sp_step_ctx *c, const sp_layout *l, sp_step_sizes *o)
+{
+  const sp_model *m = c->model;
+  double e = sp_model_dtype_bytes(m), h = (double)m->hidden, d = (double)sp_model_head_dim(m);
+  double sl = sp_step_local_tokens(l, c->seq);
+  double kvl = kv_per_tp(m, l);
+  o->act = sl * h * e;
+  o->q = sl * (h / l->tp) * e;
+  o->kv = sl * MAX(kvl, (double)l->sp) * d * e; /* KV heads replicated up to sp when fewer */
+  double kvr = MAX(1.0, MAX(kvl, (double)l->sp) / l->sp);
+  o->ring_blk = 2.0 * ((double)l->mb * (double)c->seq / l->cp) * kvr * d * e;
+  o->layer_weights = sp_model_layer_matmul_params(m) / l->tp * e;
+  o->pp_msg = o->act / (l->tp_sp ? l->tp : 1);
+}
+
 static void push(GArray *a, sp_comm_kind k, sp_comm_when w, sp_coll coll, int32_t n, int32_t stride,
                  double bytes, double times, const char *what)
 {
@@ -128,9 +143,10 @@ static void push(GArray *a, sp_comm_kind k, sp_comm_when w, sp_coll coll, int32_
 void sp_step_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
 {
   const sp_model *m = c->model;
-  double e = sp_model_dtype_bytes(m), h = (double)m->hidden, d = (double)sp_model_head_dim(m);
-  double sl = sp_step_local_tokens(l, c->seq);
-  double act = sl * h * e;
+  double e = sp_model_dtype_bytes(m);
+  sp_step_sizes z;
+  sp_step_comm_sizes(c, l, &z);
+  double act = z.act;
   gboolean full = l->ckpt == SP_CKPT_FULL;
   double rec = full ? 1.0 : 0.0; /* full recomputation repeats the forward collectives */
   if (l->tp > 1) {
@@ -144,23 +160,20 @@ void sp_step_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
       push(out, SP_COMM_TP, SP_PER_LAYER_BWD, SP_COLL_ALL_REDUCE, l->tp, 1, act, 2 + 2 * rec, "TP backward all-reduces (+ recompute)");
     }
   }
-  double kvl = kv_per_tp(m, l);
   if (l->sp > 1) {
-    double q = sl * (h / l->tp) * e;
-    double kv = sl * MAX(kvl, (double)l->sp) * d * e; /* KV heads replicated up to sp when fewer */
+    double q = z.q, kv = z.kv;
     push(out, SP_COMM_SP, SP_PER_LAYER_FWD, SP_COLL_ALL_TO_ALL, l->sp, l->tp, q, 2, "Ulysses all-to-all of Q and of the attention output");
     push(out, SP_COMM_SP, SP_PER_LAYER_FWD, SP_COLL_ALL_TO_ALL, l->sp, l->tp, kv, 2, "Ulysses all-to-all of K and V");
     push(out, SP_COMM_SP, SP_PER_LAYER_BWD, SP_COLL_ALL_TO_ALL, l->sp, l->tp, q, 2 + 2 * rec, "Ulysses backward all-to-all of dQ and dOut (+ recompute)");
     push(out, SP_COMM_SP, SP_PER_LAYER_BWD, SP_COLL_ALL_TO_ALL, l->sp, l->tp, kv, 2 + 2 * rec, "Ulysses backward all-to-all of dK and dV (+ recompute)");
   }
   if (l->cp > 1) {
-    double kvr = MAX(1.0, MAX(kvl, (double)l->sp) / l->sp);
-    double blk = 2.0 * ((double)l->mb * (double)c->seq / l->cp) * kvr * d * e;
+    double blk = z.ring_blk;
     push(out, SP_COMM_RING, SP_PER_LAYER_FWD, SP_COLL_SEND_RECV, 2, l->tp * l->sp, blk, l->cp - 1, "ring attention K,V block to the next rank");
     push(out, SP_COMM_RING, SP_PER_LAYER_BWD, SP_COLL_SEND_RECV, 2, l->tp * l->sp, 2.0 * blk, l->cp - 1, "ring attention K,V and dK,dV blocks");
     push(out, SP_COMM_RING, SP_PER_LAYER_BWD, SP_COLL_SEND_RECV, 2, l->tp * l->sp, blk, (l->cp - 1) * rec, "ring attention recompute");
   }
-  double mmw = sp_model_layer_matmul_params(m) / l->tp * e;
+  double mmw = z.layer_weights;
   if (l->wp > 1) {
     push(out, SP_COMM_ISP, SP_PER_LAYER_FWD, SP_COLL_ALL_GATHER, l->wp, l->tp, mmw, 1, "ISP weight all-gather (forward)");
     push(out, SP_COMM_ISP, SP_PER_LAYER_BWD, SP_COLL_ALL_GATHER, l->wp, l->tp, mmw, 1, "ISP weight all-gather (backward)");
@@ -173,8 +186,7 @@ void sp_step_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
     push(out, SP_COMM_DP, SP_PER_LAYER_BWD, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, mmw, 1, "ZeRO-3 gradient reduce-scatter");
   }
   if (l->pp > 1) {
-    double msg = act / (l->tp_sp ? l->tp : 1);
-    push(out, SP_COMM_PP, SP_PER_MB, SP_COLL_SEND_RECV, 2, l->tp * l->sp * l->cp * l->dp, msg, 2,
+    push(out, SP_COMM_PP, SP_PER_MB, SP_COLL_SEND_RECV, 2, l->tp * l->sp * l->cp * l->dp, z.pp_msg, 2,
          "pipeline send of activations (forward) and their gradients (backward)");
   }
   double grads = stage_params_local(m, l) / l->wp * e;

@@ -143,20 +143,13 @@ static int32_t comm_of(sb *b, sp_comm_kind kind, sp_coll coll, int32_t n, int32_
   return (int32_t)b->g->comms->len - 1;
 }
 
-/* KV heads each TP rank holds (replicated when tp > kv_heads), as step.c. */
-static double kv_per_tp(const sp_model *m, const sp_layout *l)
-{
-  return m->kv_heads % l->tp == 0 ? (double)(m->kv_heads / l->tp) : 1.0;
-}
-
 /* The collectives a layer issues, with the sizes sp_step_comms uses. */
 static void layer_comms(sb *b)
 {
-  const sp_model *m = b->c->model;
   const sp_layout *l = b->l;
-  double e = sp_model_dtype_bytes(m), h = (double)m->hidden, d = (double)sp_model_head_dim(m);
-  double sl = sp_step_local_tokens(l, b->c->seq);
-  double act = sl * h * e;
+  sp_step_sizes z;
+  sp_step_comm_sizes(b->c, l, &z);
+  double act = z.act;
   b->tp_ag = b->tp_rs = b->tp_ar = b->a2a_q = b->a2a_kv = b->ring_f = b->ring_b = b->w_ag = b->w_rs = b->pp_msg = -1;
   if (l->tp > 1) {
     if (l->tp_sp) {
@@ -166,20 +159,15 @@ static void layer_comms(sb *b)
       b->tp_ar = comm_of(b, SP_COMM_TP, SP_COLL_ALL_REDUCE, l->tp, 1, act, "TP all-reduce");
     }
   }
-  double kvl = kv_per_tp(m, l);
   if (l->sp > 1) {
-    double q = sl * (h / l->tp) * e;
-    double kv = sl * MAX(kvl, (double)l->sp) * d * e;
-    b->a2a_q = comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, l->sp, l->tp, q, "Ulysses all-to-all (Q or output)");
-    b->a2a_kv = comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, l->sp, l->tp, kv, "Ulysses all-to-all (K or V)");
+    b->a2a_q = comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, l->sp, l->tp, z.q, "Ulysses all-to-all (Q or output)");
+    b->a2a_kv = comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, l->sp, l->tp, z.kv, "Ulysses all-to-all (K or V)");
   }
   if (l->cp > 1) {
-    double kvr = MAX(1.0, MAX(kvl, (double)l->sp) / l->sp);
-    double blk = 2.0 * ((double)l->mb * (double)b->c->seq / l->cp) * kvr * d * e;
-    b->ring_f = comm_of(b, SP_COMM_RING, SP_COLL_SEND_RECV, 2, l->tp * l->sp, blk, "ring attention K,V block");
-    b->ring_b = comm_of(b, SP_COMM_RING, SP_COLL_SEND_RECV, 2, l->tp * l->sp, 2.0 * blk, "ring attention K,V and dK,dV blocks");
+    b->ring_f = comm_of(b, SP_COMM_RING, SP_COLL_SEND_RECV, 2, l->tp * l->sp, z.ring_blk, "ring attention K,V block");
+    b->ring_b = comm_of(b, SP_COMM_RING, SP_COLL_SEND_RECV, 2, l->tp * l->sp, 2.0 * z.ring_blk, "ring attention K,V and dK,dV blocks");
   }
-  double mmw = sp_model_layer_matmul_params(m) / l->tp * e;
+  double mmw = z.layer_weights;
   int32_t g = sp_layout_replicas(l) / l->wp;
   if (l->wp > 1) {
     b->w_ag = comm_of(b, SP_COMM_ISP, SP_COLL_ALL_GATHER, l->wp, l->tp, mmw, "ISP weight all-gather");
@@ -191,8 +179,7 @@ static void layer_comms(sb *b)
     b->w_stream = SP_STREAM_DP;
   }
   if (l->pp > 1)
-    b->pp_msg = comm_of(b, SP_COMM_PP, SP_COLL_SEND_RECV, 2, l->tp * l->sp * l->cp * l->dp,
-                        act / (l->tp_sp ? l->tp : 1), "pipeline send");
+    b->pp_msg = comm_of(b, SP_COMM_PP, SP_COLL_SEND_RECV, 2, l->tp * l->sp * l->cp * l->dp, z.pp_msg, "pipeline send");
 }
 
 /* ISP and ZeRO-3 gather a layer's weights into one of two buffers: the current
@@ -619,23 +606,31 @@ gboolean sp_stepgraph_price(sp_stepgraph *g, const sp_step_ctx *c, GError **err)
 
 /* ---------- contention-free run ---------- */
 
-gboolean sp_stepgraph_schedule(const sp_stepgraph *g, double *start, double *end, double *makespan, GError **err)
+void sp_stepgraph_successors(const sp_stepgraph *g, uint32_t **off_out, uint32_t **succ_out)
 {
   guint n = g->tasks->len;
   const sp_task *T = (const sp_task *)g->tasks->data;
-  /* successors (CSR), stream order, pending counts */
-  g_autofree uint32_t *nsucc = g_new0(uint32_t, n + 1);
+  uint32_t *off = g_new0(uint32_t, n + 1);
   for (guint i = 0; i < n; i++)
-    for (int d = 0; d < T[i].ndeps; d++) nsucc[T[i].deps[d]]++;
-  g_autofree uint32_t *off = g_new0(uint32_t, n + 1);
-  for (guint i = 0; i < n; i++) off[i + 1] = off[i] + nsucc[i];
-  g_autofree uint32_t *succ = g_new(uint32_t, off[n] + 1);
+    for (int d = 0; d < T[i].ndeps; d++) off[T[i].deps[d] + 1]++;
+  for (guint i = 0; i < n; i++) off[i + 1] += off[i];
+  uint32_t *succ = g_new(uint32_t, off[n] + 1);
   g_autofree uint32_t *fill = g_new0(uint32_t, n + 1);
   for (guint i = 0; i < n; i++)
     for (int d = 0; d < T[i].ndeps; d++) {
       uint32_t p = T[i].deps[d];
       succ[off[p] + fill[p]++] = i;
     }
+  *off_out = off;
+  *succ_out = succ;
+}
+
+gboolean sp_stepgraph_schedule(const sp_stepgraph *g, double *start, double *end, double *makespan, GError **err)
+{
+  guint n = g->tasks->len;
+  const sp_task *T = (const sp_task *)g->tasks->data;
+  g_autofree uint32_t *off = NULL, *succ = NULL;
+  sp_stepgraph_successors(g, &off, &succ);
   /* next task of each (stage, stream) */
   int32_t nq = g->stages * SP_STREAM_COUNT;
   g_autofree uint32_t *next_in_stream = g_new(uint32_t, n + 1);

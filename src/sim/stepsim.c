@@ -24,7 +24,7 @@
 
 typedef struct run_s run_t;
 
-/* How a collective of a stage occupies the network: a flow to @c mbox's host. */
+/* How a collective of a stage occupies the network: a flow to the host of sink @c sink. */
 typedef struct {
   int32_t sink;   /* index in run->sinks, -1: sleep instead (no route) */
   double lat, bw; /* route latency and bottleneck bandwidth */
@@ -230,21 +230,8 @@ gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, d
   run_serial++;
   run_t r = { .g = g, .T = (const sp_task *)g->tasks->data };
   r.pending = g_new(uint32_t, n + 1);
-  r.off = g_new0(uint32_t, n + 1);
-  uint32_t *cnt = g_new0(uint32_t, n + 1);
-  for (guint i = 0; i < n; i++) {
-    r.pending[i] = r.T[i].ndeps;
-    for (int d = 0; d < r.T[i].ndeps; d++) cnt[r.T[i].deps[d]]++;
-  }
-  for (guint i = 0; i < n; i++) r.off[i + 1] = r.off[i] + cnt[i];
-  r.succ = g_new(uint32_t, r.off[n] + 1);
-  memset(cnt, 0, (n + 1) * sizeof(uint32_t));
-  for (guint i = 0; i < n; i++)
-    for (int d = 0; d < r.T[i].ndeps; d++) {
-      uint32_t p = r.T[i].deps[d];
-      r.succ[r.off[p] + cnt[p]++] = i;
-    }
-  g_free(cnt);
+  for (guint i = 0; i < n; i++) r.pending[i] = r.T[i].ndeps;
+  sp_stepgraph_successors(g, &r.off, &r.succ);
   r.start = g_new0(double, n + 1);
   r.end = g_new0(double, n + 1);
   r.owner = g_new0(stream_actor *, n + 1);

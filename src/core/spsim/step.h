@@ -163,6 +163,19 @@ double sp_step_stage_params(const sp_model *m, const sp_layout *l, int32_t stage
 /** Time of the Adam step over @p params parameters of one TP rank (ISP and ZeRO shard them). */
 double sp_step_optimizer_time(const sp_step_ctx *c, const sp_layout *l, double params);
 
+/** Per-rank sizes in bytes of the collectives of one layer and micro-batch. */
+typedef struct {
+  double act;           /**< the rank's activations, sl h (TP all-reduce buffer, SP gathered array) */
+  double q;             /**< Ulysses all-to-all of Q or of the attention output, sl h / tp */
+  double kv;            /**< Ulysses all-to-all of K or V, sl max(kv heads / tp, sp) d */
+  double ring_blk;      /**< ring attention K,V block, 2 (b s / cp) kv d */
+  double layer_weights; /**< a layer's GEMM weights on one TP rank (ISP and ZeRO-3 gathers) */
+  double pp_msg;        /**< pipeline send, sl h (/ tp with sequence parallelism) */
+} sp_step_sizes;
+
+/** Sizes of @p l's per-layer collectives (sp_step_comms and the step graph use them). */
+void sp_step_comm_sizes(const sp_step_ctx *c, const sp_layout *l, sp_step_sizes *o);
+
 /** Memory per GPU of @p l. */
 void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *out);
 

@@ -142,6 +142,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(sp_stepgraph, sp_stepgraph_free)
 gboolean sp_stepgraph_price(sp_stepgraph *g, const sp_step_ctx *c, GError **err);
 
 /**
+ * Successors of every task, as compressed rows: task i's dependants are
+ * (*succ)[(*off)[i] .. (*off)[i + 1]), in task order. g_free both.
+ */
+void sp_stepgraph_successors(const sp_stepgraph *g, uint32_t **off, uint32_t **succ);
+
+/**
  * Run the graph without contention: each task starts when its stream's previous task
  * and its dependencies have ended, and lasts its @c seconds. @p start and @p end
  * (task count entries each, may be NULL) receive each task's times; @p makespan the

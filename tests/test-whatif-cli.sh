@@ -28,7 +28,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..48"
+echo "1..50"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -177,6 +177,8 @@ expect_fail "--gpus 0" "--gpus must be between 1 and the platform's 32 hosts (go
 expect_fail "--gpus -8" "--gpus must be between 1 and the platform's 32 hosts (got -8)" "$tmp/p.xml" $A --gpus -8
 expect_fail "--peak-tflops 0" "--peak-tflops must be a positive" "$tmp/p.xml" $A --peak-tflops 0
 expect_fail "--gpus-per-node 0" "--gpus-per-node must be at least 1" "$tmp/p.xml" $A --gpus-per-node 0
+expect_fail "--comm-slowdown -1" "--comm-slowdown must be a fraction between 0 and 10 (got -1)" "$tmp/p.xml" $A --comm-slowdown -1
+expect_fail "--simulate -1" "--simulate must be between 0 and 100000 layouts (got -1)" "$tmp/p.xml" $A --simulate -1
 sed 's/"vocab"/"num_experts": 8, "vocab"/' "$src/models/llama3-8b.json" >"$tmp/moe.json"
 expect_fail "unknown model key: named, known keys listed" "unknown key 'num_experts' (a model file knows name, layers" \
   "$tmp/p.xml" $A --model "$tmp/moe.json"

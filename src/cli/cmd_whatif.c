@@ -802,7 +802,7 @@ static void progress(guint done, guint total, gboolean tty)
 int sp_cmd_whatif(int argc, char **argv)
 {
   opts o = { .seq = 8192, .mb = 1, .top = 10, .eff_mm = -1, .eff_attn = -1, .mem_usable = -1, .corrupt_rank = -1,
-             .simulate = SIMULATE_DEFAULT, .comm_slowdown = -1,
+             .simulate = SIMULATE_DEFAULT, .comm_slowdown = UNSET_DBL,
              .gpus = UNSET_INT, .gpn = UNSET_INT, .peak_tflops = UNSET_DBL, .gpu_mem_gib = UNSET_DBL };
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &o.model, "built-in model name or FILE.json (default: llama3-70b from 128 GPUs, llama3-8b below)", "NAME" },
@@ -868,14 +868,16 @@ int sp_cmd_whatif(int argc, char **argv)
   if (o.seq > MAX_SEQ) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--seq %" G_GINT64_FORMAT " is out of range: at most %d tokens (16 Mi) per sequence", o.seq, MAX_SEQ); goto out; }
   if (o.mb <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--micro-batch must be positive (got %d)", o.mb); goto out; }
   if (o.top <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--top must be positive (got %d)", o.top); goto out; }
+  double slowdown = -1; /* < 0: each host's comm_slowdown property, else the default */
   if (o.simulate < 0 || o.simulate > 100000) {
     err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--simulate must be between 0 and 100000 layouts (got %d)", o.simulate);
     goto out;
   }
-  if (o.comm_slowdown != -1 && !(o.comm_slowdown >= 0 && o.comm_slowdown <= 10)) {
+  if (o.comm_slowdown != UNSET_DBL && !(o.comm_slowdown >= 0 && o.comm_slowdown <= 10)) {
     err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--comm-slowdown must be a fraction between 0 and 10 (got %g)", o.comm_slowdown);
     goto out;
   }
+  if (o.comm_slowdown != UNSET_DBL) slowdown = o.comm_slowdown;
   /* written so that NaN fails too */
   if ((o.eff_mm != -1 && !(o.eff_mm > 0 && o.eff_mm <= 1)) || (o.eff_attn != -1 && !(o.eff_attn > 0 && o.eff_attn <= 1)) ||
       (o.mem_usable != -1 && !(o.mem_usable > 0 && o.mem_usable <= 1))) {
@@ -1045,7 +1047,7 @@ int sp_cmd_whatif(int argc, char **argv)
       row *rw = &g_array_index(rows, row, i);
       if (!rw->r.fits && !o.all && nsim > 0) break;
       if (nsim > 0 && rw->r.closed_form > best * (1.0 + SIMULATE_MARGIN)) break;
-      if (!sp_stepsim_eval(&ctx, &rw->r.layout, pr.engine, o.comm_slowdown, &rw->r, NULL, &err)) {
+      if (!sp_stepsim_eval(&ctx, &rw->r.layout, pr.engine, slowdown, &rw->r, NULL, &err)) {
         if (!g_error_matches(err, SP_ERROR, SP_ERROR_UNSUPPORTED)) goto out;
         fprintf(stderr, "spsim: note: %s: %s\n", rw->label, err->message); /* too large: closed form */
         g_clear_error(&err);
@@ -1070,7 +1072,7 @@ int sp_cmd_whatif(int argc, char **argv)
          strcmp(fid_used, "analytic") == 0 ? "analytic alpha-beta model" : fid_used);
   fprintf(text_out, "step graph: %u layout%s simulated (%s, compute %.1f%% slower while collectives run)%s",
           nsim, nsim == 1 ? "" : "s", pr.engine ? "SimGrid, with contention" : "without contention",
-          100.0 * (o.comm_slowdown >= 0 ? o.comm_slowdown : SP_STEPSIM_COMM_SLOWDOWN), ndisagree ? "; " : "\n");
+          100.0 * (slowdown >= 0 ? slowdown : SP_STEPSIM_COMM_SLOWDOWN), ndisagree ? "; " : "\n");
   if (ndisagree) fprintf(text_out, "%u differ from the closed form by more than 10%%\n", ndisagree);
   if (sw != NULL)
     fprintf(text_out, "%u layouts evaluated (%" G_GUINT64_FORMAT " candidates, %" G_GUINT64_FORMAT " skipped as invalid%s), %u fit in memory\n",
@@ -1160,7 +1162,7 @@ int sp_cmd_whatif(int argc, char **argv)
   }
   if (o.json && !write_json(o.json, (row *)rows->data, rows->len, model, &ctx, sw, platform, fid_used, checks, &err)) goto out;
   if (o.svg && !write_svg(o.svg, (row *)rows->data, shown, model, world, &err)) goto out;
-  if (o.trace && !write_trace(o.trace, &ctx, &g_array_index(rows, row, 0).r.layout, pr.engine, o.comm_slowdown, &err))
+  if (o.trace && !write_trace(o.trace, &ctx, &g_array_index(rows, row, 0).r.layout, pr.engine, slowdown, &err))
     goto out;
   rc = verified ? 0 : SP_CLI_EXIT_MISMATCH;
 out:

@@ -1,9 +1,11 @@
 /* Platform generator (src/sim/platform_gen.c) and the shipped platforms.
  * Expected counts are derived by hand from the layout documented in
- * docs/calibration.md (per node: G hosts, 2G links, G(G-1)/2 + G routes; per SU
- * of m nodes: one leaf link and m(m-1)/2 + m zone routes; with s > 1 SUs: s
- * uplinks, one spine link and s(s-1)/2 zone routes). The constants checked are
- * the ones docs/calibration.md states with their sources. */
+ * docs/calibration.md (per node: G hosts, 3 routers, 2G + 1 links and 3G routes
+ * (G to the NVSwitch, G out through the NICs, G in); per SU of m nodes: a leaf
+ * and an uplink link, one router and 2m zone routes; at the top: the spine
+ * link, one router and 2 zone routes per SU). No count grows with the square of
+ * anything. The constants checked are the ones docs/calibration.md states with
+ * their sources. */
 #include "config.h"
 #include <glib.h>
 #include <math.h>
@@ -135,17 +137,18 @@ static const char *hprop(plat *p, const char *host, const char *prop)
   return g_hash_table_lookup(p->host_props, k);
 }
 
-/* Two DGX H100 nodes: 16 hosts, 16 NVLink + 16 NIC + 1 leaf links, one SU. */
+/* Two DGX H100 nodes: 16 hosts; 16 NVLink + 16 NIC + 2 rails links, leaf, uplink
+ * and spine; one SU. */
 static void test_two_nodes(void)
 {
   g_autofree char *xml = gen(2, 8, SP_GPU_H100, FALSE);
   plat *p = plat_parse(xml);
   g_assert_cmpint(p->hosts, ==, 16);
-  g_assert_cmpint(p->links, ==, 33);
-  g_assert_cmpint(p->routes, ==, 2 * (28 + 8));
-  g_assert_cmpint(p->zone_routes, ==, 1 + 2);
-  g_assert_cmpint(p->routers, ==, 2 + 1);      /* two node gateways, one SU gateway */
-  g_assert_cmpint(p->zones, ==, 1 + 1 + 2 + 1); /* cluster, su0, 2 nodes, su0-leaf */
+  g_assert_cmpint(p->links, ==, 2 * 17 + 2 + 1);
+  g_assert_cmpint(p->routes, ==, 2 * 3 * 8);
+  g_assert_cmpint(p->zone_routes, ==, 2 * 2 + 2);
+  g_assert_cmpint(p->routers, ==, 2 * 3 + 1 + 1); /* per node NVSwitch, tx, rx; SU and spine gateways */
+  g_assert_cmpint(p->zones, ==, 1 + 1 + 1 + 2 + 1); /* cluster, spine, su0, 2 nodes, su0-leaf */
   for (int i = 0; i < 16; i++) {
     g_autofree char *want = g_strdup_printf("node%03d-gpu%d", i / 8, i % 8);
     g_assert_cmpstr(g_ptr_array_index(p->host_names, i), ==, want);
@@ -165,7 +168,11 @@ static void test_two_nodes(void)
   g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "node000-nic3"), ==, "48GBps");
   g_assert_cmpstr(g_hash_table_lookup(p->link_policy, "node000-nic3"), ==, "SPLITDUPLEX");
   g_assert_cmpstr(g_hash_table_lookup(p->link_policy, "su0-leaf"), ==, "FATPIPE");
-  g_assert_null(g_hash_table_lookup(p->link_bw, "spine"));
+  /* the node's rail cables: its 8 NICs' sum, no latency of their own */
+  g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "node001-rails"), ==, "384GBps");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_lat, "node001-rails"), ==, "0us");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_policy, "node001-rails"), ==, "FATPIPE");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_policy, "spine"), ==, "FATPIPE");
   g_assert_cmpstr(g_hash_table_lookup(p->config, "network/model"), ==, "CM02");
   g_assert_cmpstr(g_hash_table_lookup(p->config, "network/TCP-gamma"), ==, "0");
   g_assert_cmpstr(g_hash_table_lookup(p->top_props, "gpus_per_node"), ==, "8");
@@ -178,8 +185,8 @@ static void test_two_sus(void)
   g_autofree char *xml = gen(33, 8, SP_GPU_H100, FALSE);
   plat *p = plat_parse(xml);
   g_assert_cmpint(p->hosts, ==, 33 * 8);
-  g_assert_cmpint(p->links, ==, 33 * 16 + 2 + 2 + 1);
-  g_assert_cmpint(p->zone_routes, ==, (32 * 31 / 2 + 32) + (0 + 1) + 1);
+  g_assert_cmpint(p->links, ==, 33 * 17 + 2 * 2 + 1);
+  g_assert_cmpint(p->zone_routes, ==, 2 * 33 + 2 * 2);
   /* su0 has 32 nodes x 8 NICs x 48 GB/s = 12288 GB/s of uplink; su1 one node. */
   g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "su0-up"), ==, "12288GBps");
   g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "su1-up"), ==, "384GBps");
@@ -216,9 +223,10 @@ static void test_large(void)
   plat *p = plat_parse(a);
   g_assert_cmpint(p->hosts, ==, 4096);
   g_assert_cmpstr(g_ptr_array_index(p->host_names, 4095), ==, "node511-gpu7");
-  /* 16 SUs: 16 uplinks + spine; 120 SU pairs at the top. */
-  g_assert_cmpint(p->links, ==, 512 * 16 + 16 + 16 + 1);
-  g_assert_cmpint(p->zone_routes, ==, 16 * (32 * 31 / 2 + 32) + 16 * 15 / 2);
+  /* 16 SUs: 16 leaves, 16 uplinks and the spine; two zone routes per node and per SU. */
+  g_assert_cmpint(p->links, ==, 512 * 17 + 16 + 16 + 1);
+  g_assert_cmpint(p->zone_routes, ==, 2 * 512 + 2 * 16);
+  g_assert_cmpint(p->routes, ==, 512 * 3 * 8);
   plat_free(p);
   g_autofree char *name = sp_platform_host_name(2000, 17, 3);
   g_assert_cmpstr(name, ==, "node0017-gpu3");

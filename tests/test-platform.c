@@ -8,10 +8,12 @@
  * their sources. */
 #include "config.h"
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
 
+#include "platform.h"
 #include "platform_gen.h"
 #include "sim.h"
 #include "spsim/coll.h"
@@ -460,6 +462,63 @@ static void test_channels_closed_form(void)
     }
 }
 
+/* A hand-written flat <cluster>: no node zones, so GPUs per node come from its
+ * gpus_per_node property, or from the caller's flag, or are refused with a
+ * message naming both; never 8 by default. */
+static void test_cluster_gpus_per_node(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("spsim-plat-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  const char *head = "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+                     "<platform version=\"4.1\">\n";
+  const char *cl = "<cluster id=\"c\" prefix=\"gpu\" suffix=\"\" radical=\"0-11\" speed=\"100Tf\" bw=\"10GBps\" lat=\"1us\">";
+  struct { const char *name, *props; int32_t want; } cases[] = {
+    { "with.xml", "<prop id=\"gpus_per_node\" value=\"4\"/>", 4 },
+    { "without.xml", "", 0 },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *path = g_build_filename(dir, cases[i].name, NULL);
+    g_autofree char *xml = g_strdup_printf("%s%s%s</cluster>\n</platform>\n", head, cl, cases[i].props);
+    g_assert_true(g_file_set_contents(path, xml, -1, NULL));
+    GError *err = NULL;
+    sp_plat_desc *d = sp_plat_read(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint((int)d->names->len, ==, 12);
+    g_assert_cmpint(d->unknown->len, ==, 0); /* gpus_per_node is known on a <cluster> */
+    g_assert_cmpint(d->gpus_per_node, ==, cases[i].want);
+    g_assert_cmpint(sp_plat_gpus_per_node(d, 6, NULL), ==, 6); /* the flag wins */
+    int32_t g = sp_plat_gpus_per_node(d, 0, &err);
+    if (cases[i].want > 0) {
+      g_assert_no_error(err);
+      g_assert_cmpint(g, ==, cases[i].want);
+    } else {
+      g_assert_cmpint(g, ==, 0);
+      g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+      g_assert_nonnull(strstr(err->message, "gpus_per_node"));
+      g_assert_nonnull(strstr(err->message, "--gpus-per-node"));
+      g_clear_error(&err);
+    }
+    sp_plat_desc_free(d);
+    g_unlink(path);
+  }
+  /* a value that is not a whole number >= 1 is refused, with the value */
+  const char *bad[] = { "eight", "0", "-2", "4x" };
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *path = g_build_filename(dir, "bad.xml", NULL);
+    g_autofree char *xml = g_strdup_printf("%s%s<prop id=\"gpus_per_node\" value=\"%s\"/></cluster>\n</platform>\n",
+                                           head, cl, bad[i]);
+    g_assert_true(g_file_set_contents(path, xml, -1, NULL));
+    GError *err = NULL;
+    g_assert_null(sp_plat_read(path, &err));
+    g_assert_error(err, SP_ERROR, SP_ERROR_PARSE);
+    g_assert_nonnull(strstr(err->message, "gpus_per_node"));
+    g_assert_nonnull(strstr(err->message, bad[i]));
+    g_clear_error(&err);
+    g_unlink(path);
+  }
+  g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -471,6 +530,7 @@ int main(int argc, char **argv)
   g_test_add_func("/platform/channels-closed-form", test_channels_closed_form);
   g_test_add_func("/platform/large", test_large);
   g_test_add_func("/platform/bad", test_bad);
+  g_test_add_func("/platform/cluster-gpus-per-node", test_cluster_gpus_per_node);
   g_test_add_func("/platform/shipped", test_shipped);
   g_test_add_func("/platform/routes-closed-form", test_routes_closed_form);
   return g_test_run();

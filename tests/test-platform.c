@@ -1,15 +1,19 @@
 /* Platform generator (src/sim/platform_gen.c) and the shipped platforms.
  * Expected counts are derived by hand from the layout documented in
- * docs/calibration.md (per node: G hosts, 2G links, G(G-1)/2 + G routes; per SU
- * of m nodes: one leaf link and m(m-1)/2 + m zone routes; with s > 1 SUs: s
- * uplinks, one spine link and s(s-1)/2 zone routes). The constants checked are
- * the ones docs/calibration.md states with their sources. */
+ * docs/calibration.md (per node: G hosts, 3 routers, 2G + 1 links and 3G routes
+ * (G to the NVSwitch, G out through the NICs, G in); per SU of m nodes: a leaf
+ * and an uplink link, one router and 2m zone routes; at the top: the spine
+ * link, one router and 2 zone routes per SU). No count grows with the square of
+ * anything. The constants checked are the ones docs/calibration.md states with
+ * their sources. */
 #include "config.h"
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
 
+#include "platform.h"
 #include "platform_gen.h"
 #include "sim.h"
 #include "spsim/coll.h"
@@ -135,17 +139,18 @@ static const char *hprop(plat *p, const char *host, const char *prop)
   return g_hash_table_lookup(p->host_props, k);
 }
 
-/* Two DGX H100 nodes: 16 hosts, 16 NVLink + 16 NIC + 1 leaf links, one SU. */
+/* Two DGX H100 nodes: 16 hosts; 16 NVLink + 16 NIC + 2 rails links, leaf, uplink
+ * and spine; one SU. */
 static void test_two_nodes(void)
 {
   g_autofree char *xml = gen(2, 8, SP_GPU_H100, FALSE);
   plat *p = plat_parse(xml);
   g_assert_cmpint(p->hosts, ==, 16);
-  g_assert_cmpint(p->links, ==, 33);
-  g_assert_cmpint(p->routes, ==, 2 * (28 + 8));
-  g_assert_cmpint(p->zone_routes, ==, 1 + 2);
-  g_assert_cmpint(p->routers, ==, 2 + 1);      /* two node gateways, one SU gateway */
-  g_assert_cmpint(p->zones, ==, 1 + 1 + 2 + 1); /* cluster, su0, 2 nodes, su0-leaf */
+  g_assert_cmpint(p->links, ==, 2 * 17 + 2 + 1);
+  g_assert_cmpint(p->routes, ==, 2 * 3 * 8);
+  g_assert_cmpint(p->zone_routes, ==, 2 * 2 + 2);
+  g_assert_cmpint(p->routers, ==, 2 * 3 + 1 + 1); /* per node NVSwitch, tx, rx; SU and spine gateways */
+  g_assert_cmpint(p->zones, ==, 1 + 1 + 1 + 2 + 1); /* cluster, spine, su0, 2 nodes, su0-leaf */
   for (int i = 0; i < 16; i++) {
     g_autofree char *want = g_strdup_printf("node%03d-gpu%d", i / 8, i % 8);
     g_assert_cmpstr(g_ptr_array_index(p->host_names, i), ==, want);
@@ -165,7 +170,11 @@ static void test_two_nodes(void)
   g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "node000-nic3"), ==, "48GBps");
   g_assert_cmpstr(g_hash_table_lookup(p->link_policy, "node000-nic3"), ==, "SPLITDUPLEX");
   g_assert_cmpstr(g_hash_table_lookup(p->link_policy, "su0-leaf"), ==, "FATPIPE");
-  g_assert_null(g_hash_table_lookup(p->link_bw, "spine"));
+  /* the node's rail cables: its 8 NICs' sum, no latency of their own */
+  g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "node001-rails"), ==, "384GBps");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_lat, "node001-rails"), ==, "0us");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_policy, "node001-rails"), ==, "FATPIPE");
+  g_assert_cmpstr(g_hash_table_lookup(p->link_policy, "spine"), ==, "FATPIPE");
   g_assert_cmpstr(g_hash_table_lookup(p->config, "network/model"), ==, "CM02");
   g_assert_cmpstr(g_hash_table_lookup(p->config, "network/TCP-gamma"), ==, "0");
   g_assert_cmpstr(g_hash_table_lookup(p->top_props, "gpus_per_node"), ==, "8");
@@ -178,8 +187,8 @@ static void test_two_sus(void)
   g_autofree char *xml = gen(33, 8, SP_GPU_H100, FALSE);
   plat *p = plat_parse(xml);
   g_assert_cmpint(p->hosts, ==, 33 * 8);
-  g_assert_cmpint(p->links, ==, 33 * 16 + 2 + 2 + 1);
-  g_assert_cmpint(p->zone_routes, ==, (32 * 31 / 2 + 32) + (0 + 1) + 1);
+  g_assert_cmpint(p->links, ==, 33 * 17 + 2 * 2 + 1);
+  g_assert_cmpint(p->zone_routes, ==, 2 * 33 + 2 * 2);
   /* su0 has 32 nodes x 8 NICs x 48 GB/s = 12288 GB/s of uplink; su1 one node. */
   g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "su0-up"), ==, "12288GBps");
   g_assert_cmpstr(g_hash_table_lookup(p->link_bw, "su1-up"), ==, "384GBps");
@@ -216,9 +225,10 @@ static void test_large(void)
   plat *p = plat_parse(a);
   g_assert_cmpint(p->hosts, ==, 4096);
   g_assert_cmpstr(g_ptr_array_index(p->host_names, 4095), ==, "node511-gpu7");
-  /* 16 SUs: 16 uplinks + spine; 120 SU pairs at the top. */
-  g_assert_cmpint(p->links, ==, 512 * 16 + 16 + 16 + 1);
-  g_assert_cmpint(p->zone_routes, ==, 16 * (32 * 31 / 2 + 32) + 16 * 15 / 2);
+  /* 16 SUs: 16 leaves, 16 uplinks and the spine; two zone routes per node and per SU. */
+  g_assert_cmpint(p->links, ==, 512 * 17 + 16 + 16 + 1);
+  g_assert_cmpint(p->zone_routes, ==, 2 * 512 + 2 * 16);
+  g_assert_cmpint(p->routes, ==, 512 * 3 * 8);
   plat_free(p);
   g_autofree char *name = sp_platform_host_name(2000, 17, 3);
   g_assert_cmpstr(name, ==, "node0017-gpu3");
@@ -452,6 +462,63 @@ static void test_channels_closed_form(void)
     }
 }
 
+/* A hand-written flat <cluster>: no node zones, so GPUs per node come from its
+ * gpus_per_node property, or from the caller's flag, or are refused with a
+ * message naming both; never 8 by default. */
+static void test_cluster_gpus_per_node(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("spsim-plat-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  const char *head = "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+                     "<platform version=\"4.1\">\n";
+  const char *cl = "<cluster id=\"c\" prefix=\"gpu\" suffix=\"\" radical=\"0-11\" speed=\"100Tf\" bw=\"10GBps\" lat=\"1us\">";
+  struct { const char *name, *props; int32_t want; } cases[] = {
+    { "with.xml", "<prop id=\"gpus_per_node\" value=\"4\"/>", 4 },
+    { "without.xml", "", 0 },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *path = g_build_filename(dir, cases[i].name, NULL);
+    g_autofree char *xml = g_strdup_printf("%s%s%s</cluster>\n</platform>\n", head, cl, cases[i].props);
+    g_assert_true(g_file_set_contents(path, xml, -1, NULL));
+    GError *err = NULL;
+    sp_plat_desc *d = sp_plat_read(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint((int)d->names->len, ==, 12);
+    g_assert_cmpint(d->unknown->len, ==, 0); /* gpus_per_node is known on a <cluster> */
+    g_assert_cmpint(d->gpus_per_node, ==, cases[i].want);
+    g_assert_cmpint(sp_plat_gpus_per_node(d, 6, NULL), ==, 6); /* the flag wins */
+    int32_t g = sp_plat_gpus_per_node(d, 0, &err);
+    if (cases[i].want > 0) {
+      g_assert_no_error(err);
+      g_assert_cmpint(g, ==, cases[i].want);
+    } else {
+      g_assert_cmpint(g, ==, 0);
+      g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+      g_assert_nonnull(strstr(err->message, "gpus_per_node"));
+      g_assert_nonnull(strstr(err->message, "--gpus-per-node"));
+      g_clear_error(&err);
+    }
+    sp_plat_desc_free(d);
+    g_unlink(path);
+  }
+  /* a value that is not a whole number >= 1 is refused, with the value */
+  const char *bad[] = { "eight", "0", "-2", "4x" };
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *path = g_build_filename(dir, "bad.xml", NULL);
+    g_autofree char *xml = g_strdup_printf("%s%s<prop id=\"gpus_per_node\" value=\"%s\"/></cluster>\n</platform>\n",
+                                           head, cl, bad[i]);
+    g_assert_true(g_file_set_contents(path, xml, -1, NULL));
+    GError *err = NULL;
+    g_assert_null(sp_plat_read(path, &err));
+    g_assert_error(err, SP_ERROR, SP_ERROR_PARSE);
+    g_assert_nonnull(strstr(err->message, "gpus_per_node"));
+    g_assert_nonnull(strstr(err->message, bad[i]));
+    g_clear_error(&err);
+    g_unlink(path);
+  }
+  g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -463,6 +530,7 @@ int main(int argc, char **argv)
   g_test_add_func("/platform/channels-closed-form", test_channels_closed_form);
   g_test_add_func("/platform/large", test_large);
   g_test_add_func("/platform/bad", test_bad);
+  g_test_add_func("/platform/cluster-gpus-per-node", test_cluster_gpus_per_node);
   g_test_add_func("/platform/shipped", test_shipped);
   g_test_add_func("/platform/routes-closed-form", test_routes_closed_form);
   return g_test_run();

@@ -20,7 +20,8 @@ typedef struct {
   GArray *groups;        /* group index of each open element (-1: not a zone/cluster) */
   GArray *zone_counts;   /* hosts directly inside each open zone */
   GHashTable *node_sizes; /* hosts per innermost zone -> occurrences */
-  int32_t gpn_prop;      /* gpus_per_node property (0: none) */
+  int32_t gpn_prop;      /* gpus_per_node property (0: none, -1: malformed) */
+  char *gpn_bad;         /* the malformed value */
   gboolean saw_platform;
   gboolean in_first_host;
   int32_t zone_depth;
@@ -125,7 +126,12 @@ static void gpu_fact(reader *r, const char *id, const char *val)
   } else if (strcmp(id, "gpu") == 0 && r->d->gpu_model == NULL) {
     r->d->gpu_model = g_strdup(val);
   } else if (strcmp(id, "gpus_per_node") == 0 && r->gpn_prop == 0) {
-    r->gpn_prop = atoi(val);
+    char *end = NULL;
+    gint64 v = g_ascii_strtoll(val, &end, 10);
+    /* -1: present but not a whole number >= 1 (refused once the file is read) */
+    r->gpn_prop = end != val && *end == '\0' && v >= 1 && v <= G_MAXINT32 ? (int32_t)v : -1;
+    if (r->gpn_prop < 0)
+      r->gpn_bad = g_strdup(val);
   }
 }
 
@@ -198,7 +204,8 @@ static void r_start(GMarkupParseContext *ctx, const char *el, const char **an, c
       if (r->in_first_host || r->zone_depth <= 1)
         gpu_fact(r, id, value);
       if ((strcmp(parent, "host") == 0 || strcmp(parent, "cluster") == 0) &&
-          !g_strv_contains(sp_plat_known_props, id) && !g_hash_table_contains(r->unknown_ids, id)) {
+          !g_strv_contains(sp_plat_known_props, id) && !g_hash_table_contains(r->unknown_ids, id) &&
+          !(strcmp(parent, "cluster") == 0 && strcmp(id, "gpus_per_node") == 0)) {
         g_hash_table_add(r->unknown_ids, g_strdup(id));
         const char *host = r->d->names->len ? g_ptr_array_index(r->d->names, r->d->names->len - 1) : "?";
         g_ptr_array_add(r->d->unknown, g_strdup_printf("'%s' (first in <%s> '%s')", id, parent, host));
@@ -304,8 +311,14 @@ sp_plat_desc *sp_plat_read(const char *path, GError **err)
                 "platform '%s' declares no host; add <host> or <cluster> elements", path);
     ok = FALSE;
   }
+  if (ok && r.gpn_prop < 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE,
+                "platform '%s': property gpus_per_node must be a whole number >= 1 (got '%s')", path, r.gpn_bad);
+    ok = FALSE;
+  }
   if (ok)
     d->gpus_per_node = r.gpn_prop > 0 ? r.gpn_prop : node_size(&r, (int32_t)d->names->len);
+  g_free(r.gpn_bad);
   g_markup_parse_context_free(ctx);
   g_ptr_array_unref(r.stack);
   g_array_unref(r.groups);
@@ -360,4 +373,17 @@ double sp_plat_parse_unit(const char *s, gboolean time)
         f = bw[i].f;
   }
   return isfinite(v * f) ? v * f : 0.0; /* "1e300TBps" overflows: malformed */
+}
+
+int32_t sp_plat_gpus_per_node(const sp_plat_desc *d, int32_t flag, GError **err)
+{
+  if (flag > 0)
+    return flag;
+  if (d != NULL && d->gpus_per_node > 0)
+    return d->gpus_per_node;
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+              "platform '%s' does not say how many GPUs share a node: add <prop id=\"gpus_per_node\" "
+              "value=\"8\"/> to its top zone or <cluster>, or pass --gpus-per-node",
+              d != NULL && d->path != NULL ? d->path : "?");
+  return 0;
 }

@@ -9,7 +9,8 @@
  * `gpu` (model name), `gpu_mem` (bytes, or with a suffix such as 80GiB),
  * `hbm_bw`, `mem_bw` (bytes/s), `node` (node index), `local_rank`,
  * `coll_latency` and `local_latency` (seconds, with a suffix s, ms, us, ns).
- * At zone level: `gpus_per_node`. See sim.h for what the engine does with them.
+ * At zone or `<cluster>` level: `gpus_per_node` (a whole number >= 1; anything
+ * else is refused). See sim.h for what the engine does with them.
  */
 #ifndef SPSIM_SIM_PLATFORM_H
 #define SPSIM_SIM_PLATFORM_H
@@ -42,6 +43,15 @@ extern const char *const sp_plat_known_props[];
  * SP_ERROR_IO (unreadable) or SP_ERROR_PARSE (what is wrong, with the line).
  */
 sp_plat_desc *sp_plat_read(const char *path, GError **err);
+
+/**
+ * GPUs per node: @p flag when > 0 (a command-line value), else the platform's
+ * (`gpus_per_node` property of a zone or `<cluster>`, or the size of its node
+ * zones). Never a guess: a platform that does not say (a flat `<cluster>`
+ * without the property) gives 0 and SP_ERROR_INVALID naming the property and
+ * the --gpus-per-node flag.
+ */
+int32_t sp_plat_gpus_per_node(const sp_plat_desc *d, int32_t flag, GError **err);
 
 /** Free @p d (NULL is fine). */
 void sp_plat_desc_free(sp_plat_desc *d);

@@ -123,6 +123,13 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
       "    switch hop latency) whose uplink capacity (suK-up) equals the sum of its\n"
       "    NICs, and a non-blocking spine (link spine, FATPIPE). Rails are aggregated\n"
       "    per SU: the model is exact for traffic that is balanced across rails.\n"
+      "  * Routing is computed, not listed: each node is a Floyd zone (GPU <->\n"
+      "    nodeN-nvswitch over its NVLink ports; GPU -> nodeN-tx and nodeN-rx -> GPU\n"
+      "    over its NIC), each SU a Floyd star of nodes around its leaf (node -> leaf:\n"
+      "    nodeN-rails, suK-leaf; leaf -> node: nodeN-rails, a FATPIPE of the node's\n"
+      "    NICs' sum with no latency of its own, so never the bottleneck), the top a\n"
+      "    Dijkstra star of SUs around the spine (up: suK-up UP, spine; down: suJ-up\n"
+      "    DOWN, suJ-leaf). Links are declared at the top level for fast loading.\n"
       "  * Network model CM02 with unit latency/bandwidth factors, no TCP window\n"
       "    bound and no cross-traffic: an uncontended message of S bytes takes\n"
       "    sum(route latencies) + S / min(route bandwidths); contention is max-min fair.\n"
@@ -152,6 +159,11 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
                      "</config>\n");
 }
 
+/* One node: its GPUs, the NVSwitch and the two NIC-side gateways. Floyd finds
+ * GPU a -> GPU b through the NVSwitch (nvl a UP, nvl b DOWN) and GPU a -> the
+ * node's exit through its own NIC; "tx" has no way back in and "rx" no way out,
+ * so no GPU pair can take a path through the NICs. The links are declared at
+ * the top level (put_node_links). */
 static void put_node(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, int32_t node)
 {
   char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE];
@@ -160,7 +172,7 @@ static void put_node(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g
   const char *clat = num(b2, g->coll_lat * 1e6);
   /* mem_bw makes the engine charge local steps (reductions, copies) at HBM speed. */
   g_autofree char *charge = o->charge_local ? g_strdup_printf("<prop id=\"mem_bw\" value=\"%.0f\"/>", g->mem_bw) : NULL;
-  g_string_append_printf(s, "    <zone id=\"node%0*d\" routing=\"Full\">\n", w, node);
+  g_string_append_printf(s, "    <zone id=\"node%0*d\" routing=\"Floyd\">\n", w, node);
   for (int32_t k = 0; k < gpn; k++) {
     g_string_append_printf(s,
         "      <host id=\"node%0*d-gpu%d\" speed=\"%sTf\">"
@@ -170,27 +182,39 @@ static void put_node(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g
         w, node, k, num(b1, g->flops / 1e12), g->model, g->gpu_mem, g->mem_bw, charge ? charge : "", node, k,
         clat);
   }
-  g_string_append_printf(s, "      <router id=\"node%0*d-nic\"/>\n", w, node);
+  g_string_append_printf(s, "      <router id=\"node%0*d-nvswitch\"/><router id=\"node%0*d-tx\"/><router id=\"node%0*d-rx\"/>\n",
+                         w, node, w, node, w, node);
+  for (int32_t k = 0; k < gpn; k++)
+    g_string_append_printf(s,
+        "      <route src=\"node%0*d-gpu%d\" dst=\"node%0*d-nvswitch\">"
+        "<link_ctn id=\"node%0*d-nvl%d\" direction=\"UP\"/></route>\n",
+        w, node, k, w, node, w, node, k);
+  for (int32_t k = 0; k < gpn; k++)
+    g_string_append_printf(s,
+        "      <route src=\"node%0*d-gpu%d\" dst=\"node%0*d-tx\" symmetrical=\"NO\">"
+        "<link_ctn id=\"node%0*d-nic%d\" direction=\"UP\"/></route>\n"
+        "      <route src=\"node%0*d-rx\" dst=\"node%0*d-gpu%d\" symmetrical=\"NO\">"
+        "<link_ctn id=\"node%0*d-nic%d\" direction=\"DOWN\"/></route>\n",
+        w, node, k, w, node, w, node, k, w, node, w, node, k, w, node, k);
+  g_string_append(s, "    </zone>\n");
+}
+
+/* The links of one node: per GPU its NVLink ports and its NIC, and the node's
+ * rail cables towards the leaf level (their sum of NICs, latency in the NICs'). */
+static void put_node_links(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, int32_t node)
+{
+  int w = node_width(o->nodes);
+  int32_t gpn = o->gpus_per_node;
   for (int32_t k = 0; k < gpn; k++) {
     g_autofree char *id = g_strdup_printf("node%0*d-nvl%d", w, node, k);
-    put_link(s, "      ", id, g->nvl_bw, g->nvl_lat, "SPLITDUPLEX");
+    put_link(s, "  ", id, g->nvl_bw, g->nvl_lat, "SPLITDUPLEX");
   }
   for (int32_t k = 0; k < gpn; k++) {
     g_autofree char *id = g_strdup_printf("node%0*d-nic%d", w, node, k);
-    put_link(s, "      ", id, g->nic_bw, g->nic_lat, "SPLITDUPLEX");
+    put_link(s, "  ", id, g->nic_bw, g->nic_lat, "SPLITDUPLEX");
   }
-  for (int32_t a = 0; a < gpn; a++)
-    for (int32_t b = a + 1; b < gpn; b++)
-      g_string_append_printf(s,
-          "      <route src=\"node%0*d-gpu%d\" dst=\"node%0*d-gpu%d\">"
-          "<link_ctn id=\"node%0*d-nvl%d\" direction=\"UP\"/><link_ctn id=\"node%0*d-nvl%d\" direction=\"DOWN\"/></route>\n",
-          w, node, a, w, node, b, w, node, a, w, node, b);
-  for (int32_t a = 0; a < gpn; a++)
-    g_string_append_printf(s,
-        "      <route src=\"node%0*d-gpu%d\" dst=\"node%0*d-nic\">"
-        "<link_ctn id=\"node%0*d-nic%d\" direction=\"UP\"/></route>\n",
-        w, node, a, w, node, w, node, a);
-  g_string_append(s, "    </zone>\n");
+  g_autofree char *id = g_strdup_printf("node%0*d-rails", w, node);
+  put_link(s, "  ", id, g->nic_bw * gpn, 0.0, "FATPIPE");
 }
 
 char *sp_platform_dgx_xml(const sp_platform_opts *o, GError **err)
@@ -214,52 +238,52 @@ char *sp_platform_dgx_xml(const sp_platform_opts *o, GError **err)
   const int32_t n_su = (o->nodes + per - 1) / per;
   const int w = node_width(o->nodes);
   const int ws = digits(n_su > 1 ? n_su - 1 : 0);
-  GString *s = g_string_sized_new((gsize)o->nodes * (gsize)o->gpus_per_node * 900u + 4096u);
+  GString *s = g_string_sized_new((gsize)o->nodes * (gsize)o->gpus_per_node * 700u + 4096u);
   put_header(s, o, g, n_su);
 
-  g_string_append(s, "<zone id=\"cluster\" routing=\"Full\">\n");
+  /* Every link is declared in the top zone, just before the zone that uses it:
+   * SimGrid 3.32 looks a link name up from the top zone down, through every zone
+   * declared before it, so links kept deep inside many zones make loading
+   * quadratic in the node count. */
+  g_string_append(s, "<zone id=\"cluster\" routing=\"DijkstraCache\">\n");
   g_string_append_printf(s, "  <prop id=\"gpus_per_node\" value=\"%d\"/>\n", o->gpus_per_node);
+  /* (a zone first: SimGrid's parser takes a zone that starts with a link for one
+   * that holds hosts, not zones) */
+  g_string_append(s, "  <zone id=\"spine\" routing=\"None\"><router id=\"spine-gw\"/></zone>\n");
+  put_link(s, "  ", "spine", g->nic_bw * o->nodes * o->gpus_per_node, g->spine_lat, "FATPIPE");
   for (int32_t u = 0; u < n_su; u++) {
     int32_t first = u * per, last = MIN(o->nodes, first + per); /* nodes [first, last) */
-    g_string_append_printf(s, "  <zone id=\"su%0*d\" routing=\"Full\">\n", ws, u);
-    for (int32_t n = first; n < last; n++) put_node(s, o, g, n);
-    g_string_append_printf(s, "    <zone id=\"su%0*d-leaf\" routing=\"None\"><router id=\"su%0*d-gw\"/></zone>\n",
-                           ws, u, ws, u);
     g_autofree char *gw = g_strdup_printf("su%0*d-gw", ws, u);
     g_autofree char *leaf = g_strdup_printf("su%0*d-leaf", ws, u);
+    g_string_append_printf(s, "  <!-- scalable unit %d: nodes %d to %d -->\n", u, first, last - 1);
+    for (int32_t n = first; n < last; n++) put_node_links(s, o, g, n);
     /* FATPIPE: every flow gets the full bandwidth; only the hop latency counts. */
-    put_link(s, "    ", leaf, g->nic_bw * per * o->gpus_per_node, g->leaf_lat, "FATPIPE");
-    /* node <-> node inside the SU: through the leaf level. */
-    for (int32_t a = first; a < last; a++)
-      for (int32_t b = a + 1; b < last; b++)
-        g_string_append_printf(s,
-            "    <zoneRoute src=\"node%0*d\" dst=\"node%0*d\" gw_src=\"node%0*d-nic\" gw_dst=\"node%0*d-nic\">"
-            "<link_ctn id=\"%s\"/></zoneRoute>\n",
-            w, a, w, b, w, a, w, b, leaf);
-    /* node -> SU gateway (towards the spine). */
-    for (int32_t a = first; a < last; a++)
+    put_link(s, "  ", leaf, g->nic_bw * per * o->gpus_per_node, g->leaf_lat, "FATPIPE");
+    g_autofree char *up = g_strdup_printf("su%0*d-up", ws, u);
+    put_link(s, "  ", up, g->nic_bw * (last - first) * o->gpus_per_node, g->su_up_lat, "SPLITDUPLEX");
+    /* The SU: a star of node zones around its leaf level. The leaf hop is charged
+     * on the way in (node -> leaf), so a node pair crosses it once. */
+    g_string_append_printf(s, "  <zone id=\"su%0*d\" routing=\"Floyd\">\n", ws, u);
+    for (int32_t n = first; n < last; n++) put_node(s, o, g, n);
+    g_string_append_printf(s, "    <zone id=\"%s\" routing=\"None\"><router id=\"%s\"/></zone>\n", leaf, gw);
+    for (int32_t n = first; n < last; n++)
       g_string_append_printf(s,
-          "    <zoneRoute src=\"node%0*d\" dst=\"%s\" gw_src=\"node%0*d-nic\" gw_dst=\"%s\">"
-          "<link_ctn id=\"%s\"/></zoneRoute>\n",
-          w, a, leaf, w, a, gw, leaf);
+          "    <zoneRoute src=\"node%0*d\" dst=\"%s\" gw_src=\"node%0*d-tx\" gw_dst=\"%s\" symmetrical=\"NO\">"
+          "<link_ctn id=\"node%0*d-rails\"/><link_ctn id=\"%s\"/></zoneRoute>\n"
+          "    <zoneRoute src=\"%s\" dst=\"node%0*d\" gw_src=\"%s\" gw_dst=\"node%0*d-rx\" symmetrical=\"NO\">"
+          "<link_ctn id=\"node%0*d-rails\"/></zoneRoute>\n",
+          w, n, leaf, w, n, gw, w, n, leaf, leaf, w, n, gw, w, n, w, n);
     g_string_append(s, "  </zone>\n");
   }
-  /* Spine level: SU uplinks (full bisection) and the spine hop. */
-  if (n_su > 1) {
-    for (int32_t u = 0; u < n_su; u++) {
-      g_autofree char *id = g_strdup_printf("su%0*d-up", ws, u);
-      int32_t nn = MIN(o->nodes, (u + 1) * per) - u * per;
-      put_link(s, "  ", id, g->nic_bw * nn * o->gpus_per_node, g->su_up_lat, "SPLITDUPLEX");
-    }
-    put_link(s, "  ", "spine", g->nic_bw * o->nodes * o->gpus_per_node, g->spine_lat, "FATPIPE");
-    for (int32_t a = 0; a < n_su; a++)
-      for (int32_t b = a + 1; b < n_su; b++)
-        g_string_append_printf(s,
-            "  <zoneRoute src=\"su%0*d\" dst=\"su%0*d\" gw_src=\"su%0*d-gw\" gw_dst=\"su%0*d-gw\">"
-            "<link_ctn id=\"su%0*d-up\" direction=\"UP\"/><link_ctn id=\"spine\"/>"
-            "<link_ctn id=\"su%0*d-up\" direction=\"DOWN\"/></zoneRoute>\n",
-            ws, a, ws, b, ws, a, ws, b, ws, a, ws, b);
-  }
+  /* Spine level: a star of SUs around the spine. Up: the SU's uplink and the spine
+   * hop; down: the other SU's uplink and its leaf hop. */
+  for (int32_t u = 0; u < n_su; u++)
+    g_string_append_printf(s,
+        "  <zoneRoute src=\"su%0*d\" dst=\"spine\" gw_src=\"su%0*d-gw\" gw_dst=\"spine-gw\" symmetrical=\"NO\">"
+        "<link_ctn id=\"su%0*d-up\" direction=\"UP\"/><link_ctn id=\"spine\"/></zoneRoute>\n"
+        "  <zoneRoute src=\"spine\" dst=\"su%0*d\" gw_src=\"spine-gw\" gw_dst=\"su%0*d-gw\" symmetrical=\"NO\">"
+        "<link_ctn id=\"su%0*d-up\" direction=\"DOWN\"/><link_ctn id=\"su%0*d-leaf\"/></zoneRoute>\n",
+        ws, u, ws, u, ws, u, ws, u, ws, u, ws, u, ws, u);
   g_string_append(s, "</zone>\n</platform>\n");
   return g_string_free(s, FALSE);
 }

@@ -4,21 +4,27 @@
  *        in a fat tree). It only writes text (SimGrid platform XML, version 4.1)
  *        and needs no SimGrid call, so the CLI and the tests can use it anywhere.
  *
- * Layout of a generated platform (see docs/calibration.md for every constant):
- * - top zone "cluster" (routing Full): the spine level. It holds one zone per
- *   scalable unit (SU) of up to #SP_PLATFORM_NODES_PER_SU nodes and one
- *   FATPIPE link "spine" (the spine switches' hop latency).
- * - zone "suK" (routing Full): the leaf level of SU K. It holds the node zones,
- *   a zone "suK-leaf" with the router "suK-leaf" (the SU's gateway), one FATPIPE
- *   link "suK-leaf" (leaf switch hop) and one SPLITDUPLEX link "suK-up" whose
- *   capacity equals the sum of the SU's NICs (full bisection: the uplinks of a
- *   leaf carry as much as its downlinks).
- * - zone "nodeN" (routing Full): one DGX node. Hosts "nodeN-gpuG" (one GPU each),
- *   router "nodeN-nic" (the node's gateway), per GPU a SPLITDUPLEX link
- *   "nodeN-nvlG" (its NVLink ports into the NVSwitch, per direction) and a
- *   SPLITDUPLEX link "nodeN-nicG" (its own NIC). GPU a -> GPU b inside a node:
- *   nvl a UP, nvl b DOWN. GPU a -> another node: nic a UP, leaf, [suK-up UP,
- *   spine, suJ-up DOWN, leaf of J,] nic b DOWN.
+ * Layout of a generated platform (see docs/calibration.md for every constant).
+ * Routing is computed by SimGrid from a few links per GPU (no table of routes
+ * between all pairs), and every link is declared in the top zone, before the
+ * zone that uses it (SimGrid 3.32 looks link names up from the top zone down):
+ * - top zone "cluster" (routing DijkstraCache): a star of SUs around the zone
+ *   "spine" (router "spine-gw"); FATPIPE link "spine" (spine hop latency). SU K
+ *   -> spine: "suK-up" UP, "spine"; spine -> SU J: "suJ-up" DOWN, "suJ-leaf".
+ * - zone "suK" (routing Floyd), one per #SP_PLATFORM_NODES_PER_SU nodes: a star
+ *   of node zones around the zone "suK-leaf" (router "suK-gw", the SU's
+ *   gateway). Node -> leaf: "nodeN-rails", "suK-leaf" (FATPIPE, leaf hop);
+ *   leaf -> node: "nodeN-rails". SPLITDUPLEX "suK-up" (capacity = the SU's NICs'
+ *   sum: full bisection).
+ * - zone "nodeN" (routing Floyd): hosts "nodeN-gpuG", routers "nodeN-nvswitch",
+ *   "nodeN-tx" (the node's exit) and "nodeN-rx" (its entry). Per GPU: SPLITDUPLEX
+ *   "nodeN-nvlG" (its NVLink ports, GPU <-> NVSwitch) and "nodeN-nicG" (its own
+ *   NIC, GPU -> tx UP, rx -> GPU DOWN); per node FATPIPE "nodeN-rails" (its NICs'
+ *   sum, no latency: never a bottleneck, it exists because every zone route
+ *   needs a link). Resulting routes: GPU a -> GPU b in a node: nvl a UP, nvl b
+ *   DOWN. Across nodes of an SU: nic a UP, rails, leaf, rails, nic b DOWN.
+ *   Across SUs: nic a UP, rails, leaf K, up K UP, spine, up J DOWN, leaf J,
+ *   rails, nic b DOWN.
  * Node indices are zero-padded to at least 3 digits so that the hosts' names sort
  * in rank order (node-major, then GPU; declaration order is the same). Every
  * host carries the properties "gpu" (model name), "gpu_mem" (bytes), "hbm_bw"

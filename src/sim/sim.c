@@ -252,6 +252,33 @@ static void check_routes(child_report *rep, sg_host_t *h, int32_t n, const int32
   xbt_dynar_free(&d);
 }
 
+/* SimGrid 3.32 computes Floyd and Dijkstra zones' tables when the platform is
+ * sealed, at the first run: a run without actors seals it, so that routes can be
+ * queried before any actor runs (the check below, stepsim's flow plans). */
+static void seal_platform(void)
+{
+  simgrid_run();
+}
+
+/* @p out[i] = the SimGrid host named names[i], through one list of all hosts
+ * (sg_host_by_name searches zone by zone: O(zones) per name on large platforms).
+ * FALSE when the counts differ or a name is not a SimGrid host. */
+static gboolean hosts_by_names(const GPtrArray *names, sg_host_t *out, size_t n)
+{
+  if (names->len != n)
+    return FALSE;
+  sg_host_t *list = sg_host_list();
+  GHashTable *by_name = g_hash_table_new(g_str_hash, g_str_equal);
+  for (size_t i = 0; i < n; i++)
+    g_hash_table_insert(by_name, (gpointer)sg_host_get_name(list[i]), list[i]);
+  gboolean ok = TRUE;
+  for (size_t i = 0; i < n && ok; i++)
+    ok = (out[i] = g_hash_table_lookup(by_name, g_ptr_array_index(names, i))) != NULL;
+  g_hash_table_unref(by_name);
+  free(list);
+  return ok;
+}
+
 /* The child: load, then check speeds, bandwidths and routes. Exits 0 when all hold. */
 static void child_check(const char *path, const sp_plat_desc *pp, child_report *rep)
 {
@@ -262,15 +289,14 @@ static void child_check(const char *path, const sp_plat_desc *pp, child_report *
   char **argv = g_memdup2(a->pdata, sizeof(char *) * a->len);
   simgrid_init(&argc, argv);
   simgrid_load_platform(path);
+  seal_platform();
   g_free(argv);
   g_ptr_array_free(a, TRUE);
 
   rep->phase = 1;
   int32_t n = (int32_t)sg_host_count();
   sg_host_t *h = g_new0(sg_host_t, n);
-  gboolean by_decl = pp->names->len == (guint)n;
-  for (int32_t i = 0; by_decl && i < n; i++)
-    by_decl = (h[i] = sg_host_by_name(g_ptr_array_index(pp->names, i))) != NULL;
+  gboolean by_decl = hosts_by_names(pp->names, h, (size_t)n);
   if (!by_decl) {
     sg_host_t *list = sg_host_list();
     memcpy(h, list, (size_t)n * sizeof(sg_host_t));
@@ -493,17 +519,12 @@ gboolean sp_sim_init(const char *platform_xml, GError **err)
     g_sim.argv = argv;
     simgrid_init(&argc, argv);
     simgrid_load_platform(platform_xml);
+    seal_platform();
 
     size_t n = sg_host_count();
     g_sim.nhosts = (int32_t)n;
     g_sim.hosts = g_new0(sg_host_t, n);
-    gboolean by_decl = pp->names->len == n;
-    for (size_t i = 0; by_decl && i < n; i++) {
-      g_sim.hosts[i] = sg_host_by_name(g_ptr_array_index(pp->names, i));
-      if (g_sim.hosts[i] == NULL)
-        by_decl = FALSE;
-    }
-    if (!by_decl) {
+    if (!hosts_by_names(pp->names, g_sim.hosts, n)) {
       sg_host_t *list = sg_host_list();
       memcpy(g_sim.hosts, list, n * sizeof(sg_host_t));
       free(list);

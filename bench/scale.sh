@@ -1,0 +1,53 @@
+#!/bin/sh
+# Scale of platform loading. For each node count (DGX H100 nodes, 8 GPUs each):
+#   1. spsim platform dgx --nodes N: wall time and file size;
+#   2. spsim bench PLATFORM --coll all-reduce --ranks 8 --sizes 1M: wall time and
+#      peak RSS. The collective is trivial, so this is the cost of loading the
+#      platform (spsim loads it twice: once in a child process that checks it,
+#      once for the run);
+#   3. at 2,048 nodes (16,384 GPUs), one what-if layout:
+#      spsim PLATFORM --model llama3-405b --layout tp=8,pp=16,dp=128.
+# Usage: bench/scale.sh [path/to/spsim] [NODES...]   (default: 128 2048 16384)
+# LIMIT (environment): seconds allowed per command (default 600); a command that
+# runs longer is stopped and reported as "> LIMIT".
+# Use a build without sanitizers (./build.sh release).
+set -eu
+bin=${1:-./spsim}
+[ -x "$bin" ] || bin=$(command -v spsim)
+[ $# -gt 0 ] && shift
+nodes=${*:-128 2048 16384}
+limit=${LIMIT:-600}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# timed LABEL CMD...: one markdown row: wall seconds and peak RSS (MiB)
+timed() {
+  label=$1; shift
+  rc=0
+  timeout "$limit" /usr/bin/time -f '%e %M' -o "$tmp/time" "$@" >"$tmp/out" 2>&1 || rc=$?
+  if [ "$rc" -eq 124 ]; then
+    echo "| $label | > $limit (stopped) | |"
+  else
+    # (the what-if exits 1 when its layout does not fit in memory: still timed)
+    read -r wall kb <<EOT
+$(grep -v '^Command' "$tmp/time")
+EOT
+    echo "| $label$([ "$rc" -ne 0 ] && echo " (exit $rc)") | $wall | $((kb / 1024)) |"
+  fi
+}
+
+echo "| case | wall s | peak RSS MiB |"
+echo "|---|---|---|"
+for n in $nodes; do
+  gpus=$((n * 8))
+  p="$tmp/dgx$n.xml"
+  timed "generate $n nodes ($gpus GPUs)" "$bin" platform dgx --nodes "$n" -o "$p"
+  [ -f "$p" ] || continue
+  echo "| (file: $(($(wc -c <"$p") / 1048576)) MiB) | | |"
+  timed "load $gpus GPUs (bench, 8 ranks)" "$bin" bench "$p" --coll all-reduce --ranks 8 --sizes 1M
+  if [ "$n" -eq 2048 ]; then
+    timed "what-if llama3-405b tp=8,pp=16,dp=128 on $gpus GPUs" \
+      "$bin" "$p" --model llama3-405b --layout tp=8,pp=16,dp=128
+  fi
+  rm -f "$p"
+done

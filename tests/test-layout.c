@@ -120,25 +120,23 @@ static void test_check(void)
 static void test_sweep_counts(void)
 {
   /* world 4, 4 heads, 4 layers: tp variants (1), (2, +sp), (4, +sp); (sp, cp, pp, dp) ordered
-   * factorisations of 4/tp: 10, 4, 1 -> 10 + 2x4 + 2x1 = 20 tuples. The 6 with pp > 1 (tp 1:
-   * pp 2 x 3 splits of 2 + pp 4; tp 2 x 2 variants: pp 2) come with vpp 1, 2, 4: 20 + 6 x 2 = 32
-   * tuples; x 4 ZeRO x 3 ckpt = 384.
-   * Invalid, layers (4 not divisible by pp x vpp): the 5 pp=2 tuples with vpp 4, the pp=4 one
-   * with vpp 2 and 4: 7 tuples x 12 = 84.
-   * Invalid, ZeRO > 0 without replicas (sp = cp = dp = 1, i.e. tp x pp = 4), counted after the
-   * layer check: (tp 1, pp 4), (tp 2, pp 2) x 2 variants x vpp 1, 2, (tp 4) x 2: 7 x 3 x 3 = 63. */
+   * factorisations of 4/tp: 10, 4, 1 -> 10 + 2x4 + 2x1 = 20 tuples. vpp runs over the divisors of
+   * a stage's layers: pp 2 (2 layers) gives vpp 1, 2; pp 4 (1 layer) vpp 1 only. The pp 2
+   * tuples (tp 1: 3 splits of the other 2; tp 2: 2 variants) get one more each: 20 + 5 = 25
+   * tuples; x 4 ZeRO x 3 ckpt = 300. No layer split fails (every vpp divides).
+   * Invalid, ZeRO > 0 without replicas (sp = cp = dp = 1, i.e. tp x pp = 4): (tp 1, pp 4),
+   * (tp 2, pp 2) x 2 variants x vpp 1, 2, (tp 4) x 2: 7 tuples x 3 ZeRO x 3 ckpt = 63. */
   sp_model m = mk(4, 4, 4);
   sp_layout_ctx c = { .model = &m, .world = 4, .gpus_per_node = 4, .seq = 64, .global_batch = 8, .mb = 1 };
   sp_sweep_opts o;
   sp_sweep_opts_init(&o, &c);
   o.with_isp = FALSE;
   sp_sweep *s = sp_sweep_run(&c, &o);
-  g_assert_cmpuint(s->considered, ==, 384);
-  g_assert_cmpuint(s->skipped[SP_SKIP_LAYERS], ==, 84);
+  g_assert_cmpuint(s->considered, ==, 300);
   g_assert_cmpuint(s->skipped[SP_SKIP_ZERO], ==, 63);
-  g_assert_cmpuint(s->layouts->len, ==, 384 - 84 - 63);
+  g_assert_cmpuint(s->layouts->len, ==, 300 - 63);
   for (int k = 1; k < SP_SKIP_COUNT; k++)
-    if (k != SP_SKIP_ZERO && k != SP_SKIP_LAYERS) g_assert_cmpuint(s->skipped[k], ==, 0);
+    if (k != SP_SKIP_ZERO) g_assert_cmpuint(s->skipped[k], ==, 0);
   sp_sweep_free(s);
   /* global batch 2 sequences: dp = 4 now fails (2 % 4): tuples with dp = 4 are those with
    * tp = sp = cp = pp = 1: 1 tuple x 12; and (pp 2, dp 2, vpp 2) has 1 micro-batch, not a
@@ -146,6 +144,26 @@ static void test_sweep_counts(void)
   c.global_batch = 2;
   s = sp_sweep_run(&c, &o);
   g_assert_cmpuint(s->skipped[SP_SKIP_BATCH], ==, 24);
+  sp_sweep_free(s);
+  /* micro-batch left to the sweep (ctx mb 0): 1, 2, 4 triple the candidates (900) and the
+   * ZeRO skips (189). Global batch 8: dp 4 with mb 4 needs 16 sequences (the dp = 4 tuple,
+   * 12 candidates), and (pp 2, dp 2, vpp 2) with mb 4 leaves 1 micro-batch for 2 stages
+   * (12 more); every layout keeps the mb it was given. */
+  c.global_batch = 8;
+  c.mb = 0;
+  s = sp_sweep_run(&c, &o);
+  g_assert_cmpuint(s->considered, ==, 900);
+  g_assert_cmpuint(s->skipped[SP_SKIP_ZERO], ==, 189);
+  g_assert_cmpuint(s->skipped[SP_SKIP_BATCH], ==, 24);
+  g_assert_cmpuint(s->layouts->len, ==, 900 - 189 - 24);
+  guint per_mb[5] = { 0 };
+  for (guint i = 0; i < s->layouts->len; i++) {
+    int32_t mb = g_array_index(s->layouts, sp_layout, i).mb;
+    g_assert_true(mb == 1 || mb == 2 || mb == 4);
+    per_mb[mb]++;
+  }
+  g_assert_cmpuint(per_mb[1], ==, per_mb[2]);
+  g_assert_cmpuint(per_mb[4], ==, per_mb[1] - 24);
   sp_sweep_free(s);
 }
 

@@ -28,7 +28,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..50"
+echo "1..51"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -121,7 +121,7 @@ expect_fail "--debug-corrupt-rank outside the GPUs" "not a rank of the 8 GPUs" "
 {
   echo '<?xml version="1.0"?>'
   echo '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">'
-  echo '<platform version="4.1"><zone id="w" routing="Full">'
+  echo '<platform version="4.1"><zone id="w" routing="Full"><prop id="gpus_per_node" value="4"/>'
   for g in 0 1 2 3; do echo "  <host id=\"g$g\" speed=\"fast\"/>"; done
   echo '</zone></platform>'
 } > "$tmp/bad.xml"
@@ -166,13 +166,17 @@ else nok "--explain: $(tail -n 2 "$tmp/ex.txt")"; fi
 # Bad input is refused before SimGrid loads the platform (a platform it would
 # reject shows it: the flag's error comes first), and numeric flags are ranged.
 { echo '<?xml version="1.0"?>'; echo '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">'
-  echo '<platform version="4.1"><zone id="z" routing="Full">'
+  echo '<platform version="4.1"><zone id="z" routing="Full"><prop id="gpus_per_node" value="8"/>'
   for g in 0 1 2 3 4 5 6 7; do echo "<host id=\"h$g\" speed=\"989.4Tf\"/>"; done
   echo '</zone></platform>'; } >"$tmp/unrouted.xml"
+# a flat platform that does not say how many GPUs share a node: asked for, never assumed
+sed 's|<prop id="gpus_per_node" value="8"/>||' "$tmp/unrouted.xml" >"$tmp/flat.xml"
 expect_fail "impossible layout refused before the platform loads" "not divisible by pp x vpp" \
   "$tmp/unrouted.xml" --model llama3-8b --layout tp=2,pp=4,vpp=3
 expect_fail "the same platform, valid request: the missing route" "no route from host 'h0' to host 'h1'" \
   "$tmp/unrouted.xml" --model llama3-8b --layout tp=8
+expect_fail "GPUs per node neither in the platform nor given" "gpus_per_node.*--gpus-per-node" \
+  "$tmp/flat.xml" --model llama3-8b --layout tp=8
 expect_fail "--gpus 0" "--gpus must be between 1 and the platform's 32 hosts (got 0)" "$tmp/p.xml" $A --gpus 0
 expect_fail "--gpus -8" "--gpus must be between 1 and the platform's 32 hosts (got -8)" "$tmp/p.xml" $A --gpus -8
 expect_fail "--peak-tflops 0" "--peak-tflops must be a positive" "$tmp/p.xml" $A --peak-tflops 0

@@ -801,17 +801,17 @@ static void progress(guint done, guint total, gboolean tty)
 
 int sp_cmd_whatif(int argc, char **argv)
 {
-  opts o = { .seq = 8192, .mb = 1, .top = 10, .eff_mm = -1, .eff_attn = -1, .mem_usable = -1, .corrupt_rank = -1,
+  opts o = { .seq = 8192, .mb = UNSET_INT, .top = 10, .eff_mm = -1, .eff_attn = -1, .mem_usable = -1, .corrupt_rank = -1,
              .simulate = SIMULATE_DEFAULT, .comm_slowdown = UNSET_DBL,
              .gpus = UNSET_INT, .gpn = UNSET_INT, .peak_tflops = UNSET_DBL, .gpu_mem_gib = UNSET_DBL };
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &o.model, "built-in model name or FILE.json (default: llama3-70b from 128 GPUs, llama3-8b below)", "NAME" },
     { "seq", 's', 0, G_OPTION_ARG_INT64, &o.seq, "sequence length in tokens (default 8192)", "N" },
     { "global-batch", 'b', 0, G_OPTION_ARG_STRING, &o.global_batch, "sequences per step, or tokens with a suffix: 4M (x 2^20), 8192tok (default 1024 sequences)", "N" },
-    { "micro-batch", 0, 0, G_OPTION_ARG_INT, &o.mb, "micro-batch size in sequences (default 1)", "N" },
+    { "micro-batch", 0, 0, G_OPTION_ARG_INT, &o.mb, "micro-batch size in sequences (default: the sweep tries 1, 2 and 4; a --layout without mb= takes 1)", "N" },
     { "layout", 'l', 0, G_OPTION_ARG_STRING, &o.layout, "evaluate one layout, e.g. tp=8,pp=4,dp=32,zero=1,ckpt=selective (default: sweep)", "SPEC" },
     { "gpus", 'g', 0, G_OPTION_ARG_INT, &o.gpus, "GPUs to use (default: every host of the platform)", "N" },
-    { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &o.gpn, "GPUs per node (default: from the platform's zones, else 8)", "N" },
+    { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &o.gpn, "GPUs per node (default: the platform's gpus_per_node property or its node zones)", "N" },
     { "top", 'k', 0, G_OPTION_ARG_INT, &o.top, "rows of the ranked table (default 10)", "K" },
     { "all", 0, 0, G_OPTION_ARG_NONE, &o.all, "rank layouts that do not fit in memory too", NULL },
     { "json", 0, 0, G_OPTION_ARG_FILENAME, &o.json, "write every evaluated layout with its breakdown", "FILE" },
@@ -866,7 +866,7 @@ int sp_cmd_whatif(int argc, char **argv)
   }
   if (o.seq <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--seq must be a positive number of tokens (got %" G_GINT64_FORMAT ")", o.seq); goto out; }
   if (o.seq > MAX_SEQ) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--seq %" G_GINT64_FORMAT " is out of range: at most %d tokens (16 Mi) per sequence", o.seq, MAX_SEQ); goto out; }
-  if (o.mb <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--micro-batch must be positive (got %d)", o.mb); goto out; }
+  if (o.mb != UNSET_INT && o.mb <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--micro-batch must be positive (got %d)", o.mb); goto out; }
   if (o.top <= 0) { err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--top must be positive (got %d)", o.top); goto out; }
   double slowdown = -1; /* < 0: each host's comm_slowdown property, else the default */
   if (o.simulate < 0 || o.simulate > 100000) {
@@ -936,7 +936,8 @@ int sp_cmd_whatif(int argc, char **argv)
     err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--gpus-per-node must be at least 1 (got %d)", o.gpn);
     goto out;
   }
-  int32_t gpn = o.gpn != UNSET_INT ? o.gpn : pd->gpus_per_node > 0 ? pd->gpus_per_node : 8;
+  int32_t gpn = sp_plat_gpus_per_node(pd, o.gpn != UNSET_INT ? o.gpn : 0, &err);
+  if (gpn <= 0) goto out;
   if (gpn > world) gpn = world;
   pr.net.gpus_per_node = gpn;
 
@@ -986,7 +987,7 @@ int sp_cmd_whatif(int argc, char **argv)
   ctx.hw.attn = attn;
   if (o.mem_usable > 0) ctx.hw.mem_usable = o.mem_usable;
 
-  sp_layout_ctx lctx = { .model = model, .world = world, .gpus_per_node = gpn, .seq = o.seq, .global_batch = gb, .mb = o.mb };
+  sp_layout_ctx lctx = { .model = model, .world = world, .gpus_per_node = gpn, .seq = o.seq, .global_batch = gb, .mb = o.mb != UNSET_INT ? o.mb : 0 };
   rows = g_array_new(FALSE, FALSE, sizeof(row));
   GArray *cands;
   if (o.layout) {
@@ -1063,9 +1064,13 @@ int sp_cmd_whatif(int argc, char **argv)
   for (guint i = 0; i < rows->len; i++) nfit += g_array_index(rows, row, i).r.fits;
   double cap = ctx.hw.mem_bytes * ctx.hw.mem_usable;
 
+  char mbtext[48];
+  if (o.mb != UNSET_INT) g_snprintf(mbtext, sizeof mbtext, "%d", o.mb);
+  else if (o.layout) g_snprintf(mbtext, sizeof mbtext, "%d", g_array_index(rows, row, 0).r.layout.mb);
+  else g_strlcpy(mbtext, "1, 2 or 4 (swept; --micro-batch fixes it)", sizeof mbtext);
   fprintf(text_out, "spsim what-if: %s (%.2f B parameters) on %d GPUs (%d per node), seq %" G_GINT64_FORMAT ", global batch %" G_GINT64_FORMAT
-         " sequences (%.2f M tokens), micro-batch %d\n",
-         model->name, sp_model_params(model) / 1e9, world, gpn, o.seq, gb, (double)gb * o.seq / 1e6, o.mb);
+         " sequences (%.2f M tokens), micro-batch %s\n",
+         model->name, sp_model_params(model) / 1e9, world, gpn, o.seq, gb, (double)gb * o.seq / 1e6, mbtext);
   fprintf(text_out, "GPU: %.1f TFLOP/s bf16 (%s), %.1f GiB (%s, %.0f%% usable); kernels: GEMM %.2f of peak with tile and wave quantisation, %s attention %.2f/%.2f%s; collectives: %s\n",
          ctx.hw.gpu.peak_flops / 1e12, peak_src, ctx.hw.mem_bytes / GIB, mem_src, 100 * ctx.hw.mem_usable, ctx.hw.gpu.gemm_eff,
          sp_attn_impl_name(ctx.hw.attn), ctx.hw.gpu.attn_fwd_eff, ctx.hw.gpu.attn_bwd_eff, ctx.hw.gpu.table ? " (measured GEMM table)" : "",

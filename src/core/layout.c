@@ -296,6 +296,7 @@ void sp_sweep_opts_init(sp_sweep_opts *o, const sp_layout_ctx *ctx)
   o->max_sp = 64;
   o->max_cp = 32;
   o->with_isp = TRUE;
+  o->max_mb = 4;
 }
 
 /* Divisors of n in increasing order. */
@@ -342,16 +343,25 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
             guint nwp = wps ? wps->len : 1;
             for (guint w = 0; w < nwp; w++) {
               int32_t wp = wps ? g_array_index(wps, int32_t, w) : 1;
-              for (int32_t vpp = 1; vpp <= (pp > 1 ? 4 : 1); vpp *= 2)
-              for (int zero = 0; zero <= 3; zero++)
-                for (int ck = 0; ck < SP_CKPT_COUNT; ck++) {
-                  sp_layout l = { .tp = tp, .tp_sp = tpsp == 1, .sp = sp, .cp = cp, .wp = wp, .pp = pp,
-                                  .vpp = vpp, .dp = dp, .zero = zero, .ckpt = (sp_ckpt)ck, .mb = 0 };
-                  s->considered++;
-                  sp_skip r = sp_layout_check(&l, ctx, NULL);
-                  if (r == SP_SKIP_NONE) g_array_append_val(s->layouts, l);
-                  else s->skipped[r]++;
-                }
+              /* interleaving: every chunk count that splits a stage's layers evenly */
+              GArray *vpps = NULL;
+              if (pp > 1 && ctx->model != NULL && ctx->model->layers % pp == 0)
+                vpps = divisors(ctx->model->layers / pp);
+              guint nvpp = vpps ? vpps->len : 1;
+              for (guint v = 0; v < nvpp; v++) {
+                int32_t vpp = vpps ? g_array_index(vpps, int32_t, v) : 1;
+                for (int32_t mb = ctx->mb > 0 ? ctx->mb : 1; mb <= (ctx->mb > 0 ? ctx->mb : opts->max_mb); mb *= 2)
+                  for (int zero = 0; zero <= 3; zero++)
+                    for (int ck = 0; ck < SP_CKPT_COUNT; ck++) {
+                      sp_layout l = { .tp = tp, .tp_sp = tpsp == 1, .sp = sp, .cp = cp, .wp = wp, .pp = pp,
+                                      .vpp = vpp, .dp = dp, .zero = zero, .ckpt = (sp_ckpt)ck, .mb = mb };
+                      s->considered++;
+                      sp_skip r = sp_layout_check(&l, ctx, NULL);
+                      if (r == SP_SKIP_NONE) g_array_append_val(s->layouts, l);
+                      else s->skipped[r]++;
+                    }
+              }
+              if (vpps) g_array_free(vpps, TRUE);
             }
             if (wps) g_array_free(wps, TRUE);
           }

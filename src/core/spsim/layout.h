@@ -136,6 +136,8 @@ typedef struct {
   int32_t max_sp;        /**< largest Ulysses degree (default 64) */
   int32_t max_cp;        /**< largest ring degree (default 32) */
   gboolean with_isp;     /**< include wp > 1 (default TRUE) */
+  int32_t max_mb;        /**< micro-batch sizes 1, 2, 4, ... up to this when ctx->mb is 0
+                              (default 4); ignored when ctx->mb fixes the size */
 } sp_sweep_opts;
 
 /** Result of a sweep. */
@@ -151,9 +153,11 @@ void sp_sweep_opts_init(sp_sweep_opts *o, const sp_layout_ctx *ctx);
 /**
  * Enumerate candidate layouts: tp over divisors of the world up to max_tp (with and
  * without tpsp when tp > 1), sp, cp, pp over divisors of the world, dp derived, wp over
- * divisors of sp x cp x dp when tp == 1, vpp 1, 2, 4 when pp > 1, zero 0..3, ckpt
- * none/selective/full; mb from
- * ctx. Invalid candidates are counted per reason.
+ * divisors of sp x cp x dp when tp == 1, every vpp that divides the layers of a stage
+ * (layers / pp) when pp > 1, zero 0..3, ckpt none/selective/full, and mb = ctx->mb
+ * when it is set, else the powers of two up to opts->max_mb that divide the
+ * sequences of a replica (global batch / dp). Invalid candidates are counted per
+ * reason.
  */
 sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts);
 void sp_sweep_free(sp_sweep *s);

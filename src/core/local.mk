@@ -25,8 +25,12 @@ libspsim_la_SOURCES += src/core/topology/topology.c src/core/topology/layout.c \
 	src/core/topology/model.c
 spsiminclude_HEADERS += src/core/spsim/topology.h src/core/spsim/layout.h src/core/spsim/model.h
 
-# graph: the communication graph IR, collective specs, reference semantics, data kernels
-libspsim_la_SOURCES += src/core/graph/graph.c src/core/graph/coll.c src/core/graph/reference.c \
+# graph: the communication graph IR (its records and shared checks; collective, local
+# and kernel nodes; data mode and the reference interpreter), collective specs and
+# their reference semantics, the data kernels
+libspsim_la_SOURCES += src/core/graph/graph.c src/core/graph/graph_build.h \
+	src/core/graph/graph_coll.c src/core/graph/graph_local.c src/core/graph/graph_kernel.c \
+	src/core/graph/graph_data.c src/core/graph/coll.c src/core/graph/reference.c \
 	src/core/graph/kernels.c
 spsiminclude_HEADERS += src/core/spsim/graph.h src/core/spsim/coll.h src/core/spsim/kernels.h
 

@@ -20,9 +20,10 @@ libspsim_la_SOURCES += src/core/base/error.c src/core/base/dtype.c src/core/half
 	src/core/base/units.c src/core/base/json_out.c
 spsiminclude_HEADERS += src/core/spsim/error.h src/core/spsim/dtype.h src/core/spsim/units.h
 
-# topology: process topologies, parallel layouts, model configurations
-libspsim_la_SOURCES += src/core/topology/topology.c src/core/topology/layout.c \
-	src/core/topology/model.c
+# topology: process topologies (and the pipeline grid and initialiser over them),
+# parallel layouts, model configurations
+libspsim_la_SOURCES += src/core/topology/topology.c src/core/topology/topo_private.h \
+	src/core/topology/topology_grid.c src/core/topology/layout.c src/core/topology/model.c
 spsiminclude_HEADERS += src/core/spsim/topology.h src/core/spsim/layout.h src/core/spsim/model.h
 
 # graph: the communication graph IR (its records and shared checks; collective, local

@@ -36,13 +36,14 @@ libspsim_la_SOURCES += src/core/graph/graph.c src/core/graph/graph_build.h \
 spsiminclude_HEADERS += src/core/spsim/graph.h src/core/spsim/coll.h src/core/spsim/kernels.h
 
 # ops: the operation library (graph builders, one file per family)
-libspsim_la_SOURCES += src/core/ops/ops_ulysses.c src/core/ops/ops_tp.c src/core/ops/ops_isp.c \
-	src/core/ops/ops_pipe.c src/core/ops/ops_ring.c
+libspsim_la_SOURCES += src/core/ops/ops_common.c src/core/ops/ops_ulysses.c src/core/ops/ops_tp.c \
+	src/core/ops/ops_isp.c src/core/ops/ops_pipe.c src/core/ops/ops_ring.c
 spsiminclude_HEADERS += src/core/spsim/ops.h
 
 # lower: graph and collectives to per-rank programs (dispatcher, one file per algorithm)
 libspsim_la_SOURCES += src/core/lower/graph_lower.c src/core/lower/lower.c \
-	src/core/lower/lower_emit.c src/core/lower/lower_ring.c src/core/lower/lower_tree.c
+	src/core/lower/lower_emit.c src/core/lower/lower_direct.c src/core/lower/lower_ring.c \
+	src/core/lower/lower_tree.c
 
 # exec: per-rank programs, the executor, the loopback transport, timelines
 libspsim_la_SOURCES += src/core/exec/program.c src/core/exec/exec.c src/core/exec/loopback.c \

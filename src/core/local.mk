@@ -51,7 +51,9 @@ libspsim_la_SOURCES += src/core/exec/program.c src/core/exec/exec.c src/core/exe
 spsiminclude_HEADERS += src/core/spsim/program.h src/core/spsim/transport.h src/core/spsim/exec.h
 
 # verify: collectives and operations lowered, run and compared with their reference
-libspsim_la_SOURCES += src/core/verify/verify.c src/core/verify/ops_verify.c
+# (collective cases; operation cases by name; whole-world cases; a layout's checks)
+libspsim_la_SOURCES += src/core/verify/verify.c src/core/verify/ops_verify.c \
+	src/core/verify/graph_case.h src/core/verify/graph_case.c src/core/verify/layout_check.c
 spsiminclude_HEADERS += src/core/spsim/verify.h
 
 # step: the training-step cost model, kernel times and the step graph

@@ -141,3 +141,8 @@ tests_fuzz_replay_platform_CPPFLAGS = $(FUZZ_SIM_CPPFLAGS)
 tests_fuzz_replay_platform_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-fuzz-replay.sh
 EXTRA_DIST += tests/test-fuzz-replay.sh tests/fuzz/corpus tests/fuzz/dict
+
+# layers: no call cycle between the files and folders of libspsim, no subcommand
+# calling into main.c, no engine header in src/core (docs/architecture.md)
+TESTS += tests/test-layers.sh
+EXTRA_DIST += tests/test-layers.sh

@@ -1,5 +1,5 @@
 /* Bit-level conversions between f32 and the half types (f16, bf16), shared by the
- * host kernels (src/core/dtype.c, C11) and the CUDA kernels (src/nccl/kernels.cu,
+ * host kernels (src/core/base/dtype.c, C11) and the CUDA kernels (src/nccl/kernels.cu,
  * nvcc) so both round identically: one source, bitwise-equal results on CPU and GPU.
  * Integer arithmetic only (no floating-point operation), so compiler flags cannot
  * change a bit. Round to nearest even; NaNs are made quiet with their top payload

@@ -1,40 +1,63 @@
 ## src/core: libspsim (GLib + json-glib only; no engine code here)
+## One folder per layer of the data path (docs/architecture.md): base, topology,
+## graph, ops, lower, exec, verify, and step for the training step. Public headers
+## are in src/core/spsim/; private headers shared by several folders are in
+## src/core/internal/ (on the library's include path only, never installed);
+## halfbits.h stays in src/core/ because the CUDA kernels (src/nccl) include it too.
 lib_LTLIBRARIES += libspsim.la
+libspsim_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/core/internal
 libspsim_la_CFLAGS = $(AM_CFLAGS) -ffp-contract=off
 libspsim_la_LIBADD = $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 libspsim_la_LDFLAGS = -version-info 0:0:0 $(AM_LDFLAGS)
 libspsim_la_SOURCES =
-spsiminclude_HEADERS += src/core/spsim/spsim.h src/core/spsim/error.h src/core/spsim/dtype.h \
-	src/core/spsim/program.h src/core/spsim/transport.h src/core/spsim/coll.h src/core/spsim/exec.h
+spsiminclude_HEADERS += src/core/spsim/spsim.h
+noinst_HEADERS += src/core/internal/coll_priv.h src/core/internal/graph_private.h \
+	src/core/internal/ops_private.h src/core/internal/json_out.h
 
-# runtime: errors, dtypes, programs, executor, loopback, traces
-libspsim_la_SOURCES += src/core/error.c src/core/dtype.c src/core/halfbits.h src/core/program.c \
-	src/core/exec.c src/core/loopback.c src/core/trace.c \
-	src/core/json_out.c src/core/json_out.h
+# base: errors, element types and their host arithmetic, byte sizes written by
+# users ("64K", "1MiB", "8:8G"), JSON documents
+libspsim_la_SOURCES += src/core/base/error.c src/core/base/dtype.c src/core/halfbits.h \
+	src/core/base/units.c src/core/base/json_out.c
+spsiminclude_HEADERS += src/core/spsim/error.h src/core/spsim/dtype.h src/core/spsim/units.h
 
-# units: byte sizes written by users ("64K", "1MiB", "8:8G")
-libspsim_la_SOURCES += src/core/units.c
-spsiminclude_HEADERS += src/core/spsim/units.h
+# topology: process topologies (and the pipeline grid and initialiser over them),
+# parallel layouts, model configurations
+libspsim_la_SOURCES += src/core/topology/topology.c src/core/topology/topo_private.h \
+	src/core/topology/topology_grid.c src/core/topology/layout.c src/core/topology/model.c
+spsiminclude_HEADERS += src/core/spsim/topology.h src/core/spsim/layout.h src/core/spsim/model.h
 
-# topology
-libspsim_la_SOURCES += src/core/topology.c
-spsiminclude_HEADERS += src/core/spsim/topology.h
+# graph: the communication graph IR (its records and shared checks; collective, local
+# and kernel nodes; data mode and the reference interpreter), collective specs and
+# their reference semantics, the data kernels
+libspsim_la_SOURCES += src/core/graph/graph.c src/core/graph/graph_build.h \
+	src/core/graph/graph_coll.c src/core/graph/graph_local.c src/core/graph/graph_kernel.c \
+	src/core/graph/graph_data.c src/core/graph/coll.c src/core/graph/reference.c \
+	src/core/graph/kernels.c
+spsiminclude_HEADERS += src/core/spsim/graph.h src/core/spsim/coll.h src/core/spsim/kernels.h
 
-# collectives: lowering and reference
-libspsim_la_SOURCES += src/core/coll.c src/core/lower.c src/core/lower_emit.c src/core/lower_ring.c \
-	src/core/lower_tree.c src/core/reference.c src/core/verify.c
-noinst_HEADERS += src/core/coll_priv.h
+# ops: the operation library (graph builders, one file per family)
+libspsim_la_SOURCES += src/core/ops/ops_common.c src/core/ops/ops_ulysses.c src/core/ops/ops_tp.c \
+	src/core/ops/ops_isp.c src/core/ops/ops_pipe.c src/core/ops/ops_ring.c
+spsiminclude_HEADERS += src/core/spsim/ops.h
+
+# lower: graph and collectives to per-rank programs (dispatcher, one file per algorithm)
+libspsim_la_SOURCES += src/core/lower/graph_lower.c src/core/lower/lower.c \
+	src/core/lower/lower_emit.c src/core/lower/lower_direct.c src/core/lower/lower_ring.c \
+	src/core/lower/lower_tree.c
+
+# exec: per-rank programs, the executor, the loopback transport, timelines
+libspsim_la_SOURCES += src/core/exec/program.c src/core/exec/exec.c src/core/exec/loopback.c \
+	src/core/exec/trace.c
+spsiminclude_HEADERS += src/core/spsim/program.h src/core/spsim/transport.h src/core/spsim/exec.h
+
+# verify: collectives and operations lowered, run and compared with their reference
+# (collective cases; operation cases by name; whole-world cases; a layout's checks)
+libspsim_la_SOURCES += src/core/verify/verify.c src/core/verify/ops_verify.c \
+	src/core/verify/graph_case.h src/core/verify/graph_case.c src/core/verify/layout_check.c
 spsiminclude_HEADERS += src/core/spsim/verify.h
 
-# whatif: model configs, layouts and the training-step cost model
-libspsim_la_SOURCES += src/core/model.c src/core/layout.c src/core/step.c src/core/kernel_model.c \
-	src/core/stepgraph.c src/core/stepgraph_trace.c
-spsiminclude_HEADERS += src/core/spsim/model.h src/core/spsim/layout.h src/core/spsim/step.h \
-	src/core/spsim/kernel_model.h src/core/spsim/stepgraph.h
-
-# graph + ops: communication graph IR, lowering, reference, kernels, operation library
-libspsim_la_SOURCES += src/core/graph.c src/core/graph_lower.c src/core/kernels.c \
-	src/core/ops_ulysses.c src/core/ops_tp.c src/core/ops_isp.c src/core/ops_pipe.c src/core/ops_ring.c \
-	src/core/ops_verify.c
-noinst_HEADERS += src/core/graph_private.h src/core/ops_private.h
-spsiminclude_HEADERS += src/core/spsim/graph.h src/core/spsim/kernels.h src/core/spsim/ops.h
+# step: the training-step cost model, kernel times and the step graph
+libspsim_la_SOURCES += src/core/step/step.c src/core/step/kernel_model.c \
+	src/core/step/stepgraph.c src/core/step/stepgraph_trace.c
+spsiminclude_HEADERS += src/core/spsim/step.h src/core/spsim/kernel_model.h \
+	src/core/spsim/stepgraph.h

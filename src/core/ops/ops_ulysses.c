@@ -7,68 +7,6 @@
 
 #define BAD SP_OPS_BAD
 
-gboolean sp_grad_scale_parse(const char *s, sp_grad_scale *out, GError **err)
-{
-  static const char *const names[] = { "none", "up", "down" };
-  for (int i = 0; i < 3; i++)
-    if (g_strcmp0(s, names[i]) == 0) {
-      *out = (sp_grad_scale)i;
-      return TRUE;
-    }
-  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown gradient scaling '%s'; use none, up or down",
-              s ? s : "");
-  return FALSE;
-}
-
-uint32_t sp_ops_like(sp_graph *g, uint32_t ref, const char *suffix, int ndim, const int64_t *shape,
-                     sp_tensor_kind kind, GError **err)
-{
-  const sp_tensor *r = sp_graph_tensor(g, ref);
-  if (!r) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "no tensor with id %u", ref);
-    return BAD;
-  }
-  char *name = g_strdup_printf("%s.%s", r->name, suffix);
-  sp_dtype dt = r->dtype;
-  guint8 *on = r->on ? g_memdup2(r->on, (gsize)sp_graph_world(g)) : NULL;
-  uint32_t t = sp_graph_tensor_new(g, name, dt, ndim, shape, kind, SP_INIT_NONE, err);
-  g_free(name);
-  if (t != BAD && on) {
-    GArray *ranks = g_array_new(FALSE, FALSE, sizeof(int32_t));
-    for (int32_t i = 0; i < sp_graph_world(g); i++)
-      if (on[i])
-        g_array_append_val(ranks, i);
-    sp_graph_tensor_place(g, t, (const int32_t *)ranks->data, (int32_t)ranks->len, NULL);
-    g_array_unref(ranks);
-  }
-  g_free(on);
-  return t;
-}
-
-uint32_t sp_ops_like_dim(sp_graph *g, uint32_t ref, const char *suffix, int dim, int64_t size,
-                         GError **err)
-{
-  const sp_tensor *r = sp_graph_tensor(g, ref);
-  if (!r) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "no tensor with id %u", ref);
-    return BAD;
-  }
-  int64_t shape[SP_MAX_DIMS];
-  memcpy(shape, r->shape, sizeof shape);
-  if (dim >= 0 && dim < r->ndim)
-    shape[dim] = size;
-  return sp_ops_like(g, ref, suffix, r->ndim, shape, r->kind, err);
-}
-
-uint32_t sp_ops_grad_scale(sp_graph *g, uint32_t t, int32_t P, sp_grad_scale s, GError **err)
-{
-  if (s == SP_GRAD_SCALE_NONE || P == 1)
-    return t;
-  if (sp_graph_scale(g, t, t, (double)P, s == SP_GRAD_SCALE_DOWN, err) == BAD)
-    return BAD;
-  return t;
-}
-
 static const sp_tensor *need_dim(sp_graph *g, uint32_t t, int dim, const char *what, GError **err)
 {
   const sp_tensor *x = sp_graph_tensor(g, t);

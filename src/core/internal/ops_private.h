@@ -1,4 +1,4 @@
-/* Helpers shared by the operation builders (not installed). */
+/* Helpers shared by the operation builders, defined in ops/ops_common.c (not installed). */
 #ifndef SPSIM_OPS_PRIVATE_H
 #define SPSIM_OPS_PRIVATE_H
 

@@ -1,5 +1,5 @@
-/* Private helpers shared by the collective files of src/core (coll.c, lower*.c,
- * reference.c, verify.c). Not installed. */
+/* Private helpers shared by the collective files of src/core (graph/coll.c,
+ * graph/reference.c, lower/lower*.c, verify/verify.c). Not installed. */
 #ifndef SPSIM_COLL_PRIV_H
 #define SPSIM_COLL_PRIV_H
 
@@ -122,7 +122,7 @@ void sp_l_flush(sp_lctx *c);
  * algorithm, looked up by the dispatcher's table in lower.c. */
 typedef gboolean (*sp_lower_fn)(sp_lctx *c, GError **err);
 gboolean sp_lower_ring(sp_lctx *c, GError **err);   /* lower_ring.c */
-gboolean sp_lower_direct(sp_lctx *c, GError **err); /* lower.c */
+gboolean sp_lower_direct(sp_lctx *c, GError **err); /* lower_direct.c */
 gboolean sp_lower_tree(sp_lctx *c, GError **err);   /* lower_tree.c */
 
 /* ------------------------------------------------------------ reference */

@@ -1,5 +1,5 @@
 /* Step emitters of the collective lowerings: the sp_l_* helpers (coll_priv.h)
- * that the algorithm files (lower.c's DIRECT, lower_ring.c, lower_tree.c) call
+ * that the algorithm files (lower_direct.c, lower_ring.c, lower_tree.c) call
  * to append steps to a member's program, and the batching of a streaming
  * lowering. They call nothing of the lowering files: the dispatcher (lower.c)
  * uses the algorithms, the algorithms use these. */

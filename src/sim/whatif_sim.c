@@ -5,6 +5,7 @@
 
 #include "spsim/coll.h"
 #include "spsim/error.h"
+#include "spsim/step.h"
 #include "sim.h"
 #include "whatif_sim.h"
 
@@ -93,24 +94,11 @@ gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboo
                 sp_coll_name(c->coll), n, c->stride, world, sp_sim_num_hosts());
     return FALSE;
   }
-  /* Bytes follow nccl-tests' busbw convention: all-gather, reduce-scatter and
-   * all-to-all count the whole gathered (per-rank) array, the others one buffer. */
-  /* A ring that leaves the node runs one channel per member GPU on the node (k
-   * consecutive members of the group share a node), each channel crossing between
-   * nodes through a different GPU's NIC: NCCL's layout on DGX nodes, lowered as
-   * such (coll.h, RING with channels; the lowering ignores it for other
-   * algorithms). Intra-node rings and all-to-all (every GPU already uses its own
-   * NIC) run as one ring / as lowered. */
-  int32_t k = c->stride >= gpus_per_node ? 1 : MIN(n, gpus_per_node / c->stride);
-  gboolean ring = c->coll == SP_COLL_ALL_REDUCE || c->coll == SP_COLL_ALL_GATHER ||
-                  c->coll == SP_COLL_REDUCE_SCATTER;
-  int32_t channels = ring && k > 1 && k < n ? MIN(k, SP_MAX_CHANNELS) : 1;
-  uint64_t elems = (bytes + 1) / 2;
-  gboolean per_block = c->coll == SP_COLL_ALL_GATHER || c->coll == SP_COLL_REDUCE_SCATTER ||
-                       c->coll == SP_COLL_ALL_TO_ALL;
-  uint64_t count = per_block ? (elems + (uint64_t)n - 1) / (uint64_t)n : elems;
-  sib_src src = { .coll = c->coll, .n = n, .stride = c->stride, .nb = nb, .count = count,
-                  .channels = channels, .channel_block = channels > 1 ? k : 0,
+  /* the call as NCCL would issue it: count per member, ring channels per node */
+  sp_coll_spec cs;
+  sp_comm_coll_spec(c, gpus_per_node, bytes, &cs);
+  sib_src src = { .coll = c->coll, .n = n, .stride = c->stride, .nb = nb, .count = cs.count,
+                  .channels = cs.channels, .channel_block = cs.channel_block,
                   .members = g_new(int32_t, n), .spare = NULL };
   gboolean ok = sp_sim_run_source_lowered(sib_get, sib_release, &src, (int32_t)world,
                                           step_fidelity ? SP_FIDELITY_STEP : SP_FIDELITY_FLOW, NULL,

@@ -176,6 +176,19 @@ typedef struct {
 /** Sizes of @p l's per-layer collectives (sp_step_comms and the step graph use them). */
 void sp_step_comm_sizes(const sp_step_ctx *c, const sp_layout *l, sp_step_sizes *o);
 
+/**
+ * The collective call that carries @p c with @p bytes per rank on nodes of
+ * @p gpus_per_node GPUs, as the engine prices it and the data-mode replay of the
+ * step graph runs it: c->coll (a send-recv pair has n = 2), the AUTO algorithm,
+ * BF16 and SUM, the count per member from @p bytes (all-gather, reduce-scatter and
+ * all-to-all: the per-rank array split in n blocks; the others: one buffer), and
+ * ring channels as NCCL lays them out on multi-GPU nodes: a ring that leaves the
+ * node with k > 1 consecutive members per node (stride < gpus per node) runs
+ * min(k, SP_MAX_CHANNELS) channels rotated by k, each crossing between nodes
+ * through a different GPU's NIC. @p spec->ranks is left NULL for the caller.
+ */
+void sp_comm_coll_spec(const sp_comm *c, int32_t gpus_per_node, uint64_t bytes, sp_coll_spec *spec);
+
 /** Memory per GPU of @p l. */
 void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *out);
 

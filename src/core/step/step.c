@@ -435,3 +435,18 @@ gboolean sp_price_analytic(void *user, const sp_comm *c, double *seconds, GError
   *seconds = t;
   return TRUE;
 }
+
+void sp_comm_coll_spec(const sp_comm *c, int32_t gpus_per_node, uint64_t bytes, sp_coll_spec *spec)
+{
+  int32_t n = c->coll == SP_COLL_SEND_RECV ? 2 : c->n;
+  int32_t gpn = MAX(gpus_per_node, 1), stride = MAX(c->stride, 1);
+  int32_t k = stride >= gpn ? 1 : MIN(n, gpn / stride);
+  gboolean ring = c->coll == SP_COLL_ALL_REDUCE || c->coll == SP_COLL_ALL_GATHER || c->coll == SP_COLL_REDUCE_SCATTER;
+  int32_t channels = ring && k > 1 && k < n ? MIN(k, SP_MAX_CHANNELS) : 1;
+  uint64_t elems = (bytes + 1) / 2;
+  gboolean per_block = c->coll == SP_COLL_ALL_GATHER || c->coll == SP_COLL_REDUCE_SCATTER ||
+                       c->coll == SP_COLL_ALL_TO_ALL;
+  *spec = (sp_coll_spec){ .coll = c->coll, .algo = SP_ALGO_AUTO, .dtype = SP_BF16, .redop = SP_RED_SUM, .n = n,
+                          .count = per_block ? (elems + (uint64_t)n - 1) / (uint64_t)n : elems,
+                          .channels = channels, .channel_block = channels > 1 ? k : 0 };
+}

@@ -33,6 +33,12 @@ tests_test_stepsim_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAG
 tests_test_stepsim_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-stepgraph tests/test-stepsim
 
+# the step graph's data-mode replay, over the loopback transport
+check_PROGRAMS += tests/test-step-replay
+tests_test_step_replay_SOURCES = tests/test-step-replay.c tests/step-fixture.h
+tests_test_step_replay_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-step-replay
+
 # graph + ops: graph IR and the operation library
 check_PROGRAMS += tests/test-graph tests/test-ops-ulysses tests/test-ops-tp tests/test-ops-isp tests/test-ops-pipe \
 	tests/test-ops-ring

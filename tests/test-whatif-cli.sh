@@ -80,7 +80,12 @@ expect_fail "missing platform file" "No such file" "$tmp/none.xml" --model llama
 
 # --verify: the chosen layout's dimensions run in data mode on the platform (SimGrid),
 # each with the layout's degree on the real ranks of its groups, compared with the
-# operation library's global references.
+# operation library's global references; then the priced step graph, reduced to one
+# layer per chunk and pp micro-batches (2 without pipelining), replays its collectives
+# and sends with real bytes. Counts by hand from Megatron's layer: TP with SP 4 forward
+# + 6 backward per layer and micro-batch, +2 for the output layer; Ulysses 4 + 4; plain
+# TP 2 + 2; ring cp - 1 forward and backward; ISP gather, gather, reduce-scatter; DP one
+# bucket (all-reduce, or ZeRO's reduce-scatter + all-gather) per stage.
 S="$src/platforms/small.xml"   # 2 nodes x 4 GPUs
 echo '{"layers": 4, "hidden": 256, "heads": 8, "kv_heads": 2, "ffn": 1024, "vocab": 1000}' > "$tmp/v.json"
 V="--model $tmp/v.json --verify"
@@ -88,10 +93,11 @@ if "$bin" "$S" $V --layout tp=2,sp=2,dp=2 --json "$tmp/v1.json" >"$tmp/out" 2>"$
    && grep -qx 'verify: tp-mlp-sp tp=2 on ranks {0,1}: PASS' "$tmp/out" \
    && grep -qx 'verify: ulysses-attention sp=2 (2 heads, 1 KV) on ranks {0,2} and 1 sibling group (4 ranks): PASS' "$tmp/out" \
    && grep -q '^verify: dp-all-reduce replicas=4 .* on ranks {0,2,4,6} and 1 sibling group (8 ranks): PASS$' "$tmp/out" \
-   && [ "$(grep -c '^verify: .*: PASS$' "$tmp/out")" = 3 ] && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then
+   && grep -qx "verify: step-graph (1 layer, 2 micro-batches: $((2 * (10 + 2) + 2 * 8 + 1)) collectives and 0 pipeline sends) of the stages' ranks {0} with the members of their groups (5 ranks): PASS" "$tmp/out" \
+   && [ "$(grep -c '^verify: .*: PASS$' "$tmp/out")" = 4 ] && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then
   ok "--verify tp x sp x dp: one check per dimension on its real groups, PASS"; else nok "--verify PASS: $(cat "$tmp/out" "$tmp/err" | tail -n 8)"; fi
 if grep -q '"verify": {"layout": "tp=2,tpsp=1,sp=2,.*"result": "PASS"' "$tmp/v1.json" \
-   && [ "$(grep -c '{"name": "[a-z-]*", "dim": .*"result": "PASS"' "$tmp/v1.json")" = 3 ] \
+   && [ "$(grep -c '{"name": "[a-z-]*", "dim": .*"result": "PASS"' "$tmp/v1.json")" = 4 ] \
    && grep -q '"name": "ulysses-attention", "dim": "sp=2 (2 heads, 1 KV)", "degree": 2, "ranks": \[0, 2\], "ranks_simulated": 4' "$tmp/v1.json"; then
   ok "--json has the verify member with each check"; else nok "verify JSON: $(grep -A5 '"verify"' "$tmp/v1.json")"; fi
 # ring (Ulysses x ring hybrid), ISP with prefetch, ZeRO over the remaining replicas
@@ -99,12 +105,14 @@ if "$bin" "$S" $V --layout sp=2,cp=2,wp=4,dp=2,zero=1 >"$tmp/out" 2>"$tmp/err" \
    && grep -qx 'verify: ulysses-ring sp=2 x cp=2 on ranks {0..3}: PASS' "$tmp/out" \
    && grep -qx 'verify: isp-linear wp=4 (prefetch) on ranks {0..3}: PASS' "$tmp/out" \
    && grep -q '^verify: zero1-step replicas=2 .* on ranks {0,4} and 3 sibling groups (8 ranks): PASS$' "$tmp/out" \
+   && grep -q "^verify: step-graph (1 layer, 2 micro-batches: $((2 * 8 + 2 * 2 + 2 * 3 + 2)) collectives and 0 pipeline sends) .*: PASS$" "$tmp/out" \
    && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then ok "--verify sp x cp x wp with ZeRO-1"; else nok "--verify sp/cp/wp: $(cat "$tmp/out" "$tmp/err" | tail -n 8)"; fi
 # pipeline between stages 4 ranks apart, plain TP, ZeRO-2
 if "$bin" "$S" $V --layout tp=2,tpsp=0,pp=2,dp=2,zero=2 >"$tmp/out" 2>"$tmp/err" \
    && grep -qx 'verify: tp-mlp tp=2 on ranks {0,1}: PASS' "$tmp/out" \
    && grep -qx 'verify: pipeline-1f1b pp=2 on ranks {0,4} and 3 sibling groups (8 ranks): PASS' "$tmp/out" \
    && grep -qx 'verify: zero2-step dp=2 on ranks {0,2} and 1 sibling group (4 ranks): PASS' "$tmp/out" \
+   && grep -qx "verify: step-graph (2 layers, 2 micro-batches: $((2 * 2 * 4 + 2 * 2)) collectives and 4 pipeline sends) of the stages' ranks {0,4} with the members of their groups (6 ranks): PASS" "$tmp/out" \
    && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then ok "--verify tp x pp x dp with ZeRO-2"; else nok "--verify pp: $(cat "$tmp/out" "$tmp/err" | tail -n 8)"; fi
 # A corrupted output on rank 2 (testing aid) must be found: FAIL names the rank, exits 1,
 # and the TP check (ranks 0, 1) still passes.
@@ -112,6 +120,7 @@ if "$bin" "$S" $V --layout tp=2,tpsp=0,pp=2,dp=2,zero=2 >"$tmp/out" 2>"$tmp/err"
 rc=$?
 if [ "$rc" = 1 ] && grep -qx 'verify: tp-mlp-sp tp=2 on ranks {0,1}: PASS' "$tmp/out" \
    && grep -q '^verify: ulysses-attention .*: FAIL (first differing rank 2, offset [0-9]*)$' "$tmp/out" \
+   && grep -q '^verify: step-graph .*: FAIL (first differing rank 2, offset [0-9]*)$' "$tmp/out" \
    && grep -q '^verify: FAIL (first differing rank 2, offset [0-9]*)$' "$tmp/out" \
    && grep -q '"result": "FAIL", "first_bad_rank": 2' "$tmp/v2.json"; then ok "--verify FAIL: exit 1, first differing rank"
 else nok "--verify FAIL (rc $rc): $(cat "$tmp/out" "$tmp/err" | tail -n 6)"; fi

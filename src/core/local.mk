@@ -56,8 +56,8 @@ libspsim_la_SOURCES += src/core/verify/verify.c src/core/verify/ops_verify.c \
 	src/core/verify/graph_case.h src/core/verify/graph_case.c src/core/verify/layout_check.c
 spsiminclude_HEADERS += src/core/spsim/verify.h
 
-# step: the training-step cost model, kernel times and the step graph
+# step: the training-step cost model, kernel times, the step graph and its data-mode replay
 libspsim_la_SOURCES += src/core/step/step.c src/core/step/kernel_model.c \
-	src/core/step/stepgraph.c src/core/step/stepgraph_trace.c
+	src/core/step/stepgraph.c src/core/step/stepgraph_trace.c src/core/step/step_replay.c
 spsiminclude_HEADERS += src/core/spsim/step.h src/core/spsim/kernel_model.h \
-	src/core/spsim/stepgraph.h
+	src/core/spsim/stepgraph.h src/core/spsim/step_replay.h

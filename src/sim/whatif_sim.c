@@ -107,3 +107,12 @@ gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboo
   g_free(src.members);
   return ok;
 }
+
+gboolean sp_whatif_engine_replay(sp_step_replay *r, double *seconds, GError **err)
+{
+  if (!sp_sim_set_host_map(sp_step_replay_ranks(r), sp_step_replay_nranks(r), err)) return FALSE;
+  gboolean ok = sp_sim_run(sp_step_replay_programs(r), sp_step_replay_nranks(r), sp_step_replay_bufs(r),
+                           SP_FIDELITY_STEP, NULL, seconds, err);
+  sp_sim_set_host_map(NULL, 0, NULL);
+  return ok;
+}

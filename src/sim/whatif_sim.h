@@ -6,6 +6,7 @@
 #include <glib.h>
 #include <stdint.h>
 #include "spsim/step.h"
+#include "spsim/step_replay.h"
 
 G_BEGIN_DECLS
 
@@ -31,6 +32,14 @@ int32_t sp_whatif_engine_hosts(void);
  */
 gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboolean step_fidelity,
                                    uint64_t bytes, double *seconds, GError **err);
+
+/**
+ * Run the data-mode replay @p r of a step graph on the loaded platform, in STEP
+ * fidelity: local rank i on the host of global rank sp_step_replay_ranks(r)[i].
+ * @p seconds receives the simulated time. Check the results with
+ * sp_step_replay_check.
+ */
+gboolean sp_whatif_engine_replay(sp_step_replay *r, double *seconds, GError **err);
 
 G_END_DECLS
 

@@ -6,7 +6,8 @@
 #      platform (spsim loads it twice: once in a child process that checks it,
 #      once for the run);
 #   3. at 2,048 nodes (16,384 GPUs), one what-if layout:
-#      spsim PLATFORM --model llama3-405b --layout tp=8,pp=16,dp=128.
+#      spsim PLATFORM --model llama3-405b --global-batch 16M --layout tp=8,pp=16,dp=128,zero=1,ckpt=full
+#      (Llama 3's 16M-token batch; a layout that fits in 80 GiB).
 # Usage: bench/scale.sh [path/to/spsim] [NODES...]   (default: 128 2048 16384)
 # LIMIT (environment): seconds allowed per command (default 600); a command that
 # runs longer is stopped and reported as "> LIMIT".
@@ -28,7 +29,6 @@ timed() {
   if [ "$rc" -eq 124 ]; then
     echo "| $label | > $limit (stopped) | |"
   else
-    # (the what-if exits 1 when its layout does not fit in memory: still timed)
     read -r wall kb <<EOT
 $(grep -v '^Command' "$tmp/time")
 EOT
@@ -46,8 +46,8 @@ for n in $nodes; do
   echo "| (file: $(($(wc -c <"$p") / 1048576)) MiB) | | |"
   timed "load $gpus GPUs (bench, 8 ranks)" "$bin" bench "$p" --coll all-reduce --ranks 8 --sizes 1M
   if [ "$n" -eq 2048 ]; then
-    timed "what-if llama3-405b tp=8,pp=16,dp=128 on $gpus GPUs" \
-      "$bin" "$p" --model llama3-405b --layout tp=8,pp=16,dp=128
+    timed "what-if llama3-405b tp=8,pp=16,dp=128,zero=1,ckpt=full, 16M tokens, on $gpus GPUs" \
+      "$bin" "$p" --model llama3-405b --global-batch 16M --layout tp=8,pp=16,dp=128,zero=1,ckpt=full
   fi
   rm -f "$p"
 done

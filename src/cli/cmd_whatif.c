@@ -976,6 +976,8 @@ int sp_cmd_whatif(int argc, char **argv)
   }
   if (pd->speed >= 1e12) { ctx.hw.gpu.peak_flops = pd->speed; peak_src = "platform host speed"; }
   if (o.peak_tflops != UNSET_DBL) { ctx.hw.gpu.peak_flops = o.peak_tflops * 1e12; peak_src = "--peak-tflops"; }
+  /* HBM bandwidth of the element-wise kernels, the optimizer and the GEMM roofline */
+  if (pd->hbm_bw > 0) ctx.hw.gpu.hbm_bw = pd->hbm_bw;
   const char *mem_src = "default 80 GiB";
   if (pd->gpu_mem > 0) { ctx.hw.mem_bytes = pd->gpu_mem; mem_src = "platform property"; }
   if (o.gpu_mem_gib != UNSET_DBL) { ctx.hw.mem_bytes = o.gpu_mem_gib * GIB; mem_src = "--gpu-mem"; }

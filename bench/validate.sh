@@ -29,7 +29,7 @@ fi
 
 printf 'spsim validation against published runs: %s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
 printf 'binary %s; fidelity flow; --attention %s\n' "$bin" \
-  "$([ $attn_opt = yes ] && echo 'passed for unfused cases' || echo 'not offered by this spsim (every case priced with the fused-attention efficiency)')"
+  "$([ $attn_opt = yes ] && echo 'passed for unfused and flash2 cases' || echo 'not offered by this spsim (every case priced with the fused-attention efficiency)')"
 printf 'error = (predicted - measured) / measured; time err = predicted step time vs the step time the measured figure implies\n\n'
 printf '%-17s %-22s %6s %-52s %-5s %9s %9s %8s %8s %8s  %s\n' \
   id model GPUs layout unit measured predicted 'err %' 'time %' 'mem GiB' 'comp/bubble/comm %'
@@ -53,7 +53,7 @@ tail -n +2 "$cases" | while IFS="$tab" read -r id src model gpu gpus gpn seq gb 
     --gpus "$gpus" --gpus-per-node "$gpn" --gpu-mem 65536 --json "$tmp/r.json"
   # --gpu-mem 65536: price the layout even when spsim's memory model puts it over 80 GiB
   # (the memory estimate is reported in the last column)
-  [ $attn_opt = yes ] && [ "$attn" = unfused ] && set -- "$@" --attention unfused
+  [ $attn_opt = yes ] && [ "$attn" != fused ] && set -- "$@" --attention "$attn"
   rm -f "$tmp/r.json"
   short=$(basename "$model" .json)
   if ! "$bin" "$plat" "$@" > "$tmp/out" 2>&1 || [ ! -s "$tmp/r.json" ]; then

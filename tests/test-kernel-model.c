@@ -63,6 +63,16 @@ static void test_attention(void)
   double tb = sp_kernel_attn_time(&g, SP_ATTN_FLASH, TRUE, 2, 8, 4096, 4096, 128, 2);
   g_assert_cmpfloat_with_epsilon(tf, f / (0.60 * 989.4e12) + 4e-6, 1e-12);
   g_assert_cmpfloat_with_epsilon(tb, 2.5 * f / (0.45 * 989.4e12) + 4e-6, 1e-12);
+  /* flash2 (FlashAttention-2 generation) on H100: the same FLOPs at 0.33 forward
+   * (329 of 989.4 TFLOP/s) and 0.28 backward (0.45 / 1.625); on A100 it is flash */
+  g_assert_cmpfloat_with_epsilon(sp_kernel_attn_time(&g, SP_ATTN_FLASH2, FALSE, 2, 8, 4096, 4096, 128, 2),
+                                 f / (0.33 * 989.4e12) + 4e-6, 1e-12);
+  g_assert_cmpfloat_with_epsilon(sp_kernel_attn_time(&g, SP_ATTN_FLASH2, TRUE, 2, 8, 4096, 4096, 128, 2),
+                                 2.5 * f / (0.28 * 989.4e12) + 4e-6, 1e-12);
+  sp_kernel_gpu a100;
+  sp_kernel_gpu_a100(&a100);
+  g_assert_cmpfloat(sp_kernel_attn_time(&a100, SP_ATTN_FLASH2, TRUE, 2, 8, 4096, 4096, 128, 2), ==,
+                    sp_kernel_attn_time(&a100, SP_ATTN_FLASH, TRUE, 2, 8, 4096, 4096, 128, 2));
   /* a ring-attention block: 1024 queries against 4096 keys sees half the pairs */
   double tr = sp_kernel_attn_time(&g, SP_ATTN_FLASH, FALSE, 1, 1, 1024, 4096, 128, 2);
   g_assert_cmpfloat_with_epsilon(tr, 4.0 * 1024 * 4096 * 128 / 2 / (0.60 * 989.4e12) + 4e-6, 1e-12);
@@ -75,6 +85,8 @@ static void test_attention(void)
   sp_attn_impl a;
   GError *err = NULL;
   g_assert_true(sp_attn_impl_parse("fused", &a, &err) && a == SP_ATTN_FLASH);
+  g_assert_true(sp_attn_impl_parse("flash2", &a, &err) && a == SP_ATTN_FLASH2);
+  g_assert_cmpstr(sp_attn_impl_name(SP_ATTN_FLASH2), ==, "flash2");
   g_assert_false(sp_attn_impl_parse("sdpa", &a, &err));
   g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
   g_clear_error(&err);

@@ -473,7 +473,7 @@ static void test_cluster_gpus_per_node(void)
                      "<platform version=\"4.1\">\n";
   const char *cl = "<cluster id=\"c\" prefix=\"gpu\" suffix=\"\" radical=\"0-11\" speed=\"100Tf\" bw=\"10GBps\" lat=\"1us\">";
   struct { const char *name, *props; int32_t want; } cases[] = {
-    { "with.xml", "<prop id=\"gpus_per_node\" value=\"4\"/>", 4 },
+    { "with.xml", "<prop id=\"gpus_per_node\" value=\"4\"/><prop id=\"hbm_bw\" value=\"2.4T\"/>", 4 },
     { "without.xml", "", 0 },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -486,6 +486,7 @@ static void test_cluster_gpus_per_node(void)
     g_assert_cmpint((int)d->names->len, ==, 12);
     g_assert_cmpint(d->unknown->len, ==, 0); /* gpus_per_node is known on a <cluster> */
     g_assert_cmpint(d->gpus_per_node, ==, cases[i].want);
+    g_assert_cmpfloat(d->hbm_bw, ==, cases[i].want > 0 ? 2.4e12 : 0.0); /* "2.4T": 2.4 x 10^12 bytes/s */
     g_assert_cmpint(sp_plat_gpus_per_node(d, 6, NULL), ==, 6); /* the flag wins */
     int32_t g = sp_plat_gpus_per_node(d, 0, &err);
     if (cases[i].want > 0) {

@@ -348,8 +348,9 @@ static gboolean write_json(const char *path, const row *rows, guint n, const sp_
   json_num(s, "gpu_mem_bytes", c->hw.mem_bytes, TRUE);
   json_num(s, "mem_usable", c->hw.mem_usable, TRUE);
   json_num(s, "gemm_eff", c->hw.gpu.gemm_eff, TRUE);
-  json_num(s, "attn_fwd_eff", c->hw.gpu.attn_fwd_eff, TRUE);
-  json_num(s, "attn_bwd_eff", c->hw.gpu.attn_bwd_eff, TRUE);
+  gboolean fa2 = c->hw.attn == SP_ATTN_FLASH2 && c->hw.gpu.attn2_fwd_eff > 0 && c->hw.gpu.attn2_bwd_eff > 0;
+  json_num(s, "attn_fwd_eff", fa2 ? c->hw.gpu.attn2_fwd_eff : c->hw.gpu.attn_fwd_eff, TRUE);
+  json_num(s, "attn_bwd_eff", fa2 ? c->hw.gpu.attn2_bwd_eff : c->hw.gpu.attn_bwd_eff, TRUE);
   g_string_append_printf(s, "\"attention\": \"%s\", \"gemm_table\": %s", sp_attn_impl_name(c->hw.attn),
                          c->hw.gpu.table ? "true" : "false");
   g_string_append(s, ",\n");
@@ -873,7 +874,7 @@ int sp_cmd_whatif(int argc, char **argv)
     { "fidelity", 0, 0, G_OPTION_ARG_STRING, &o.fidelity, "collective pricing: flow (SimGrid, default), step (SimGrid step by step), analytic", "MODE" },
     { "eff-matmul", 0, 0, G_OPTION_ARG_DOUBLE, &o.eff_mm, "fraction of peak of large GEMMs, before tile and wave quantisation (default: H100 0.75, A100 0.80)", "F" },
     { "eff-attn", 0, 0, G_OPTION_ARG_DOUBLE, &o.eff_attn, "fraction of peak of the flash-attention forward; the backward keeps its ratio to it (default: H100 0.60, A100 0.65)", "F" },
-    { "attention", 0, 0, G_OPTION_ARG_STRING, &o.attention, "attention kernel: flash (fused, default) or unfused (batched GEMMs over s^2 scores + softmax/dropout traffic)", "IMPL" },
+    { "attention", 0, 0, G_OPTION_ARG_STRING, &o.attention, "attention kernel: flash (fused, the GPU's best: FlashAttention-3/cuDNN on H100; default), flash2 (a FlashAttention-2-generation kernel: FA2, PyTorch SDPA's flash backend, Triton) or unfused (batched GEMMs over s^2 scores + softmax/dropout traffic)", "IMPL" },
     { "gemm-table", 0, 0, G_OPTION_ARG_FILENAME, &o.gemm_table, "measured GEMM rates replacing the GEMM model: JSON [{m,n,k,tflops}] or CSV with columns m,n,k,tflops", "FILE" },
     { "peak-tflops", 0, 0, G_OPTION_ARG_DOUBLE, &o.peak_tflops, "dense bf16 peak per GPU (default: platform host speed)", "T" },
     { "gpu-mem", 0, 0, G_OPTION_ARG_DOUBLE, &o.gpu_mem_gib, "GPU memory in GiB (default: platform property, else 80)", "GIB" },
@@ -1025,6 +1026,8 @@ int sp_cmd_whatif(int argc, char **argv)
   }
   if (pd->speed >= 1e12) { ctx.hw.gpu.peak_flops = pd->speed; peak_src = "platform host speed"; }
   if (o.peak_tflops != UNSET_DBL) { ctx.hw.gpu.peak_flops = o.peak_tflops * 1e12; peak_src = "--peak-tflops"; }
+  /* HBM bandwidth of the element-wise kernels, the optimizer and the GEMM roofline */
+  if (pd->hbm_bw > 0) ctx.hw.gpu.hbm_bw = pd->hbm_bw;
   const char *mem_src = "default 80 GiB";
   if (pd->gpu_mem > 0) { ctx.hw.mem_bytes = pd->gpu_mem; mem_src = "platform property"; }
   if (o.gpu_mem_gib != UNSET_DBL) { ctx.hw.mem_bytes = o.gpu_mem_gib * GIB; mem_src = "--gpu-mem"; }
@@ -1032,6 +1035,8 @@ int sp_cmd_whatif(int argc, char **argv)
   if (o.eff_attn > 0) {
     ctx.hw.gpu.attn_bwd_eff *= o.eff_attn / ctx.hw.gpu.attn_fwd_eff;
     ctx.hw.gpu.attn_fwd_eff = o.eff_attn;
+    ctx.hw.gpu.attn2_bwd_eff = ctx.hw.gpu.attn_bwd_eff; /* the given rate, whichever kernel */
+    ctx.hw.gpu.attn2_fwd_eff = ctx.hw.gpu.attn_fwd_eff;
   }
   ctx.hw.gpu.table = gemm_table;
   ctx.hw.attn = attn;
@@ -1123,7 +1128,8 @@ int sp_cmd_whatif(int argc, char **argv)
          model->name, sp_model_params(model) / 1e9, world, gpn, o.seq, gb, (double)gb * o.seq / 1e6, mbtext);
   fprintf(text_out, "GPU: %.1f TFLOP/s bf16 (%s), %.1f GiB (%s, %.0f%% usable); kernels: GEMM %.2f of peak with tile and wave quantisation, %s attention %.2f/%.2f%s; collectives: %s\n",
          ctx.hw.gpu.peak_flops / 1e12, peak_src, ctx.hw.mem_bytes / GIB, mem_src, 100 * ctx.hw.mem_usable, ctx.hw.gpu.gemm_eff,
-         sp_attn_impl_name(ctx.hw.attn), ctx.hw.gpu.attn_fwd_eff, ctx.hw.gpu.attn_bwd_eff, ctx.hw.gpu.table ? " (measured GEMM table)" : "",
+         sp_attn_impl_name(ctx.hw.attn), ctx.hw.attn == SP_ATTN_FLASH2 ? ctx.hw.gpu.attn2_fwd_eff : ctx.hw.gpu.attn_fwd_eff,
+         ctx.hw.attn == SP_ATTN_FLASH2 ? ctx.hw.gpu.attn2_bwd_eff : ctx.hw.gpu.attn_bwd_eff, ctx.hw.gpu.table ? " (measured GEMM table)" : "",
          strcmp(fid_used, "analytic") == 0 ? "analytic alpha-beta model" : fid_used);
   fprintf(text_out, "step graph: %u layout%s simulated (%s, compute %.1f%% slower while collectives run)%s",
           nsim, nsim == 1 ? "" : "s", pr.engine ? "SimGrid, with contention" : "without contention",

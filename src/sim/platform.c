@@ -123,6 +123,11 @@ static void gpu_fact(reader *r, const char *id, const char *val)
     double v = value_with_suffix(val, TRUE, &ok);
     if (ok && v > 0)
       r->d->gpu_mem = v < 1e6 ? v * GIB : v; /* a bare small number is GiB */
+  } else if (strcmp(id, "hbm_bw") == 0 && r->d->hbm_bw == 0) {
+    gboolean ok;
+    double v = value_with_suffix(val, FALSE, &ok);
+    if (ok && v > 0)
+      r->d->hbm_bw = v;
   } else if (strcmp(id, "gpu") == 0 && r->d->gpu_model == NULL) {
     r->d->gpu_model = g_strdup(val);
   } else if (strcmp(id, "gpus_per_node") == 0 && r->gpn_prop == 0) {

@@ -28,6 +28,7 @@ typedef struct {
   gboolean has_doctype;    /**< the file has a `<!DOCTYPE ...>` line */
   double speed;            /**< first host's speed in flop/s (0: unknown) */
   double gpu_mem;          /**< GPU memory in bytes from the first host or the top zone (0: unknown) */
+  double hbm_bw;           /**< GPU memory bandwidth in bytes/s, property hbm_bw (0: unknown) */
   char *gpu_model;         /**< `gpu` property of the first host or the top zone, or NULL */
   int32_t gpus_per_node;   /**< `gpus_per_node` property, else the most common number of hosts per
                                 innermost zone (0: unknown) */

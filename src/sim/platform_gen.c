@@ -26,6 +26,19 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
     .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
     .coll_lat = 8.4e-6,
   },
+  /* The H100 of Meta's Grand Teton hosts that torchtitan's benchmarks ran on: 96 GB
+   * HBM2e at 2.4 TB/s, NVLink within the host, 400 Gb/s RDMA per GPU, 500 W power
+   * limit (pytorch/torchtitan docs/performance.md and
+   * benchmarks/llama3_h100_202412_torchtitan.md). The peak is the H100 SXM5's (132
+   * SMs at 1830 MHz); the lower power limit is not modelled. */
+  [SP_GPU_H100_HBM2E] = {
+    .key = "h100-hbm2e", .model = "H100-96GB-HBM2e",
+    .flops = 989.4e12, .gpu_mem = 103079215104.0, .mem_bw = 2.4e12,
+    .nvl_bw = 450e9, .nvl_lat = 1.3e-6,
+    .nic_bw = 48e9, .nic_lat = 2.0e-6,
+    .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
+    .coll_lat = 8.4e-6,
+  },
   [SP_GPU_TOY] = {
     .key = "toy", .model = "toy-gpu",
     .flops = 100e12, .gpu_mem = 17179869184.0, .mem_bw = 1e12,
@@ -52,7 +65,7 @@ gboolean sp_gpu_parse(const char *s, sp_gpu_kind *out, GError **err)
       return TRUE;
     }
   }
-  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown GPU '%s' (expected h100, a100 or toy)",
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown GPU '%s' (expected h100, a100, h100-hbm2e or toy)",
               s ? s : "(null)");
   return FALSE;
 }

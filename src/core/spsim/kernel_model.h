@@ -27,7 +27,12 @@
  * Flash (fused, Dao 2023): causal forward FLOPs 2 b a s_q s_kv d (half of the
  * 4 b a s_q s_kv d of the full score matrix, as causal FLOP counts take it), at attn_fwd_eff x peak; the backward
  * does 2.5 times the forward FLOPs (five GEMM-like products against two) at
- * attn_bwd_eff x peak; no s^2 memory traffic.
+ * attn_bwd_eff x peak; no s^2 memory traffic. The GPU's best fused kernel sets
+ * these (FlashAttention-3 or cuDNN on H100, FlashAttention-2 on A100).
+ * Flash2: the same FLOPs at attn2_fwd_eff / attn2_bwd_eff, the rates of a
+ * FlashAttention-2-generation kernel (FlashAttention-2 itself, PyTorch SDPA's
+ * default flash backend, Triton FlashAttention), which on H100 does not use the
+ * Hopper-specific instructions (equal to flash on A100).
  * Unfused (Megatron-LM's core attention before FlashAttention): two batched
  * GEMMs over the full score matrix (QK^T and PV, b a of them), plus the
  * element-wise passes over b a s_q s_kv scores: scale-mask-softmax reads and
@@ -47,11 +52,12 @@ G_BEGIN_DECLS
 typedef enum {
   SP_ATTN_FLASH = 0, /**< fused flash attention (causal FLOPs, no s^2 traffic) */
   SP_ATTN_UNFUSED,   /**< batched GEMMs over full scores + softmax/dropout passes */
+  SP_ATTN_FLASH2,    /**< FlashAttention-2-generation kernel (flash, at attn2_*_eff) */
 } sp_attn_impl;
 
-/** @return "flash" or "unfused". */
+/** @return "flash", "flash2" or "unfused". */
 const char *sp_attn_impl_name(sp_attn_impl a);
-/** Parse "flash" (also "fused") or "unfused". */
+/** Parse "flash" (also "fused"), "flash2" or "unfused". */
 gboolean sp_attn_impl_parse(const char *s, sp_attn_impl *out, GError **err);
 
 /** A measured GEMM table: (m, n, k) -> achieved TFLOP/s (opaque). */
@@ -66,6 +72,8 @@ typedef struct {
   double gemm_eff;       /**< fraction of peak of a full wave of full tiles (large GEMMs) */
   double attn_fwd_eff;   /**< flash attention forward, fraction of peak */
   double attn_bwd_eff;   /**< flash attention backward, fraction of peak */
+  double attn2_fwd_eff;  /**< FlashAttention-2-generation forward (0: attn_fwd_eff) */
+  double attn2_bwd_eff;  /**< FlashAttention-2-generation backward (0: attn_bwd_eff) */
   double launch;         /**< seconds added to every kernel (launch and tail) */
   const sp_gemm_table *table; /**< measured GEMMs, or NULL (not owned) */
 } sp_kernel_gpu;

@@ -13,7 +13,7 @@
 
 const char *sp_attn_impl_name(sp_attn_impl a)
 {
-  return a == SP_ATTN_UNFUSED ? "unfused" : "flash";
+  return a == SP_ATTN_UNFUSED ? "unfused" : a == SP_ATTN_FLASH2 ? "flash2" : "flash";
 }
 
 gboolean sp_attn_impl_parse(const char *s, sp_attn_impl *out, GError **err)
@@ -22,11 +22,15 @@ gboolean sp_attn_impl_parse(const char *s, sp_attn_impl *out, GError **err)
     *out = SP_ATTN_FLASH;
     return TRUE;
   }
+  if (s != NULL && strcmp(s, "flash2") == 0) {
+    *out = SP_ATTN_FLASH2;
+    return TRUE;
+  }
   if (s != NULL && strcmp(s, "unfused") == 0) {
     *out = SP_ATTN_UNFUSED;
     return TRUE;
   }
-  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "attention must be flash (or fused) or unfused (got '%s')",
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "attention must be flash (or fused), flash2 or unfused (got '%s')",
               s ? s : "");
   return FALSE;
 }
@@ -50,19 +54,29 @@ gboolean sp_attn_impl_parse(const char *s, sp_attn_impl *out, GError **err)
  *   peak forward in FP16, with the backward at about two thirds of that. Training
  *   shapes (head dim 128, 2k-8k tokens, causal) sit below those peaks: H100 0.60 /
  *   0.45, A100 0.65 / 0.55.
+ * - flash2 on H100: FlashAttention-2-generation kernels do not use Hopper's
+ *   asynchronous tensor-core instructions. Shah et al. 2024 (FlashAttention-3,
+ *   arXiv:2407.08608, Section 4.1) measure FlashAttention-3 1.5-2.0x faster than
+ *   FlashAttention-2 forward and 1.5-1.75x backward on H100 SXM5; PyTorch's default
+ *   SDPA (its FlashAttention-2 backend) ran at 329 TFLOP/s on H100 in December 2024
+ *   against 631 for cuDNN and FlashAttention-3 (pytorch/pytorch issue #142132, head
+ *   dim 128, 4608 tokens): forward 329 / 989.4 = 0.33, backward 0.45 / 1.625 =
+ *   0.28 (the middle of 1.5-1.75x). On A100 FlashAttention-2 is the flash kernel.
  * - launch: about 4 us per kernel without CUDA graphs (NVIDIA developer blog,
  *   "Getting Started with CUDA Graphs", 2019: 3.8 us per short kernel launched in a
  *   stream). */
 void sp_kernel_gpu_h100(sp_kernel_gpu *g)
 {
   *g = (sp_kernel_gpu){ .peak_flops = 989.4e12, .hbm_bw = 3.35e12, .sms = 132, .tile_m = 128, .tile_n = 256,
-                        .gemm_eff = 0.75, .attn_fwd_eff = 0.60, .attn_bwd_eff = 0.45, .launch = 4e-6 };
+                        .gemm_eff = 0.75, .attn_fwd_eff = 0.60, .attn_bwd_eff = 0.45, .attn2_fwd_eff = 0.33,
+                        .attn2_bwd_eff = 0.28, .launch = 4e-6 };
 }
 
 void sp_kernel_gpu_a100(sp_kernel_gpu *g)
 {
   *g = (sp_kernel_gpu){ .peak_flops = 312e12, .hbm_bw = 2.039e12, .sms = 108, .tile_m = 128, .tile_n = 256,
-                        .gemm_eff = 0.80, .attn_fwd_eff = 0.65, .attn_bwd_eff = 0.55, .launch = 4e-6 };
+                        .gemm_eff = 0.80, .attn_fwd_eff = 0.65, .attn_bwd_eff = 0.55, .attn2_fwd_eff = 0.65,
+                        .attn2_bwd_eff = 0.55, .launch = 4e-6 };
 }
 
 static double ceil_div(double a, double b)
@@ -113,10 +127,12 @@ double sp_kernel_attn_time(const sp_kernel_gpu *g, sp_attn_impl impl, gboolean b
 {
   if (!(b > 0) || !(heads > 0) || sq <= 0 || skv <= 0 || d <= 0)
     return 0.0;
-  if (impl == SP_ATTN_FLASH) {
+  if (impl == SP_ATTN_FLASH || impl == SP_ATTN_FLASH2) {
+    gboolean fa2 = impl == SP_ATTN_FLASH2;
+    double fe = fa2 && g->attn2_fwd_eff > 0 ? g->attn2_fwd_eff : g->attn_fwd_eff;
+    double be = fa2 && g->attn2_bwd_eff > 0 ? g->attn2_bwd_eff : g->attn_bwd_eff;
     double fwd = 4.0 * b * heads * causal_pairs(sq, skv) * (double)d;
-    return bwd ? 2.5 * fwd / (g->attn_bwd_eff * g->peak_flops) + g->launch
-               : fwd / (g->attn_fwd_eff * g->peak_flops) + g->launch;
+    return bwd ? 2.5 * fwd / (be * g->peak_flops) + g->launch : fwd / (fe * g->peak_flops) + g->launch;
   }
   /* unfused: full scores; the model's GEMM shapes, no table (batched products
    * with K = d or s are not what a user measures) */

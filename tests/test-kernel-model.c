@@ -147,6 +147,25 @@ static void test_table(void)
   g_clear_error(&err);
 }
 
+/* The fused kernels take 16-bit activations and head dims up to 256 (FlashAttention's
+ * README); unfused attention takes any model. */
+static void test_attention_fits(void)
+{
+  GError *err = NULL;
+  g_assert_true(sp_attn_impl_check(SP_ATTN_FLASH, 128, SP_BF16, &err));
+  g_assert_true(sp_attn_impl_check(SP_ATTN_FLASH2, 256, SP_F16, &err));
+  g_assert_no_error(err);
+  g_assert_false(sp_attn_impl_check(SP_ATTN_FLASH, 257, SP_BF16, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_SHAPE);
+  g_assert_nonnull(strstr(err->message, "unfused"));
+  g_clear_error(&err);
+  g_assert_false(sp_attn_impl_check(SP_ATTN_FLASH2, 64, SP_F32, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_SHAPE);
+  g_clear_error(&err);
+  g_assert_true(sp_attn_impl_check(SP_ATTN_UNFUSED, 512, SP_F32, &err));
+  g_assert_no_error(err);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -154,5 +173,6 @@ int main(int argc, char **argv)
   g_test_add_func("/kernel-model/memory-bound", test_memory_bound);
   g_test_add_func("/kernel-model/attention", test_attention);
   g_test_add_func("/kernel-model/table", test_table);
+  g_test_add_func("/kernel-model/attention-fits", test_attention_fits);
   return g_test_run();
 }

@@ -19,7 +19,9 @@ if grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](simgrid|mpi|cuda
 else ok "src/core includes no SimGrid, MPI, CUDA or NCCL header"; fi
 
 # edges DIR PREFIX: "FOLDER/UNIT FOLDER/UNIT" per use of a symbol defined in another
-# object of DIR (objects named PREFIXUNIT.o; one copy of each: the PIC one if no other)
+# object of DIR (objects named PREFIXUNIT.o). One copy of each object (libtool may
+# build two), and only objects whose UNIT.c still exists: a build tree keeps the
+# objects of files that have moved.
 edges() {
   find "$build/$1" -name "$2*.o" | sort | awk '{ k = $0; sub(/\/\.libs\//, "/", k); if (!(k in seen)) { seen[k] = 1; print } }' >"$tmp/objs"
   [ -s "$tmp/objs" ] || return 1
@@ -27,6 +29,7 @@ edges() {
   while read -r o; do
     d=${o%/*}; d=${d%/.libs}; unit="${d#"$build/$1"}/$(basename "$o" .o)"; unit=${unit#/}
     unit=$(printf '%s' "$unit" | sed "s|$2||")
+    [ -f "$src/$1/$unit.c" ] || continue
     nm -P "$o" | awk -v u="$unit" '$2 ~ /^[TDBRCV]$/ { print "D", $1, u } $2 == "U" { print "U", $1, u }' >>"$tmp/syms"
   done <"$tmp/objs"
   awk '$1 == "D" { def[$2] = $3; next } { use[NR] = $3 " " $2 }

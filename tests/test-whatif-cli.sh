@@ -28,7 +28,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..51"
+echo "1..53"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -186,6 +186,12 @@ expect_fail "the same platform, valid request: the missing route" "no route from
   "$tmp/unrouted.xml" --model llama3-8b --layout tp=8
 expect_fail "GPUs per node neither in the platform nor given" "gpus_per_node.*--gpus-per-node" \
   "$tmp/flat.xml" --model llama3-8b --layout tp=8
+# an attention kernel the model cannot use: fused kernels stop at head dim 256
+echo '{"layers": 4, "hidden": 2560, "heads": 8, "kv_heads": 8, "ffn": 1024, "vocab": 1000}' >"$tmp/wide.json"
+expect_fail "flash attention with 320-wide heads" "attention flash takes head dims up to 256, and the model's heads are 320 wide.*--attention unfused" \
+  "$src/platforms/small.xml" --model "$tmp/wide.json" --layout tp=2,dp=4
+if "$bin" "$src/platforms/small.xml" --model "$tmp/wide.json" --layout tp=2,dp=4 --attention unfused >/dev/null 2>&1; then
+  ok "the same model with --attention unfused"; else nok "unfused attention on 320-wide heads failed"; fi
 expect_fail "--gpus 0" "--gpus must be between 1 and the platform's 32 hosts (got 0)" "$tmp/p.xml" $A --gpus 0
 expect_fail "--gpus -8" "--gpus must be between 1 and the platform's 32 hosts (got -8)" "$tmp/p.xml" $A --gpus -8
 expect_fail "--peak-tflops 0" "--peak-tflops must be a positive" "$tmp/p.xml" $A --peak-tflops 0

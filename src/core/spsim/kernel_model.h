@@ -45,6 +45,7 @@
 
 #include <glib.h>
 #include <stdint.h>
+#include "spsim/dtype.h"
 
 G_BEGIN_DECLS
 
@@ -59,6 +60,17 @@ typedef enum {
 const char *sp_attn_impl_name(sp_attn_impl a);
 /** Parse "flash" (also "fused"), "flash2" or "unfused". */
 gboolean sp_attn_impl_parse(const char *s, sp_attn_impl *out, GError **err);
+
+/** Largest head dimension the fused (flash) attention kernels take. */
+#define SP_ATTN_FLASH_MAX_HEAD_DIM 256
+
+/**
+ * Whether a model with heads of @p head_dim and activations of @p dtype can use
+ * attention @p a: the fused kernels (flash, flash2) take 16-bit activations (fp16,
+ * bf16) and head dims up to #SP_ATTN_FLASH_MAX_HEAD_DIM; unfused attention takes any.
+ * FALSE with SP_ERROR_SHAPE saying what does not fit and to use unfused attention.
+ */
+gboolean sp_attn_impl_check(sp_attn_impl a, int64_t head_dim, sp_dtype dtype, GError **err);
 
 /** A measured GEMM table: (m, n, k) -> achieved TFLOP/s (opaque). */
 typedef struct sp_gemm_table sp_gemm_table;

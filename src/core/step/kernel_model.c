@@ -35,6 +35,27 @@ gboolean sp_attn_impl_parse(const char *s, sp_attn_impl *out, GError **err)
   return FALSE;
 }
 
+/* FlashAttention-2 and -3 (Dao-AILab/flash-attention README: "Datatype fp16 and bf16",
+ * "All head dimensions up to 256"; FlashAttention-3: head dims 64, 128 and 256). */
+gboolean sp_attn_impl_check(sp_attn_impl a, int64_t head_dim, sp_dtype dtype, GError **err)
+{
+  if (a == SP_ATTN_UNFUSED) return TRUE;
+  if (dtype != SP_BF16 && dtype != SP_F16) {
+    g_set_error(err, SP_ERROR, SP_ERROR_SHAPE,
+                "attention %s runs on fp16 or bf16 activations, and the model trains in %s: use --attention unfused",
+                sp_attn_impl_name(a), sp_dtype_name(dtype));
+    return FALSE;
+  }
+  if (head_dim > SP_ATTN_FLASH_MAX_HEAD_DIM) {
+    g_set_error(err, SP_ERROR, SP_ERROR_SHAPE,
+                "attention %s takes head dims up to %d, and the model's heads are %" G_GINT64_FORMAT
+                " wide (hidden / heads): use --attention unfused",
+                sp_attn_impl_name(a), SP_ATTN_FLASH_MAX_HEAD_DIM, head_dim);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* Sources:
  * - peaks, HBM bandwidth and SM counts: NVIDIA H100 Tensor Core GPU datasheet
  *   (SXM5: 989.4 TFLOP/s dense BF16, 3.35 TB/s) and "NVIDIA H100 Tensor Core GPU

@@ -222,6 +222,7 @@ gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_laye
   int64_t q_heads = m->heads / tp;
   int64_t kv = (int64_t)kv_per_tp(m, l);
   int64_t up = (m->mlp == SP_MLP_SWIGLU ? 2 : 1) * m->ffn / tp;
+  if (!sp_attn_impl_check(c->hw.attn, d, m->dtype, err)) return FALSE;
   if (!gemm3(g, T, (q_heads + 2 * kv) * d, h, e, o->qkv, err) || !gemm3(g, T, h, q_heads * d, e, o->proj, err) ||
       !gemm3(g, T, up, h, e, o->up, err) || !gemm3(g, T, h, m->ffn / tp, e, o->down, err))
     return FALSE;

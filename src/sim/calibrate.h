@@ -120,6 +120,17 @@ void sp_cal_set(sp_gpu_spec *g, sp_cal_param p, double v);
  */
 gboolean sp_cal_simulate(const sp_cal_problem *pb, const sp_gpu_spec *g, double *out, GError **err);
 
+/**
+ * Read the constants of a platform written by spsim's generator
+ * (sp_platform_dgx_xml): its GPU preset (from the hosts' `gpu` property), the
+ * bandwidth and latency of the links node000-nvl0, node000-nic0, su0-leaf,
+ * su0-up and spine, the first host's `coll_latency`, whether hosts carry
+ * `mem_bw`, the number of nodes and GPUs per node. A file of another origin is
+ * SP_ERROR_PLATFORM naming what is missing.
+ */
+gboolean sp_cal_platform_spec(const char *path, sp_gpu_spec *g, int32_t *nodes, int32_t *gpus_per_node,
+                              gboolean *charge_local, GError **err);
+
 G_END_DECLS
 
 #endif

@@ -37,7 +37,7 @@ smpi() {
 sp() {
   t0=$(now)
   out=$("$spsim" bench "$plat" --coll "$1" --algo "$2" --ranks "$3" --channels 1 --sizes $size --fidelity "$4" --json 2>/dev/null \
-        | sed 's/.*"time_us"://; s/[,}].*//')
+        | sed 's/"in_place".*//; s/.*"time_us"://; s/[,}].*//')
   t1=$(now)
   echo "$(echo "${out:-0} / 1000000" | bc -l) $(echo "$t1 - $t0" | bc -l)"
 }

@@ -84,6 +84,13 @@ tests_test_platform_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_L
 TESTS += tests/test-platform tests/test-bench-cli.sh tests/test-platform-cli.sh
 EXTRA_DIST += tests/test-bench-cli.sh tests/test-platform-cli.sh
 
+# nccl-tests: its counts, names, table layout and log reader; spsim calibrate
+check_PROGRAMS += tests/test-nccltests
+tests_test_nccltests_SOURCES = tests/test-nccltests.c
+tests_test_nccltests_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-nccltests tests/test-calibrate-cli.sh
+EXTRA_DIST += tests/test-calibrate-cli.sh
+
 # simengine: the SimGrid engine and `spsim verify`
 check_PROGRAMS += tests/test-sim
 tests_test_sim_SOURCES = tests/test-sim.c

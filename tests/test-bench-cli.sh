@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..33"
+echo "1..50"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -143,3 +143,60 @@ want=$(printf '"platform":"%s/q\\"b\\\\s\\u0001x\357\277\275.xml","coll"' "$tmp"
 if "$bin" bench "$odd" --coll all-reduce --ranks 2 --sizes 1K --json >"$tmp/odd.json" 2>"$tmp/err" \
    && grep -qF -- "$want" "$tmp/odd.json"
 then ok "JSON escapes the platform path"; else nok "JSON escaping: $(cat "$tmp/err" "$tmp/odd.json")"; fi
+
+# 34-50: nccl-tests' flags and layout (NVIDIA/nccl-tests README "Arguments", src/util.cu)
+# 34: -b 1K -e 1M -f 2 -g 8 is --ranks 8 --sizes 1K:1M (same rows, same times)
+if "$bin" bench "$small" -b 1K -e 1M -f 2 -g 8 --json >"$tmp/nt.json" 2>"$tmp/err" \
+   && [ "$(rows "$tmp/nt.json")" = "$(rows "$tmp/ar.json")" ] && grep -q '"ranks":8' "$tmp/nt.json"
+then ok "-b -e -f -g = --sizes --ranks"; else nok "-b/-e/-f/-g: $(cat "$tmp/err")"; fi
+# 35: ranks = threads x GPUs per thread x processes
+if "$bin" bench "$small" -t 2 -g 2 --procs 2 -b 1K -e 1K --json >"$tmp/t.json" 2>"$tmp/err" && grep -q '"ranks":8' "$tmp/t.json"
+then ok "-t 2 -g 2 --procs 2 = 8 ranks"; else nok "-t x -g: $(cat "$tmp/err")"; fi
+# 36: -i: 1K, 2K, 3K, 4K
+if "$bin" bench "$small" -g 2 -b 1K -e 4K -i 1K --json >"$tmp/i.json" 2>"$tmp/err" \
+   && [ "$(rows "$tmp/i.json" | awk '{ printf "%s ", $1 }')" = "1024 2048 3072 4096 " ]
+then ok "-i steps by bytes"; else nok "-i: $(cat "$tmp/err") $(rows "$tmp/i.json")"; fi
+# 37: all-gather blocks are multiples of 16 bytes: 100 B of float on 4 ranks = 25 elements,
+# 6 per rank, rounded down to 4: count 4, size 4 x 4 B x 4 = 64
+if "$bin" bench "$small" --coll all-gather -g 4 -b 100 -e 100 --json >"$tmp/ag16.json" 2>"$tmp/err" \
+   && grep -q '"bytes":64,"count":4,' "$tmp/ag16.json"
+then ok "all-gather: 16-byte blocks as nccl-tests"; else nok "all-gather 16 B: $(cat "$tmp/err" "$tmp/ag16.json")"; fi
+# 38-41: --format nccl-tests: its column header byte for byte, 13 fields per row,
+# in-place = out-of-place for all-reduce here, the footer, avg busbw = mean of every busbw
+"$bin" bench "$small" -b 1K -e 1M -f 4 -g 8 --format nccl-tests >"$tmp/nt.txt" 2>"$tmp/err"
+hdr=$(printf '# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %s' size count type redop root time algbw busbw '#wrong' time algbw busbw '#wrong' '')
+if grep -qxF -- "$hdr" "$tmp/nt.txt" && grep -qx '# Collective test starting: all_reduce_perf' "$tmp/nt.txt" \
+   && [ "$(grep -vc '^#' "$tmp/nt.txt")" -eq 6 ] && ! grep -v '^#' "$tmp/nt.txt" | awk 'NF != 13 { bad = 1 } END { exit !bad }'
+then ok "nccl-tests layout: header and rows"; else nok "nccl-tests layout: $(cat "$tmp/err") $(cat "$tmp/nt.txt")"; fi
+if grep -v '^#' "$tmp/nt.txt" | awk '{ if ($3 != "float" || $4 != "sum" || $5 != -1 || $6 != $10 || $8 != $12 || $9 != "N/A") bad = 1 } END { exit bad }'
+then ok "nccl-tests rows: type float, redop sum, root -1, in-place = out-of-place, #wrong N/A"; else nok "rows: $(grep -v '^#' "$tmp/nt.txt")"; fi
+avg=$(grep -v '^#' "$tmp/nt.txt" | awk '{ s += $8 + $12; k += 2 } END { print s / k }')
+got=$(sed -n 's/^# Avg bus bandwidth    : \([0-9.e+-]*\) $/\1/p' "$tmp/nt.txt")
+if grep -qx '# Out of bounds values : 0 OK' "$tmp/nt.txt" && awk -v a="$avg" -v g="$got" 'BEGIN { d = a - g; exit !(g != "" && d < 0.01 && d > -0.01) }' \
+   && grep -qx '# Collective test concluded: all_reduce_perf' "$tmp/nt.txt"
+then ok "nccl-tests footer (avg busbw $got = mean $avg)"; else nok "footer: $got vs $avg"; fi
+# the 1 GiB send-recv across nodes of test 6 (107395.18 us) in nccl-tests' 7-character field
+if "$bin" bench "$small" --coll sendrecv -g 8 --sizes 1G --format nccl-tests >"$tmp/sr.txt" 2>"$tmp/err" \
+   && grep -v '^#' "$tmp/sr.txt" | awk '{ exit !($6 == "107395" && $10 == "107395") }' \
+   && grep -qx '# Collective test starting: sendrecv_perf' "$tmp/sr.txt"
+then ok "sendrecv_perf row = closed form"; else nok "sendrecv nccl-tests: $(cat "$tmp/err" "$tmp/sr.txt")"; fi
+# 42-45: -c 1 runs real bytes: #wrong 0 out of place and in place
+for c in "all-reduce -g 8" "reduce -g 8 -r 3 -o max" "all-to-all -g 8 -d bfloat16" "sendrecv -g 8"; do
+  set -- $c
+  cc=$1; shift
+  if "$bin" bench "$small" --coll "$cc" "$@" -b 1K -e 64K -f 8 -c 1 --format nccl-tests >"$tmp/c.txt" 2>"$tmp/err" \
+     && grep -v '^#' "$tmp/c.txt" | awk '{ k++; if ($9 != 0 || $13 != 0) bad = 1 } END { exit bad || k != 3 }' \
+     && grep -qx '# Out of bounds values : 0 OK' "$tmp/c.txt"
+  then ok "-c 1: $cc checked with real bytes, #wrong 0"; else nok "-c 1 $cc: $(cat "$tmp/err" "$tmp/c.txt")"; fi
+done
+# 46: nccl-tests' timing flags are accepted and named as without effect; the default
+# table names the algorithm of each row
+if "$bin" bench "$small" -g 8 -b 1K -e 1M -f 1024 -n 50 -w 5 -a 1 -z 0 >"$tmp/tab.txt" 2>"$tmp/err" \
+   && grep -q 'no effect on a simulation: -n 50 -w 5 -a 1 -z 0' "$tmp/tab.txt" \
+   && grep '^  ' "$tmp/tab.txt" | head -1 | grep -q ' tree ' && grep '^  ' "$tmp/tab.txt" | tail -1 | grep -q ' ring '
+then ok "-n -w -a -z accepted, algorithm per row"; else nok "timing flags: $(cat "$tmp/err" "$tmp/tab.txt")"; fi
+# 47-50: contradictions
+expect_fail "-f 1" "-f must be >= 2" bench "$small" -g 2 -b 8 -e 1K -f 1
+expect_fail "--sizes and -b" "give one" bench "$small" -g 2 --sizes 8:1K -b 8
+expect_fail "--ranks disagrees with -g" "--ranks 8 but -t x -g" bench "$small" --ranks 8 -g 4
+expect_fail "a type spsim does not have" "type 'double' is not one of spsim's" bench "$small" -g 2 -d double

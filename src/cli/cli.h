@@ -10,6 +10,7 @@ int sp_cmd_topo(int argc, char **argv);
 int sp_cmd_platform(int argc, char **argv);
 int sp_cmd_bench(int argc, char **argv);
 int sp_cmd_verify(int argc, char **argv);
+int sp_cmd_calibrate(int argc, char **argv);
 /* What-if analysis: argv[1] is the platform file. */
 int sp_cmd_whatif(int argc, char **argv);
 

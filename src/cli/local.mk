@@ -8,6 +8,8 @@ spsim_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LI
 spsim_SOURCES += src/cli/cmd_topo.c
 # platform, bench, verify subcommands
 spsim_SOURCES += src/cli/cmd_platform.c src/cli/cmd_bench.c src/cli/cmd_verify.c
+# calibrate: fit a platform to nccl-tests logs
+spsim_SOURCES += src/cli/cmd_calibrate.c
 # what-if analysis
 spsim_SOURCES += src/cli/cmd_whatif.c
 # whatif: where the built-in models are (source tree for uninstalled runs, then pkgdatadir)

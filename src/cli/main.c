@@ -14,6 +14,7 @@ static const char usage[] =
   "  spsim platform dgx OPTIONS       generate a SimGrid platform of DGX nodes\n"
   "  spsim bench PLATFORM OPTIONS     predicted collective performance (nccl-tests style)\n"
   "  spsim verify PLATFORM OPTIONS    run a collective or operation with real bytes, check it\n"
+  "  spsim calibrate LOG... OPTIONS   fit a platform's links to nccl-tests logs\n"
   "  spsim --version | --help\n"
   "Run 'spsim SUBCOMMAND --help' for the options of each.\n";
 
@@ -27,6 +28,7 @@ static const command commands[] = {
   { "platform", sp_cmd_platform },
   { "bench", sp_cmd_bench },
   { "verify", sp_cmd_verify },
+  { "calibrate", sp_cmd_calibrate },
 };
 
 int main(int argc, char **argv)

@@ -20,6 +20,10 @@ libspsim_la_SOURCES += src/core/base/error.c src/core/base/dtype.c src/core/half
 	src/core/base/units.c src/core/base/json_out.c
 spsiminclude_HEADERS += src/core/spsim/error.h src/core/spsim/dtype.h src/core/spsim/units.h
 
+# base: nccl-tests' sizes, names, table layout and the reader of its logs
+libspsim_la_SOURCES += src/core/base/nccltests.c
+spsiminclude_HEADERS += src/core/spsim/nccltests.h
+
 # topology: process topologies (and the pipeline grid and initialiser over them),
 # parallel layouts, model configurations
 libspsim_la_SOURCES += src/core/topology/topology.c src/core/topology/topo_private.h \

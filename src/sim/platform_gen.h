@@ -100,6 +100,16 @@ const sp_gpu_spec *sp_gpu_spec_get(sp_gpu_kind kind);
  */
 char *sp_platform_dgx_xml(const sp_platform_opts *opts, GError **err);
 
+/**
+ * sp_platform_dgx_xml with the constants of @p custom instead of the preset's
+ * (NULL: the preset's), e.g. calibrated ones; the preset still names the
+ * generator options in the header comment. @p origin (may be NULL) is written
+ * in a comment before it (where the constants come from). Bandwidths and
+ * latencies must be positive (the caller's duty).
+ */
+char *sp_platform_dgx_xml_spec(const sp_platform_opts *opts, const sp_gpu_spec *custom,
+                               const char *origin, GError **err);
+
 /** Host name of GPU @p gpu of node @p node in a platform of @p nodes nodes. */
 char *sp_platform_host_name(int32_t nodes, int32_t node, int32_t gpu);
 

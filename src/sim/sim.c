@@ -1208,7 +1208,22 @@ typedef struct {
   const sp_coll_spec *spec;
   sp_program *spare;  /* a released program, reused by the next get (FLOW) */
   gboolean comm_only; /* FLOW: local steps cost nothing on every member's host */
+  gboolean in_place;  /* one buffer for in and out (sp_lower_coll's in_buf == out_buf) */
 } coll_src;
+
+/* The in and out buffers of a member's program for @p src: two, or one of the
+ * larger size when in place. */
+static void coll_buffers(const coll_src *src, sp_program *p, uint32_t *in, uint32_t *out)
+{
+  const sp_coll_spec *spec = src->spec;
+  size_t es = sp_dtype_size(spec->dtype);
+  if (src->in_place) {
+    *in = *out = sp_program_add_buffer(p, MAX(sp_coll_in_count(spec), sp_coll_out_count(spec)) * es, "inout");
+    return;
+  }
+  *in = sp_program_add_buffer(p, sp_coll_in_count(spec) * es, "in");
+  *out = sp_program_add_buffer(p, sp_coll_out_count(spec) * es, "out");
+}
 
 /* A program for @p rank: @p *spare emptied (its arrays keep their capacity, so
  * FLOW's lower-summarise-release loop does not grow and fault in megabytes of
@@ -1241,9 +1256,8 @@ static sp_program *coll_get(void *ud, int32_t rank, GError **err)
   sp_program *p = program_reuse(&src->spare, rank);
   if (sp_coll_index_of(spec, rank) < 0)
     return p;
-  size_t es = sp_dtype_size(spec->dtype);
-  uint32_t in = sp_program_add_buffer(p, sp_coll_in_count(spec) * es, "in");
-  uint32_t out = sp_program_add_buffer(p, sp_coll_out_count(spec) * es, "out");
+  uint32_t in, out;
+  coll_buffers(src, p, &in, &out);
   if (!sp_lower_coll(p, spec, in, out, err)) {
     sp_program_free(p);
     return NULL;
@@ -1284,9 +1298,8 @@ static gboolean coll_stream_rank(const coll_src *src, sp_program **spare, sp_flo
   gboolean ok = TRUE;
   if (sp_coll_index_of(spec, rank) >= 0) {
     sp_program *p = program_reuse(spare, rank);
-    size_t es = sp_dtype_size(spec->dtype);
-    uint32_t in = sp_program_add_buffer(p, sp_coll_in_count(spec) * es, "in");
-    uint32_t out = sp_program_add_buffer(p, sp_coll_out_count(spec) * es, "out");
+    uint32_t in, out;
+    coll_buffers(src, p, &in, &out);
     ok = sp_lower_coll_stream(p, spec, in, out, src->comm_only, coll_sink, su, err);
     if (*spare == NULL)
       *spare = p;
@@ -1377,6 +1390,12 @@ static gboolean coll_stream(void *ud, sp_flow_plan *fp, int32_t world, gboolean 
 gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
                           double *seconds, GError **err)
 {
+  return sp_sim_coll_time_ex(spec, world, fid, FALSE, seconds, err);
+}
+
+gboolean sp_sim_coll_time_ex(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
+                             gboolean in_place, double *seconds, GError **err)
+{
   if (!sp_coll_spec_validate(spec, err))
     return FALSE;
   for (int32_t i = 0; i < spec->n; i++)
@@ -1393,7 +1412,7 @@ gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity f
     sp_sim_ring_channels(spec, &ch, &blk);
     sp.channel_block = blk;
   }
-  coll_src src = { &sp, NULL, free_local_steps(&sp) };
+  coll_src src = { &sp, NULL, free_local_steps(&sp), in_place };
   /* lowered programs are valid by construction (tests/test-coll checks them) */
   gboolean ok = run_common(coll_get, coll_release, coll_stream, &src, world, TRUE, NULL, fid, NULL,
                            seconds, err);

@@ -146,6 +146,14 @@ gboolean sp_sim_run(sp_program *const *progs, int32_t world, void **const *bufs,
  */
 gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
                           double *seconds, GError **err);
+/**
+ * sp_sim_coll_time, in place when @p in_place: every member's program has one
+ * buffer for in and out (as NCCL's sendbuff == recvbuff), which sp_lower_coll
+ * accepts where both have the same size (all-reduce, all-to-all, broadcast,
+ * reduce, send-recv; SP_ERROR_INVALID otherwise).
+ */
+gboolean sp_sim_coll_time_ex(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
+                             gboolean in_place, double *seconds, GError **err);
 
 /** @return the `node` property of host @p host, -1 when absent or out of range. */
 int32_t sp_sim_host_node(int32_t host);

@@ -16,6 +16,7 @@
 #include "spsim/verify.h"
 #include "spsim/topology.h"
 #include "spsim/units.h"
+#include "spsim/nccltests.h"
 
 #include "spsim/graph.h"
 #include "spsim/kernels.h"

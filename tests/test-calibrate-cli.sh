@@ -1,0 +1,108 @@
+#!/bin/sh
+# spsim calibrate: a round trip from a known platform, a log of published figures,
+# and one clear error line for bad input.
+# Round trip: the "true" platform is spsim's generator output for 2 nodes of 8 H100
+# with its NVLink ports set to 380 GB/s and 2 us, its NICs to 40 GB/s and 3.5 us and
+# coll_latency to 6 us (the preset has 450 / 1.3, 48 / 2, 8.4). spsim bench --format
+# nccl-tests writes its logs (8 ranks in one node, 16 on two, all-reduce, all-gather,
+# sendrecv between the nodes); calibrating the preset from them must give back the
+# true constants within 2 %.
+bin="${SPSIM_BUILDDIR:-.}/spsim"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+nok() { n=$((n + 1)); echo "not ok $n - $1"; }
+expect_fail() {
+  desc=$1; pat=$2; shift 2
+  if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
+  if [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"
+  else nok "$desc: $(cat "$tmp/err")"; fi
+}
+# near VALUE WANT TOL: |VALUE / WANT - 1| <= TOL
+near() { awk -v v="$1" -v w="$2" -v t="$3" 'BEGIN { d = v / w - 1; if (d < 0) d = -d; exit !(v != "" && d <= t) }'; }
+# link_attr FILE LINK ATTR: the number in ATTR of LINK (GBps / us as written)
+link_attr() { grep "<link id=\"$2\"" "$1" | sed "s/.* $3=\"\\([0-9.e+-]*\\)[A-Za-z]*\".*/\\1/"; }
+coll_lat() { grep -m1 -o '"coll_latency" value="[0-9.e+-]*us"' "$1" | sed 's/.*value="\([0-9.e+-]*\)us"/\1/'; }
+echo "1..13"
+
+"$bin" platform dgx --nodes 2 --gpu h100 >"$tmp/start.xml"
+sed -E 's/(nvl[0-9]+" bandwidth=")450GBps" latency="1.3us"/\1380GBps" latency="2us"/;
+        s/(nic[0-9]+" bandwidth=")48GBps" latency="2us"/\140GBps" latency="3.5us"/;
+        s/"coll_latency" value="8.4us"/"coll_latency" value="6us"/g' "$tmp/start.xml" >"$tmp/truth.xml"
+# 1: the truth differs from the preset where intended (16 links of each kind, 16 hosts)
+if [ "$(grep -c 'bandwidth="380GBps" latency="2us"' "$tmp/truth.xml")" -eq 16 ] \
+   && [ "$(grep -c 'bandwidth="40GBps" latency="3.5us"' "$tmp/truth.xml")" -eq 16 ] \
+   && [ "$(grep -o '"coll_latency" value="6us"' "$tmp/truth.xml" | wc -l)" -eq 16 ]
+then ok "true platform written"; else nok "true platform"; fi
+
+B="$bin bench $tmp/truth.xml --format nccl-tests"
+$B -b 8 -e 256M -f 2 -g 8 >"$tmp/ar8.log" \
+  && $B -b 8 -e 256M -f 2 -g 16 --per-node 8 >"$tmp/ar16.log" \
+  && $B --coll all-gather -b 1K -e 256M -f 2 -g 16 --per-node 8 >"$tmp/ag16.log" \
+  && $B --coll sendrecv -b 8 -e 256M -f 4 -g 2 --per-node 1 >"$tmp/sr2.log"
+# 2: the logs carry nccl-tests' header, devices (two hosts) and footer
+if grep -q '^# Collective test starting: all_gather_perf$' "$tmp/ag16.log" \
+   && [ "$(grep -c '^#  Rank .* on    node001 device' "$tmp/ar16.log")" -eq 8 ] \
+   && grep -q '^# Avg bus bandwidth    : ' "$tmp/sr2.log"
+then ok "logs in nccl-tests' layout"; else nok "logs: $(head -5 "$tmp/ag16.log")"; fi
+
+# 3-8: round trip
+if "$bin" calibrate "$tmp/ar8.log" "$tmp/ar16.log" "$tmp/ag16.log" "$tmp/sr2.log" --platform "$tmp/start.xml" \
+     -o "$tmp/cal.xml" >"$tmp/rep.txt" 2>"$tmp/err"
+then ok "calibrate runs"; else nok "calibrate: $(cat "$tmp/err")"; fi
+v=$(link_attr "$tmp/cal.xml" node000-nvl0 bandwidth)
+if near "$v" 380 0.02; then ok "NVLink bandwidth recovered ($v GB/s, true 380)"; else nok "NVLink bandwidth $v"; fi
+v=$(link_attr "$tmp/cal.xml" node001-nvl5 latency)
+if near "$v" 2 0.02; then ok "NVLink latency recovered ($v us, true 2)"; else nok "NVLink latency $v"; fi
+v=$(link_attr "$tmp/cal.xml" node000-nic3 bandwidth)
+if near "$v" 40 0.02; then ok "NIC bandwidth recovered ($v GB/s, true 40)"; else nok "NIC bandwidth $v"; fi
+v=$(link_attr "$tmp/cal.xml" node001-nic0 latency)
+if near "$v" 3.5 0.02; then ok "NIC latency recovered ($v us, true 3.5)"; else nok "NIC latency $v"; fi
+v=$(coll_lat "$tmp/cal.xml")
+if near "$v" 6 0.02; then ok "coll_latency recovered ($v us, true 6)"; else nok "coll_latency $v"; fi
+
+# 9: logs of one node only: the NIC is not determined, said on stderr, kept at the start's
+if "$bin" calibrate "$tmp/ar8.log" --platform "$tmp/start.xml" -o "$tmp/cal1.xml" >"$tmp/rep1.txt" 2>"$tmp/err1" \
+   && grep -q 'warning: nic-bw is not determined' "$tmp/err1" \
+   && [ "$(link_attr "$tmp/cal1.xml" node000-nic0 bandwidth)" = 48 ] \
+   && near "$(link_attr "$tmp/cal1.xml" node000-nvl0 bandwidth)" 380 0.02
+then ok "single-node logs: NIC not determined, warned, kept"; else nok "single node: $(cat "$tmp/err1")"; fi
+
+# 10: a log written from published figures (docs/calibration.md: nccl-tests
+# all_reduce_perf on 8 x H100 SXM5: ~26 us at 1 KiB, busbw 43.7 GB/s at 1 MiB and
+# 367.5 GB/s at 1 GiB). Times by hand: t = S x 2(n-1)/n / busbw = S x 1.75 / busbw:
+# 1 MiB: 41.99 us, 1 GiB: 5113.06 us. The calibrated platform must give back the
+# 1 GiB busbw within 3 % and the 1 KiB time within 10 %.
+{
+  echo "# Collective test starting: all_reduce_perf"
+  echo "# nThread 1 nGpus 8 minBytes 1024 maxBytes 1073741824 step: 1024(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0"
+  echo "#"
+  echo "# Using devices"
+  for r in 0 1 2 3 4 5 6 7; do printf '#  Rank %2d Group  0 Pid  %5d on  dgx-h100 device %2d [0x%02x] NVIDIA H100 80GB HBM3\n' $r $((4000 + r)) $r $r; done
+  echo "#"
+  echo "#                                                              out-of-place                       in-place          "
+  echo "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
+  echo "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "
+  echo "        1024           256     float     sum      -1    26.00    0.04    0.07      0    26.00    0.04    0.07      0"
+  echo "     1048576        262144     float     sum      -1    41.99   24.97   43.70      0    41.99   24.97   43.70      0"
+  echo "  1073741824     268435456     float     sum      -1   5113.1  210.00  367.50      0   5113.1  210.00  367.50      0"
+  echo "# Out of bounds values : 0 OK"
+  echo "# Avg bus bandwidth    : 137.09 "
+} >"$tmp/pub.log"
+if "$bin" calibrate "$tmp/pub.log" --platform "$tmp/start.xml" -o "$tmp/pub.xml" >"$tmp/repp.txt" 2>"$tmp/errp" \
+   && "$bin" bench "$tmp/pub.xml" -g 8 --sizes 1G --json >"$tmp/p1g.json" 2>>"$tmp/errp" \
+   && "$bin" bench "$tmp/pub.xml" -g 8 --sizes 1K --json >"$tmp/p1k.json" 2>>"$tmp/errp" \
+   && near "$(sed 's/.*"busbw":\([0-9.e+-]*\).*/\1/' "$tmp/p1g.json")" 367.5 0.03 \
+   && near "$(sed 's/.*"time_us":\([0-9.e+-]*\).*/\1/' "$tmp/p1k.json")" 26 0.10
+then ok "published figures: 1 GiB busbw and 1 KiB time reproduced"; else nok "published: $(cat "$tmp/errp") $(cat "$tmp/p1g.json" "$tmp/p1k.json")"; fi
+
+# 11-13: bad input, one line each
+printf 'Hello\nthis is not a log\n' >"$tmp/notes.txt"
+expect_fail "not nccl-tests output" "notes.txt: not nccl-tests output" calibrate "$tmp/notes.txt" --platform "$tmp/start.xml"
+grep -v '^#  Rank' "$tmp/ag16.log" >"$tmp/ag-norank.log"
+"$bin" bench "$tmp/truth.xml" --format nccl-tests --coll all-gather -b 1K -e 1M -f 4 -g 8 | grep -v '^#  Rank' >"$tmp/ag8-norank.log"
+expect_fail "logs of different GPU counts without Rank lines" "different GPU counts" \
+  calibrate "$tmp/ag-norank.log" "$tmp/ag8-norank.log" --platform "$tmp/start.xml"
+grep -v '^#' "$tmp/ar8.log" >"$tmp/rows-only.txt"
+expect_fail "a log that does not name its collective" "give --coll" calibrate "$tmp/rows-only.txt" --platform "$tmp/start.xml"

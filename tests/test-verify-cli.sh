@@ -25,12 +25,19 @@ expect_fail() {
   else nok "$desc: $(cat "$tmp/err")"; fi
 }
 
-echo "1..31"
+echo "1..32"
 for op in all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv; do
   if "$bin" verify "$P" --op $op --ranks 8 --dtype bf16 --count 100 >"$tmp/out" 2>"$tmp/err" &&
      grep -q "^PASS op=$op ranks=8 dtype=bf16 algo=[a-z]* bytes=[0-9]* simulated_time_us=[0-9.]*$" "$tmp/out"
   then ok "verify $op PASS"; else nok "verify $op: $(cat "$tmp/out" "$tmp/err")"; fi
 done
+
+# --op list: every operation, one line each with what it checks, exit 0 (no platform needed):
+# the seven collectives first, then the operation library's 13 checks
+if "$bin" verify --op list >"$tmp/out" 2>"$tmp/err" && [ "$(wc -l <"$tmp/out")" -eq 20 ] &&
+   [ "$(awk 'NR <= 7 { printf "%s ", $1 }' "$tmp/out")" = "all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv " ] &&
+   grep -q '^tp-mlp-sp  *Megatron TP with sequence parallelism' "$tmp/out" && awk 'NF < 3 { exit 1 }' "$tmp/out"; then
+  ok "verify --op list"; else nok "verify --op list: $(cat "$tmp/out" "$tmp/err")"; fi
 
 # send-recv of 1000 bytes between two hosts: 2 links of 1 us + 1000 B / 1 GB/s = 3 us
 "$bin" verify "$P" --op send-recv --ranks 2 --dtype u8 --size 1000 > "$tmp/out" 2>&1

@@ -6,7 +6,7 @@
  * that fills @c vc with the per-rank programs and buffers of ranks 0..world-1
  * (vc->progs, vc->bufs), a @c check callback (first differing rank and offset),
  * optional checksum callbacks, the payload size for the report, and @c free; then
- * add a row { "name", "help", build_x } to verify_ops[] below. Collectives are
+ * add a row { "name", build_x } to verify_ops[] below. Collectives are
  * built through sp_case (spsim/verify.h); any other object works the same way.
  * Graph operations whose COMPUTE steps carry data kernels register the kernel
  * runner with sp_sim_set_compute_hook() before the run.
@@ -60,7 +60,6 @@ typedef struct {
 
 typedef struct {
   const char *name;
-  const char *help;
   gboolean (*build)(const verify_opts *o, verify_case *vc, GError **err);
 } verify_op;
 
@@ -241,28 +240,39 @@ static gboolean build_graph_op(const verify_opts *o, verify_case *vc, GError **e
 }
 
 static const verify_op verify_ops[] = {
-  { "all-reduce", "out = op over ranks of in", build_all_reduce },
-  { "all-gather", "out block j = in of rank j", build_all_gather },
-  { "reduce-scatter", "out = block (my index) of op over ranks", build_reduce_scatter },
-  { "all-to-all", "out block j = in block (my index) of rank j", build_all_to_all },
-  { "broadcast", "out = in of the root", build_broadcast },
-  { "reduce", "root's out = op over ranks", build_reduce },
-  { "send-recv", "rank N-1's out = rank 0's in", build_send_recv },
+  { "all-reduce", build_all_reduce },
+  { "all-gather", build_all_gather },
+  { "reduce-scatter", build_reduce_scatter },
+  { "all-to-all", build_all_to_all },
+  { "broadcast", build_broadcast },
+  { "reduce", build_reduce },
+  { "send-recv", build_send_recv },
   /* operation library (spsim/ops.h): see sp_ops_verify_table() */
-  { "ulysses-all-to-all", "Ulysses all-to-all (scatter heads, gather seq) and back", build_graph_op },
-  { "gather-split", "gather-forward / split-backward with grad scaling", build_graph_op },
-  { "slice-and-pad", "slice-and-pad of ids/positions, then gather-and-unpad", build_graph_op },
-  { "ulysses-attention", "Ulysses attention forward + backward", build_graph_op },
-  { "tp-mlp", "Megatron column->row linear, forward + backward", build_graph_op },
-  { "tp-mlp-sp", "Megatron TP with sequence parallelism", build_graph_op },
-  { "isp-linear", "ISP weight-parallel linears with prefetch", build_graph_op },
-  { "ring-attention", "ring attention (context parallel), forward", build_graph_op },
-  { "ulysses-ring", "Ulysses x ring hybrid attention, forward", build_graph_op },
-  { "pipeline-1f1b", "1F1B pipeline send/recv over micro-batches", build_graph_op },
-  { "ring-attention-bwd", "ring attention forward + backward (dk, dv travel the ring)", build_graph_op },
-  { "ulysses-ring-bwd", "Ulysses x ring hybrid forward + backward", build_graph_op },
-  { "pipeline-interleaved", "interleaved 1F1B pipeline, 2 virtual stages", build_graph_op },
+  { "ulysses-all-to-all", build_graph_op },
+  { "gather-split", build_graph_op },
+  { "slice-and-pad", build_graph_op },
+  { "ulysses-attention", build_graph_op },
+  { "tp-mlp", build_graph_op },
+  { "tp-mlp-sp", build_graph_op },
+  { "isp-linear", build_graph_op },
+  { "ring-attention", build_graph_op },
+  { "ulysses-ring", build_graph_op },
+  { "pipeline-1f1b", build_graph_op },
+  { "ring-attention-bwd", build_graph_op },
+  { "ulysses-ring-bwd", build_graph_op },
+  { "pipeline-interleaved", build_graph_op },
 };
+
+/* `--op list`: every operation with one line on what it checks. */
+static void list_ops(void)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS(verify_ops); i++) {
+    sp_coll c;
+    const sp_op_verify_entry *e = sp_ops_verify_lookup(verify_ops[i].name);
+    const char *what = e ? e->help : sp_coll_parse(verify_ops[i].name, &c, NULL) ? sp_coll_semantics(c) : "";
+    printf("%-22s %s\n", verify_ops[i].name, what);
+  }
+}
 
 static const verify_op *find_op(const char *name)
 {
@@ -348,7 +358,7 @@ int sp_cmd_verify(int argc, char **argv)
   gint root = 0, channels = 0, channel_block = 0;
   gboolean checksum = FALSE, json = FALSE;
   GOptionEntry entries[] = {
-    { "op", 0, 0, G_OPTION_ARG_STRING, &op, "operation: all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, send-recv, or an operation of the library (ulysses-attention, tp-mlp, isp-linear, ring-attention-bwd, pipeline-interleaved, ...; an unknown name lists them all)", "OP" },
+    { "op", 0, 0, G_OPTION_ARG_STRING, &op, "operation: all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, send-recv, or an operation of the library (ulysses-attention, tp-mlp, isp-linear, ring-attention-bwd, pipeline-interleaved, ...; `list` lists them all with what each checks)", "OP" },
     { "ranks", 0, 0, G_OPTION_ARG_STRING, &ranks, "number of ranks (at most the platform's hosts)", "N" },
     { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "element type: f32 (default), f16, bf16, i32, i64, u8", "T" },
     { "count", 0, 0, G_OPTION_ARG_STRING, &count, "elements per rank (coll.h convention); default about 1024 elements per buffer", "ELEMS" },
@@ -378,6 +388,11 @@ int sp_cmd_verify(int argc, char **argv)
 
   if (!g_option_context_parse(ctx, &argc, &argv, &err))
     goto fail;
+  if (op != NULL && strcmp(op, "list") == 0) {
+    list_ops();
+    rc = 0;
+    goto done;
+  }
   o.channels = channels;
   o.channel_block = channel_block;
   if (argc < 2) {

@@ -59,6 +59,7 @@ typedef struct {
   int32_t root;
   uint64_t chunk;
   gboolean checksum, time, native;
+  gboolean list;       /* --op list: print the operations and stop */
   int iters, warmup;
   uint64_t lo, hi; /* --sizes */
   double timeout;
@@ -152,6 +153,15 @@ static const run_op *find_op(const char *s, GError **err)
   return NULL;
 }
 
+/* `--op list`: every operation with one line on what it checks. */
+static void list_ops(void)
+{
+  for (size_t i = 0; i < G_N_ELEMENTS(run_ops); i++)
+    printf("%-22s %s\n", run_ops[i].name, sp_coll_semantics(run_ops[i].coll));
+  for (const sp_op_verify_entry *e = sp_ops_verify_table(); e->name; e++)
+    printf("%-22s %s\n", e->name, e->help);
+}
+
 /* One size: "8", "64K", "1M", "8G" (sp_size_parse). */
 static gboolean parse_size(const char *flag, const char *s, uint64_t *out, GError **err)
 {
@@ -202,7 +212,8 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   GOptionEntry entries[] = {
     { "op", 'o', 0, G_OPTION_ARG_STRING, &op_s,
       "all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, send-recv, or a "
-      "graph operation of `spsim verify --op` (ulysses-attention, tp-mlp, ring-attention, ...)", "OP" },
+      "graph operation of `spsim verify --op` (ulysses-attention, tp-mlp, ring-attention, ...); "
+      "`list` lists them", "OP" },
     { "coll", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &coll_s, "alias of --op", "OP" },
     { "dtype", 'd', 0, G_OPTION_ARG_STRING, &dtype_s, "f32 (default), f16, bf16, i32, i64, u8", "T" },
     { "count", 'c', 0, G_OPTION_ARG_INT64, &count, "elements per rank (default 1024; all-gather, reduce-scatter, all-to-all: 1024 / ranks)", "C" },
@@ -245,6 +256,10 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   if (op_s == NULL && coll_s == NULL) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--op is required (e.g. --op all-reduce)");
     return FALSE;
+  }
+  if (g_strcmp0(op_s ? op_s : coll_s, "list") == 0) {
+    cfg->list = TRUE;
+    return TRUE;
   }
   cfg->graph = sp_ops_verify_lookup(op_s ? op_s : coll_s);
   if (!cfg->graph && !(cfg->op = find_op(op_s ? op_s : coll_s, err)))
@@ -1087,6 +1102,10 @@ int main(int argc, char **argv)
   char **pargs = g_memdup2(args, sizeof(char *) * ((gsize)argc + 1));
   gboolean parsed = parse_args(argc, pargs, &cfg, &err);
   g_free(pargs);
+  if (parsed && cfg.list) {
+    if (w.rank == 0) list_ops();
+    return finish(EXIT_SUCCESS);
+  }
   if (parsed && cfg.debug_flag_mismatch && w.rank == w.world - 1 && w.world > 1)
     cfg.count += 1; /* the last rank pretends it was launched with another --count */
   if (parsed)

@@ -37,6 +37,20 @@ const char *sp_coll_name(sp_coll c)
   return (unsigned)c < SP_COLL_COUNT ? coll_names[c] : "invalid";
 }
 
+const char *sp_coll_semantics(sp_coll c)
+{
+  static const char *const what[SP_COLL_COUNT] = {
+    [SP_COLL_ALL_REDUCE] = "every rank's out = op over the ranks of in",
+    [SP_COLL_ALL_GATHER] = "out block j = in of group member j",
+    [SP_COLL_REDUCE_SCATTER] = "out = block (my index) of op over the ranks",
+    [SP_COLL_ALL_TO_ALL] = "out block j = in block (my index) of member j",
+    [SP_COLL_BROADCAST] = "out = in of the root",
+    [SP_COLL_REDUCE] = "the root's out = op over the ranks",
+    [SP_COLL_SEND_RECV] = "the last rank's out = rank 0's in",
+  };
+  return (unsigned)c < SP_COLL_COUNT ? what[c] : "invalid";
+}
+
 gboolean sp_coll_parse(const char *s, sp_coll *out, GError **err)
 {
   if (s != NULL) {

@@ -170,6 +170,8 @@ typedef struct {
 
 /** @return "all-reduce", "all-gather", ... */
 const char *sp_coll_name(sp_coll c);
+/** @return one line on what @p c computes ("out = in of the root", ...). */
+const char *sp_coll_semantics(sp_coll c);
 /** Parse a collective name. */
 gboolean sp_coll_parse(const char *s, sp_coll *out, GError **err);
 /** @return "auto", "ring", "direct", "tree". */

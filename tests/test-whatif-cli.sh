@@ -28,7 +28,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..51"
+echo "1..52"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -222,3 +222,9 @@ expect_fail "--gemm-table without a near shape" "GEMM table '.*gemm.csv' has no 
   "$tmp/p.xml" $A --model llama3-8b --layout tp=8,dp=4 --gemm-table "$tmp/gemm.csv"
 expect_fail "--gemm-table that is not a table" "the CSV header must name the columns m, n, k and tflops" \
   "$tmp/p.xml" $A --model llama3-8b --gemm-table "$tmp/p.xml"
+# the library from a program: examples/whatif (one layout, then a sweep) names a winner
+ex="${SPSIM_BUILDDIR:-.}/examples/whatif"
+if "$ex" "$src/platforms/small.xml" "$src/models" >"$tmp/out" 2>"$tmp/err" \
+   && grep -q '^one layout: 1 layout evaluated, 1 fit; winner tp4s dp2 sel: ' "$tmp/out" \
+   && grep -q '^sweep: [0-9]* layouts evaluated, [0-9]* fit; winner ' "$tmp/out" && grep -q 'Why .* wins' "$tmp/out"
+then ok "examples/whatif runs a what-if through the library"; else nok "examples/whatif: $(cat "$tmp/out" "$tmp/err")"; fi

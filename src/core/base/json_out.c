@@ -66,7 +66,9 @@ static void node_text(GString *s, JsonNode *n, const char *name, int indent, con
     while (json_object_iter_next_ordered(&it, &k, &v)) {
       if (!first) g_string_append(s, ", ");
       first = FALSE;
-      g_string_append_printf(s, "\"%s\": ", k);
+      g_autoptr(JsonNode) kn = json_node_init_string(json_node_alloc(), k);
+      g_autofree char *ks = json_to_string(kn, FALSE);
+      g_string_append_printf(s, "%s: ", ks);
       node_text(s, v, k, indent, blocks);
     }
     g_string_append_c(s, '}');
@@ -91,8 +93,6 @@ static void node_text(GString *s, JsonNode *n, const char *name, int indent, con
     if (json_node_get_value_type(n) == G_TYPE_DOUBLE) {
       char buf[G_ASCII_DTOSTR_BUF_SIZE];
       g_string_append(s, g_ascii_formatd(buf, sizeof buf, "%.9g", json_node_get_double(n)));
-    } else if (json_node_get_value_type(n) == G_TYPE_STRING) {
-      g_string_append_printf(s, "\"%s\"", json_node_get_string(n));
     } else {
       g_autofree char *t = json_to_string(n, FALSE);
       g_string_append(s, t);
@@ -115,7 +115,9 @@ char *sp_json_to_lines(JsonNode *root, const char *const *line_starts, const cha
   while (json_object_iter_next_ordered(&it, &k, &v)) {
     if (!first) g_string_append(s, listed(k, line_starts) ? ",\n  " : ", ");
     first = FALSE;
-    g_string_append_printf(s, "\"%s\": ", k);
+    g_autoptr(JsonNode) kn = json_node_init_string(json_node_alloc(), k);
+    g_autofree char *ks = json_to_string(kn, FALSE);
+    g_string_append_printf(s, "%s: ", ks);
     node_text(s, v, k, 2, block_arrays);
   }
   g_string_append(s, "\n}\n");

@@ -7,7 +7,8 @@
 
 void sp_svg_chars(GString *s, const char *text)
 {
-  g_string_append(s, text);
+  g_autofree char *e = g_markup_escape_text(text, -1);
+  g_string_append(s, e);
 }
 
 void sp_svg_begin(GString *s, double width, double height, const char *attrs)

@@ -239,12 +239,12 @@ char *sp_whatif_over_memory_text(const sp_whatif_result *r);
 
 /**
  * The result as JSON: platform, fidelity, model, hardware, sweep counts, the verify
- * checks when run, and every row with its breakdown. Built with json-glib (figures to
- * 9 significant digits), one member group per line. @p len (may be NULL) receives the
- * length.
+ * checks when run, and every row with its breakdown. Built with json-glib (strings
+ * escaped, counts and byte sizes as integers, other figures to 9 significant digits),
+ * one member group per line. @p len (may be NULL) receives the length.
  */
 char *sp_whatif_to_json(const sp_whatif_result *r, gsize *len);
-/** A stacked-bar chart (SVG) of the step time of the first @p n rows. */
+/** A stacked-bar chart (SVG) of the step time of the first @p n rows; text XML-escaped. */
 char *sp_whatif_to_svg(const sp_whatif_result *r, guint n);
 
 /* ---------------------------------------------------------------- verify */

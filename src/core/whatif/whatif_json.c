@@ -2,6 +2,8 @@
  * member group per line (sp_json_to_lines) so that line tools read it as before. */
 #include "config.h"
 
+#include <math.h>
+
 #include "json_out.h"
 #include "spsim/whatif.h"
 
@@ -16,10 +18,12 @@ static void num(JsonBuilder *b, const char *k, double v)
   json_builder_add_double_value(b, v);
 }
 
-/* A count or a byte size. */
+/* A count or a byte size: an exact integer when it is one. */
 static void count(JsonBuilder *b, const char *k, double v)
 {
-  num(b, k, v);
+  key(b, k);
+  if (v == floor(v) && fabs(v) <= 9007199254740992.0) json_builder_add_int_value(b, (gint64)v);
+  else json_builder_add_double_value(b, v);
 }
 
 static void str(JsonBuilder *b, const char *k, const char *v)

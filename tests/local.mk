@@ -23,6 +23,10 @@ tests_test_step_SOURCES = tests/test-step.c tests/step-fixture.h
 tests_test_step_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-model tests/test-layout tests/test-step tests/test-kernel-model tests/test-whatif-cli.sh
 EXTRA_DIST += tests/test-whatif-cli.sh
+# json-check: the shell tests' JSON parser (json-glib), e.g. for the what-if's --json
+check_PROGRAMS += tests/json-check
+tests_json_check_SOURCES = tests/json-check.c
+tests_json_check_LDADD = $(GLIB_LIBS) $(JSON_LIBS)
 
 # step graph: built and run without contention (core), and on SimGrid (engine)
 check_PROGRAMS += tests/test-stepgraph tests/test-stepsim

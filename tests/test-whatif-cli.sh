@@ -28,7 +28,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..53"
+echo "1..56"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -228,3 +228,21 @@ expect_fail "--gemm-table without a near shape" "GEMM table '.*gemm.csv' has no 
   "$tmp/p.xml" $A --model llama3-8b --layout tp=8,dp=4 --gemm-table "$tmp/gemm.csv"
 expect_fail "--gemm-table that is not a table" "the CSV header must name the columns m, n, k and tflops" \
   "$tmp/p.xml" $A --model llama3-8b --gemm-table "$tmp/p.xml"
+# the library from a program: examples/whatif (one layout, then a sweep) names a winner
+ex="${SPSIM_BUILDDIR:-.}/examples/whatif"
+if "$ex" "$src/platforms/small.xml" "$src/models" >"$tmp/out" 2>"$tmp/err" \
+   && grep -q '^one layout: 1 layout evaluated, 1 fit; winner tp4s dp2 sel: ' "$tmp/out" \
+   && grep -q '^sweep: [0-9]* layouts evaluated, [0-9]* fit; winner ' "$tmp/out" && grep -q 'Why .* wins' "$tmp/out"
+then ok "examples/whatif runs a what-if through the library"; else nok "examples/whatif: $(cat "$tmp/out" "$tmp/err")"; fi
+# --json through a real serialiser: a model name with quotes and markup stays valid JSON
+# (read back by json-glib: tests/json-check) and SVG; sizes are exact integers
+jc="${SPSIM_BUILDDIR:-.}/tests/json-check"
+printf '%s\n' '{"name": "my \"quoted\" <model> & co", "layers": 4, "hidden": 256, "heads": 8, "kv_heads": 2, "ffn": 1024, "vocab": 1000}' >"$tmp/q.json"
+"$bin" "$S" --model "$tmp/q.json" --layout tp=2,dp=4 --json "$tmp/q-out.json" --svg "$tmp/q.svg" >"$tmp/out" 2>"$tmp/err"
+if "$jc" "$tmp/q-out.json" 2>"$tmp/err" && [ "$("$jc" "$tmp/q-out.json" model.name)" = 'my "quoted" <model> & co' ]
+then ok "--json of a model named with quotes is valid JSON and keeps the name"; else nok "quoted name: $(cat "$tmp/err"; head -c 300 "$tmp/q-out.json")"; fi
+if grep -q 'spsim what-if: my &quot;quoted&quot; &lt;model&gt; &amp; co on 8 GPUs' "$tmp/q.svg"
+then ok "--svg escapes the model name"; else nok "svg escaping: $(grep -o 'spsim what-if: [^/]*' "$tmp/q.svg")"; fi
+p=$("$jc" "$tmp/q-out.json" model.params); t=$("$jc" "$tmp/q-out.json" layouts.0.mem_bytes.total)
+if printf '%s\n' "$p" "$t" | grep -qv '^[0-9][0-9]*$'; then nok "integers: params $p, total $t"
+else ok "--json writes parameter and byte counts as exact integers ($p parameters)"; fi

@@ -1,12 +1,16 @@
-/* Engine-side glue of the what-if analysis (see whatif_sim.h). */
+/* Engine side of the what-if analysis (see whatif_sim.h). */
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "spsim/coll.h"
 #include "spsim/error.h"
 #include "spsim/step.h"
+#include "platform.h"
 #include "sim.h"
+#include "stepsim.h"
 #include "whatif_sim.h"
 
 gboolean sp_whatif_engine_open(const char *xml, GError **err)
@@ -114,5 +118,200 @@ gboolean sp_whatif_engine_replay(sp_step_replay *r, double *seconds, GError **er
   gboolean ok = sp_sim_run(sp_step_replay_programs(r), sp_step_replay_nranks(r), sp_step_replay_bufs(r),
                            SP_FIDELITY_STEP, NULL, seconds, err);
   sp_sim_set_host_map(NULL, 0, NULL);
+  return ok;
+}
+
+/* ---------- a what-if on a platform file ---------- */
+
+/* The engine's state for one what-if: the platform and a cache of priced collectives. */
+typedef struct {
+  char *xml;
+  int32_t hosts;           /* hosts the file declares */
+  int32_t gpus_per_node;   /* of the job (set when the engine opens) */
+  gboolean step_fidelity;  /* --fidelity step */
+  gboolean opened;         /* the platform is loaded */
+  GHashTable *cache;       /* "coll/n/stride/bytes" -> double* */
+} wi_engine;
+
+static void wi_engine_free(gpointer p)
+{
+  wi_engine *e = p;
+  if (e == NULL) return;
+  g_free(e->xml);
+  if (e->cache) g_hash_table_destroy(e->cache);
+  g_free(e);
+}
+
+static gboolean wi_open(void *user, const sp_step_ctx *c, GError **err)
+{
+  wi_engine *e = user;
+  e->gpus_per_node = c->gpus_per_node;
+  if (!sp_whatif_engine_open(e->xml, err)) return FALSE;
+  e->opened = TRUE;
+  if (sp_whatif_engine_hosts() != e->hosts) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM, "platform '%s': SimGrid loads %d hosts where the file declares %d", e->xml,
+                sp_whatif_engine_hosts(), e->hosts);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* One simulation per (collective, group, size grid point), cached. */
+static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, double *t, GError **err)
+{
+  char key[96];
+  g_snprintf(key, sizeof key, "%d/%d/%d/%" G_GUINT64_FORMAT, (int)c->coll, c->n, c->stride, bytes);
+  double *hit = g_hash_table_lookup(e->cache, key);
+  if (hit != NULL) { *t = *hit; return TRUE; }
+  gint64 t0 = g_get_monotonic_time();
+  if (!sp_whatif_engine_simulate(c, e->gpus_per_node, e->step_fidelity, bytes, t, err)) return FALSE;
+  if (g_getenv("SPSIM_DEBUG_PRICE"))
+    fprintf(stderr, "price %s n=%d stride=%d bytes=%" G_GUINT64_FORMAT " -> %.6g s (%.3f s wall)\n", sp_coll_name(c->coll), c->n,
+               c->stride, bytes, *t, (double)(g_get_monotonic_time() - t0) / 1e6);
+  double *v = g_new(double, 1);
+  *v = *t;
+  g_hash_table_insert(e->cache, g_strdup(key), v);
+  return TRUE;
+}
+
+/* SimGrid prices sizes on a grid of powers of two and interpolates linearly between
+ * them: a collective's cost is affine in its size between grid points (latency terms
+ * plus bytes over bandwidth; ring chunk rounds add latency in proportion to size).
+ * Above ENGINE_MAX_BYTES it extrapolates the line through the last two points, so
+ * a gradient all-reduce of 100 GiB on 1,024 ranks costs two simulations of 32 and
+ * 64 MiB, not one of hours. A sweep of thousands of layouts then needs a few
+ * hundred simulations. */
+#define ENGINE_MAX_BYTES ((uint64_t)64 << 20)
+
+static gboolean wi_price(void *user, const sp_comm *c, double *seconds, GError **err)
+{
+  wi_engine *e = user;
+  if (c->n < 2 || c->bytes == 0) { *seconds = 0.0; return TRUE; }
+  uint64_t lo = 1;
+  while (lo <= c->bytes / 2) lo <<= 1;
+  if (lo > ENGINE_MAX_BYTES / 2) lo = ENGINE_MAX_BYTES / 2;
+  if (lo == c->bytes || lo < 4096) return engine_point(e, c, c->bytes, seconds, err);
+  double tl, th;
+  if (!engine_point(e, c, lo, &tl, err) || !engine_point(e, c, 2 * lo, &th, err)) return FALSE;
+  *seconds = tl + (th - tl) * ((double)c->bytes - (double)lo) / (double)lo;
+  return TRUE;
+}
+
+static gboolean wi_simulate(void *user, const sp_step_ctx *c, const sp_layout *l, gboolean engine, double slowdown,
+                            sp_step_result *r, GError **err)
+{
+  (void)user;
+  return sp_stepsim_eval(c, l, engine, slowdown, r, NULL, err);
+}
+
+sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError **err)
+{
+  if (!sp_whatif_opts_check(o, err)) return NULL;
+  sp_plat_desc *pd = sp_plat_read(xml, err);
+  if (pd == NULL) return NULL;
+  sp_whatif_result *res = NULL;
+  wi_engine *e = NULL;
+  if (pd->unknown->len > 0) {
+    g_autofree char *known = g_strjoinv(", ", (char **)sp_plat_known_props);
+    g_ptr_array_add(pd->unknown, NULL);
+    g_autofree char *list = g_strjoinv(", ", (char **)pd->unknown->pdata);
+    g_ptr_array_remove_index(pd->unknown, pd->unknown->len - 1);
+    if (!o->lenient) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "platform '%s': unknown host property %s (spsim knows %s; "
+                  "--lenient ignores unknown keys with a warning)", xml, list, known);
+      goto out;
+    }
+    if (o->report) {
+      g_autofree char *w = g_strdup_printf("platform '%s': ignoring unknown host properties (--lenient): %s", xml, list);
+      o->report(o->user, SP_WHATIF_WARNING, w);
+    }
+  }
+  /* GPUs per node: the flag's, else the platform's (a bad flag is the what-if's to refuse) */
+  int32_t gpn = o->gpus_per_node;
+  if (gpn == SP_WHATIF_UNSET_INT && (gpn = sp_plat_gpus_per_node(pd, 0, err)) <= 0) goto out;
+  sp_whatif_platform plat = { .name = xml, .hosts = (int32_t)pd->names->len, .gpus_per_node = gpn,
+                              .gpu_model = pd->gpu_model, .speed = pd->speed, .gpu_mem = pd->gpu_mem,
+                              .hbm_bw = pd->hbm_bw };
+  e = g_new0(wi_engine, 1);
+  e->xml = g_strdup(xml);
+  e->hosts = plat.hosts;
+  e->step_fidelity = o->fidelity != NULL && strcmp(o->fidelity, "step") == 0;
+  e->cache = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  sp_whatif_engine eng = { .open = wi_open, .price = wi_price, .simulate = wi_simulate,
+                           .comm_slowdown = SP_STEPSIM_COMM_SLOWDOWN, .user = e };
+  res = sp_whatif_evaluate(o, &plat, &eng, err);
+  if (res != NULL) {
+    res->engine_data = g_steal_pointer(&e);
+    res->engine_free = wi_engine_free;
+  }
+out:
+  wi_engine_free(e);
+  sp_plat_desc_free(pd);
+  return res;
+}
+
+/* ---------- --verify on the platform ---------- */
+
+static gboolean wi_verify_prepare(void *user, GError **err)
+{
+  wi_engine *e = user;
+  /* the platform is loaded when the engine priced the collectives; else load it now */
+  if (e->opened) return TRUE;
+  if (!sp_sim_init(e->xml, err)) {
+    g_prefix_error(err, "--verify needs the SimGrid engine: ");
+    return FALSE;
+  }
+  e->opened = TRUE;
+  return TRUE;
+}
+
+static gboolean wi_run_case(void *user, sp_graph_case *c, const int32_t *map, int32_t world, double *seconds, GError **err)
+{
+  (void)user;
+  gboolean ok = sp_sim_set_host_map(map, world, err);
+  if (ok) {
+    sp_sim_set_compute_hook(sp_graph_case_compute, c);
+    ok = sp_sim_run(sp_graph_case_progs(c), world, sp_graph_case_bufs(c), SP_FIDELITY_STEP, NULL, seconds, err);
+    sp_sim_set_compute_hook(NULL, NULL);
+  }
+  sp_sim_set_host_map(NULL, 0, NULL);
+  return ok;
+}
+
+static gboolean wi_run_replay(void *user, sp_step_replay *r, double *seconds, GError **err)
+{
+  (void)user;
+  return sp_whatif_engine_replay(r, seconds, err);
+}
+
+gboolean sp_whatif_run_verify(sp_whatif_result *r, GError **err)
+{
+  if (r->engine_free != wi_engine_free) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--verify: the what-if did not run on a platform file (use sp_whatif_run)");
+    return FALSE;
+  }
+  sp_whatif_verify_engine eng = { .prepare = wi_verify_prepare, .run_case = wi_run_case, .run_replay = wi_run_replay,
+                                  .user = r->engine_data };
+  return sp_whatif_verify(r, &eng, err);
+}
+
+/* ---------- the winner's step as a trace ---------- */
+
+gboolean sp_whatif_write_trace(const sp_whatif_result *res, const char *path, GError **err)
+{
+  const sp_whatif_row *w = sp_whatif_winner(res);
+  if (w == NULL) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--trace: no layout to trace (the what-if found none)");
+    return FALSE;
+  }
+  sp_step_result r = { 0 };
+  sp_stepsim_timeline t = { 0 };
+  if (!sp_step_eval(&res->ctx, &w->r.layout, &r, err) ||
+      !sp_stepsim_eval(&res->ctx, &w->r.layout, res->engine, res->slowdown, &r, &t, err)) {
+    sp_stepsim_timeline_clear(&t);
+    return FALSE;
+  }
+  gboolean ok = sp_stepgraph_write_chrome(t.g, t.start, t.end, path, err);
+  sp_stepsim_timeline_clear(&t);
   return ok;
 }

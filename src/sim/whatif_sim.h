@@ -1,5 +1,7 @@
-/* Engine-side glue of the what-if analysis: prices one collective of a step on the
- * platform with the SimGrid engine (cost mode). Only src/sim includes SimGrid. */
+/* Engine side of the what-if analysis (spsim/whatif.h): a what-if run on a platform
+ * file with the SimGrid engine (collectives priced on the platform, step graphs run
+ * with contention, --verify in data mode), and the calls it is built on. Only src/sim
+ * includes SimGrid. */
 #ifndef SPSIM_WHATIF_SIM_H
 #define SPSIM_WHATIF_SIM_H
 
@@ -7,8 +9,31 @@
 #include <stdint.h>
 #include "spsim/step.h"
 #include "spsim/step_replay.h"
+#include "spsim/whatif.h"
 
 G_BEGIN_DECLS
+
+/**
+ * The what-if of @p o on the platform file @p xml: the platform's hosts, GPUs per
+ * node, GPU model, speed and memory; unknown host properties refused (warned about
+ * with o->lenient); collectives priced with SimGrid (--fidelity flow or step; a
+ * platform the engine cannot load falls back to the analytic model with a note) and
+ * the step graphs of the layouts that may win run on the platform (sp_stepsim_eval).
+ * @return the result (sp_whatif_result_free), or NULL with @p err.
+ */
+sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError **err);
+
+/**
+ * sp_whatif_verify() of @p r on its platform (loaded now when the what-if priced
+ * analytically).
+ */
+gboolean sp_whatif_run_verify(sp_whatif_result *r, GError **err);
+
+/**
+ * Chrome trace of the winner's simulated step (every task of every stage's streams)
+ * written to @p path ("-": standard output).
+ */
+gboolean sp_whatif_write_trace(const sp_whatif_result *r, const char *path, GError **err);
 
 /**
  * Load @p xml into the SimGrid engine for pricing (sp_sim_init: a missing or

@@ -1,0 +1,279 @@
+/**
+ * @file whatif.h
+ * @brief What-if analysis: rank the parallel layouts of a model on a cluster by
+ *        predicted step time, with memory per GPU and exposed communication.
+ *
+ * A what-if evaluates one layout or a sweep of layouts with the closed-form step model
+ * (step.h), then runs the step graph of the layouts that may win (within 10 % of the
+ * best closed form) and ranks them: fitting before not fitting, simulated before
+ * closed form only, then by step time to 5 significant digits, then by memory.
+ *
+ * libspsim holds everything that needs no engine. An engine plugs in through
+ * sp_whatif_engine (pricing collectives on a platform, running step graphs with
+ * contention) and sp_whatif_verify_engine (running the `--verify` checks in data
+ * mode); without one the what-if prices collectives with the analytic alpha-beta
+ * model and ranks by the closed form. spsim's SimGrid engine provides both
+ * (src/sim/whatif_sim.h, sp_whatif_run()).
+ *
+ * Errors name an option by its `spsim` flag ("--seq" for sp_whatif_opts::seq), say
+ * what was wrong and how to fix it; nothing here prints or exits: warnings and notes
+ * go to sp_whatif_opts::report.
+ */
+#ifndef SPSIM_WHATIF_H
+#define SPSIM_WHATIF_H
+
+#include <glib.h>
+#include <stdint.h>
+#include "spsim/layout.h"
+#include "spsim/model.h"
+#include "spsim/ops.h"
+#include "spsim/step.h"
+#include "spsim/step_replay.h"
+
+G_BEGIN_DECLS
+
+/** An integer option left to its default (sp_whatif_opts). */
+#define SP_WHATIF_UNSET_INT G_MININT
+/** A real option left to its default (sp_whatif_opts). */
+#define SP_WHATIF_UNSET_DBL (-G_MAXDOUBLE)
+/** Layouts whose step graph is simulated by default. */
+#define SP_WHATIF_SIMULATE_DEFAULT 64
+
+/** What a message passed to sp_whatif_report_fn is. */
+typedef enum {
+  SP_WHATIF_WARNING = 0, /**< something ignored on request (--lenient) */
+  SP_WHATIF_NOTE,        /**< a fallback taken (analytic pricing, closed form of one layout) */
+  SP_WHATIF_VERIFY       /**< one line of the `--verify` report (may start with a newline) */
+} sp_whatif_msg;
+
+/** Receives warnings, notes and verify report lines, as they happen. */
+typedef void (*sp_whatif_report_fn)(void *user, sp_whatif_msg kind, const char *text);
+/** Called after each evaluated layout (@p done of @p total). */
+typedef void (*sp_whatif_progress_fn)(void *user, guint done, guint total);
+
+/**
+ * The request, as `spsim PLATFORM.xml` flags give it. Strings are borrowed (the
+ * library neither keeps nor frees them past the call that reads them). Fill with
+ * sp_whatif_opts_init() first: UNSET values take the defaults documented here.
+ */
+typedef struct {
+  const char *model;              /**< --model: built-in name or FILE.json; NULL: llama3-70b from 128 GPUs, else llama3-8b */
+  const char *const *model_dirs;  /**< NULL-terminated folders searched for built-in models (may be NULL) */
+  gboolean lenient;               /**< --lenient: unknown model keys and host properties are warnings */
+  int64_t seq;                    /**< --seq: tokens per sequence (8192) */
+  const char *global_batch;       /**< --global-batch: "1024" sequences or tokens "4M", "8192tok"; NULL: 1024 */
+  int32_t micro_batch;            /**< --micro-batch; UNSET: the sweep tries 1, 2 and 4, a layout takes its mb= */
+  const char *layout;             /**< --layout: one layout, e.g. "tp=8,pp=4,dp=32"; NULL: sweep */
+  int32_t gpus;                   /**< --gpus; UNSET: every host */
+  int32_t gpus_per_node;          /**< --gpus-per-node; UNSET: the platform's */
+  int32_t top;                    /**< --top: rows shown (10) */
+  gboolean all;                   /**< --all: rank layouts that do not fit too */
+  int32_t simulate;               /**< --simulate: most layouts whose step graph runs (64; 0: closed form) */
+  double comm_slowdown;           /**< --comm-slowdown; UNSET: each host's property, else 0.189 */
+  const char *fidelity;           /**< --fidelity: "flow" (NULL), "step" or "analytic" */
+  double eff_matmul;              /**< --eff-matmul in (0, 1]; -1: the GPU's default */
+  double eff_attn;                /**< --eff-attn in (0, 1]; -1: the GPU's default */
+  double mem_usable;              /**< --mem-usable in (0, 1]; -1: 0.92 */
+  double peak_tflops;             /**< --peak-tflops; UNSET: the platform's host speed, else H100 */
+  double gpu_mem_gib;             /**< --gpu-mem; UNSET: the platform's, else 80 */
+  const char *attention;          /**< --attention: "flash" (NULL) or "unfused" */
+  const char *gemm_table;         /**< --gemm-table: measured GEMM rates (JSON or CSV), or NULL */
+  int32_t corrupt_rank;           /**< testing aid: corrupt an output of this rank after each verify run (-1: off) */
+  sp_whatif_report_fn report;     /**< warnings, notes and verify lines (NULL: dropped) */
+  sp_whatif_progress_fn progress; /**< after each evaluated layout (may be NULL) */
+  void *user;                     /**< passed to report and progress */
+} sp_whatif_opts;
+
+/** Fill @p o with the defaults. */
+void sp_whatif_opts_init(sp_whatif_opts *o);
+
+/**
+ * Check the options that need no platform (ranges of --seq, --micro-batch, --top,
+ * --simulate, --comm-slowdown, the efficiencies, --peak-tflops, --gpu-mem and the
+ * --attention name). @return FALSE with SP_ERROR_INVALID saying which and why.
+ */
+gboolean sp_whatif_opts_check(const sp_whatif_opts *o, GError **err);
+
+/** What the what-if needs to know of the cluster. */
+typedef struct {
+  const char *name;       /**< the platform (a file name), for reports */
+  int32_t hosts;          /**< hosts of the platform (one GPU each) */
+  int32_t gpus_per_node;  /**< GPUs per node, the flag's or the platform's (> 0) */
+  const char *gpu_model;  /**< `gpu` property ("A100 ..." selects A100 kernels and network), or NULL: H100 SXM */
+  double speed;           /**< host speed in flop/s (>= 1e12: the GPU's peak), 0: unknown */
+  double gpu_mem;         /**< GPU memory in bytes, 0: unknown */
+  double hbm_bw;          /**< GPU memory bandwidth in bytes/s (host property hbm_bw), 0: unknown */
+} sp_whatif_platform;
+
+/**
+ * An engine: prices collectives on the platform and runs step graphs with contention.
+ * Every member may be NULL.
+ */
+typedef struct {
+  /** Load the platform for the job @p c (its GPUs and GPUs per node; the pricer is the
+   *  what-if's), once the request is known valid and before the first price. FALSE with
+   *  SP_ERROR_UNSUPPORTED: price analytically (a note says why); any other error ends
+   *  the what-if. */
+  gboolean (*open)(void *user, const sp_step_ctx *c, GError **err);
+  /** Price one collective with the engine (after open succeeded). */
+  sp_comm_price_fn price;
+  /** Run the step graph of @p l and put the outcome in @p r as sp_stepsim_eval does
+   *  (@p engine: on the loaded platform, with contention). SP_ERROR_UNSUPPORTED: the
+   *  layout keeps its closed form (a note says why). NULL: closed form only. */
+  gboolean (*simulate)(void *user, const sp_step_ctx *c, const sp_layout *l, gboolean engine, double slowdown,
+                       sp_step_result *r, GError **err);
+  /** Compute slowdown while collectives run that simulate() assumes where neither the
+   *  options nor the platform give one (for reports). */
+  double comm_slowdown;
+  void *user;
+} sp_whatif_engine;
+
+/** One evaluated layout. */
+typedef struct {
+  sp_step_result r; /**< every figure: step time, closed form, throughput, MFU, breakdown, memory */
+  char *label;      /**< short label, "tp8s pp4 dp32 sel" */
+} sp_whatif_row;
+
+/** How the what-if ended. */
+typedef enum {
+  SP_WHATIF_OK = 0,         /**< rows are ranked; rows[0] is the winner */
+  SP_WHATIF_NONE_VALID,     /**< no valid layout (rows is empty) */
+  SP_WHATIF_LAYOUT_NO_FIT,  /**< the one layout asked for does not fit in memory */
+  SP_WHATIF_NONE_FITS       /**< no layout fits: rows are ordered by memory instead */
+} sp_whatif_outcome;
+
+/** One `--verify` check: a parallel dimension (or the step graph) run in data mode. */
+typedef struct {
+  char *name;       /**< "tp-mlp-sp", "ulysses-attention", ..., "step-graph" */
+  char *dim;        /**< "tp=8", "sp=2 (2 heads, 1 KV)", ... */
+  int32_t degree;   /**< ranks of one group (Ulysses x ring: sp x cp; step graph: stages) */
+  int32_t *group;   /**< global ranks of the first group (degree entries) */
+  int32_t nranks;   /**< ranks simulated (the group and its siblings) */
+  int32_t siblings; /**< groups besides the first */
+  gboolean pass;
+  int32_t bad_rank; /**< first differing global rank, -1 */
+  uint64_t bad_off; /**< its first differing byte */
+  double sim_s;     /**< simulated time */
+} sp_whatif_check;
+
+/** A what-if's outcome. Read the fields; free with sp_whatif_result_free(). */
+typedef struct {
+  char *platform;               /**< sp_whatif_platform::name */
+  sp_model *model;
+  sp_step_ctx ctx;              /**< the step model's inputs (model, seq, batch, GPUs, hardware, pricer) */
+  sp_analytic_net net;          /**< the analytic network model (pricing without an engine) */
+  const char *peak_src;         /**< where the peak came from ("platform host speed", ...) */
+  const char *mem_src;          /**< where the GPU memory came from */
+  const char *fidelity;         /**< pricing used: "flow", "step" or "analytic" */
+  gboolean engine;              /**< collectives priced and step graphs run on the engine */
+  double slowdown;              /**< --comm-slowdown, < 0: the platform's */
+  int32_t micro_batch;          /**< as requested (SP_WHATIF_UNSET_INT: swept) */
+  gboolean one_layout;          /**< a --layout, not a sweep */
+  int32_t top;                  /**< rows to show */
+  gboolean all;                 /**< layouts that do not fit are ranked too */
+  int32_t corrupt_rank;         /**< testing aid of --verify (-1: off) */
+  gboolean swept;               /**< considered and skipped are set */
+  guint64 considered;           /**< sweep candidates */
+  guint64 skipped[SP_SKIP_COUNT]; /**< sweep candidates skipped, per reason */
+  GArray *rows;                 /**< of sp_whatif_row, ranked (NONE_FITS: by memory) */
+  guint nfit;                   /**< rows that fit in memory */
+  guint nsim;                   /**< rows whose step graph ran */
+  guint ndisagree;              /**< of those, rows whose closed form is more than 10 % off */
+  double mem_cap;               /**< usable bytes per GPU */
+  sp_whatif_outcome outcome;
+  GArray *checks;               /**< of sp_whatif_check after sp_whatif_verify(), else NULL */
+  gboolean verified;            /**< every check passed (TRUE before any) */
+  sp_whatif_report_fn report;   /**< from the options */
+  void *user;
+  sp_whatif_engine eng;         /**< the engine it ran with (zeroes: none) */
+  sp_gemm_table *gemm_table;    /**< --gemm-table, loaded (ctx.hw.gpu.table), or NULL */
+  gpointer engine_data;         /**< what the engine keeps for the result's life (its pricer) */
+  GDestroyNotify engine_free;   /**< frees engine_data */
+} sp_whatif_result;
+
+/**
+ * Run a what-if of @p o on @p p: load the model, resolve the hardware (platform,
+ * then flags), build the candidates (the layout, checked, or the sweep), open the
+ * engine (@p eng may be NULL: analytic pricing, closed form only), evaluate every
+ * candidate, run the step graph of those that may win, and rank them.
+ * Check @p o with sp_whatif_opts_check() first.
+ * @return the result (its outcome may still say that nothing fits), or NULL with
+ * @p err: a bad option, model, layout or global batch, or an engine failure.
+ */
+sp_whatif_result *sp_whatif_evaluate(const sp_whatif_opts *o, const sp_whatif_platform *p, const sp_whatif_engine *eng,
+                                     GError **err);
+
+/** Free @p r (NULL is fine). */
+void sp_whatif_result_free(sp_whatif_result *r);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(sp_whatif_result, sp_whatif_result_free)
+
+/**
+ * The outcome as an error: FALSE with SP_ERROR_LAYOUT (no valid layout) or
+ * SP_ERROR_PLATFORM (nothing fits: how much memory the smallest layout needs, and
+ * what to change), TRUE for SP_WHATIF_OK.
+ */
+gboolean sp_whatif_result_ok(const sp_whatif_result *r, GError **err);
+
+/** The winner (rows[0]), or NULL when there are no rows. */
+const sp_whatif_row *sp_whatif_winner(const sp_whatif_result *r);
+
+/** Rows of the ranked table: --top of those that fit (of all with --all). */
+guint sp_whatif_shown(const sp_whatif_result *r);
+
+/* ---------------------------------------------------------------- text */
+
+/**
+ * The report's opening lines: model and cluster, GPU and kernel assumptions, how many
+ * step graphs ran, the sweep's counts (with @p explain: skipped layouts by reason).
+ */
+char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain);
+/** The ranked table of rows[0..@p n-1] with its legend. */
+char *sp_whatif_table_text(const sp_whatif_result *r, guint n);
+/** One paragraph on why the winner wins, against the runner-up when shown. */
+char *sp_whatif_explain_text(const sp_whatif_result *r);
+/** The winner's dominant term, with the overlap the simulation found and without it. */
+char *sp_whatif_explain_terms_text(const sp_whatif_result *r);
+/** A faster layout that does not fit, with the term that overflows; NULL if none (or --all). */
+char *sp_whatif_over_memory_text(const sp_whatif_result *r);
+
+/* ---------------------------------------------------------------- documents */
+
+/**
+ * The result as JSON: platform, fidelity, model, hardware, sweep counts, the verify
+ * checks when run, and every row with its breakdown. Built with json-glib (strings
+ * escaped, counts and byte sizes as integers, other figures to 9 significant digits),
+ * one member group per line. @p len (may be NULL) receives the length.
+ */
+char *sp_whatif_to_json(const sp_whatif_result *r, gsize *len);
+/** A stacked-bar chart (SVG) of the step time of the first @p n rows; text XML-escaped. */
+char *sp_whatif_to_svg(const sp_whatif_result *r, guint n);
+
+/* ---------------------------------------------------------------- verify */
+
+/** An engine that runs the `--verify` checks in data mode. */
+typedef struct {
+  /** Make the platform ready for data-mode runs (may be NULL). */
+  gboolean (*prepare)(void *user, GError **err);
+  /** Run the programs of @p c, local rank i on the host of global rank @p host_map[i],
+   *  calling sp_graph_case_compute for COMPUTE steps; @p seconds: simulated time. */
+  gboolean (*run_case)(void *user, sp_graph_case *c, const int32_t *host_map, int32_t world, double *seconds,
+                       GError **err);
+  /** Run the data-mode replay of a step graph (local rank i on the host of
+   *  sp_step_replay_ranks(@p rp)[i]). */
+  gboolean (*run_replay)(void *user, sp_step_replay *rp, double *seconds, GError **err);
+  void *user;
+} sp_whatif_verify_engine;
+
+/**
+ * Verify the winner: each parallel dimension of its layout at reduced size (2 tokens
+ * per rank, head dim 4, hidden 8, 2 layers) with its sibling groups, then its priced
+ * step graph replayed with data, each checked bitwise against the reference. Every
+ * check is reported as a SP_WHATIF_VERIFY line as it finishes and kept in r->checks;
+ * r->verified says whether all passed. @return FALSE only on errors (a FAIL is a
+ * result); a result without rows is SP_ERROR_INVALID.
+ */
+gboolean sp_whatif_verify(sp_whatif_result *r, const sp_whatif_verify_engine *eng, GError **err);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,203 @@
+/* The what-if's report as text (spsim/whatif.h): opening lines, the ranked table,
+ * why the winner wins, its dominant term, and a faster layout over memory. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "spsim/whatif.h"
+#include "whatif_private.h"
+
+#define GIB SP_WHATIF_GIB
+
+static const char *const kind_title[SP_COMM_KIND_COUNT] = { "TP", "SP a2a", "ISP", "ring", "PP", "DP" };
+
+char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain)
+{
+  const sp_step_ctx *c = &r->ctx;
+  const sp_step_hw *hw = &c->hw;
+  GString *s = g_string_new("");
+  char mbtext[48];
+  if (r->micro_batch != SP_WHATIF_UNSET_INT) g_snprintf(mbtext, sizeof mbtext, "%d", r->micro_batch);
+  else if (r->one_layout && r->rows->len > 0) g_snprintf(mbtext, sizeof mbtext, "%d", sp_whatif_winner(r)->r.layout.mb);
+  else g_strlcpy(mbtext, "1, 2 or 4 (swept; --micro-batch fixes it)", sizeof mbtext);
+  g_string_append_printf(s, "spsim what-if: %s (%.2f B parameters) on %d GPUs (%d per node), seq %" G_GINT64_FORMAT
+                         ", global batch %" G_GINT64_FORMAT " sequences (%.2f M tokens), micro-batch %s\n",
+                         r->model->name, sp_model_params(r->model) / 1e9, c->world, c->gpus_per_node, c->seq,
+                         c->global_batch, (double)c->global_batch * c->seq / 1e6, mbtext);
+  g_string_append_printf(s, "GPU: %.1f TFLOP/s bf16 (%s), %.1f GiB (%s, %.0f%% usable); kernels: GEMM %.2f of peak with tile and "
+                         "wave quantisation, %s attention %.2f/%.2f%s; collectives: %s\n",
+                         hw->gpu.peak_flops / 1e12, r->peak_src, hw->mem_bytes / GIB, r->mem_src, 100 * hw->mem_usable,
+                         hw->gpu.gemm_eff, sp_attn_impl_name(hw->attn),
+                         hw->attn == SP_ATTN_FLASH2 ? hw->gpu.attn2_fwd_eff : hw->gpu.attn_fwd_eff,
+                         hw->attn == SP_ATTN_FLASH2 ? hw->gpu.attn2_bwd_eff : hw->gpu.attn_bwd_eff,
+                         hw->gpu.table ? " (measured GEMM table)" : "",
+                         strcmp(r->fidelity, "analytic") == 0 ? "analytic alpha-beta model" : r->fidelity);
+  g_string_append_printf(s, "step graph: %u layout%s simulated (%s, compute %.1f%% slower while collectives run)%s", r->nsim,
+                         r->nsim == 1 ? "" : "s", r->engine ? "SimGrid, with contention" : "without contention",
+                         100.0 * (r->slowdown >= 0 ? r->slowdown : r->eng.comm_slowdown), r->ndisagree ? "; " : "\n");
+  if (r->ndisagree) g_string_append_printf(s, "%u differ from the closed form by more than 10%%\n", r->ndisagree);
+  if (r->swept)
+    g_string_append_printf(s, "%u layouts evaluated (%" G_GUINT64_FORMAT " candidates, %" G_GUINT64_FORMAT " skipped as invalid%s), %u fit in memory\n",
+                           r->rows->len, r->considered, r->considered - r->rows->len, explain ? "" : ": --explain lists why", r->nfit);
+  if (explain && r->swept) {
+    g_string_append(s, "skipped layouts by reason:\n");
+    for (int k = 1; k < SP_SKIP_COUNT; k++)
+      if (r->skipped[k] > 0) g_string_append_printf(s, "  %8" G_GUINT64_FORMAT "  %s\n", r->skipped[k], sp_skip_reason((sp_skip)k));
+    g_string_append_printf(s, "  %8u  evaluated but exceed %.1f GiB per GPU\n", r->rows->len - r->nfit, r->mem_cap / GIB);
+  }
+  return g_string_free(s, FALSE);
+}
+
+char *sp_whatif_table_text(const sp_whatif_result *res, guint n)
+{
+  GString *s = g_string_new("");
+  int32_t world = res->ctx.world;
+  n = MIN(n, res->rows->len);
+  g_string_append_printf(s, "%3s  %-26s %8s %6s %9s %6s %7s | %6s %6s %6s %6s %6s %6s %7s | %7s %4s\n", "#", "layout", "step s", "cf",
+                         "tok/s/GPU", "MFU", "TFLOP/s", "TP", "SPa2a", "ISP", "ring", "PP", "DP", "bubble", "mem GiB", "fits");
+  for (guint i = 0; i < n; i++) {
+    const sp_whatif_row *row = &g_array_index(res->rows, sp_whatif_row, i);
+    const sp_step_result *r = &row->r;
+    char cf[16] = "     -";
+    if (r->simulated) g_snprintf(cf, sizeof cf, "%+5.0f%%", 100.0 * (r->closed_form / r->step_time - 1.0));
+    g_string_append_printf(s, "%3u  %-26s %8.3f%s %6s %9.1f %5.1f%% %7.1f |", i + 1, row->label, r->step_time,
+                           r->simulated ? " " : "*", cf, r->tokens_per_s / world, 100.0 * r->mfu, r->tflops);
+    for (int k = 0; k < SP_COMM_KIND_COUNT; k++) g_string_append_printf(s, " %6.3f", r->exposed[k]);
+    g_string_append_printf(s, " %7.3f | %7.1f %4s\n", r->bubble, r->mem.total / GIB, r->fits ? "yes" : "NO");
+  }
+  g_string_append(s, "     (step: the simulated step graph; * the closed form only. cf: the closed form's difference from\n"
+                     "      the simulation. Exposed communication and bubble (idle compute) in seconds per step)\n");
+  return g_string_free(s, FALSE);
+}
+
+static void pct(GString *s, double part, double whole)
+{
+  g_string_append_printf(s, "%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+}
+
+char *sp_whatif_explain_terms_text(const sp_whatif_result *res)
+{
+  const sp_whatif_row *w = sp_whatif_winner(res);
+  if (w == NULL) return g_strdup("");
+  const sp_step_result *r = &w->r;
+  static const char *const names[SP_COMM_KIND_COUNT] = { "TP", "Ulysses all-to-all", "ISP", "ring attention", "pipeline send", "DP" };
+  const char *what = "compute";
+  double most = r->compute;
+  if (r->bubble > most) { what = "pipeline bubble"; most = r->bubble; }
+  for (int k = 0; k < SP_COMM_KIND_COUNT; k++)
+    if (r->exposed[k] > most) { what = names[k]; most = r->exposed[k]; }
+  double serial = r->compute + r->bubble, hidden = 0;
+  const char *swhat = "compute";
+  double smost = r->compute;
+  for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
+    serial += r->comm[k];
+    hidden += r->comm[k] - r->exposed[k];
+    if (r->comm[k] > smost) { swhat = names[k]; smost = r->comm[k]; }
+  }
+  GString *s = g_string_new("");
+  g_string_append_printf(s, "Dominant term of %s: %s, %.3f s of its %.3f s step (%.1f%%)%s. ", w->label, what, most,
+                         r->step_time, 100.0 * most / r->step_time, r->simulated ? ", from the simulated step graph" : "");
+  g_string_append_printf(s, "Without overlap (every collective on the critical path) the step would take %.3f s, "
+                         "dominated by %s (%.3f s); overlap hides %.3f s of communication.", serial, swhat, smost, hidden);
+  return g_string_free(s, FALSE);
+}
+
+/* The runner-up against the winner: a tie, or the component where it loses most. */
+static void runner_up(GString *s, const sp_whatif_row *w, const sp_whatif_row *q)
+{
+  const sp_step_result *r = &w->r, *qr = &q->r;
+  if (sp_whatif_time_key(qr->step_time) == sp_whatif_time_key(r->step_time)) {
+    g_string_append_printf(s, " The runner-up, %s, ties with it (equal to 5 significant digits) and needs %.1f GiB %s per GPU.",
+                           q->label, fabs(qr->mem.total - r->mem.total) / GIB, qr->mem.total >= r->mem.total ? "more" : "less");
+    return;
+  }
+  double dc = qr->compute - r->compute, db = qr->bubble - r->bubble;
+  double best = dc;
+  const char *what = "compute (recomputation or less efficient splits)";
+  if (db > best) { best = db; what = "pipeline bubble"; }
+  for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
+    double d = qr->exposed[k] - r->exposed[k];
+    if (d > best) { best = d; what = kind_title[k]; }
+  }
+  g_string_append_printf(s, " The runner-up, %s, is %.1f%% slower, mostly in %s (+%.3f s).", q->label,
+                         100.0 * (qr->step_time / r->step_time - 1.0), what, best);
+}
+
+char *sp_whatif_explain_text(const sp_whatif_result *res)
+{
+  const sp_whatif_row *w = sp_whatif_winner(res);
+  if (w == NULL) return g_strdup("");
+  const sp_step_result *r = &w->r;
+  const sp_layout *l = &r->layout;
+  int32_t gpn = res->ctx.gpus_per_node;
+  GString *s = g_string_new("");
+  g_string_append_printf(s, "Why %s wins: compute is ", w->label);
+  pct(s, r->compute, r->step_time);
+  g_string_append_printf(s, " of its %.3f s step (MFU %.1f%%).", r->step_time, 100 * r->mfu);
+  if (l->tp > 1) {
+    g_string_append_printf(s, " tp=%d keeps the tensor-parallel %s %s (%.3f s exposed, ", l->tp,
+                           l->tp_sp ? "all-gathers/reduce-scatters" : "all-reduces",
+                           gpn > 0 && l->tp <= gpn ? "inside one node on NVLink" : "on the network", r->exposed[SP_COMM_TP]);
+    pct(s, r->exposed[SP_COMM_TP], r->step_time);
+    g_string_append_printf(s, ")%s and divides the weights %d ways.",
+                           l->tp_sp ? ", with sequence parallelism splitting the activations" : "", l->tp);
+  } else {
+    g_string_append(s, " It uses no tensor parallelism, so no per-layer all-reduces sit on the critical path.");
+  }
+  if (l->sp > 1) {
+    g_string_append_printf(s, " Ulysses sp=%d splits the %" G_GINT64_FORMAT "-token sequence for %.3f s of all-to-alls (", l->sp,
+                           res->ctx.seq, r->exposed[SP_COMM_SP]);
+    pct(s, r->exposed[SP_COMM_SP], r->step_time);
+    g_string_append(s, ").");
+  }
+  if (l->cp > 1)
+    g_string_append_printf(s, " Ring attention over cp=%d hides its K/V exchange behind the attention blocks except %.3f s.", l->cp,
+                           r->exposed[SP_COMM_RING]);
+  if (l->wp > 1)
+    g_string_append_printf(s, " ISP wp=%d shards the weights and prefetches them under compute (%.3f s exposed).", l->wp,
+                           r->exposed[SP_COMM_ISP]);
+  if (l->pp > 1) {
+    g_string_append_printf(s, " pp=%d with %" G_GINT64_FORMAT " micro-batches costs a %.1f%% bubble (%.3f s) and %.3f s of stage-to-stage sends.",
+                           l->pp, r->microbatches,
+                           r->simulated ? 100.0 * r->bubble / r->step_time : 100.0 * sp_step_bubble_fraction(l->pp, r->microbatches),
+                           r->bubble, r->exposed[SP_COMM_PP]);
+  } else {
+    g_string_append(s, " Without pipeline parallelism there is no bubble.");
+  }
+  int32_t g = sp_layout_replicas(l) / l->wp;
+  if (g > 1)
+    g_string_append_printf(s, " The data-parallel %s over %d replicas overlaps the backward pass except %.3f s.",
+                           l->zero >= 3 ? "parameter gathers and gradient reduce-scatters (ZeRO-3)"
+                           : l->zero >= 1 ? "gradient reduce-scatter and parameter all-gather" : "gradient all-reduce",
+                           g, r->exposed[SP_COMM_DP]);
+  g_string_append_printf(s, " It needs %.1f GiB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f%s) of %.1f GiB usable",
+                         r->mem.total / GIB, r->mem.weights / GIB, r->mem.grads / GIB, r->mem.optim / GIB, r->mem.act / GIB,
+                         l->ckpt == SP_CKPT_NONE ? "" : l->ckpt == SP_CKPT_SELECTIVE ? " with selective recomputation" : " with full recomputation",
+                         res->mem_cap / GIB);
+  g_string_append(s, r->fits ? "." : ", so it does NOT fit.");
+  if (MIN(sp_whatif_shown(res), 2u) > 1) runner_up(s, w, &g_array_index(res->rows, sp_whatif_row, 1));
+  return g_string_free(s, FALSE);
+}
+
+char *sp_whatif_over_memory_text(const sp_whatif_result *res)
+{
+  const sp_whatif_row *best = sp_whatif_winner(res);
+  if (res->all || best == NULL) return NULL;
+  for (guint i = res->nfit; i < res->rows->len; i++) {
+    const sp_whatif_row *q = &g_array_index(res->rows, sp_whatif_row, i);
+    if (q->r.step_time < best->r.step_time) {
+      /* name the term that overflows, so the fix (recompute, ZeRO, ...) is plain */
+      const sp_step_mem *m = &q->r.mem;
+      const char *what = "activations";
+      double most = m->act;
+      if (m->optim > most) { what = "optimizer state"; most = m->optim; }
+      if (m->weights > most) { what = "weights"; most = m->weights; }
+      if (m->grads > most) { what = "gradients"; most = m->grads; }
+      return g_strdup_printf("(Faster but over memory: %s, %.3f s per step, needs %.1f GiB per GPU, %.1f GiB of it %s%s.)",
+                             q->label, q->r.step_time, m->total / GIB, most / GIB, what,
+                             m->act == most && q->r.layout.ckpt == SP_CKPT_NONE ? " kept without recomputation" : "");
+    }
+  }
+  return NULL;
+}

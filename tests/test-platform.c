@@ -520,6 +520,41 @@ static void test_cluster_gpus_per_node(void)
   g_rmdir(dir);
 }
 
+/* The one reader also gives what calibration reads: links as written, the
+ * first host's coll_latency and mem_bw, the distinct node values, <host> count. */
+static void test_reader_links_nodes(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("spsim-plat-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  g_autofree char *path = g_build_filename(dir, "p.xml", NULL);
+  const char *xml =
+    "<?xml version='1.0'?>\n<platform version=\"4.1\">\n<zone id=\"top\" routing=\"Full\">\n"
+    "<host id=\"a\" speed=\"1Tf\"><prop id=\"node\" value=\"0\"/><prop id=\"coll_latency\" value=\"6us\"/>"
+    "<prop id=\"mem_bw\" value=\"2e12\"/></host>\n"
+    "<host id=\"b\" speed=\"1Tf\"><prop id=\"node\" value=\"0\"/><prop id=\"coll_latency\" value=\"9us\"/></host>\n"
+    "<host id=\"c\" speed=\"1Tf\"><prop id=\"node\" value=\"1\"/></host>\n"
+    "<link id=\"l1\" bandwidth=\"25GBps\" latency=\"2us\"/><link id=\"l2\" bandwidth=\"1GBps\"/><link bandwidth=\"3GBps\"/>\n"
+    "</zone>\n</platform>\n";
+  g_assert_true(g_file_set_contents(path, xml, -1, NULL));
+  GError *err = NULL;
+  sp_plat_desc *d = sp_plat_read(path, &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(d->host_elems, ==, 3);
+  g_assert_cmpint(d->nodes, ==, 2);                    /* node values 0 and 1 */
+  g_assert_cmpfloat_with_epsilon(d->coll_latency, 6e-6, 1e-18); /* the first host's, not b's 9us */
+  g_assert_true(d->mem_bw);
+  g_assert_cmpint(g_hash_table_size(d->links), ==, 2); /* the link without an id is not kept */
+  const sp_plat_link *l1 = g_hash_table_lookup(d->links, "l1"), *l2 = g_hash_table_lookup(d->links, "l2");
+  g_assert_nonnull(l1);
+  g_assert_cmpstr(l1->bandwidth, ==, "25GBps");
+  g_assert_cmpstr(l1->latency, ==, "2us");
+  g_assert_nonnull(l2);
+  g_assert_null(l2->latency);
+  sp_plat_desc_free(d);
+  g_unlink(path);
+  g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -532,6 +567,7 @@ int main(int argc, char **argv)
   g_test_add_func("/platform/large", test_large);
   g_test_add_func("/platform/bad", test_bad);
   g_test_add_func("/platform/cluster-gpus-per-node", test_cluster_gpus_per_node);
+  g_test_add_func("/platform/reader-links-nodes", test_reader_links_nodes);
   g_test_add_func("/platform/shipped", test_shipped);
   g_test_add_func("/platform/routes-closed-form", test_routes_closed_form);
   return g_test_run();

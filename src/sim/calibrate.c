@@ -492,67 +492,20 @@ void sp_cal_result_clear(sp_cal_result *r)
 
 /* ---- reading a generated platform ----------------------------------------------- */
 
-typedef struct {
-  GHashTable *links; /* id -> "bw|lat" */
-  char *model, *coll_lat;
-  gboolean mem_bw, in_host, first_host_done;
-  GHashTable *nodes; /* node values */
-  int32_t hosts;
-} plat_scan;
-
-static void scan_start(GMarkupParseContext *ctx, const char *el, const char **names, const char **vals,
-                       gpointer ud, GError **err)
-{
-  (void)ctx;
-  (void)err;
-  plat_scan *s = ud;
-  const char *id = NULL, *bw = NULL, *lat = NULL, *value = NULL;
-  for (int i = 0; names[i]; i++) {
-    if (strcmp(names[i], "id") == 0) id = vals[i];
-    else if (strcmp(names[i], "bandwidth") == 0) bw = vals[i];
-    else if (strcmp(names[i], "latency") == 0) lat = vals[i];
-    else if (strcmp(names[i], "value") == 0) value = vals[i];
-  }
-  if (strcmp(el, "link") == 0 && id && bw)
-    g_hash_table_insert(s->links, g_strdup(id), g_strdup_printf("%s|%s", bw, lat ? lat : "0s"));
-  else if (strcmp(el, "host") == 0) {
-    s->in_host = TRUE;
-    s->hosts++;
-  } else if (strcmp(el, "prop") == 0 && s->in_host && id && value) {
-    if (strcmp(id, "node") == 0) g_hash_table_add(s->nodes, g_strdup(value));
-    if (!s->first_host_done) {
-      if (strcmp(id, "gpu") == 0 && !s->model) s->model = g_strdup(value);
-      if (strcmp(id, "coll_latency") == 0 && !s->coll_lat) s->coll_lat = g_strdup(value);
-      if (strcmp(id, "mem_bw") == 0) s->mem_bw = TRUE;
-    }
-  }
-}
-
-static void scan_end(GMarkupParseContext *ctx, const char *el, gpointer ud, GError **err)
-{
-  (void)ctx;
-  (void)err;
-  plat_scan *s = ud;
-  if (strcmp(el, "host") == 0) {
-    s->in_host = FALSE;
-    s->first_host_done = TRUE;
-  }
-}
-
 /* The bandwidth and latency of link @p id. */
-static gboolean scan_link(const plat_scan *s, const char *path, const char *id, double *bw, double *lat, GError **err)
+static gboolean scan_link(const sp_plat_desc *d, const char *path, const char *id, double *bw, double *lat, GError **err)
 {
-  const char *v = g_hash_table_lookup(s->links, id);
-  if (v == NULL) {
+  const sp_plat_link *l = g_hash_table_lookup(d->links, id);
+  if (l == NULL || l->bandwidth == NULL) {
     g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM,
                 "%s: not a platform of spsim's generator (no link '%s'); give generator options instead", path, id);
     return FALSE;
   }
-  g_auto(GStrv) parts = g_strsplit(v, "|", 2);
-  *bw = sp_plat_parse_unit(parts[0], FALSE);
-  *lat = sp_plat_parse_unit(parts[1], TRUE);
+  *bw = sp_plat_parse_unit(l->bandwidth, FALSE);
+  *lat = sp_plat_parse_unit(l->latency ? l->latency : "0s", TRUE);
   if (!(*bw > 0)) {
-    g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM, "%s: link '%s' has no readable bandwidth ('%s')", path, id, parts[0]);
+    g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM, "%s: link '%s' has no readable bandwidth ('%s')", path, id,
+                l->bandwidth);
     return FALSE;
   }
   return TRUE;
@@ -563,59 +516,38 @@ gboolean sp_cal_platform_spec(const char *path, sp_gpu_spec *g, int32_t *nodes, 
 {
   sp_plat_desc *d = sp_plat_read(path, err);
   if (d == NULL) return FALSE;
-  g_autofree char *text = NULL;
-  gsize len = 0;
   gboolean ok = FALSE;
-  plat_scan s = { .links = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
-                  .nodes = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL) };
-  GMarkupParser parser = { scan_start, scan_end, NULL, NULL, NULL };
-  GMarkupParseContext *ctx = NULL;
-  if (!g_file_get_contents(path, &text, &len, NULL)) {
-    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot read '%s'", path);
-    goto out;
-  }
-  ctx = g_markup_parse_context_new(&parser, 0, &s, NULL);
-  /* skip the prolog GMarkup does not take (<?xml ...?>, <!DOCTYPE ...>) */
-  const char *start = strstr(text, "<platform");
-  if (start == NULL || !g_markup_parse_context_parse(ctx, start, (gssize)(len - (gsize)(start - text)), err) ||
-      !g_markup_parse_context_end_parse(ctx, err))
-    goto out;
   const sp_gpu_spec *preset = NULL;
-  for (int k = 0; k < SP_GPU_COUNT && s.model; k++)
-    if (strcmp(sp_gpu_spec_get((sp_gpu_kind)k)->model, s.model) == 0) preset = sp_gpu_spec_get((sp_gpu_kind)k);
+  for (int k = 0; k < SP_GPU_COUNT && d->gpu_model; k++)
+    if (strcmp(sp_gpu_spec_get((sp_gpu_kind)k)->model, d->gpu_model) == 0) preset = sp_gpu_spec_get((sp_gpu_kind)k);
   if (preset == NULL) {
     g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM,
                 "%s: not a platform of spsim's generator (GPU model '%s' is none of its presets); give generator "
-                "options instead", path, s.model ? s.model : "(none)");
+                "options instead", path, d->gpu_model ? d->gpu_model : "(none)");
     goto out;
   }
   *g = *preset;
   double su_bw, spine_bw;
-  if (!scan_link(&s, path, "node000-nvl0", &g->nvl_bw, &g->nvl_lat, err) ||
-      !scan_link(&s, path, "node000-nic0", &g->nic_bw, &g->nic_lat, err) ||
-      !scan_link(&s, path, "su0-leaf", &su_bw, &g->leaf_lat, err) ||
-      !scan_link(&s, path, "su0-up", &su_bw, &g->su_up_lat, err) ||
-      !scan_link(&s, path, "spine", &spine_bw, &g->spine_lat, err))
+  if (!scan_link(d, path, "node000-nvl0", &g->nvl_bw, &g->nvl_lat, err) ||
+      !scan_link(d, path, "node000-nic0", &g->nic_bw, &g->nic_lat, err) ||
+      !scan_link(d, path, "su0-leaf", &su_bw, &g->leaf_lat, err) ||
+      !scan_link(d, path, "su0-up", &su_bw, &g->su_up_lat, err) ||
+      !scan_link(d, path, "spine", &spine_bw, &g->spine_lat, err))
     goto out;
   if (d->speed > 0) g->flops = d->speed;
   if (d->gpu_mem > 0) g->gpu_mem = d->gpu_mem;
-  g->coll_lat = s.coll_lat ? sp_plat_parse_unit(s.coll_lat, TRUE) : 0;
-  *nodes = (int32_t)g_hash_table_size(s.nodes);
+  g->coll_lat = d->coll_latency;
+  *nodes = d->nodes;
   *gpus_per_node = d->gpus_per_node;
-  *charge_local = s.mem_bw;
-  if (*nodes < 1 || *gpus_per_node < 1 || (int64_t)*nodes * *gpus_per_node != s.hosts) {
+  *charge_local = d->mem_bw;
+  if (*nodes < 1 || *gpus_per_node < 1 || (int64_t)*nodes * *gpus_per_node != d->host_elems) {
     g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM,
-                "%s: not a platform of spsim's generator (%d hosts are not %d nodes of %d GPUs)", path, s.hosts,
+                "%s: not a platform of spsim's generator (%d hosts are not %d nodes of %d GPUs)", path, d->host_elems,
                 *nodes, *gpus_per_node);
     goto out;
   }
   ok = TRUE;
 out:
-  if (ctx) g_markup_parse_context_free(ctx);
-  g_hash_table_unref(s.links);
-  g_hash_table_unref(s.nodes);
-  g_free(s.model);
-  g_free(s.coll_lat);
   sp_plat_desc_free(d);
   return ok;
 }

@@ -26,7 +26,16 @@ typedef struct {
   gboolean in_first_host;
   int32_t zone_depth;
   GHashTable *unknown_ids; /* unknown host property names seen */
+  GHashTable *node_ids;    /* distinct `node` property values */
 } reader;
+
+static void link_free(gpointer p)
+{
+  sp_plat_link *l = p;
+  g_free(l->bandwidth);
+  g_free(l->latency);
+  g_free(l);
+}
 
 static const char *attr(const char **names, const char **values, const char *key)
 {
@@ -169,6 +178,7 @@ static void r_start(GMarkupParseContext *ctx, const char *el, const char **an, c
     gboolean first = r->d->names->len == 0;
     add_host(r, g_strdup(id), current_group(r));
     if (strcmp(el, "host") == 0) {
+      r->d->host_elems++;
       if (r->zone_counts->len > 0)
         g_array_index(r->zone_counts, int32_t, r->zone_counts->len - 1)++;
       const char *sp = attr(an, av, "speed");
@@ -196,6 +206,14 @@ static void r_start(GMarkupParseContext *ctx, const char *el, const char **an, c
       gboolean ok;
       r->d->speed = value_with_suffix(sp, FALSE, &ok);
     }
+  } else if (strcmp(el, "link") == 0) {
+    const char *id = attr(an, av, "id");
+    if (id != NULL) {
+      sp_plat_link *l = g_new0(sp_plat_link, 1);
+      l->bandwidth = g_strdup(attr(an, av, "bandwidth"));
+      l->latency = g_strdup(attr(an, av, "latency"));
+      g_hash_table_replace(r->d->links, g_strdup(id), l);
+    }
   } else if (strcmp(el, "prop") == 0) {
     const char *id = attr(an, av, "id"), *value = attr(an, av, "value");
     if (strcmp(parent, "config") == 0) {
@@ -208,6 +226,12 @@ static void r_start(GMarkupParseContext *ctx, const char *el, const char **an, c
     } else if (id && value) {
       if (r->in_first_host || r->zone_depth <= 1)
         gpu_fact(r, id, value);
+      if (strcmp(parent, "host") == 0 && strcmp(id, "node") == 0)
+        g_hash_table_add(r->node_ids, g_strdup(value));
+      if (r->in_first_host && strcmp(id, "coll_latency") == 0 && r->d->coll_latency == 0)
+        r->d->coll_latency = sp_plat_parse_unit(value, TRUE);
+      if (r->in_first_host && strcmp(id, "mem_bw") == 0)
+        r->d->mem_bw = TRUE;
       if ((strcmp(parent, "host") == 0 || strcmp(parent, "cluster") == 0) &&
           !g_strv_contains(sp_plat_known_props, id) && !g_hash_table_contains(r->unknown_ids, id) &&
           !(strcmp(parent, "cluster") == 0 && strcmp(id, "gpus_per_node") == 0)) {
@@ -293,11 +317,13 @@ sp_plat_desc *sp_plat_read(const char *path, GError **err)
   d->group = g_array_new(FALSE, FALSE, sizeof(int32_t));
   d->cfg = g_ptr_array_new_with_free_func(g_free);
   d->unknown = g_ptr_array_new_with_free_func(g_free);
+  d->links = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, link_free);
   reader r = { .d = d, .stack = g_ptr_array_new_with_free_func(g_free),
                .groups = g_array_new(FALSE, FALSE, sizeof(int32_t)),
                .zone_counts = g_array_new(FALSE, FALSE, sizeof(int32_t)),
                .node_sizes = g_hash_table_new(g_direct_hash, g_direct_equal),
-               .unknown_ids = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL) };
+               .unknown_ids = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
+               .node_ids = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL) };
   GMarkupParser parser = { r_start, r_end, NULL, r_passthrough, NULL };
   GMarkupParseContext *ctx = g_markup_parse_context_new(&parser, 0, &r, NULL);
   gboolean ok = g_markup_parse_context_parse(ctx, text, (gssize)len, &e) &&
@@ -321,8 +347,10 @@ sp_plat_desc *sp_plat_read(const char *path, GError **err)
                 "platform '%s': property gpus_per_node must be a whole number >= 1 (got '%s')", path, r.gpn_bad);
     ok = FALSE;
   }
-  if (ok)
+  if (ok) {
     d->gpus_per_node = r.gpn_prop > 0 ? r.gpn_prop : node_size(&r, (int32_t)d->names->len);
+    d->nodes = (int32_t)g_hash_table_size(r.node_ids);
+  }
   g_free(r.gpn_bad);
   g_markup_parse_context_free(ctx);
   g_ptr_array_unref(r.stack);
@@ -330,6 +358,7 @@ sp_plat_desc *sp_plat_read(const char *path, GError **err)
   g_array_unref(r.zone_counts);
   g_hash_table_unref(r.node_sizes);
   g_hash_table_unref(r.unknown_ids);
+  g_hash_table_unref(r.node_ids);
   g_free(text);
   if (!ok) {
     sp_plat_desc_free(d);
@@ -347,6 +376,7 @@ void sp_plat_desc_free(sp_plat_desc *d)
   g_array_unref(d->group);
   g_ptr_array_unref(d->cfg);
   g_ptr_array_unref(d->unknown);
+  g_hash_table_unref(d->links);
   g_free(d->gpu_model);
   g_free(d);
 }

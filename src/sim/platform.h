@@ -18,6 +18,12 @@
 #include <glib.h>
 #include <stdint.h>
 
+/** A `<link>` as written: its bandwidth and latency attributes (NULL when absent). */
+typedef struct {
+  char *bandwidth;
+  char *latency;
+} sp_plat_link;
+
 /** What spsim reads from a platform file. */
 typedef struct {
   char *path;
@@ -33,6 +39,11 @@ typedef struct {
   int32_t gpus_per_node;   /**< `gpus_per_node` property, else the most common number of hosts per
                                 innermost zone (0: unknown) */
   GPtrArray *unknown;      /**< "'id' (first in <host> 'name')" for each host property name spsim does not know */
+  GHashTable *links;       /**< link id -> sp_plat_link, for every `<link>` with an id */
+  double coll_latency;     /**< first host's `coll_latency` in seconds (0: none) */
+  gboolean mem_bw;         /**< the first host has a `mem_bw` property */
+  int32_t nodes;           /**< distinct values of the hosts' `node` property (0: none) */
+  int32_t host_elems;      /**< `<host>` elements (hosts not from `<cluster>` or `<peer>`) */
 } sp_plat_desc;
 
 /** The host property names spsim knows, NULL-terminated (see the file comment). */

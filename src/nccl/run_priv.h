@@ -1,0 +1,100 @@
+/* spsim-run's private interface: its configuration, the world it runs in and the
+ * runner, shared by the launcher (run.c), the agreement of flags across ranks
+ * (run_agree.c) and the execution of cases (run_exec.c). */
+#ifndef SPSIM_NCCL_RUN_PRIV_H
+#define SPSIM_NCCL_RUN_PRIV_H
+
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "real.h"
+#include "spsim/coll.h"
+#include "spsim/dtype.h"
+#include "spsim/error.h"
+#include "spsim/exec.h"
+#include "spsim/ops.h"
+#include "spsim/program.h"
+#include "spsim/units.h"
+#include "spsim/verify.h"
+
+enum { EXIT_MISMATCH = 1, EXIT_USAGE = 2, EXIT_DIED = 3, EXIT_TRANSPORT = 4 };
+
+typedef enum { TR_MPI = 0, TR_NCCL, TR_CUDA_MPI, TR_COUNT } transport_kind;
+extern const char *const transport_names[TR_COUNT];
+
+/* Defaults shared with `spsim verify`: elements per rank and --timeout. */
+#define DEFAULT_COUNT 1024
+#define DEFAULT_TIMEOUT 60.0
+
+typedef struct run_op run_op;
+
+typedef struct {
+  const run_op *op;                /* a collective, or NULL for a graph operation */
+  const sp_op_verify_entry *graph; /* a graph operation of `spsim verify --op` (spsim/ops.h) */
+  sp_dtype dtype;
+  sp_algo algo;
+  sp_redop redop;
+  transport_kind transport;
+  uint64_t count;      /* elements per rank (0: from size_bytes) */
+  uint64_t size_bytes; /* --size */
+  int32_t ranks;       /* --ranks (0: the launched world) */
+  int32_t root;
+  uint64_t chunk;
+  gboolean checksum, time, native;
+  gboolean list;       /* --op list: print the operations and stop */
+  int iters, warmup;
+  uint64_t lo, hi; /* --sizes */
+  double timeout;
+  /* hidden fault injection for the tests */
+  int debug_die_rank, debug_corrupt_rank, debug_hang_rank;
+  gboolean debug_flag_mismatch, debug_deadlock;
+} run_config;
+
+/* One operation spsim-run can run: how to build this rank's case for a count.
+ * Collectives share build_coll; sequence-parallel operations add entries here. */
+struct run_op {
+  const char *name;
+  sp_coll coll;        /* the collective (native runs and bench sizes) */
+  sp_case *(*build)(const run_config *cfg, uint64_t count, int32_t world, int32_t rank,
+                    GError **err);
+};
+
+
+typedef struct {
+  int rank, world;
+  gboolean yield;     /* oversubscribed: yield the processor while polling a GPU */
+  gboolean mpi_yield; /* ... and in MPI waits, unless MPI's own progress yields */
+  double timeout; /* bound of every wait (the default until flags are agreed) */
+} world_info;
+
+/* The executing side of a rank: transport + device state. */
+typedef struct {
+  run_config *cfg;
+  world_info *w;
+  sp_mpi_transport *mpi;
+#ifdef SP_HAVE_CUDA
+  sp_cuda_ctx *cuda;
+#endif
+  sp_transport tr;
+} runner;
+
+
+/* run.c: the element count of @p bytes per rank, and back (nccl-tests' conventions). */
+uint64_t count_for(sp_coll c, uint64_t bytes, int32_t n, size_t es);
+uint64_t bytes_for(sp_coll c, uint64_t count, int32_t n, size_t es);
+
+/* run_agree.c */
+void allreduce_max(world_info *w, uint64_t *vals, int n, const char *what);
+gboolean agree_ok(world_info *w, GError *local_err, const char *stage);
+gboolean agree_flags(world_info *w, const run_config *cfg, GError *parse_err);
+
+/* run_exec.c: the four ways of running; each returns the exit code. */
+int run_single(runner *r);
+int run_graph(runner *r);
+int run_timed(runner *r);
+int run_deadlock(runner *r);
+
+#endif

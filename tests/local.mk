@@ -163,3 +163,7 @@ EXTRA_DIST += tests/test-fuzz-replay.sh tests/fuzz/corpus tests/fuzz/dict
 # calling into main.c, no engine header in src/core (docs/architecture.md)
 TESTS += tests/test-layers.sh
 EXTRA_DIST += tests/test-layers.sh
+
+# man pages (help2man): installed by make install-man into a scratch DESTDIR
+TESTS += tests/test-man.sh
+EXTRA_DIST += tests/test-man.sh

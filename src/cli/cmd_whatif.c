@@ -155,7 +155,7 @@ int sp_cmd_whatif(int argc, char **argv)
     { "all", 0, 0, G_OPTION_ARG_NONE, &o.all, "rank layouts that do not fit in memory too", NULL },
     { "json", 0, 0, G_OPTION_ARG_FILENAME, &json, "write every evaluated layout with its breakdown", "FILE" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &trace, "write the winner's simulated step as a Chrome trace: every task of every stage's streams", "FILE" },
-    { "simulate", 0, 0, G_OPTION_ARG_INT, &o.simulate, "simulate the step graph of the layouts within 10%% of the best closed form, at most N (default 64; 0: closed form only)", "N" },
+    { "simulate", 0, 0, G_OPTION_ARG_INT, &o.simulate, "simulate the step graph of the layouts within 10% of the best closed form, at most N (default 64; 0: closed form only)", "N" },
     { "comm-slowdown", 0, 0, G_OPTION_ARG_DOUBLE, &o.comm_slowdown, "compute slowdown while a collective runs on the GPU (default: platform property comm_slowdown, else 0.189)", "F" },
     { "svg", 0, 0, G_OPTION_ARG_FILENAME, &svg, "write a stacked-bar chart of the top layouts", "FILE" },
     { "explain", 0, 0, G_OPTION_ARG_NONE, &explain, "count skipped layouts per reason, and name the winner's dominant term with and without overlap", NULL },

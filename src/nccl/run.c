@@ -157,6 +157,7 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   double timeout = DEFAULT_TIMEOUT;
   gboolean checksum = FALSE, time_ = FALSE, native = FALSE, mismatch = FALSE, deadlock = FALSE;
   GOptionEntry entries[] = {
+    { "version", 0, 0, G_OPTION_ARG_NONE, &cfg->version, "print the version and exit", NULL },
     { "op", 'o', 0, G_OPTION_ARG_STRING, &op_s,
       "all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, send-recv, or a "
       "graph operation of `spsim verify --op` (ulysses-attention, tp-mlp, ring-attention, ...); "
@@ -200,6 +201,8 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unexpected argument '%s'", argv[1]);
     return FALSE;
   }
+  if (cfg->version)
+    return TRUE;
   if (op_s == NULL && coll_s == NULL) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--op is required (e.g. --op all-reduce)");
     return FALSE;
@@ -342,6 +345,10 @@ int main(int argc, char **argv)
   char **pargs = g_memdup2(args, sizeof(char *) * ((gsize)argc + 1));
   gboolean parsed = parse_args(argc, pargs, &cfg, &err);
   g_free(pargs);
+  if (parsed && cfg.version) {
+    if (w.rank == 0) printf("spsim-run %s\n", PACKAGE_VERSION);
+    return finish(EXIT_SUCCESS);
+  }
   if (parsed && cfg.list) {
     if (w.rank == 0) list_ops();
     return finish(EXIT_SUCCESS);

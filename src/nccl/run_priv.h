@@ -45,6 +45,7 @@ typedef struct {
   uint64_t chunk;
   gboolean checksum, time, native;
   gboolean list;       /* --op list: print the operations and stop */
+  gboolean version;    /* --version: print it and stop */
   int iters, warmup;
   uint64_t lo, hi; /* --sizes */
   double timeout;

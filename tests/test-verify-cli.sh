@@ -25,7 +25,7 @@ expect_fail() {
   else nok "$desc: $(cat "$tmp/err")"; fi
 }
 
-echo "1..32"
+echo "1..34"
 for op in all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv; do
   if "$bin" verify "$P" --op $op --ranks 8 --dtype bf16 --count 100 >"$tmp/out" 2>"$tmp/err" &&
      grep -q "^PASS op=$op ranks=8 dtype=bf16 algo=[a-z]* bytes=[0-9]* simulated_time_us=[0-9.]*$" "$tmp/out"
@@ -75,6 +75,9 @@ if grep -q '"traceEvents"' "$tmp/t.json" 2>/dev/null; then ok "trace file"; else
 expect_fail "missing platform" "does not exist" verify "$tmp/none.xml" --op all-reduce --ranks 2
 echo '<platform version="4.1"><host id="a"' > "$tmp/bad.xml"
 expect_fail "malformed platform" "not valid XML" verify "$tmp/bad.xml" --op all-reduce --ranks 2
+# graph operations build fixed shapes: a size or type flag is refused, not ignored (as spsim-run does)
+expect_fail "graph op refuses --count" "--count does not apply to the graph operation .tp-mlp." verify "$P" --op tp-mlp --ranks 4 --count 100
+expect_fail "graph op refuses --dtype" "--dtype does not apply to the graph operation .ulysses-attention." verify "$P" --op ulysses-attention --ranks 4 --dtype bf16
 printf '<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n<platform version="4.1"><cluster id="c" prefix="h" suffix="" radical="0-3" speed="1Gf" bw="fast" lat="1us"/></platform>' > "$tmp/rej.xml"
 expect_fail "platform SimGrid rejects: its reason" "rejected by SimGrid: .*cannot parse number:fast" verify "$tmp/rej.xml" --op all-reduce --ranks 2
 expect_fail "ranks 0" "ranks" verify "$P" --op all-reduce --ranks 0

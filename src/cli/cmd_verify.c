@@ -440,6 +440,19 @@ int sp_cmd_verify(int argc, char **argv)
   if (chunk && !parse_size("--chunk", chunk, &o.chunk, &err))
     goto fail;
   o.root = root;
+  if (vop->build == build_graph_op) {
+    /* graph operations build fixed small shapes (as spsim-run does): refuse what
+     * would be silently ignored */
+    const char *bad = count ? "--count" : size ? "--size" : dtype ? "--dtype" : algo ? "--algo"
+                      : redop ? "--redop" : chunk ? "--chunk" : root ? "--root" : channels ? "--channels"
+                      : channel_block ? "--channel-block" : NULL;
+    if (bad) {
+      err = g_error_new(SP_ERROR, SP_ERROR_INVALID,
+                        "%s does not apply to the graph operation '%s' (its sizes, types and groups are fixed; "
+                        "--ranks sets the ranks)", bad, vop->name);
+      goto fail;
+    }
+  }
   if (fidelity) {
     sp_fidelity f;
     if (!sp_fidelity_parse(fidelity, &f, &err))

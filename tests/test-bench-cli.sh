@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..50"
+echo "1..56"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -200,3 +200,33 @@ expect_fail "-f 1" "-f must be >= 2" bench "$small" -g 2 -b 8 -e 1K -f 1
 expect_fail "--sizes and -b" "give one" bench "$small" -g 2 --sizes 8:1K -b 8
 expect_fail "--ranks disagrees with -g" "--ranks 8 but -t x -g" bench "$small" --ranks 8 -g 4
 expect_fail "a type spsim does not have" "type 'double' is not one of spsim's" bench "$small" -g 2 -d double
+
+# 51-56: NCCL's protocols and NVLink SHARP (docs/nccl-tests.md, spsim/tuning.h)
+# 51: a protocol changes the price, as NCCL's ratios say: send-recv of 1 MiB inside a
+# node with LL = coll_latency x 6.6/8.4 + route latency x 0.6/3.4 + S / (B / 2):
+#   10 x 6.6/8.4 + 2 x 0.6/3.4 + 2^20 x 2 / 100e9 s = 7.857143 + 0.352941 + 20.97152 = 29.181604 us
+if "$bin" bench "$small" --coll send-recv --ranks 2 --sizes 1M --proto ll --json >"$tmp/ll.json" 2>"$tmp/err" \
+   && closed "$tmp/ll.json" 29.181604 && grep -q '"proto":"LL"' "$tmp/ll.json"
+then ok "send-recv with LL = latency x NCCL's ratios + S / (B x 1/2)"; else nok "LL: $(cat "$tmp/err") $(rows "$tmp/ll.json")"; fi
+# 52: one DGX H100 node: NVLS all-reduce of 1 GiB, each GPU sending S to the switch and
+# receiving S once at 275/450 of its 450 GB/s port: t = 25 us (NVLS latency) + 2 x 2.6 us
+# (the two steps of its programs) + 2^30 / 275e9 s = 3934.716 us, busbw = 1.75 x 2^30 / t
+# = 477.56 GB/s (published: ~480, algbw ~275)
+"$bin" platform dgx --nodes 1 >"$tmp/dgx1.xml"
+if "$bin" bench "$tmp/dgx1.xml" -g 8 --sizes 1G --json >"$tmp/nvls.json" 2>"$tmp/err" \
+   && grep -q '"algo":"nvls","proto":"Simple"' "$tmp/nvls.json" && closed "$tmp/nvls.json" 3934.716 \
+   && rows "$tmp/nvls.json" | awk '{ d = $4 - 477.56; exit !(d < 0.05 && d > -0.05) }'
+then ok "NVLS all-reduce busbw on 8 H100 = 477.56 GB/s"; else nok "NVLS: $(cat "$tmp/err") $(rows "$tmp/nvls.json")"; fi
+# 53: NCCL's choice on 8 H100 (by hand from its tuning constants: ring LL up to 1 MiB,
+# NVLS from 2 MiB); the table names algorithm and protocol
+if "$bin" bench "$tmp/dgx1.xml" -g 8 --sizes 1M:2M >"$tmp/ch.txt" 2>"$tmp/err" \
+   && grep '^  ' "$tmp/ch.txt" | head -1 | grep -q ' ring  *LL ' && grep '^  ' "$tmp/ch.txt" | tail -1 | grep -q ' nvls  *Simple '
+then ok "8 x H100: ring/LL at 1 MiB, nvls/Simple at 2 MiB"; else nok "choice: $(cat "$tmp/err" "$tmp/ch.txt")"; fi
+# 54: --format nccl-tests keeps nccl-tests' rows and says the choices in a comment line
+if "$bin" bench "$tmp/dgx1.xml" -g 8 -b 1M -e 2M -f 2 --format nccl-tests >"$tmp/ntc.txt" 2>"$tmp/err" \
+   && grep -qx '# spsim: algorithm/protocol by size: 1048576 B ring/LL, 2097152 B nvls/Simple' "$tmp/ntc.txt" \
+   && ! grep -v '^#' "$tmp/ntc.txt" | awk 'NF != 13 { bad = 1 } END { exit !bad }'
+then ok "nccl-tests layout with the choices in a comment"; else nok "nccl-tests choices: $(cat "$tmp/err" "$tmp/ntc.txt")"; fi
+# 55-56: NVLS needs the platform's NVLink SHARP; unknown protocol
+expect_fail "nvls on a platform without it" "nvls=1" bench "$small" --ranks 4 --sizes 1M --algo nvls
+expect_fail "unknown protocol" "unknown protocol" bench "$small" --ranks 4 --sizes 1M --proto LL256

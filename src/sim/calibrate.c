@@ -599,6 +599,7 @@ gboolean sp_cal_platform_spec(const char *path, sp_gpu_spec *g, int32_t *nodes, 
     goto out;
   if (d->speed > 0) g->flops = d->speed;
   if (d->gpu_mem > 0) g->gpu_mem = d->gpu_mem;
+  g->nvls = d->nvls;
   g->coll_lat = s.coll_lat ? sp_plat_parse_unit(s.coll_lat, TRUE) : 0;
   *nodes = (int32_t)g_hash_table_size(s.nodes);
   *gpus_per_node = d->gpus_per_node;

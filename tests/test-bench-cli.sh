@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..56"
+echo "1..58"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -230,3 +230,13 @@ then ok "nccl-tests layout with the choices in a comment"; else nok "nccl-tests 
 # 55-56: NVLS needs the platform's NVLink SHARP; unknown protocol
 expect_fail "nvls on a platform without it" "nvls=1" bench "$small" --ranks 4 --sizes 1M --algo nvls
 expect_fail "unknown protocol" "unknown protocol" bench "$small" --ranks 4 --sizes 1M --proto LL256
+# 57-58: broadcast and reduce on auto: NCCL's pipelined chain, with the chunk of least
+# time. 8 x H100, 1 GiB (Simple; hop L = 2 x 1.3 us, B = 450 GB/s): C = round(sqrt(6 x
+# 2^30 / (450e9 x 2.6e-6))) = round(74.2) = 74 chunks of ceil(2^28 / 74) = 3627507
+# floats = 14510028 B; t = 8.4 us + (74 + 8 - 2) x (2.6 us + 14510028 / 450e9 s) =
+# 8.4 + 80 x 34.84451 = 2795.957 us (busbw 384.0 GB/s, 85 % of the link)
+for c in broadcast reduce; do
+  if "$bin" bench "$tmp/dgx1.xml" --coll $c -g 8 --sizes 1G --json >"$tmp/$c.json" 2>"$tmp/err" \
+     && grep -q '"algo":"ring","proto":"Simple"' "$tmp/$c.json" && closed "$tmp/$c.json" 2795.957
+  then ok "$c 1 GiB on 8 H100 = pipelined chain closed form"; else nok "$c chain: $(cat "$tmp/err") $(rows "$tmp/$c.json")"; fi
+done

@@ -1561,6 +1561,42 @@ static uint64_t nccl_bytes(const sp_coll_spec *spec)
   return b;
 }
 
+/* The chunk of a pipelined chain (ring broadcast and reduce) that minimises its time:
+ * with C chunks of S / C bytes, the n-1 hops of the chain take C + n - 2 steps, each
+ * step one chunk over the slowest hop (latency L, bandwidth B, both priced with the
+ * protocol's cost): t = (C + n - 2)(L + S / (C B)), least at C = sqrt((n-2) S / (B L)).
+ * NCCL pipelines 512 KiB chunks with 8 in flight per channel, which hides the hop
+ * latency that spsim's steps pay one after the other; the optimum of spsim's schedule
+ * is its equivalent. 0 (the lowering's default) when nothing is known. */
+static uint64_t chain_chunk_bytes(const sp_coll_spec *sp, const sp_tune_cost *c)
+{
+  int32_t n = sp->n;
+  size_t es = sp_dtype_size(sp->dtype);
+  uint64_t S = sp->count * es;
+  if (n < 2 || S == 0 || !g_sim.ready)
+    return 0;
+  double L = 0, B = 0;
+  for (int32_t i = 0; i < n; i++) {
+    int32_t a = sp_sim_host_of(sp->ranks[i]), b = sp_sim_host_of(sp->ranks[(i + 1) % n]);
+    if (a < 0 || b < 0 || a >= g_sim.nhosts || b >= g_sim.nhosts)
+      return 0;
+    double bw, lat;
+    route_bw_lat(a, b, &bw, &lat);
+    lat *= g_sim.node[a] == g_sim.node[b] ? c->lat_intra : c->lat_inter;
+    bw /= c->wire;
+    L = MAX(L, lat);
+    B = B == 0 || bw < B ? bw : B;
+  }
+  if (B <= 0)
+    return 0;
+  double C = L > 0 ? floor(sqrt((double)(n - 2) * (double)S / (B * L)) + 0.5) : (double)S;
+  if (C < 1)
+    C = 1;
+  uint64_t chunk = (uint64_t)ceil((double)S / C);
+  chunk = (chunk + es - 1) / es * es;
+  return chunk < es ? es : chunk;
+}
+
 gboolean sp_sim_coll_resolve(const sp_coll_spec *spec, sp_coll_spec *out, sp_tune_cost *cost,
                              double *model_us, GError **err)
 {
@@ -1581,6 +1617,10 @@ gboolean sp_sim_coll_resolve(const sp_coll_spec *spec, sp_coll_spec *out, sp_tun
   out->algo = a;
   out->proto = p;
   sp_tune_cost_of(&t, spec->coll, a, p, cost);
+  /* broadcast and reduce chains: the chunk of least time (unless given) */
+  if ((spec->coll == SP_COLL_BROADCAST || spec->coll == SP_COLL_REDUCE) && a == SP_ALGO_RING &&
+      spec->chunk_bytes == 0 && spec->n > 1)
+    out->chunk_bytes = chain_chunk_bytes(out, cost);
   return TRUE;
 }
 

@@ -173,7 +173,11 @@ void sp_sim_tune_topo(const sp_coll_spec *spec, sp_tune_topo *t);
  * algorithm or protocol is kept and the other chosen for it), and @p cost its cost
  * attributes (sp_tune_cost_of). @p model_us (may be NULL) receives the model's
  * predicted time (-1 where it has none). Fails (SP_ERROR_UNSUPPORTED) on a forced
- * pair that cannot run, such as nvls on a platform without NVLink SHARP.
+ * pair that cannot run, such as nvls on a platform without NVLink SHARP. Ring
+ * broadcast and reduce (pipelined chains) without a chunk_bytes get the chunk of least
+ * time: C = round(sqrt((n-2) S / (B L))) chunks of S / C bytes (rounded up to whole
+ * elements), L and B the latency and bandwidth of the chain's slowest hop with the
+ * protocol's cost, so t = coll_latency + (C + n - 2)(L + S / (C B)).
  * sp_sim_coll_time and the what-if's pricer run the resolved spec.
  */
 gboolean sp_sim_coll_resolve(const sp_coll_spec *spec, sp_coll_spec *out, sp_tune_cost *cost,

@@ -40,7 +40,8 @@
  *   - reduce-scatter: the same n-1 steps on the blocks of in; block s (member
  *     s's out) = (((x[s+1] ⊕ x[s+2]) ⊕ ...) ⊕ x[s]).
  *   - all-gather: n-1 steps; step k sends block i-k, receives block i-k-1.
- *   - broadcast: pipelined chain root -> root+1 -> ... -> root-1 (chunks).
+ *   - broadcast: pipelined chain root -> root+1 -> ... -> root-1 (chunks; on a
+ *     platform the engine picks the chunk of least time, sp_sim_coll_resolve).
  *   - reduce: pipelined chain root+1 -> root+2 -> ... -> root; result
  *     (((x[root+1] ⊕ x[root+2]) ⊕ ...) ⊕ x[root]).
  *   - all-to-all: not supported (use DIRECT).

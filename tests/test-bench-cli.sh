@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..58"
+echo "1..60"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -240,3 +240,14 @@ for c in broadcast reduce; do
      && grep -q '"algo":"ring","proto":"Simple"' "$tmp/$c.json" && closed "$tmp/$c.json" 2795.957
   then ok "$c 1 GiB on 8 H100 = pipelined chain closed form"; else nok "$c chain: $(cat "$tmp/err") $(rows "$tmp/$c.json")"; fi
 done
+# 59-60: point-to-point inside an H100 node at NCCL's NVLink bandwidth, 18 x 20.6 =
+# 370.8 GB/s (src/graph/topo.h SM90_NVLINK_BW), not the 450 GB/s line rate:
+#   send-recv 0 -> 7, 1 GiB: 8.4 + 2.6 + 2^30 / 370.8e9 s = 2906.744 us
+#   all-to-all, 1 GiB per rank: 7 pairwise steps of 2^27 B: 8.4 + 7 x (2.6 + 2^27 / 370.8e9 s)
+#   = 2560.376 us (busbw 7/8 x 2^30 / t = 366.9 GB/s)
+if "$bin" bench "$tmp/dgx1.xml" --coll send-recv -g 8 --sizes 1G --json >"$tmp/p2p.json" 2>"$tmp/err" \
+   && closed "$tmp/p2p.json" 2906.744
+then ok "send-recv on 8 H100 at NCCL's NVLink bandwidth"; else nok "p2p: $(cat "$tmp/err") $(rows "$tmp/p2p.json")"; fi
+if "$bin" bench "$tmp/dgx1.xml" --coll all-to-all -g 8 --sizes 1G --json >"$tmp/a2a.json" 2>"$tmp/err" \
+   && closed "$tmp/a2a.json" 2560.376
+then ok "all-to-all on 8 H100 at NCCL's NVLink bandwidth"; else nok "a2a: $(cat "$tmp/err") $(rows "$tmp/a2a.json")"; fi

@@ -247,9 +247,24 @@ static void test_cost(void)
   assert_rel(c.wire, 9.0 / 7.0, 1e-12);
   assert_rel(c.lat_intra, 1.25 / 4.0, 1e-12);
   assert_rel(c.coll_lat, 14.0 / 8.4, 1e-12);
-  /* point-to-point LL: half the bandwidth (16-byte lines of 8 data bytes) */
-  sp_tune_cost_of(&t, SP_COLL_SEND_RECV, SP_ALGO_DIRECT, SP_PROTO_LL, &c);
-  assert_rel(c.wire, 2.0, 1e-12);
+  /* point-to-point on one node: at NCCL's NVLink bandwidth 18 x 20.6 = 370.8 GB/s
+   * (SM90_NVLINK_BW) instead of the platform's 450; LL halves it again (16-byte
+   * lines of 8 data bytes) */
+  sp_tune_cost_of(&t, SP_COLL_SEND_RECV, SP_ALGO_DIRECT, SP_PROTO_SIMPLE, &c);
+  assert_rel(c.wire, 450.0 / 370.8, 1e-12);
+  sp_tune_cost_of(&t, SP_COLL_ALL_TO_ALL, SP_ALGO_DIRECT, SP_PROTO_LL, &c);
+  assert_rel(c.wire, 2.0 * 450.0 / 370.8, 1e-12);
+  /* A100 at 270 GB/s: NCCL's 12 x 20.0 = 240; a platform below NCCL's figure (100
+   * GB/s) and point-to-point across nodes are left as they are */
+  sp_tune_topo a100 = { .nranks = 8, .nnodes = 1, .arch = SP_TUNE_AMPERE, .bw_nvl = 270 };
+  sp_tune_cost_of(&a100, SP_COLL_ALL_TO_ALL, SP_ALGO_DIRECT, SP_PROTO_SIMPLE, &c);
+  assert_rel(c.wire, 270.0 / 240.0, 1e-12);
+  sp_tune_topo slow = { .nranks = 2, .nnodes = 1, .arch = SP_TUNE_HOPPER, .bw_nvl = 100 };
+  sp_tune_cost_of(&slow, SP_COLL_SEND_RECV, SP_ALGO_DIRECT, SP_PROTO_SIMPLE, &c);
+  g_assert_cmpfloat(c.wire, ==, 1.0);
+  sp_tune_topo two = { .nranks = 2, .nnodes = 2, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48 };
+  sp_tune_cost_of(&two, SP_COLL_SEND_RECV, SP_ALGO_DIRECT, SP_PROTO_SIMPLE, &c);
+  g_assert_cmpfloat(c.wire, ==, 1.0);
   /* NVLS all-reduce on 8 GPUs: lowered as DIRECT (7/8 S each way, twice), priced as
    * S once each way at 275/450 of the port: wire = 8 / (14 x 275/450) */
   sp_tune_cost_of(&t, SP_COLL_ALL_REDUCE, SP_ALGO_NVLS, SP_PROTO_SIMPLE, &c);

@@ -50,6 +50,13 @@ static const struct {
   .nvls_eff = { 0.0, 0.0, 0.85, 0.74 },
 };
 
+/* NCCL's bandwidth of one NVLink per direction (src/graph/topo.h: SM70/SM80_NVLINK_BW
+ * 20.0, SM90_NVLINK_BW 20.6, SM100_NVLINK_BW 40.1 GB/s) times the links of the SXM
+ * parts (V100 6, A100 12, H100 18, B200 18; NVIDIA datasheets): NCCL's effective
+ * NVLink bandwidth of a GPU, against line rates of 150, 300, 450 and 900 GB/s. */
+static const double nccl_nvlink_gpu_bw[SP_TUNE_ARCH_COUNT] = { 6 * 20.0, 12 * 20.0, 18 * 20.6,
+                                                                18 * 40.1 };
+
 /* NCCL_MAX_NVLS_ARITY (src/include/device.h): NVLS all-gather / reduce-scatter
  * need at most this many GPUs of a node. */
 #define NVLS_MAX_ARITY 32
@@ -379,8 +386,11 @@ void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p,
     out->coll_lat = nccl.hw_lat[HW_NVLINK][NA_NVLS][NP_SIMPLE] / nccl.base_lat[NA_RING][NP_SIMPLE];
     return;
   }
-  if (p == SP_PROTO_SIMPLE || p == SP_PROTO_AUTO)
+  if (p == SP_PROTO_SIMPLE || p == SP_PROTO_AUTO) {
+    if ((coll == SP_COLL_ALL_TO_ALL || coll == SP_COLL_SEND_RECV) && t->nnodes <= 1 && t->bw_nvl > 0)
+      out->wire = MAX(1.0, t->bw_nvl / nccl_nvlink_gpu_bw[t->arch]);
     return;
+  }
   int np = np_of(p);
   /* NCCL's tree constants for spsim's TREE all-reduce, its ring's for the rest
    * (rings, chains, point-to-point) */
@@ -405,4 +415,10 @@ void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p,
   }
   if (f > 0)
     out->wire = 1.0 / f;
+  /* point-to-point on one node: NCCL moves it at its effective NVLink bandwidth (NCCL's
+   * maintainer: "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can
+   * get an effective NVLink bandwidth of 370GB/s", nvidia/nccl-tests issue #212), not
+   * at a platform's line rate; platforms already below it are left alone */
+  if ((coll == SP_COLL_ALL_TO_ALL || coll == SP_COLL_SEND_RECV) && t->nnodes <= 1 && t->bw_nvl > 0)
+    out->wire *= MAX(1.0, t->bw_nvl / nccl_nvlink_gpu_bw[t->arch]);
 }

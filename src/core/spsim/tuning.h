@@ -73,6 +73,10 @@
  * #SP_NVLS_EFFICIENCY of its NVLink bandwidth, so all-reduce time = latency + S /
  * (B x e), all-gather / reduce-scatter (n-1)/n S / (B x e); its latency is
  * NCCL's NVLS latency (hwLat 25 us) in place of the collective's base latency.
+ * Point-to-point (all-to-all, send-recv) on one node moves at NCCL's effective
+ * NVLink bandwidth, links x NCCL's per-link figure (H100: 18 x 20.6 = 370.8 GB/s,
+ * A100 12 x 20, B200 18 x 40.1; src/graph/topo.h), where the platform's is higher:
+ * wire x B_nvl / that (8 x H100 at 450 GB/s: x 1.2136).
  */
 #ifndef SPSIM_TUNING_H
 #define SPSIM_TUNING_H

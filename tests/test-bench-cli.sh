@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..60"
+echo "1..61"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -208,6 +208,12 @@ expect_fail "a type spsim does not have" "type 'double' is not one of spsim's" b
 if "$bin" bench "$small" --coll send-recv --ranks 2 --sizes 1M --proto ll --json >"$tmp/ll.json" 2>"$tmp/err" \
    && closed "$tmp/ll.json" 29.181604 && grep -q '"proto":"LL"' "$tmp/ll.json"
 then ok "send-recv with LL = latency x NCCL's ratios + S / (B x 1/2)"; else nok "LL: $(cat "$tmp/err") $(rows "$tmp/ll.json")"; fi
+# 61 (here for its closed form): across nodes, the links between nodes take NCCL's network
+# ratio (one GPU per node: the tree's, 5/14): rank 0 -> 7, 1 MiB, LL:
+#   10 x 6.6/8.4 + 11 x 5/14 + 2^20 x 2 / 10e9 s = 7.857143 + 3.928571 + 209.7152 = 221.500914 us
+if "$bin" bench "$small" --coll send-recv --ranks 8 --sizes 1M --proto ll --json >"$tmp/ll2.json" 2>"$tmp/err" \
+   && closed "$tmp/ll2.json" 221.500914
+then ok "send-recv across nodes with LL: network latency x 5/14"; else nok "LL across nodes: $(cat "$tmp/err") $(rows "$tmp/ll2.json")"; fi
 # 52: one DGX H100 node: NVLS all-reduce of 1 GiB, each GPU sending S to the switch and
 # receiving S once at 275/450 of its 450 GB/s port: t = 25 us (NVLS latency) + 2 x 2.6 us
 # (the two steps of its programs) + 2^30 / 275e9 s = 3934.716 us, busbw = 1.75 x 2^30 / t

@@ -43,10 +43,23 @@ row "8xH100 reduce-scatter ring busbw, 1 GiB" 360 busbw 0.10 "$P/dgx.xml" --coll
 row "8xH100 all-gather ring busbw, 1 GiB" 350 busbw 0.10 "$P/dgx.xml" --coll all-gather --ranks 8 --algo ring --sizes 1G
 row "8xH100 all-reduce ring busbw, 1 MiB" 43.7 busbw 0.25 "$P/dgx.xml" --coll all-reduce --ranks 8 --algo ring --sizes 1M
 row "8xH100 all-reduce ring time, 1 KiB" 26 time_us 2 "$P/dgx.xml" --coll all-reduce --ranks 8 --algo ring --sizes 1K
-row "8xH100 all-reduce auto (recursive doubling) time, 1 KiB" 26 time_us 2 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 1K
+row "8xH100 all-reduce auto (ring LL) time, 1 KiB" 26 time_us 2 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 1K
 row "8xA100 all-reduce ring busbw, 8 GiB" 232 busbw 0.10 "$P/a100.xml" --coll all-reduce --ranks 8 --algo ring --sizes 8G
 row "8xA100 all-reduce ring busbw, 1 GiB" 232 busbw 0.10 "$P/a100.xml" --coll all-reduce --ranks 8 --algo ring --sizes 1G
 row "H100 one NDR NIC, send-recv busbw, 1 GiB" 47 busbw 0.05 "$P/dgx.xml" --coll send-recv --ranks 9 --sizes 1G
+# NVIDIA/nccl-tests issue #212 (NCCL's maintainer, 8 x H100): "On 8 GPUs, you should reach a
+# peak busBw of ~480GB/s (algbw ~275GB/s)" with NVLink SHARP; "an effective NVLink bandwidth
+# of 370GB/s, which you can observe as BusBw when running non-allreduce operations"
+row "8xH100 all-reduce auto (NVLS) busbw, 1 GiB [nccl-tests #212]" 480 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 1G
+row "8xH100 all-to-all busbw, 1 GiB (non-allreduce ~370) [nccl-tests #212]" 370 busbw 0.10 "$P/dgx.xml" --coll all-to-all --ranks 8 --sizes 1G
+row "8xH100 broadcast busbw, 1 GiB (non-allreduce ~370) [nccl-tests #212]" 370 busbw 0.10 "$P/dgx.xml" --coll broadcast --ranks 8 --sizes 1G
+row "8xH100 reduce busbw, 1 GiB (non-allreduce ~370) [nccl-tests #212]" 370 busbw 0.10 "$P/dgx.xml" --coll reduce --ranks 8 --sizes 1G
+# NVIDIA/nccl-tests issue #272: 8 x H200 (NVLink4, as H100), NCCL 2.20.3, all_reduce_perf
+# -b 64k -e 4G: "peak bandwidth of 475 GB/s" (NVLS)
+row "8xH200 all-reduce auto (NVLS) busbw, 4 GiB [nccl-tests #272]" 475 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 4G
+# NVIDIA/nccl-tests issue #309: one node of 8 H100 SXM, all_reduce_perf -b 8 -e 16G:
+# "Once I disable NVLS, i got 368.76 GB/s" (ring, its largest sizes)
+row "8xH100 all-reduce ring (NVLS off) busbw, 8 GiB [nccl-tests #309]" 368.76 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --algo ring --sizes 8G
 echo
 echo "Informational (no published figure of the same algorithm):"
 echo

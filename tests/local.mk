@@ -11,6 +11,12 @@ tests_test_exec_SOURCES = tests/test-exec.c
 tests_test_exec_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-dtype tests/test-program tests/test-exec
 
+# NCCL's tuning model: its table, choices and protocol costs, by hand
+check_PROGRAMS += tests/test-tuning
+tests_test_tuning_SOURCES = tests/test-tuning.c
+tests_test_tuning_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-tuning
+
 # whatif: models, layouts, step model, CLI
 check_PROGRAMS += tests/test-model tests/test-layout tests/test-step tests/test-kernel-model
 tests_test_kernel_model_SOURCES = tests/test-kernel-model.c

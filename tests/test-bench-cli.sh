@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..50"
+echo "1..61"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -200,3 +200,60 @@ expect_fail "-f 1" "-f must be >= 2" bench "$small" -g 2 -b 8 -e 1K -f 1
 expect_fail "--sizes and -b" "give one" bench "$small" -g 2 --sizes 8:1K -b 8
 expect_fail "--ranks disagrees with -g" "--ranks 8 but -t x -g" bench "$small" --ranks 8 -g 4
 expect_fail "a type spsim does not have" "type 'double' is not one of spsim's" bench "$small" -g 2 -d double
+
+# 51-56: NCCL's protocols and NVLink SHARP (docs/nccl-tests.md, spsim/tuning.h)
+# 51: a protocol changes the price, as NCCL's ratios say: send-recv of 1 MiB inside a
+# node with LL = coll_latency x 6.6/8.4 + route latency x 0.6/3.4 + S / (B / 2):
+#   10 x 6.6/8.4 + 2 x 0.6/3.4 + 2^20 x 2 / 100e9 s = 7.857143 + 0.352941 + 20.97152 = 29.181604 us
+if "$bin" bench "$small" --coll send-recv --ranks 2 --sizes 1M --proto ll --json >"$tmp/ll.json" 2>"$tmp/err" \
+   && closed "$tmp/ll.json" 29.181604 && grep -q '"proto":"LL"' "$tmp/ll.json"
+then ok "send-recv with LL = latency x NCCL's ratios + S / (B x 1/2)"; else nok "LL: $(cat "$tmp/err") $(rows "$tmp/ll.json")"; fi
+# 61 (here for its closed form): across nodes, the links between nodes take NCCL's network
+# ratio (one GPU per node: the tree's, 5/14): rank 0 -> 7, 1 MiB, LL:
+#   10 x 6.6/8.4 + 11 x 5/14 + 2^20 x 2 / 10e9 s = 7.857143 + 3.928571 + 209.7152 = 221.500914 us
+if "$bin" bench "$small" --coll send-recv --ranks 8 --sizes 1M --proto ll --json >"$tmp/ll2.json" 2>"$tmp/err" \
+   && closed "$tmp/ll2.json" 221.500914
+then ok "send-recv across nodes with LL: network latency x 5/14"; else nok "LL across nodes: $(cat "$tmp/err") $(rows "$tmp/ll2.json")"; fi
+# 52: one DGX H100 node: NVLS all-reduce of 1 GiB, each GPU sending S to the switch and
+# receiving S once at 275/450 of its 450 GB/s port: t = 25 us (NVLS latency) + 2 x 2.6 us
+# (the two steps of its programs) + 2^30 / 275e9 s = 3934.716 us, busbw = 1.75 x 2^30 / t
+# = 477.56 GB/s (published: ~480, algbw ~275)
+"$bin" platform dgx --nodes 1 >"$tmp/dgx1.xml"
+if "$bin" bench "$tmp/dgx1.xml" -g 8 --sizes 1G --json >"$tmp/nvls.json" 2>"$tmp/err" \
+   && grep -q '"algo":"nvls","proto":"Simple"' "$tmp/nvls.json" && closed "$tmp/nvls.json" 3934.716 \
+   && rows "$tmp/nvls.json" | awk '{ d = $4 - 477.56; exit !(d < 0.05 && d > -0.05) }'
+then ok "NVLS all-reduce busbw on 8 H100 = 477.56 GB/s"; else nok "NVLS: $(cat "$tmp/err") $(rows "$tmp/nvls.json")"; fi
+# 53: NCCL's choice on 8 H100 (by hand from its tuning constants: ring LL up to 1 MiB,
+# NVLS from 2 MiB); the table names algorithm and protocol
+if "$bin" bench "$tmp/dgx1.xml" -g 8 --sizes 1M:2M >"$tmp/ch.txt" 2>"$tmp/err" \
+   && grep '^  ' "$tmp/ch.txt" | head -1 | grep -q ' ring  *LL ' && grep '^  ' "$tmp/ch.txt" | tail -1 | grep -q ' nvls  *Simple '
+then ok "8 x H100: ring/LL at 1 MiB, nvls/Simple at 2 MiB"; else nok "choice: $(cat "$tmp/err" "$tmp/ch.txt")"; fi
+# 54: --format nccl-tests keeps nccl-tests' rows and says the choices in a comment line
+if "$bin" bench "$tmp/dgx1.xml" -g 8 -b 1M -e 2M -f 2 --format nccl-tests >"$tmp/ntc.txt" 2>"$tmp/err" \
+   && grep -qx '# spsim: algorithm/protocol by size: 1048576 B ring/LL, 2097152 B nvls/Simple' "$tmp/ntc.txt" \
+   && ! grep -v '^#' "$tmp/ntc.txt" | awk 'NF != 13 { bad = 1 } END { exit !bad }'
+then ok "nccl-tests layout with the choices in a comment"; else nok "nccl-tests choices: $(cat "$tmp/err" "$tmp/ntc.txt")"; fi
+# 55-56: NVLS needs the platform's NVLink SHARP; unknown protocol
+expect_fail "nvls on a platform without it" "nvls=1" bench "$small" --ranks 4 --sizes 1M --algo nvls
+expect_fail "unknown protocol" "unknown protocol" bench "$small" --ranks 4 --sizes 1M --proto LL256
+# 57-58: broadcast and reduce on auto: NCCL's pipelined chain, with the chunk of least
+# time. 8 x H100, 1 GiB (Simple; hop L = 2 x 1.3 us, B = 450 GB/s): C = round(sqrt(6 x
+# 2^30 / (450e9 x 2.6e-6))) = round(74.2) = 74 chunks of ceil(2^28 / 74) = 3627507
+# floats = 14510028 B; t = 8.4 us + (74 + 8 - 2) x (2.6 us + 14510028 / 450e9 s) =
+# 8.4 + 80 x 34.84451 = 2795.957 us (busbw 384.0 GB/s, 85 % of the link)
+for c in broadcast reduce; do
+  if "$bin" bench "$tmp/dgx1.xml" --coll $c -g 8 --sizes 1G --json >"$tmp/$c.json" 2>"$tmp/err" \
+     && grep -q '"algo":"ring","proto":"Simple"' "$tmp/$c.json" && closed "$tmp/$c.json" 2795.957
+  then ok "$c 1 GiB on 8 H100 = pipelined chain closed form"; else nok "$c chain: $(cat "$tmp/err") $(rows "$tmp/$c.json")"; fi
+done
+# 59-60: point-to-point inside an H100 node at NCCL's NVLink bandwidth, 18 x 20.6 =
+# 370.8 GB/s (src/graph/topo.h SM90_NVLINK_BW), not the 450 GB/s line rate:
+#   send-recv 0 -> 7, 1 GiB: 8.4 + 2.6 + 2^30 / 370.8e9 s = 2906.744 us
+#   all-to-all, 1 GiB per rank: 7 pairwise steps of 2^27 B: 8.4 + 7 x (2.6 + 2^27 / 370.8e9 s)
+#   = 2560.376 us (busbw 7/8 x 2^30 / t = 366.9 GB/s)
+if "$bin" bench "$tmp/dgx1.xml" --coll send-recv -g 8 --sizes 1G --json >"$tmp/p2p.json" 2>"$tmp/err" \
+   && closed "$tmp/p2p.json" 2906.744
+then ok "send-recv on 8 H100 at NCCL's NVLink bandwidth"; else nok "p2p: $(cat "$tmp/err") $(rows "$tmp/p2p.json")"; fi
+if "$bin" bench "$tmp/dgx1.xml" --coll all-to-all -g 8 --sizes 1G --json >"$tmp/a2a.json" 2>"$tmp/err" \
+   && closed "$tmp/a2a.json" 2560.376
+then ok "all-to-all on 8 H100 at NCCL's NVLink bandwidth"; else nok "a2a: $(cat "$tmp/err") $(rows "$tmp/a2a.json")"; fi

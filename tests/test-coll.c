@@ -980,8 +980,12 @@ static void test_names_policy(void)
   g_assert_cmpint(sp_algo_choose(&s), ==, SP_ALGO_DIRECT);
   s.coll = SP_COLL_ALL_GATHER;
   g_assert_cmpint(sp_algo_choose(&s), ==, SP_ALGO_RING);
+  /* broadcast and reduce: NCCL's pipelined chain (NCCL has no other algorithm) */
   s.coll = SP_COLL_BROADCAST;
-  g_assert_cmpint(sp_algo_choose(&s), ==, SP_ALGO_TREE);
+  g_assert_cmpint(sp_algo_choose(&s), ==, SP_ALGO_RING);
+  s.coll = SP_COLL_REDUCE;
+  g_assert_cmpint(sp_algo_choose(&s), ==, SP_ALGO_RING);
+  s.coll = SP_COLL_BROADCAST;
 
   g_assert_cmpint(sp_coll_index_of(&s, 5), ==, 5);
   g_assert_cmpint(sp_coll_index_of(&s, 9), ==, -1);

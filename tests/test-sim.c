@@ -281,7 +281,9 @@ static void test_flow_streamed(void)
           sp_coll_spec spec = { .coll = colls[i], .algo = algos[a], .dtype = SP_F32,
                                 .redop = k == 0 ? SP_RED_AVG : SP_RED_SUM, .ranks = ranks,
                                 .n = n, .count = counts[k], .chunk_bytes = 64 << 10,
-                                .channels = channels[h], .channel_block = 2 };
+                                .channels = channels[h], .channel_block = 2,
+                                /* Simple: the cost the materialised run charges */
+                                .proto = SP_PROTO_SIMPLE };
           double ts = -1, tm = -2;
           GError *err = NULL;
           if (!sp_sim_coll_time(&spec, NH, SP_FIDELITY_FLOW, &ts, &err)) {

@@ -1,5 +1,5 @@
 /* spsim bench PLATFORM [nccl-tests flags: -b -e -i -f -g -t -c -o -d -r (-n -w -m -a -z)]
- *                      [--coll C] [--ranks N] [--algo A] [--sizes MIN:MAX]
+ *                      [--coll C] [--ranks N] [--algo A] [--proto P] [--sizes MIN:MAX]
  *                      [--fidelity flow|step] [--channels N] [--per-node K]
  *                      [--format table|nccl-tests|json] [--json]
  * Predicted collective performance as nccl-tests measures it: for each size of
@@ -9,7 +9,9 @@
  * nccl-tests (spsim/nccltests.h); --format nccl-tests prints its exact layout.
  * Ring all-reduce, all-gather and reduce-scatter across nodes run one ring
  * channel per member of a node (the engine's choice, sp_sim_ring_channels)
- * unless --channels says otherwise. */
+ * unless --channels says otherwise. The algorithm and protocol of each size are
+ * NCCL's tuning model's choice on the platform (sp_sim_coll_resolve) unless
+ * --algo / --proto force them; each row names them. */
 #include "config.h"
 #include "calibrate.h"
 #include "cli.h"
@@ -37,6 +39,7 @@
 typedef struct {
   uint64_t bytes, count;
   sp_algo algo;
+  sp_proto proto;
   int32_t channels;
   double time_us[2], algbw[2], busbw[2]; /* [0] out of place, [1] in place */
   int64_t wrong[2];                      /* SP_NT_WRONG_NA when not checked */
@@ -143,7 +146,7 @@ static gboolean parse_size_opt(const char *flag, const char *s, uint64_t *out, G
 
 int sp_cmd_bench(int argc, char **argv)
 {
-  g_autofree char *coll_s = NULL, *algo_s = NULL, *sizes_s = NULL, *dtype_s = NULL, *fid_s = NULL,
+  g_autofree char *coll_s = NULL, *algo_s = NULL, *proto_s = NULL, *sizes_s = NULL, *dtype_s = NULL, *fid_s = NULL,
                   *op_s = NULL, *format_s = NULL, *minb_s = NULL, *maxb_s = NULL, *stepb_s = NULL;
   gint ranks = 0, channels = 0, nthreads = 0, ngpus = 0, nprocs = 0, per_node = 0, root = 0, check = 0;
   gint64 factor = 0;
@@ -179,7 +182,10 @@ int sp_cmd_bench(int argc, char **argv)
     { "agg_iters", 'm', 0, G_OPTION_ARG_INT, &agg, "nccl-tests: operations per iteration (no effect)", "N" },
     { "average", 'a', 0, G_OPTION_ARG_INT, &average, "nccl-tests: 0-3, how ranks' times combine (no effect)", "A" },
     { "blocking", 'z', 0, G_OPTION_ARG_INT, &blocking, "nccl-tests: blocking collectives 0-3 (no effect)", "Z" },
-    { "algo", 0, 0, G_OPTION_ARG_STRING, &algo_s, "ring, tree, direct or auto (default)", "A" },
+    { "algo", 0, 0, G_OPTION_ARG_STRING, &algo_s,
+      "ring, tree, direct, nvls or auto (default: NCCL's tuning model per size)", "A" },
+    { "proto", 0, 0, G_OPTION_ARG_STRING, &proto_s,
+      "NCCL protocol: ll, ll128, simple or auto (default: NCCL's tuning model per size)", "P" },
     { "fidelity", 0, 0, G_OPTION_ARG_STRING, &fid_s, "flow (default, fast) or step", "F" },
     { "chunk", 0, 0, G_OPTION_ARG_INT64, &chunk, "ring pipelining chunk in bytes (default 4 MiB)", "BYTES" },
     { "channels", 0, 0, G_OPTION_ARG_INT, &channels,
@@ -228,6 +234,8 @@ int sp_cmd_bench(int argc, char **argv)
   }
   sp_algo algo = SP_ALGO_AUTO;
   if (algo_s != NULL && !sp_algo_parse(algo_s, &algo, &err)) { g_prefix_error(&err, "bench: "); return fail(err); }
+  sp_proto proto = SP_PROTO_AUTO;
+  if (proto_s != NULL && !sp_proto_parse(proto_s, &proto, &err)) { g_prefix_error(&err, "bench: "); return fail(err); }
   sp_dtype dtype = SP_F32;
   if (dtype_s != NULL && !sp_nt_type_parse(dtype_s, &dtype, &err)) { g_prefix_error(&err, "bench: "); return fail(err); }
   sp_redop redop = SP_RED_SUM;
@@ -349,20 +357,27 @@ int sp_cmd_bench(int argc, char **argv)
       skipped_below = s;
       continue;
     }
-    sp_coll_spec spec = {
+    sp_coll_spec req = {
       .coll = coll, .algo = algo, .dtype = dtype, .redop = redop, .ranks = members, .n = n,
       .count = count, .root = coll == SP_COLL_SEND_RECV ? 0 : root, .chunk_bytes = (uint64_t)chunk,
-      .op_id = 0, .tag = 0, .channels = channels,
+      .op_id = 0, .tag = 0, .channels = channels, .proto = proto,
     };
+    /* the algorithm and protocol of this size: NCCL's tuning model, unless forced */
+    sp_coll_spec spec;
+    sp_tune_cost cost;
+    if (!sp_sim_coll_resolve(&req, &spec, &cost, NULL, &err)) {
+      g_prefix_error(&err, "bench: %" G_GUINT64_FORMAT " bytes: ", (guint64)sp_nt_bytes(coll, count, n, esize));
+      return fail(err);
+    }
     /* the channel count the engine will use (reported per row) */
     int32_t used = channels, blk = 0;
     if (used == 0)
       sp_sim_ring_channels(&spec, &used, &blk);
     if (spec.coll != SP_COLL_ALL_REDUCE && spec.coll != SP_COLL_ALL_GATHER && spec.coll != SP_COLL_REDUCE_SCATTER)
       used = 1;
-    if (sp_algo_choose(&spec) != SP_ALGO_RING || n == 1)
+    if (spec.algo != SP_ALGO_RING || n == 1)
       used = 1;
-    row r = { .bytes = sp_nt_bytes(coll, count, n, esize), .count = count, .algo = sp_algo_choose(&spec),
+    row r = { .bytes = sp_nt_bytes(coll, count, n, esize), .count = count, .algo = spec.algo, .proto = spec.proto,
               .channels = used < 1 ? 1 : used, .wrong = { SP_NT_WRONG_NA, SP_NT_WRONG_NA } };
     for (int k = 0; k < 2; k++) {
       double secs = 0;
@@ -431,6 +446,8 @@ int sp_cmd_bench(int argc, char **argv)
     json_builder_add_int_value(b, ranks);
     json_builder_set_member_name(b, "algo");
     json_builder_add_string_value(b, sp_algo_name(algo));
+    json_builder_set_member_name(b, "proto");
+    json_builder_add_string_value(b, sp_proto_name(proto));
     json_builder_set_member_name(b, "dtype");
     json_builder_add_string_value(b, sp_dtype_name(dtype));
     json_builder_set_member_name(b, "redop");
@@ -454,6 +471,8 @@ int sp_cmd_bench(int argc, char **argv)
       json_builder_add_int_value(b, (gint64)r->count);
       json_builder_set_member_name(b, "algo");
       json_builder_add_string_value(b, sp_algo_name(r->algo));
+      json_builder_set_member_name(b, "proto");
+      json_builder_add_string_value(b, sp_proto_name(r->proto));
       json_builder_set_member_name(b, "channels");
       json_builder_add_int_value(b, r->channels);
       json_builder_set_member_name(b, "time_us");
@@ -491,8 +510,8 @@ int sp_cmd_bench(int argc, char **argv)
     g_autofree char *model = g_strdup(desc && desc->gpu_model ? desc->gpu_model : "simulated-GPU");
     sp_plat_desc_free(desc);
     gboolean by_factor = sizes_s != NULL || fac > 1;
-    g_string_append_printf(s, "# spsim %s: predicted, not measured (platform %s, fidelity %s, algo %s)\n",
-                           PACKAGE_VERSION, platform, sp_fidelity_name(fid), sp_algo_name(algo));
+    g_string_append_printf(s, "# spsim %s: predicted, not measured (platform %s, fidelity %s, algo %s, proto %s)\n",
+                           PACKAGE_VERSION, platform, sp_fidelity_name(fid), sp_algo_name(algo), sp_proto_name(proto));
     g_string_append_printf(s, "# Collective test starting: %s\n", prog);
     g_string_append_printf(s,
         "# nThread %d nGpus %d minBytes %" G_GUINT64_FORMAT " maxBytes %" G_GUINT64_FORMAT
@@ -517,6 +536,25 @@ int sp_cmd_bench(int argc, char **argv)
       g_string_append_printf(s, "# spsim: in-place %s is lowered out of place (same schedule)\n", sp_coll_name(coll));
     if (ignored->len > 0)
       g_string_append_printf(s, "# spsim: no effect on a simulation:%s\n", ignored->str);
+    /* the algorithm and protocol of each size (nccl-tests prints none; NCCL's
+     * NCCL_DEBUG_SUBSYS=TUNING would), as runs of sizes */
+    g_string_append(s, "# spsim: algorithm/protocol by size:");
+    for (guint i = 0; i < rows->len; i++) {
+      const row *r = &g_array_index(rows, row, i);
+      guint j = i;
+      while (j + 1 < rows->len && g_array_index(rows, row, j + 1).algo == r->algo &&
+             g_array_index(rows, row, j + 1).proto == r->proto)
+        j++;
+      const row *e = &g_array_index(rows, row, j);
+      if (j > i)
+        g_string_append_printf(s, "%s %" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT " B %s/%s", i ? "," : "",
+                               (guint64)r->bytes, (guint64)e->bytes, sp_algo_name(r->algo), sp_proto_name(r->proto));
+      else
+        g_string_append_printf(s, "%s %" G_GUINT64_FORMAT " B %s/%s", i ? "," : "", (guint64)r->bytes,
+                               sp_algo_name(r->algo), sp_proto_name(r->proto));
+      i = j;
+    }
+    g_string_append(s, "\n");
     if (skipped_below > 0)
       g_string_append_printf(s, "# spsim: sizes up to %" G_GUINT64_FORMAT " B skipped: less than one element per rank\n",
                              (guint64)skipped_below);
@@ -541,9 +579,11 @@ int sp_cmd_bench(int argc, char **argv)
     sp_nt_append_footer(s, errors, avg, prog);
     fputs(s->str, stdout);
   } else {
-    printf("# spsim bench (predicted): %s, %d ranks of %s (%d hosts), algo %s, dtype %s, fidelity %s\n",
-           sp_coll_name(coll), ranks, platform, hosts, sp_algo_name(algo), sp_dtype_name(dtype),
+    printf("# spsim bench (predicted): %s, %d ranks of %s (%d hosts), algo %s, proto %s, dtype %s, fidelity %s\n",
+           sp_coll_name(coll), ranks, platform, hosts, sp_algo_name(algo), sp_proto_name(proto), sp_dtype_name(dtype),
            sp_fidelity_name(fid));
+    if (algo == SP_ALGO_AUTO || proto == SP_PROTO_AUTO)
+      printf("# algo/proto per size: NCCL's tuning model on this platform (docs/nccl-tests.md)\n");
     if (coll == SP_COLL_SEND_RECV) printf("# send-recv: rank 0 sends to rank %d\n", ranks - 1);
     if (per_node > 0) printf("# %d ranks per node\n", per_node);
     if (!inplace_ok) printf("# in-place %s is lowered out of place (same schedule)\n", sp_coll_name(coll));
@@ -560,11 +600,11 @@ int sp_cmd_bench(int argc, char **argv)
     if (maxch > 1)
       printf("# ring rows: %d channels (concurrent rings, each through other GPUs' NICs%s)\n", maxch,
              channels == 0 ? "; chosen per node, --channels N overrides" : "");
-    printf("#\n# %57s  %-34s %-34s\n", "", "---------- out-of-place ----------", "------------ in-place ------------");
-    printf("# %12s %12s %6s %6s %6s %6s %3s %10s %8s %8s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop",
-           "root", "algo", "ch", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    printf("# %12s %12s %6s %6s %6s %6s %3s %10s %8s %8s %6s %10s %8s %8s %6s\n", "(B)", "(elements)", "", "", "",
-           "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    printf("#\n# %64s  %-34s %-34s\n", "", "---------- out-of-place ----------", "------------ in-place ------------");
+    printf("# %12s %12s %6s %6s %6s %6s %6s %3s %10s %8s %8s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop",
+           "root", "algo", "proto", "ch", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    printf("# %12s %12s %6s %6s %6s %6s %6s %3s %10s %8s %8s %6s %10s %8s %8s %6s\n", "(B)", "(elements)", "", "", "",
+           "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     for (guint i = 0; i < rows->len; i++) {
       const row *r = &g_array_index(rows, row, i);
       char w[2][24];
@@ -572,9 +612,9 @@ int sp_cmd_bench(int argc, char **argv)
         if (r->wrong[k] == SP_NT_WRONG_NA) g_strlcpy(w[k], "N/A", sizeof w[k]);
         else snprintf(w[k], sizeof w[k], "%" G_GINT64_FORMAT, (gint64)r->wrong[k]);
       }
-      printf("  %12" G_GUINT64_FORMAT " %12" G_GUINT64_FORMAT " %6s %6s %6d %6s %3d %10.2f %8.2f %8.2f %6s %10.2f %8.2f %8.2f %6s\n",
+      printf("  %12" G_GUINT64_FORMAT " %12" G_GUINT64_FORMAT " %6s %6s %6d %6s %6s %3d %10.2f %8.2f %8.2f %6s %10.2f %8.2f %8.2f %6s\n",
              (guint64)r->bytes, (guint64)r->count, sp_dtype_name(dtype), redop_name, root_col, sp_algo_name(r->algo),
-             r->channels, r->time_us[0], r->algbw[0], r->busbw[0], w[0], r->time_us[1], r->algbw[1], r->busbw[1],
+             sp_proto_name(r->proto), r->channels, r->time_us[0], r->algbw[0], r->busbw[0], w[0], r->time_us[1], r->algbw[1], r->busbw[1],
              w[1]);
     }
     printf("# Avg bus bandwidth: %.4g GB/s; out of bounds values: %" G_GINT64_FORMAT "%s\n", avg, (gint64)errors,

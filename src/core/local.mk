@@ -44,10 +44,12 @@ libspsim_la_SOURCES += src/core/ops/ops_common.c src/core/ops/ops_ulysses.c src/
 	src/core/ops/ops_isp.c src/core/ops/ops_pipe.c src/core/ops/ops_ring.c
 spsiminclude_HEADERS += src/core/spsim/ops.h
 
-# lower: graph and collectives to per-rank programs (dispatcher, one file per algorithm)
+# lower: graph and collectives to per-rank programs (dispatcher, one file per algorithm);
+# NCCL's tuning model (algorithm and protocol per call, what a protocol costs)
 libspsim_la_SOURCES += src/core/lower/graph_lower.c src/core/lower/lower.c \
 	src/core/lower/lower_emit.c src/core/lower/lower_direct.c src/core/lower/lower_ring.c \
-	src/core/lower/lower_tree.c
+	src/core/lower/lower_tree.c src/core/lower/tuning.c
+spsiminclude_HEADERS += src/core/spsim/tuning.h
 
 # exec: per-rank programs, the executor, the loopback transport, timelines
 libspsim_la_SOURCES += src/core/exec/program.c src/core/exec/exec.c src/core/exec/loopback.c \

@@ -536,6 +536,7 @@ gboolean sp_cal_platform_spec(const char *path, sp_gpu_spec *g, int32_t *nodes, 
     goto out;
   if (d->speed > 0) g->flops = d->speed;
   if (d->gpu_mem > 0) g->gpu_mem = d->gpu_mem;
+  g->nvls = d->nvls;
   g->coll_lat = d->coll_latency;
   *nodes = d->nodes;
   *gpus_per_node = d->gpus_per_node;

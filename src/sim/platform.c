@@ -12,7 +12,7 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 const char *const sp_plat_known_props[] = { "gpu", "gpu_mem", "hbm_bw", "mem_bw", "node", "local_rank",
-                                            "coll_latency", "local_latency", "comm_slowdown", NULL };
+                                            "coll_latency", "local_latency", "comm_slowdown", "nvls", NULL };
 
 typedef struct {
   sp_plat_desc *d;
@@ -21,6 +21,7 @@ typedef struct {
   GArray *zone_counts;   /* hosts directly inside each open zone */
   GHashTable *node_sizes; /* hosts per innermost zone -> occurrences */
   int32_t gpn_prop;      /* gpus_per_node property (0: none, -1: malformed) */
+  gboolean nvls_seen;    /* the first nvls property was read */
   char *gpn_bad;         /* the malformed value */
   gboolean saw_platform;
   gboolean in_first_host;
@@ -137,6 +138,10 @@ static void gpu_fact(reader *r, const char *id, const char *val)
     double v = value_with_suffix(val, FALSE, &ok);
     if (ok && v > 0)
       r->d->hbm_bw = v;
+  } else if (strcmp(id, "nvls") == 0 && !r->nvls_seen) {
+    r->nvls_seen = TRUE;
+    r->d->nvls = strcmp(val, "1") == 0 || g_ascii_strcasecmp(val, "true") == 0 ||
+                 g_ascii_strcasecmp(val, "yes") == 0;
   } else if (strcmp(id, "gpu") == 0 && r->d->gpu_model == NULL) {
     r->d->gpu_model = g_strdup(val);
   } else if (strcmp(id, "gpus_per_node") == 0 && r->gpn_prop == 0) {

@@ -16,7 +16,7 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
     .nvl_bw = 450e9, .nvl_lat = 1.3e-6,
     .nic_bw = 48e9, .nic_lat = 2.0e-6,
     .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
-    .coll_lat = 8.4e-6,
+    .coll_lat = 8.4e-6, .nvls = TRUE,
   },
   [SP_GPU_A100] = {
     .key = "a100", .model = "A100-SXM4-80GB",
@@ -37,7 +37,7 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
     .nvl_bw = 450e9, .nvl_lat = 1.3e-6,
     .nic_bw = 48e9, .nic_lat = 2.0e-6,
     .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
-    .coll_lat = 8.4e-6,
+    .coll_lat = 8.4e-6, .nvls = TRUE,
   },
   [SP_GPU_TOY] = {
     .key = "toy", .model = "toy-gpu",
@@ -155,6 +155,7 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
       "    bytes / mem_bw, serially (this lowers ring busbw; docs/calibration.md).\n"
       "  * Every collective costs each rank %s us once, at its start (coll_latency:\n"
       "    NCCL's base latency per collective, launch and protocol set-up).\n"
+      "%s"
       "  * Host properties: gpu (model), gpu_mem (bytes), hbm_bw (HBM bytes/s),\n"
       "    [mem_bw,] node (node index), local_rank (GPU index in the node),\n"
       "    coll_latency. Hosts are declared node-major: declaration order = name\n"
@@ -164,6 +165,7 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
       o->nodes, g->key, gpn, o->charge_local ? " --charge-local" : "", o->nodes, gpn, g->model, o->nodes * gpn, n_su, SP_PLATFORM_NODES_PER_SU,
       num(b1, g->flops / 1e12), num(b2, g->nvl_bw / 1e9), num(b3, g->nvl_lat * 1e6), num(b4, g->nic_bw / 1e9),
       num(b5, g->nic_lat * 1e6), num(b6, g->coll_lat * 1e6),
+      g->nvls ? "  * The NVSwitches reduce (NVLink SHARP): top-zone property nvls = 1.\n" : "",
       o->gpu == SP_GPU_TOY ? "  * Preset toy: round numbers for tests, not a real machine.\n" : "");
   g_string_append(s, "<config>\n"
                      "  <prop id=\"network/model\" value=\"CM02\"/>\n"
@@ -269,6 +271,8 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
    * quadratic in the node count. */
   g_string_append(s, "<zone id=\"cluster\" routing=\"DijkstraCache\">\n");
   g_string_append_printf(s, "  <prop id=\"gpus_per_node\" value=\"%d\"/>\n", o->gpus_per_node);
+  if (g->nvls)
+    g_string_append(s, "  <prop id=\"nvls\" value=\"1\"/>\n");
   /* (a zone first: SimGrid's parser takes a zone that starts with a link for one
    * that holds hosts, not zones) */
   g_string_append(s, "  <zone id=\"spine\" routing=\"None\"><router id=\"spine-gw\"/></zone>\n");

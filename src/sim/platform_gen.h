@@ -32,7 +32,8 @@
  * index in the node) and "coll_latency" (seconds charged once per collective
  * and rank by the engine: NCCL's base latency, see sim.h); with charge_local
  * also "mem_bw" (= hbm_bw), which makes
- * the engine charge local steps. The top zone carries "gpus_per_node". The network model is set in the file's <config>: CM02 with
+ * the engine charge local steps. The top zone carries "gpus_per_node", and "nvls"
+ * = 1 for presets whose NVSwitches reduce (H100). The network model is set in the file's <config>: CM02 with
  * unit factors and no TCP window bound, so an uncontended message of S bytes
  * takes exactly (sum of route latencies) + S / (bottleneck bandwidth).
  */
@@ -75,6 +76,8 @@ typedef struct {
   double spine_lat;     /**< spine switch hop */
   double su_up_lat;     /**< leaf <-> spine cable, each way */
   double coll_lat;      /**< fixed latency per collective and rank (host property coll_latency) */
+  gboolean nvls;        /**< the NVSwitches reduce (NVLink SHARP, H100 and later): top-zone
+                             property nvls = 1 */
 } sp_gpu_spec;
 
 /** Options of sp_platform_dgx_xml. */

@@ -26,6 +26,7 @@
 #include "sim.h"
 #include "spsim/error.h"
 #include "spsim/exec.h"
+#include "spsim/tuning.h"
 
 G_STATIC_ASSERT(sizeof(gpointer) >= 8); /* (src, tag) keys are packed into pointers */
 
@@ -52,7 +53,18 @@ static struct {
   GPtrArray *args;     /* owns the strings of argv */
   sp_sim_compute_fn compute;
   void *compute_ud;
-} g_sim;
+  sp_tune_arch arch;   /* GPU generation of the platform's `gpu` model (tuning model) */
+  gboolean nvls;       /* platform property nvls: the NVSwitches reduce */
+  sp_tune_cost cost;   /* cost attributes of the collective being priced (neutral: 1s) */
+  /* link latencies scaled by the protocol (sp_sim_set_cost): every link on a route
+   * between GPUs, its latency as loaded, and whether it lies inside a node */
+  gboolean links_ready;
+  guint nlinks;
+  sg_link_t *links;
+  double *link_lat0;
+  gboolean *link_intra;
+  double lat_fi, lat_fe; /* factors applied now (1, 1 as loaded) */
+} g_sim = { .cost = { 1.0, 1.0, 1.0, 1.0 }, .lat_fi = 1.0, .lat_fe = 1.0 };
 
 const char *sp_fidelity_name(sp_fidelity f) { return f == SP_FIDELITY_FLOW ? "flow" : "step"; }
 
@@ -207,7 +219,9 @@ gboolean sp_sim_init(const char *platform_xml, GError **err)
       g_sim.coll_lat[i] = sp_plat_parse_unit(sg_host_get_property_value(g_sim.hosts[i], "coll_latency"), TRUE);
       g_sim.node[i] = parse_node(sg_host_get_property_value(g_sim.hosts[i], "node"));
     }
-    g_sim.lat = g_hash_table_new(g_int64_hash, g_int64_equal);
+    g_sim.lat = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    g_sim.arch = sp_tune_arch_of_model(pp->gpu_model);
+    g_sim.nvls = pp->nvls;
     g_sim.path = g_strdup(platform_xml);
     g_sim.ready = TRUE;
   }
@@ -353,7 +367,7 @@ static void queue_free(gpointer q) { g_queue_free((GQueue *)q); }
  * the host's per-collective latency before it is made. */
 static void charge_coll_latency(rank_ctx *c)
 {
-  double lat = g_sim.coll_lat[c->host];
+  double lat = g_sim.coll_lat[c->host] * g_sim.cost.coll_lat;
   if (lat <= 0.0 || c->prog == NULL)
     return;
   guint len = sp_program_len(c->prog);
@@ -399,7 +413,9 @@ static gboolean sim_post_send(void *vctx, int32_t peer, int32_t tag, const void 
   m->prev = &run->live;
   run->live.next->prev = m;
   run->live.next = m;
-  sg_comm_t comm = sg_mailbox_put_async(mbox_of(run, peer), m, (long)m->bytes);
+  /* the protocol's bandwidth fraction: bytes / f on the wire (the payload is exact) */
+  double wire = g_sim.cost.wire == 1.0 ? (double)m->bytes : floor((double)m->bytes * g_sim.cost.wire + 0.5);
+  sg_comm_t comm = sg_mailbox_put_async(mbox_of(run, peer), m, (long)wire);
   g_array_append_val(c->sends, comm);
   return TRUE;
 }
@@ -1052,6 +1068,227 @@ static gboolean coll_stream(void *ud, sp_flow_plan *fp, int32_t world, gboolean 
   return failed < 0;
 }
 
+/* ---- protocols and NCCL's tuning model (spsim/tuning.h) ------------------------ */
+
+/* The links of a route, appended to @p set with @p intra (an intra mark wins). */
+static void mark_route(GHashTable *set, int32_t a, int32_t b, gboolean intra, xbt_dynar_t d)
+{
+  if (a == b)
+    return;
+  xbt_dynar_reset(d);
+  sg_host_get_route(g_sim.hosts[a], g_sim.hosts[b], d);
+  unsigned i;
+  sg_link_t l;
+  xbt_dynar_foreach (d, i, l) {
+    gpointer old = g_hash_table_lookup(set, l);
+    if (old == NULL || (intra && GPOINTER_TO_INT(old) == 2))
+      g_hash_table_insert(set, l, GINT_TO_POINTER(intra ? 1 : 2));
+  }
+}
+
+/* Classify once every link that carries GPU traffic: on a route between two hosts
+ * of one node (property `node`; hosts without it form one node) it is inside a
+ * node, else between nodes. Routes walked: each node's first host to and from
+ * every other host of the node, and every host to and from the first host of
+ * another node (which crosses every leaf, uplink and the spine of the generated
+ * fat trees). */
+static void links_classify(void)
+{
+  if (g_sim.links_ready)
+    return;
+  g_sim.links_ready = TRUE;
+  GHashTable *first = g_hash_table_new(g_direct_hash, g_direct_equal); /* node + 2 -> host + 1 */
+  for (int32_t h = 0; h < g_sim.nhosts; h++) {
+    gpointer k = GINT_TO_POINTER(g_sim.node[h] + 2);
+    if (!g_hash_table_contains(first, k))
+      g_hash_table_insert(first, k, GINT_TO_POINTER(h + 1));
+  }
+  GHashTable *set = g_hash_table_new(g_direct_hash, g_direct_equal);
+  xbt_dynar_t d = xbt_dynar_new(sizeof(sg_link_t), NULL);
+  int32_t other0 = -1; /* the first host of a node other than host 0's */
+  for (int32_t h = 0; h < g_sim.nhosts && other0 < 0; h++)
+    if (g_sim.node[h] != g_sim.node[0])
+      other0 = h;
+  for (int32_t h = 0; h < g_sim.nhosts; h++) {
+    int32_t f = GPOINTER_TO_INT(g_hash_table_lookup(first, GINT_TO_POINTER(g_sim.node[h] + 2))) - 1;
+    mark_route(set, f, h, TRUE, d);
+    mark_route(set, h, f, TRUE, d);
+  }
+  for (int32_t h = 0; h < g_sim.nhosts && other0 >= 0; h++) {
+    int32_t o = g_sim.node[h] == g_sim.node[0] ? other0 : 0;
+    mark_route(set, h, o, FALSE, d);
+    mark_route(set, o, h, FALSE, d);
+  }
+  xbt_dynar_free(&d);
+  g_sim.nlinks = g_hash_table_size(set);
+  g_sim.links = g_new(sg_link_t, g_sim.nlinks);
+  g_sim.link_lat0 = g_new(double, g_sim.nlinks);
+  g_sim.link_intra = g_new(gboolean, g_sim.nlinks);
+  GList *keys = g_hash_table_get_keys(set);
+  guint i = 0;
+  for (GList *k = keys; k; k = k->next, i++)
+    g_sim.links[i] = k->data;
+  g_list_free(keys);
+  for (i = 0; i < g_sim.nlinks; i++) {
+    g_sim.link_lat0[i] = sg_link_get_latency(g_sim.links[i]);
+    g_sim.link_intra[i] = GPOINTER_TO_INT(g_hash_table_lookup(set, g_sim.links[i])) == 1;
+  }
+  g_hash_table_unref(set);
+  g_hash_table_unref(first);
+}
+
+void sp_sim_set_cost(const sp_tune_cost *c)
+{
+  static const sp_tune_cost neutral = { 1.0, 1.0, 1.0, 1.0 };
+  if (c == NULL)
+    c = &neutral;
+  g_sim.cost = *c;
+  if (!g_sim.ready || (c->lat_intra == g_sim.lat_fi && c->lat_inter == g_sim.lat_fe))
+    return;
+  links_classify();
+  for (guint i = 0; i < g_sim.nlinks; i++)
+    sg_link_set_latency(g_sim.links[i],
+                        g_sim.link_lat0[i] * (g_sim.link_intra[i] ? c->lat_intra : c->lat_inter));
+  g_sim.lat_fi = c->lat_intra;
+  g_sim.lat_fe = c->lat_inter;
+  g_hash_table_remove_all(g_sim.lat); /* route latencies changed */
+}
+
+/* Bandwidth (B/s) and latency (s) of the route between hosts @p a and @p b. */
+static void route_bw_lat(int32_t a, int32_t b, double *bw, double *lat)
+{
+  xbt_dynar_t d = xbt_dynar_new(sizeof(sg_link_t), NULL);
+  sg_host_get_route(g_sim.hosts[a], g_sim.hosts[b], d);
+  unsigned i;
+  sg_link_t l;
+  *bw = 0;
+  *lat = 0;
+  xbt_dynar_foreach (d, i, l) {
+    double v = sg_link_get_bandwidth(l);
+    if (*bw == 0 || v < *bw)
+      *bw = v;
+    *lat += sg_link_get_latency(l);
+  }
+  xbt_dynar_free(&d);
+}
+
+void sp_sim_tune_topo(const sp_coll_spec *spec, sp_tune_topo *t)
+{
+  memset(t, 0, sizeof *t);
+  t->nranks = spec->n;
+  t->nnodes = 1;
+  t->arch = g_sim.arch;
+  t->cpu_amd = g_sim.arch == SP_TUNE_AMPERE; /* DGX A100: AMD EPYC; DGX H100/B200: Intel */
+  t->nvls = g_sim.nvls;
+  if (!g_sim.ready || spec->n < 1 || spec->ranks == NULL)
+    return;
+  int32_t h0 = sp_sim_host_of(spec->ranks[0]);
+  if (h0 < 0 || h0 >= g_sim.nhosts)
+    return;
+  GHashTable *nodes = g_hash_table_new(g_direct_hash, g_direct_equal);
+  int32_t same = -1, other = -1;
+  for (int32_t i = 0; i < spec->n; i++) {
+    int32_t h = sp_sim_host_of(spec->ranks[i]);
+    if (h < 0 || h >= g_sim.nhosts)
+      continue;
+    g_hash_table_add(nodes, GINT_TO_POINTER(g_sim.node[h] + 2));
+    if (i > 0 && g_sim.node[h] == g_sim.node[h0] && same < 0)
+      same = h;
+    if (g_sim.node[h] != g_sim.node[h0] && other < 0)
+      other = h;
+  }
+  t->nnodes = MAX(1, (int32_t)g_hash_table_size(nodes));
+  g_hash_table_unref(nodes);
+  /* NVLink: to another GPU of the node (of the group, else of the platform) */
+  for (int32_t h = 0; same < 0 && h < g_sim.nhosts; h++)
+    if (h != h0 && g_sim.node[h] == g_sim.node[h0])
+      same = h;
+  double bw, lat;
+  if (same >= 0) {
+    route_bw_lat(h0, same, &bw, &lat);
+    t->bw_nvl = bw / 1e9;
+  }
+  if (other >= 0) {
+    route_bw_lat(h0, other, &bw, &lat);
+    t->bw_nic = bw / 1e9;
+  }
+  if (t->bw_nvl <= 0)
+    t->bw_nvl = t->bw_nic;
+}
+
+/* NCCL's nBytes of a call (tuning.h): all-gather and reduce-scatter count the whole
+ * gathered buffer; all-to-all one peer's block. */
+static uint64_t nccl_bytes(const sp_coll_spec *spec)
+{
+  uint64_t b = spec->count * sp_dtype_size(spec->dtype);
+  if (spec->coll == SP_COLL_ALL_GATHER || spec->coll == SP_COLL_REDUCE_SCATTER)
+    b *= (uint64_t)spec->n;
+  return b;
+}
+
+/* The chunk of a pipelined chain (ring broadcast and reduce) that minimises its time:
+ * with C chunks of S / C bytes, the n-1 hops of the chain take C + n - 2 steps, each
+ * step one chunk over the slowest hop (latency L, bandwidth B, both priced with the
+ * protocol's cost): t = (C + n - 2)(L + S / (C B)), least at C = sqrt((n-2) S / (B L)).
+ * NCCL pipelines 512 KiB chunks with 8 in flight per channel, which hides the hop
+ * latency that spsim's steps pay one after the other; the optimum of spsim's schedule
+ * is its equivalent. 0 (the lowering's default) when nothing is known. */
+static uint64_t chain_chunk_bytes(const sp_coll_spec *sp, const sp_tune_cost *c)
+{
+  int32_t n = sp->n;
+  size_t es = sp_dtype_size(sp->dtype);
+  uint64_t S = sp->count * es;
+  if (n < 2 || S == 0 || !g_sim.ready)
+    return 0;
+  double L = 0, B = 0;
+  for (int32_t i = 0; i < n; i++) {
+    int32_t a = sp_sim_host_of(sp->ranks[i]), b = sp_sim_host_of(sp->ranks[(i + 1) % n]);
+    if (a < 0 || b < 0 || a >= g_sim.nhosts || b >= g_sim.nhosts)
+      return 0;
+    double bw, lat;
+    route_bw_lat(a, b, &bw, &lat);
+    lat *= g_sim.node[a] == g_sim.node[b] ? c->lat_intra : c->lat_inter;
+    bw /= c->wire;
+    L = MAX(L, lat);
+    B = B == 0 || bw < B ? bw : B;
+  }
+  if (B <= 0)
+    return 0;
+  double C = L > 0 ? floor(sqrt((double)(n - 2) * (double)S / (B * L)) + 0.5) : (double)S;
+  if (C < 1)
+    C = 1;
+  uint64_t chunk = (uint64_t)ceil((double)S / C);
+  chunk = (chunk + es - 1) / es * es;
+  return chunk < es ? es : chunk;
+}
+
+gboolean sp_sim_coll_resolve(const sp_coll_spec *spec, sp_coll_spec *out, sp_tune_cost *cost,
+                             double *model_us, GError **err)
+{
+  *out = *spec;
+  *cost = (sp_tune_cost){ 1.0, 1.0, 1.0, 1.0 };
+  if (model_us)
+    *model_us = -1;
+  if (!sp_coll_spec_validate(spec, err))
+    return FALSE;
+  sp_tune_topo t;
+  sp_sim_tune_topo(spec, &t);
+  sp_algo a;
+  sp_proto p;
+  gboolean nvls_ok = sp_tune_nvls_supported(spec->coll, spec->redop, spec->dtype);
+  if (!sp_tune_choose(&t, spec->coll, nccl_bytes(spec), nvls_ok, spec->algo, spec->proto, &a, &p,
+                      model_us, err))
+    return FALSE;
+  out->algo = a;
+  out->proto = p;
+  sp_tune_cost_of(&t, spec->coll, a, p, cost);
+  /* broadcast and reduce chains: the chunk of least time (unless given) */
+  if ((spec->coll == SP_COLL_BROADCAST || spec->coll == SP_COLL_REDUCE) && a == SP_ALGO_RING &&
+      spec->chunk_bytes == 0 && spec->n > 1)
+    out->chunk_bytes = chain_chunk_bytes(out, cost);
+  return TRUE;
+}
+
 gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
                           double *seconds, GError **err)
 {
@@ -1069,18 +1306,24 @@ gboolean sp_sim_coll_time_ex(const sp_coll_spec *spec, int32_t world, sp_fidelit
                   "group member %d is outside the world of %d ranks", spec->ranks[i], world);
       return FALSE;
     }
-  sp_coll_spec sp = *spec;
+  /* AUTO algorithm and protocol: NCCL's tuning model on this platform */
+  sp_coll_spec sp;
+  sp_tune_cost cost;
+  if (!sp_sim_coll_resolve(spec, &sp, &cost, NULL, err))
+    return FALSE;
   if (sp.channels == 0) {
-    sp_sim_ring_channels(spec, &sp.channels, &sp.channel_block);
+    sp_sim_ring_channels(&sp, &sp.channels, &sp.channel_block);
   } else if (sp.channels > 1 && sp.channel_block == 0) {
     int32_t ch, blk;
-    sp_sim_ring_channels(spec, &ch, &blk);
+    sp_sim_ring_channels(&sp, &ch, &blk);
     sp.channel_block = blk;
   }
   coll_src src = { &sp, NULL, free_local_steps(&sp), in_place };
   /* lowered programs are valid by construction (tests/test-coll checks them) */
+  sp_sim_set_cost(&cost);
   gboolean ok = run_common(coll_get, coll_release, coll_stream, &src, world, TRUE, NULL, fid, NULL,
                            seconds, err);
+  sp_sim_set_cost(NULL);
   sp_program_free(src.spare);
   return ok;
 }

@@ -73,6 +73,7 @@
 #include "spsim/coll.h"
 #include "spsim/exec.h"
 #include "spsim/program.h"
+#include "spsim/tuning.h"
 
 G_BEGIN_DECLS
 
@@ -139,7 +140,9 @@ gboolean sp_sim_run(sp_program *const *progs, int32_t world, void **const *bufs,
 /**
  * Lower @p spec for every rank of [0, @p world) in cost mode and run it (lowering
  * rank by rank, so FLOW fidelity keeps only the merged programs in memory);
- * @p seconds receives the makespan. spec->channels == 0 lets the engine choose
+ * @p seconds receives the makespan. AUTO algorithm and protocol are resolved by
+ * NCCL's tuning model (sp_sim_coll_resolve) and the protocol priced
+ * (sp_sim_set_cost). spec->channels == 0 lets the engine choose
  * the ring channels for the platform (sp_sim_ring_channels); 1 or more is used
  * as given, with spec->channel_block == 0 taking the platform's members per node
  * (sp_sim_ring_channels' block; set it to 1 for rings without rotation).
@@ -154,6 +157,40 @@ gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity f
  */
 gboolean sp_sim_coll_time_ex(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
                              gboolean in_place, double *seconds, GError **err);
+
+/**
+ * The platform's facts for NCCL's tuning model (spsim/tuning.h) about the group of
+ * @p spec under the current host map: ranks; nodes (distinct `node` properties of
+ * the members' hosts; hosts without one count as one node); the GPU generation of
+ * the platform's `gpu` model; AMD hosts for Ampere (DGX A100); the bandwidth of
+ * the route from member 0 to another GPU of its node (NVLink) and to a member on
+ * another node (its NIC), in GB/s; the platform's `nvls` property.
+ */
+void sp_sim_tune_topo(const sp_coll_spec *spec, sp_tune_topo *t);
+/**
+ * Resolve @p spec on the loaded platform: @p out = @p spec with AUTO algorithm and
+ * protocol replaced by NCCL's tuning model's choice (sp_tune_choose; an explicit
+ * algorithm or protocol is kept and the other chosen for it), and @p cost its cost
+ * attributes (sp_tune_cost_of). @p model_us (may be NULL) receives the model's
+ * predicted time (-1 where it has none). Fails (SP_ERROR_UNSUPPORTED) on a forced
+ * pair that cannot run, such as nvls on a platform without NVLink SHARP. Ring
+ * broadcast and reduce (pipelined chains) without a chunk_bytes get the chunk of least
+ * time: C = round(sqrt((n-2) S / (B L))) chunks of S / C bytes (rounded up to whole
+ * elements), L and B the latency and bandwidth of the chain's slowest hop with the
+ * protocol's cost, so t = coll_latency + (C + n - 2)(L + S / (C B)).
+ * sp_sim_coll_time and the what-if's pricer run the resolved spec.
+ */
+gboolean sp_sim_coll_resolve(const sp_coll_spec *spec, sp_coll_spec *out, sp_tune_cost *cost,
+                             double *model_us, GError **err);
+/**
+ * Price the next runs with @p c (NULL: neutral, as the platform says): every
+ * message moves bytes x c->wire simulated bytes (its payload is unchanged), the
+ * links inside a node (on a route between two GPUs of one node) get their loaded
+ * latency x c->lat_intra, the other links between GPUs x c->lat_inter, and each
+ * collective's coll_latency is x c->coll_lat. sp_sim_coll_time sets and clears it
+ * around its run.
+ */
+void sp_sim_set_cost(const sp_tune_cost *c);
 
 /** @return the `node` property of host @p host, -1 when absent or out of range. */
 int32_t sp_sim_host_node(int32_t host);

@@ -29,6 +29,9 @@ typedef struct {
   int32_t n, stride, nb;
   uint64_t count;
   int32_t channels, channel_block; /* ring channels (coll.h) */
+  sp_algo algo;                    /* resolved by NCCL's tuning model (sp_sim_coll_resolve) */
+  sp_proto proto;
+  uint64_t chunk_bytes;
   int32_t *members; /* scratch, n entries */
   sp_program *spare; /* a released program, reused by the next get (FLOW) */
 } sib_src;
@@ -51,9 +54,9 @@ static sp_program *sib_get(void *ud, int32_t rank, GError **err)
     return p; /* not in a simulated group: idle */
   for (int32_t k = 0; k < s->n; k++)
     s->members[k] = b + k * s->stride;
-  sp_coll_spec spec = { .coll = s->coll, .algo = SP_ALGO_AUTO, .dtype = SP_BF16, .redop = SP_RED_SUM,
-                        .ranks = s->members, .n = s->n, .count = s->count,
-                        .channels = s->channels, .channel_block = s->channel_block };
+  sp_coll_spec spec = { .coll = s->coll, .algo = s->algo, .dtype = SP_BF16, .redop = SP_RED_SUM,
+                        .ranks = s->members, .n = s->n, .count = s->count, .chunk_bytes = s->chunk_bytes,
+                        .channels = s->channels, .channel_block = s->channel_block, .proto = s->proto };
   size_t es = sp_dtype_size(spec.dtype);
   uint32_t in = sp_program_add_buffer(p, sp_coll_in_count(&spec) * es, "in");
   uint32_t out = sp_program_add_buffer(p, sp_coll_out_count(&spec) * es, "out");
@@ -104,9 +107,26 @@ gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboo
   sib_src src = { .coll = c->coll, .n = n, .stride = c->stride, .nb = nb, .count = cs.count,
                   .channels = cs.channels, .channel_block = cs.channel_block,
                   .members = g_new(int32_t, n), .spare = NULL };
+  /* the algorithm and protocol NCCL's tuning model picks for the first group (every
+   * sibling group has its shape), priced with that protocol's cost */
+  for (int32_t k = 0; k < n; k++)
+    src.members[k] = k * c->stride;
+  sp_coll_spec first = { .coll = c->coll, .algo = SP_ALGO_AUTO, .dtype = SP_BF16, .redop = SP_RED_SUM,
+                         .ranks = src.members, .n = n, .count = cs.count };
+  sp_coll_spec res;
+  sp_tune_cost cost;
+  if (!sp_sim_coll_resolve(&first, &res, &cost, NULL, err)) {
+    g_free(src.members);
+    return FALSE;
+  }
+  src.algo = res.algo;
+  src.proto = res.proto;
+  src.chunk_bytes = res.chunk_bytes;
+  sp_sim_set_cost(&cost);
   gboolean ok = sp_sim_run_source_lowered(sib_get, sib_release, &src, (int32_t)world,
                                           step_fidelity ? SP_FIDELITY_STEP : SP_FIDELITY_FLOW, NULL,
                                           seconds, err);
+  sp_sim_set_cost(NULL);
   sp_program_free(src.spare);
   g_free(src.members);
   return ok;

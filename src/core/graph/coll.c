@@ -29,7 +29,12 @@ static const struct {
 
 static const char *const algo_names[SP_ALGO_COUNT] = {
   [SP_ALGO_AUTO] = "auto", [SP_ALGO_RING] = "ring", [SP_ALGO_DIRECT] = "direct",
-  [SP_ALGO_TREE] = "tree",
+  [SP_ALGO_TREE] = "tree", [SP_ALGO_NVLS] = "nvls",
+};
+
+static const char *const proto_names[SP_PROTO_COUNT] = {
+  [SP_PROTO_AUTO] = "auto", [SP_PROTO_LL] = "LL", [SP_PROTO_LL128] = "LL128",
+  [SP_PROTO_SIMPLE] = "Simple",
 };
 
 const char *sp_coll_name(sp_coll c)
@@ -91,7 +96,25 @@ gboolean sp_algo_parse(const char *s, sp_algo *out, GError **err)
     }
   }
   g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
-              "unknown algorithm '%s': use one of auto, ring, direct, tree", s ? s : "(null)");
+              "unknown algorithm '%s': use one of auto, ring, direct, tree, nvls", s ? s : "(null)");
+  return FALSE;
+}
+
+const char *sp_proto_name(sp_proto p)
+{
+  return (unsigned)p < SP_PROTO_COUNT ? proto_names[p] : "invalid";
+}
+
+gboolean sp_proto_parse(const char *s, sp_proto *out, GError **err)
+{
+  if (s != NULL)
+    for (int i = 0; i < SP_PROTO_COUNT; i++)
+      if (g_ascii_strcasecmp(s, proto_names[i]) == 0) {
+        *out = (sp_proto)i;
+        return TRUE;
+      }
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+              "unknown protocol '%s': use one of auto, ll, ll128, simple", s ? s : "(null)");
   return FALSE;
 }
 
@@ -140,7 +163,12 @@ gboolean sp_coll_spec_validate(const sp_coll_spec *spec, GError **err)
   const char *cn = sp_coll_name(spec->coll);
   if ((unsigned)spec->algo >= SP_ALGO_COUNT) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
-                "%s: invalid algorithm %d: use auto, ring, direct or tree", cn, (int)spec->algo);
+                "%s: invalid algorithm %d: use auto, ring, direct, tree or nvls", cn, (int)spec->algo);
+    return FALSE;
+  }
+  if ((unsigned)spec->proto >= SP_PROTO_COUNT) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "%s: invalid protocol %d: use auto, LL, LL128 or Simple", cn, (int)spec->proto);
     return FALSE;
   }
   if ((unsigned)spec->dtype >= SP_DTYPE_COUNT) {
@@ -259,7 +287,7 @@ sp_algo sp_algo_choose(const sp_coll_spec *spec)
   case SP_COLL_ALL_GATHER:
   case SP_COLL_REDUCE_SCATTER: return SP_ALGO_RING;
   case SP_COLL_BROADCAST:
-  case SP_COLL_REDUCE: return SP_ALGO_TREE;
+  case SP_COLL_REDUCE: return SP_ALGO_RING;
   case SP_COLL_ALL_TO_ALL:
   case SP_COLL_SEND_RECV:
   default: return SP_ALGO_DIRECT;
@@ -274,6 +302,14 @@ gboolean sp_coll_algo_supported(const sp_coll_spec *spec, sp_algo algo, GError *
     g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
                 "all-to-all has no %s algorithm: use direct (pairwise exchange) or auto",
                 sp_algo_name(algo));
+    return FALSE;
+  }
+  if (algo == SP_ALGO_NVLS && spec->coll != SP_COLL_ALL_REDUCE &&
+      spec->coll != SP_COLL_ALL_GATHER && spec->coll != SP_COLL_REDUCE_SCATTER) {
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                "%s has no nvls algorithm (NVLink SHARP runs all-reduce, all-gather and "
+                "reduce-scatter): use ring, tree, direct or auto",
+                sp_coll_name(spec->coll));
     return FALSE;
   }
   return TRUE;

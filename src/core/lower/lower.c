@@ -41,6 +41,8 @@ static const sp_lower_fn lowerings[SP_ALGO_COUNT] = {
   [SP_ALGO_RING] = sp_lower_ring,
   [SP_ALGO_DIRECT] = sp_lower_direct,
   [SP_ALGO_TREE] = sp_lower_tree,
+  /* NVLS: DIRECT's programs; only the engine's pricing differs (coll.h) */
+  [SP_ALGO_NVLS] = sp_lower_direct,
 };
 
 /* The steps of a member (after the in-place snapshot). @algo is resolved and

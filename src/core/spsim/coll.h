@@ -40,7 +40,8 @@
  *   - reduce-scatter: the same n-1 steps on the blocks of in; block s (member
  *     s's out) = (((x[s+1] ⊕ x[s+2]) ⊕ ...) ⊕ x[s]).
  *   - all-gather: n-1 steps; step k sends block i-k, receives block i-k-1.
- *   - broadcast: pipelined chain root -> root+1 -> ... -> root-1 (chunks).
+ *   - broadcast: pipelined chain root -> root+1 -> ... -> root-1 (chunks; on a
+ *     platform the engine picks the chunk of least time, sp_sim_coll_resolve).
  *   - reduce: pipelined chain root+1 -> root+2 -> ... -> root; result
  *     (((x[root+1] ⊕ x[root+2]) ⊕ ...) ⊕ x[root]).
  *   - all-to-all: not supported (use DIRECT).
@@ -99,6 +100,11 @@
  *     root's result is a[0].
  *   - all-to-all: not supported (use DIRECT).
  * - send-recv: one message from member 0 to member 1 under every algorithm.
+ * - NVLS (all-reduce, all-gather, reduce-scatter; others: not supported): the
+ *   programs, messages and reduction order of DIRECT. Only the cost differs: the
+ *   engine prices them as NVLink SHARP, where the NVSwitch reduces and multicasts,
+ *   so each GPU sends its data to the switch once and receives the result once
+ *   (spsim/tuning.h, sp_tune_cost_of).
  *
  * AVG is SUM through the schedule, then one SCALE (divide by n) where the final
  * value is produced; on integer dtypes the division truncates toward zero.
@@ -136,8 +142,23 @@ typedef enum {
   SP_ALGO_RING,     /**< ring, chunked and pipelined */
   SP_ALGO_DIRECT,   /**< direct / pairwise exchange */
   SP_ALGO_TREE,     /**< binomial tree or recursive doubling/halving */
+  SP_ALGO_NVLS,     /**< NVLink SHARP: the NVSwitch reduces (all-reduce, all-gather,
+                         reduce-scatter); lowered as DIRECT, priced as the switch does it */
   SP_ALGO_COUNT
 } sp_algo;
+
+/**
+ * NCCL's protocols. A protocol is a cost attribute of a lowered collective: the
+ * engine prices its messages with the protocol's bandwidth fraction and latencies
+ * (spsim/tuning.h); it never changes the program, its messages or its data.
+ */
+typedef enum {
+  SP_PROTO_AUTO = 0, /**< the tuning model's choice (engine), Simple elsewhere */
+  SP_PROTO_LL,       /**< 8-byte lines of 4 data bytes + 4 flag bytes: low latency, 1/2 bandwidth */
+  SP_PROTO_LL128,    /**< 128-byte lines of 120 data bytes + 8 flag bytes */
+  SP_PROTO_SIMPLE,   /**< bulk copies with a flag per step: full bandwidth, highest latency */
+  SP_PROTO_COUNT
+} sp_proto;
 
 /** Default chunk of the RING algorithms when spec->chunk_bytes is 0 (4 MiB). */
 #define SP_RING_DEFAULT_CHUNK_BYTES ((uint64_t)4 << 20)
@@ -163,6 +184,7 @@ typedef struct {
                                 collectives ignore it */
   int32_t channel_block;   /**< members per block (one node's members, in group order)
                                 rotated by c in channel c's ring (0 or 1: no rotation) */
+  sp_proto proto;          /**< protocol the engine prices (cost only; AUTO: the tuning model) */
 } sp_coll_spec;
 
 /** Largest sp_coll_spec.channels. */
@@ -174,10 +196,14 @@ const char *sp_coll_name(sp_coll c);
 const char *sp_coll_semantics(sp_coll c);
 /** Parse a collective name. */
 gboolean sp_coll_parse(const char *s, sp_coll *out, GError **err);
-/** @return "auto", "ring", "direct", "tree". */
+/** @return "auto", "ring", "direct", "tree", "nvls". */
 const char *sp_algo_name(sp_algo a);
 /** Parse an algorithm name. */
 gboolean sp_algo_parse(const char *s, sp_algo *out, GError **err);
+/** @return "auto", "LL", "LL128", "Simple" (NCCL's spelling). */
+const char *sp_proto_name(sp_proto p);
+/** Parse a protocol name (case-insensitive: ll, ll128, simple, auto). */
+gboolean sp_proto_parse(const char *s, sp_proto *out, GError **err);
 
 /**
  * Check sizes, group (distinct non-negative ranks), root, dtype/op pairing.
@@ -192,10 +218,13 @@ gboolean sp_coll_spec_validate(const sp_coll_spec *spec, GError **err);
 uint64_t sp_coll_in_count(const sp_coll_spec *spec);
 uint64_t sp_coll_out_count(const sp_coll_spec *spec);
 /**
- * The algorithm AUTO resolves to for this spec (deterministic); an explicit
- * spec->algo is returned as is. Policy: all-reduce -> TREE when count * element
- * size < #SP_TREE_MAX_BYTES, else RING; all-gather, reduce-scatter -> RING;
- * broadcast, reduce -> TREE; all-to-all, send-recv -> DIRECT.
+ * The algorithm AUTO resolves to for this spec without a platform (deterministic);
+ * an explicit spec->algo is returned as is. Policy: all-reduce -> TREE when count *
+ * element size < #SP_TREE_MAX_BYTES, else RING; all-gather, reduce-scatter ->
+ * RING; broadcast, reduce -> RING (NCCL's pipelined chain: NCCL has no other
+ * algorithm for them); all-to-all, send-recv -> DIRECT. On a platform the engine
+ * resolves AUTO with NCCL's tuning model instead (spsim/tuning.h,
+ * sp_sim_coll_resolve) and lowers the resolved spec.
  */
 sp_algo sp_algo_choose(const sp_coll_spec *spec);
 /** @return the group index of @p rank, or -1 when it is not a member. */

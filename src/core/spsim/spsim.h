@@ -12,6 +12,7 @@
 #include "spsim/program.h"
 #include "spsim/transport.h"
 #include "spsim/coll.h"
+#include "spsim/tuning.h"
 #include "spsim/exec.h"
 #include "spsim/verify.h"
 #include "spsim/topology.h"

@@ -1,0 +1,424 @@
+/* NCCL's tuning model (see spsim/tuning.h): one table of NCCL's constants, the
+ * per-communicator table of latencies and bandwidths, the choice of algorithm and
+ * protocol, and what a protocol costs the engine. Every constant below is NCCL's,
+ * from NVIDIA/nccl v2.30.7-1 src/graph/tuning.cc (ncclTunerConstantsDefaults,
+ * nvlsEfficiency, ncclTopoTuneModel, ncclTopoGetAlgoTime) and src/enqueue.cc
+ * (NCCL_P2P_LL_THRESHOLD), unless its comment says otherwise. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "spsim/error.h"
+#include "spsim/tuning.h"
+
+/* NCCL's indices: algorithms Tree, Ring, NVLS (of NCCL's seven; CollNet, NVLS-Tree
+ * and PAT are not modelled), protocols LL, LL128, Simple; hardware NVLink, PCI,
+ * network. */
+enum { NA_TREE = 0, NA_RING, NA_NVLS, NA_COUNT };
+enum { NP_LL = 0, NP_LL128, NP_SIMPLE, NP_COUNT };
+enum { HW_NVLINK = 0, HW_PCI, HW_NET, HW_COUNT };
+
+static const struct {
+  double base_lat[NA_COUNT][NP_COUNT];              /* baseLatencies, us */
+  double hw_lat[HW_COUNT][NA_COUNT][NP_COUNT];      /* hwLatencies, us per hop */
+  double ll_max_bw[SP_TUNE_ARCH_COUNT][3];          /* llMaxBws [arch or CPU][nodes 1, 2, >2] */
+  double ring_ll128_bw[SP_TUNE_ARCH_COUNT][3];      /* perChMaxRingLL128Bws */
+  double tree_ll128_bw[SP_TUNE_ARCH_COUNT][3];      /* perChMaxTreeLL128Bws */
+  double tree_bw[SP_TUNE_ARCH_COUNT][3];            /* perChMaxTreeBws */
+  double nvls_eff[SP_TUNE_ARCH_COUNT];              /* nvlsEfficiency */
+} nccl = {
+  .base_lat = { [NA_TREE] = { 6.8, 14.0, 8.4 }, [NA_RING] = { 6.6, 14.0, 8.4 },
+                [NA_NVLS] = { 0, 0, 0 } },
+  .hw_lat = {
+    [HW_NVLINK] = { [NA_TREE] = { 0.6, 1.25, 4.0 }, [NA_RING] = { 0.6, 1.9, 3.4 },
+                    [NA_NVLS] = { 0, 0, 25 } },
+    [HW_PCI] = { [NA_TREE] = { 1.0, 1.9, 4.0 }, [NA_RING] = { 1.0, 2.5, 5.7 },
+                 [NA_NVLS] = { 0, 0, 0 } },
+    [HW_NET] = { [NA_TREE] = { 5.0, 8.5, 14 }, [NA_RING] = { 2.7, 4.0, 14.0 },
+                 [NA_NVLS] = { 0, 0, 18 } },
+  },
+  /* one node: by GPU generation; several: by CPU (row 0 Intel, row 1 AMD) */
+  .ll_max_bw = { { 39.0, 39.0, 20.4 }, { 87.7, 22.5, 19.0 }, { 141.0, 45.0, 35.0 },
+                 { 2 * 141.0, 2 * 45.0, 2 * 35.0 } },
+  .ring_ll128_bw = { { 20.0, 20.0, 20.0 }, { 20.0, 20.0, 20.0 }, { 36.7, 36.7, 36.7 },
+                     { 40.0, 40.0, 40.0 } },
+  .tree_ll128_bw = { { 20.0, 20.0, 20.0 }, { 20.0, 20.0, 20.0 }, { 36.7, 36.7, 29.0 },
+                     { 55.6, 31.67, 20.0 } },
+  .tree_bw = { { 26.5, 18.5, 10.0 }, { 24.0, 23.6, 17.8 }, { 38.7, 41.4, 36.0 },
+               { 70.0, 42.8, 24.0 } },
+  .nvls_eff = { 0.0, 0.0, 0.85, 0.74 },
+};
+
+/* NCCL's bandwidth of one NVLink per direction (src/graph/topo.h: SM70/SM80_NVLINK_BW
+ * 20.0, SM90_NVLINK_BW 20.6, SM100_NVLINK_BW 40.1 GB/s) times the links of the SXM
+ * parts (V100 6, A100 12, H100 18, B200 18; NVIDIA datasheets): NCCL's effective
+ * NVLink bandwidth of a GPU, against line rates of 150, 300, 450 and 900 GB/s. */
+static const double nccl_nvlink_gpu_bw[SP_TUNE_ARCH_COUNT] = { 6 * 20.0, 12 * 20.0, 18 * 20.6,
+                                                                18 * 40.1 };
+
+/* NCCL_MAX_NVLS_ARITY (src/include/device.h): NVLS all-gather / reduce-scatter
+ * need at most this many GPUs of a node. */
+#define NVLS_MAX_ARITY 32
+
+static const char *const arch_names[SP_TUNE_ARCH_COUNT] = { "volta", "ampere", "hopper",
+                                                            "blackwell" };
+
+const char *sp_tune_arch_name(sp_tune_arch a)
+{
+  return (unsigned)a < SP_TUNE_ARCH_COUNT ? arch_names[a] : "invalid";
+}
+
+sp_tune_arch sp_tune_arch_of_model(const char *model)
+{
+  static const struct {
+    const char *prefix;
+    sp_tune_arch arch;
+  } known[] = {
+    { "V100", SP_TUNE_VOLTA },   { "A100", SP_TUNE_AMPERE },   { "A800", SP_TUNE_AMPERE },
+    { "A10", SP_TUNE_AMPERE },   { "A30", SP_TUNE_AMPERE },    { "A40", SP_TUNE_AMPERE },
+    { "H100", SP_TUNE_HOPPER },  { "H800", SP_TUNE_HOPPER },   { "H200", SP_TUNE_HOPPER },
+    { "H20", SP_TUNE_HOPPER },   { "GH200", SP_TUNE_HOPPER },  { "B100", SP_TUNE_BLACKWELL },
+    { "B200", SP_TUNE_BLACKWELL }, { "GB200", SP_TUNE_BLACKWELL }, { "B300", SP_TUNE_BLACKWELL },
+  };
+  if (model != NULL)
+    for (gsize i = 0; i < G_N_ELEMENTS(known); i++)
+      if (g_ascii_strncasecmp(model, known[i].prefix, strlen(known[i].prefix)) == 0)
+        return known[i].arch;
+  return SP_TUNE_HOPPER;
+}
+
+static int32_t log2i(int32_t n) /* NCCL's log2i: floor(log2 n), 0 for n <= 1 */
+{
+  int32_t l = 0;
+  while (n > 1) {
+    n >>= 1;
+    l++;
+  }
+  return l;
+}
+
+static sp_algo algo_of(int na)
+{
+  return na == NA_TREE ? SP_ALGO_TREE : na == NA_RING ? SP_ALGO_RING : SP_ALGO_NVLS;
+}
+
+static sp_proto proto_of(int np)
+{
+  return (sp_proto)(np + 1);
+}
+
+static int np_of(sp_proto p)
+{
+  return p == SP_PROTO_LL ? NP_LL : p == SP_PROTO_LL128 ? NP_LL128 : NP_SIMPLE;
+}
+
+static int32_t channels_of(const sp_tune_topo *t)
+{
+  return t->channels > 0 ? t->channels : SP_TUNE_CHANNELS;
+}
+
+/* NCCL's graph bus bandwidth (nChannels x bw, GB/s) of the ring and tree: NVLink on
+ * one node; across nodes the ring leaves every node through all its NICs. */
+static double graph_bw(const sp_tune_topo *t)
+{
+  if (t->nnodes <= 1 || t->bw_nic <= 0)
+    return t->bw_nvl;
+  double ppn = (double)t->nranks / (double)t->nnodes;
+  double net = ppn * t->bw_nic;
+  return t->bw_nvl > 0 && t->bw_nvl < net ? t->bw_nvl : net;
+}
+
+static int32_t nsteps_of(sp_coll c, int32_t n)
+{
+  return c == SP_COLL_ALL_REDUCE ? 2 * (n - 1)
+         : c == SP_COLL_ALL_GATHER || c == SP_COLL_REDUCE_SCATTER ? n - 1 : n;
+}
+
+/* NCCL's tree bus bandwidth of protocol @np for an all-reduce (before the 0.5 of
+ * algorithm bandwidth): the refinements of ncclTopoTuneModel. */
+static double nccl_tree_busbw(const sp_tune_topo *t, int np)
+{
+  int32_t nc = channels_of(t), i2 = t->nnodes <= 2 ? t->nnodes - 1 : 2;
+  int32_t i1 = t->nnodes == 1 ? (int32_t)t->arch : (t->cpu_amd ? 1 : 0);
+  double ll_max = nccl.ll_max_bw[i1][i2];
+  double bus = graph_bw(t);
+  bus = MIN(bus * 0.92, nc * nccl.tree_bw[t->arch][i2]);
+  if (np == NP_LL)
+    bus = MIN(bus / 3.8, ll_max);
+  else if (np == NP_LL128)
+    bus = MIN(bus * (t->nnodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), nc * nccl.tree_ll128_bw[t->arch][i2]);
+  return bus;
+}
+
+/* spsim's TREE all-reduce (recursive doubling over node-major members) moves the
+ * whole message in each round: seconds per byte x 1e9 = rounds on NVLink / B_nvl
+ * + rounds across nodes / B_nic. */
+static double spsim_tree_inv_bw(const sp_tune_topo *t)
+{
+  int32_t n = t->nranks, p = 1;
+  while (p <= n / 2)
+    p *= 2;
+  int32_t rounds = log2i(p), ppn = t->nnodes > 0 ? t->nranks / t->nnodes : n;
+  int32_t intra = MIN(rounds, log2i(ppn > 0 ? ppn : 1)), inter = rounds - intra;
+  if (n != p) { /* fold and unfold: neighbours, inside a node unless one GPU per node */
+    if (ppn >= 2)
+      intra += 2;
+    else
+      inter += 2;
+  }
+  double bn = t->bw_nvl > 0 ? t->bw_nvl : t->bw_nic, bi = t->bw_nic > 0 ? t->bw_nic : t->bw_nvl;
+  double inv = 0;
+  if (intra > 0 && bn > 0)
+    inv += intra / bn;
+  if (inter > 0 && bi > 0)
+    inv += inter / bi;
+  return inv;
+}
+
+void sp_tune_model(const sp_tune_topo *t, sp_coll coll, sp_tune_table *out)
+{
+  memset(out, 0, sizeof *out);
+  int32_t n = t->nranks, nodes = t->nnodes < 1 ? 1 : t->nnodes;
+  if (n <= 1)
+    return;
+  int32_t nc = channels_of(t), nsteps = nsteps_of(coll, n);
+  int32_t i2 = nodes <= 2 ? nodes - 1 : 2;
+  int32_t i1 = nodes == 1 ? (int32_t)t->arch : (t->cpu_amd ? 1 : 0);
+  double ll_max = nccl.ll_max_bw[i1][i2], ppn = (double)n / nodes;
+  gboolean agrs = coll == SP_COLL_ALL_GATHER || coll == SP_COLL_REDUCE_SCATTER;
+  gboolean rooted = coll == SP_COLL_BROADCAST || coll == SP_COLL_REDUCE;
+  if (coll == SP_COLL_ALL_TO_ALL || coll == SP_COLL_SEND_RECV)
+    return; /* point-to-point: no tuning table (sp_tune_choose) */
+  /* NVLink inside a node (spsim's platforms are NVLink nodes); the network across */
+  int hw = nodes == 1 ? HW_NVLINK : HW_NET;
+  for (int a = 0; a < NA_COUNT; a++) {
+    if (rooted && a != NA_RING)
+      continue;
+    if (agrs && a == NA_TREE)
+      continue;
+    for (int p = 0; p < NP_COUNT; p++) {
+      if (a == NA_NVLS && p != NP_SIMPLE)
+        continue;
+      double bus;
+      if (a == NA_NVLS) {
+        /* one node: NCCL's NVLS graph has bwInter = bwIntra = bw per channel */
+        if (nc < 2 || !t->nvls || nodes > 1 || (agrs && ppn > NVLS_MAX_ARITY))
+          continue;
+        double bw = t->bw_nvl / nc;
+        double intra = bw * nccl.nvls_eff[t->arch] * (nc - 1) / nc;
+        intra *= coll == SP_COLL_ALL_REDUCE ? 2.0 : (ppn - 1) / ppn;
+        bus = nc * MIN(intra, bw);
+      } else if (a == NA_TREE) {
+        /* spsim's tree: NCCL's tree protocol fractions over spsim's rounds */
+        double inv = spsim_tree_inv_bw(t);
+        if (inv <= 0)
+          continue;
+        double f = nccl_tree_busbw(t, p) / nccl_tree_busbw(t, NP_SIMPLE);
+        bus = 2.0 * f / inv; /* x 0.5 below: algorithm bandwidth f / inv */
+      } else {
+        bus = graph_bw(t);
+        if (p == NP_LL)
+          bus = MIN(ll_max, bus * 0.5);
+        else if (p == NP_LL128)
+          bus = MIN(bus * 0.92, nc * nccl.ring_ll128_bw[t->arch][i2]);
+      }
+      if (bus <= 0)
+        continue;
+      /* bus -> algorithm bandwidth */
+      if (!(a != NA_RING && agrs))
+        bus *= a == NA_TREE ? 0.5 : (double)n / nsteps;
+      out->bw[algo_of(a)][proto_of(p)] = bus;
+
+      double lat = nccl.base_lat[a][p];
+      double intra_lat = nccl.hw_lat[HW_NVLINK][a][p];
+      double inter_lat = ppn == 1 ? nccl.hw_lat[HW_NET][NA_TREE][p] : nccl.hw_lat[HW_NET][a][p];
+      if (a == NA_RING) {
+        if (rooted) {
+          lat += nccl.hw_lat[hw][a][p]; /* sameChannels rings */
+        } else {
+          double overhead = 0;
+          if (nodes > 1)
+            overhead = (t->cpu_amd ? 2.0 : 1.0) * (p == NP_SIMPLE ? 3 : 1);
+          intra_lat = MAX(intra_lat, overhead);
+          int32_t ninter = nodes == 1 ? 0 : coll == SP_COLL_ALL_REDUCE ? 2 * (nodes - 1) : nodes - 1;
+          lat += (nsteps - ninter) * intra_lat + ninter * inter_lat;
+        }
+      } else if (a == NA_TREE) {
+        lat += 2 * ((n / nodes - 1) * intra_lat + log2i(nodes) * inter_lat);
+      } else { /* NVLS */
+        lat = intra_lat;
+        if (nodes > 1)
+          lat += inter_lat;
+      }
+      out->lat_us[algo_of(a)][proto_of(p)] = lat;
+    }
+  }
+}
+
+double sp_tune_time_us(const sp_tune_topo *t, const sp_tune_table *tab, sp_coll coll, sp_algo a,
+                       sp_proto p, uint64_t bytes)
+{
+  if ((unsigned)a >= SP_ALGO_COUNT || (unsigned)p >= SP_PROTO_COUNT)
+    return -1;
+  double bw = tab->bw[a][p], lat = tab->lat_us[a][p];
+  if (bw <= 0)
+    return -1;
+  int32_t n = t->nranks;
+  if (a == SP_ALGO_RING && p == SP_PROTO_SIMPLE && t->nnodes > 1 && coll == SP_COLL_ALL_REDUCE &&
+      bytes / ((uint64_t)channels_of(t) * (uint64_t)n) >= 64)
+    lat *= t->arch < SP_TUNE_AMPERE ? 1.9 : 1.4; /* NCCL: "Plateau effect of ring" */
+  return lat + (double)bytes / (1000.0 * bw);
+}
+
+gboolean sp_tune_nvls_supported(sp_coll coll, sp_redop op, sp_dtype dtype)
+{
+  if (coll == SP_COLL_ALL_GATHER)
+    return TRUE;
+  switch (dtype) {
+  case SP_I32:
+  case SP_I64:
+  case SP_F16:
+  case SP_BF16: return op == SP_RED_SUM || op == SP_RED_MAX || op == SP_RED_MIN;
+  case SP_F32: return op == SP_RED_SUM;
+  default: return FALSE;
+  }
+}
+
+static gboolean p2p(sp_coll c)
+{
+  return c == SP_COLL_ALL_TO_ALL || c == SP_COLL_SEND_RECV;
+}
+
+gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gboolean nvls_ok,
+                        sp_algo algo, sp_proto proto, sp_algo *algo_out, sp_proto *proto_out,
+                        double *time_us, GError **err)
+{
+  const char *cn = sp_coll_name(coll);
+  if (time_us)
+    *time_us = -1;
+  if (algo == SP_ALGO_NVLS && proto != SP_PROTO_AUTO && proto != SP_PROTO_SIMPLE) {
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                "%s: nvls runs the Simple protocol only (NCCL), not %s: use --proto simple or auto",
+                cn, sp_proto_name(proto));
+    return FALSE;
+  }
+  if (algo == SP_ALGO_NVLS && coll != SP_COLL_ALL_REDUCE && coll != SP_COLL_ALL_GATHER &&
+      coll != SP_COLL_REDUCE_SCATTER) {
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                "%s has no nvls algorithm (NVLink SHARP runs all-reduce, all-gather and "
+                "reduce-scatter): use ring, tree, direct or auto", cn);
+    return FALSE;
+  }
+  if (p2p(coll) || t->nranks <= 1) {
+    *algo_out = algo == SP_ALGO_AUTO ? (p2p(coll) ? SP_ALGO_DIRECT : SP_ALGO_RING) : algo;
+    *proto_out = proto != SP_PROTO_AUTO ? proto
+                 : p2p(coll) && bytes <= SP_TUNE_P2P_LL_BYTES ? SP_PROTO_LL : SP_PROTO_SIMPLE;
+    return TRUE;
+  }
+  sp_tune_table tab;
+  sp_tune_model(t, coll, &tab);
+  if (algo == SP_ALGO_NVLS) {
+    if (tab.bw[SP_ALGO_NVLS][SP_PROTO_SIMPLE] <= 0) {
+      g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                  "%s: nvls needs NVLink SHARP (the platform property nvls=1) and a group on one "
+                  "node (NCCL runs NVLS across nodes only with CollNet); this group of %d ranks "
+                  "spans %d node%s%s",
+                  cn, t->nranks, t->nnodes, t->nnodes == 1 ? "" : "s",
+                  t->nvls ? "" : " of a platform without nvls");
+      return FALSE;
+    }
+    if (!nvls_ok) {
+      g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                  "%s: the NVSwitch reduces sum, max and min of f16, bf16, i32 and i64, and sum "
+                  "of f32 only (NCCL's ncclNvlsSupported): use another algorithm", cn);
+      return FALSE;
+    }
+  }
+  double best = -1;
+  sp_algo ba = SP_ALGO_AUTO;
+  sp_proto bp = SP_PROTO_AUTO;
+  for (int na = 0; na < NA_COUNT; na++) {
+    sp_algo a = algo_of(na);
+    if (algo != SP_ALGO_AUTO && algo != a)
+      continue;
+    if (a == SP_ALGO_NVLS && !nvls_ok)
+      continue;
+    for (int np = 0; np < NP_COUNT; np++) {
+      sp_proto p = proto_of(np);
+      if (proto != SP_PROTO_AUTO && proto != p)
+        continue;
+      double tt = sp_tune_time_us(t, &tab, coll, a, p, bytes);
+      if (tt >= 0 && (best < 0 || tt < best)) {
+        best = tt;
+        ba = a;
+        bp = p;
+      }
+    }
+  }
+  if (best < 0) {
+    /* no row: an algorithm the model does not have for this collective (DIRECT;
+     * TREE for all but all-reduce), run as forced with Simple unless told */
+    *algo_out = algo == SP_ALGO_AUTO ? SP_ALGO_RING : algo;
+    *proto_out = proto == SP_PROTO_AUTO ? SP_PROTO_SIMPLE : proto;
+    return TRUE;
+  }
+  *algo_out = ba;
+  *proto_out = bp;
+  if (time_us)
+    *time_us = best;
+  return TRUE;
+}
+
+void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p, sp_tune_cost *out)
+{
+  *out = (sp_tune_cost){ 1.0, 1.0, 1.0, 1.0 };
+  int32_t n = t->nranks;
+  if (n <= 1)
+    return;
+  if (a == SP_ALGO_NVLS) {
+    double e = SP_NVLS_EFFICIENCY;
+    /* lowered as DIRECT: all-reduce moves 2(n-1)/n S per GPU and direction in two
+     * steps, the switch S; all-gather and reduce-scatter (n-1)/n S either way */
+    out->wire = coll == SP_COLL_ALL_REDUCE ? (double)n / (2.0 * (n - 1) * e) : 1.0 / e;
+    /* NCCL's NVLS latency (hwLat, one hop through the switch) in place of the base
+     * latency that coll_latency stands for (ring Simple) */
+    out->coll_lat = nccl.hw_lat[HW_NVLINK][NA_NVLS][NP_SIMPLE] / nccl.base_lat[NA_RING][NP_SIMPLE];
+    return;
+  }
+  if (p == SP_PROTO_SIMPLE || p == SP_PROTO_AUTO) {
+    if ((coll == SP_COLL_ALL_TO_ALL || coll == SP_COLL_SEND_RECV) && t->nnodes <= 1 && t->bw_nvl > 0)
+      out->wire = MAX(1.0, t->bw_nvl / nccl_nvlink_gpu_bw[t->arch]);
+    return;
+  }
+  int np = np_of(p);
+  /* NCCL's tree constants for spsim's TREE all-reduce, its ring's for the rest
+   * (rings, chains, point-to-point) */
+  int na = a == SP_ALGO_TREE && coll == SP_COLL_ALL_REDUCE ? NA_TREE : NA_RING;
+  double ppn = (double)n / (t->nnodes < 1 ? 1 : t->nnodes);
+  int net_a = ppn == 1 ? NA_TREE : na; /* NCCL: one GPU per node exposes the tree's */
+  out->coll_lat = nccl.base_lat[na][np] / nccl.base_lat[na][NP_SIMPLE];
+  out->lat_intra = nccl.hw_lat[HW_NVLINK][na][np] / nccl.hw_lat[HW_NVLINK][na][NP_SIMPLE];
+  out->lat_inter = nccl.hw_lat[HW_NET][net_a][np] / nccl.hw_lat[HW_NET][net_a][NP_SIMPLE];
+  /* bandwidth fraction: the model's protocol bandwidth over Simple's */
+  double f;
+  if (na == NA_TREE) {
+    f = nccl_tree_busbw(t, np) / nccl_tree_busbw(t, NP_SIMPLE);
+  } else if (coll == SP_COLL_ALL_TO_ALL || coll == SP_COLL_SEND_RECV || a == SP_ALGO_DIRECT ||
+             a == SP_ALGO_TREE) {
+    f = np == NP_LL ? 0.5 : 0.92; /* the protocols' own fractions, without ring caps */
+  } else {
+    sp_tune_table tab;
+    sp_tune_model(t, coll, &tab);
+    double s = tab.bw[SP_ALGO_RING][SP_PROTO_SIMPLE];
+    f = s > 0 ? tab.bw[SP_ALGO_RING][p] / s : (np == NP_LL ? 0.5 : 0.92);
+  }
+  if (f > 0)
+    out->wire = 1.0 / f;
+  /* point-to-point on one node: NCCL moves it at its effective NVLink bandwidth (NCCL's
+   * maintainer: "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can
+   * get an effective NVLink bandwidth of 370GB/s", nvidia/nccl-tests issue #212), not
+   * at a platform's line rate; platforms already below it are left alone */
+  if ((coll == SP_COLL_ALL_TO_ALL || coll == SP_COLL_SEND_RECV) && t->nnodes <= 1 && t->bw_nvl > 0)
+    out->wire *= MAX(1.0, t->bw_nvl / nccl_nvlink_gpu_bw[t->arch]);
+}

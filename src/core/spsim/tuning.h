@@ -1,0 +1,182 @@
+/**
+ * @file tuning.h
+ * @brief NCCL's tuning model: which algorithm and protocol a collective runs with,
+ *        and what the protocol costs, from the platform's facts.
+ *
+ * NCCL picks, for every call, the (algorithm, protocol) pair of least predicted
+ * time t = latency + bytes / bandwidth, from a table its tuning code fills once
+ * per communicator from the topology (NVIDIA/nccl v2.30.7-1,
+ * src/graph/tuning.cc: ncclTunerConstantsDefaults, ncclTopoTuneModel,
+ * ncclTopoGetAlgoTime; src/enqueue.cc: updateCollCostTable, topoGetAlgoInfo;
+ * the same constants since v2.23). This module is that table and that choice,
+ * for the algorithms spsim lowers, with every constant of NCCL's source in one
+ * table (tuning.c). Inputs are the platform's facts (#sp_tune_topo: ranks,
+ * nodes, the GPU generation, per-GPU NVLink and NIC bandwidths, NVLink SHARP);
+ * the engine fills them (sp_sim_coll_resolve, src/sim/sim.h).
+ *
+ * ## The model (bandwidths in GB/s = 1e9 B/s, latencies in us)
+ * NCCL's graphs are summarised by their bus bandwidth nChannels x bw: spsim takes
+ * the platform's per-GPU NVLink bandwidth B_nvl on one node, and min(B_nvl, ppn x
+ * B_nic) across nodes (ppn GPUs per node, each with its NIC B_nic; the ring then
+ * leaves every node through all its NICs), with nChannels = #SP_TUNE_CHANNELS.
+ * For each algorithm a and protocol p (NCCL's ncclTopoTuneModel, line by line):
+ * - busBw = nChannels x bw; ring LL: min(llMaxBw, busBw / 2); ring LL128:
+ *   min(0.92 busBw, nChannels x perChMaxRingLL128Bw); tree all-reduce: min(0.92
+ *   busBw, nChannels x perChMaxTreeBw), then LL: min(busBw / 3.8, llMaxBw), LL128:
+ *   min(busBw x (7/9 on one node, else 120/128), nChannels x perChMaxTreeLL128Bw);
+ *   NVLS: per channel min(bw x nvlsEfficiency x (nChannels-1)/nChannels x (2 for
+ *   all-reduce, else (ppn-1)/ppn), bw).
+ * - algorithm bandwidth = busBw x nranks / nsteps (ring, NVLS all-reduce) or x 0.5
+ *   (tree), nsteps = 2(n-1) all-reduce, n-1 all-gather / reduce-scatter, n others;
+ *   NVLS all-gather / reduce-scatter keep busBw.
+ * - latency = baseLat[a][p] plus, ring all-reduce / all-gather / reduce-scatter:
+ *   (nsteps - nInter) x max(hwLat[intra][ring][p], netOverhead) + nInter x
+ *   hwLat[NET][ring][p] (nInter = 2(nodes-1) all-reduce, nodes-1 otherwise;
+ *   netOverhead = 1 us (2 on AMD hosts), x3 for Simple, on several nodes); ring
+ *   broadcast / reduce: one hwLat (NCCL's sameChannels rings of NVSwitch nodes);
+ *   tree all-reduce: 2((ppn-1) hwLat[intra][tree][p] + log2(nodes) x
+ *   hwLat[NET][tree][p]); NVLS: hwLat[NVLink][NVLS][Simple] (+ the network's on
+ *   several nodes). With one GPU per node the network latency is the tree's.
+ * - time = latency (x1.4 for ring Simple all-reduce across nodes when bytes /
+ *   (nChannels x nranks) >= 64: NCCL's "plateau") + bytes / (1000 x bandwidth) us.
+ * Availability: broadcast and reduce have RING only; all-gather and
+ * reduce-scatter RING and NVLS; NVLS runs Simple only, needs the platform's
+ * NVLink SHARP on one node (NCCL disables it across nodes without CollNet), and
+ * for reductions sum, max or min on f32, f16, bf16 or i32 (ncclNvlsSupported).
+ * all-to-all and send-recv are NCCL's point-to-point calls: DIRECT, LL when a
+ * peer's message is at most #SP_TUNE_P2P_LL_BYTES (NCCL_P2P_LL_THRESHOLD), else
+ * Simple.
+ *
+ * ## Where spsim differs from NCCL (stated, not hidden)
+ * spsim's TREE is recursive doubling (all-reduce), not NCCL's pipelined double
+ * binary tree: its row keeps NCCL's tree latencies but its bandwidth is that of
+ * spsim's schedule, where each of log2(p) rounds (plus 2 when n is not a power of
+ * two) moves the whole message over NVLink or the NIC: bandwidth = f_p / (rounds
+ * on NVLink / B_nvl + rounds across nodes / B_nic), f_p the tree protocol's
+ * fraction below. So AUTO picks TREE where NCCL's tree latency wins and spsim's
+ * tree is not slower than its ring for the bytes, and RING for large messages on
+ * many nodes where NCCL's tree would win but spsim's recursive doubling would not.
+ * NCCL's CollNet, NVLS-Tree and PAT are not modelled; NCCL's tree correction
+ * factors (for its tree) are not applied.
+ *
+ * ## Protocols as cost (sp_tune_cost_of)
+ * The platform's constants are Simple's: `coll_latency` is NCCL's Simple base
+ * latency (8.4 us) and link latencies the hop latencies of spsim's Simple steps.
+ * Protocol p of algorithm a scales them by NCCL's own ratios: coll_latency by
+ * baseLat[a][p] / baseLat[a][Simple], latencies of links inside a node by
+ * hwLat[NVLink][a][p] / hwLat[NVLink][a][Simple], of links between nodes by
+ * hwLat[NET][a][p] / hwLat[NET][a][Simple]; and every message moves bytes / f on
+ * the wire, f = bandwidth(a, p) / bandwidth(a, Simple) of the table (ring LL on
+ * one H100 node: min(141, B/2) / B). A message of S bytes over a route of
+ * latency L and bandwidth B then takes L x ratio + S / (B x f). NVLS (Simple):
+ * each GPU sends its data to the switch once and receives the result once at
+ * #SP_NVLS_EFFICIENCY of its NVLink bandwidth, so all-reduce time = latency + S /
+ * (B x e), all-gather / reduce-scatter (n-1)/n S / (B x e); its latency is
+ * NCCL's NVLS latency (hwLat 25 us) in place of the collective's base latency.
+ * Point-to-point (all-to-all, send-recv) on one node moves at NCCL's effective
+ * NVLink bandwidth, links x NCCL's per-link figure (H100: 18 x 20.6 = 370.8 GB/s,
+ * A100 12 x 20, B200 18 x 40.1; src/graph/topo.h), where the platform's is higher:
+ * wire x B_nvl / that (8 x H100 at 450 GB/s: x 1.2136).
+ */
+#ifndef SPSIM_TUNING_H
+#define SPSIM_TUNING_H
+
+#include <glib.h>
+#include <stdint.h>
+#include "spsim/coll.h"
+
+G_BEGIN_DECLS
+
+/** GPU generations of NCCL's tables (compute capability 7.x, 8.x, 9.x, 10.x). */
+typedef enum {
+  SP_TUNE_VOLTA = 0,
+  SP_TUNE_AMPERE,
+  SP_TUNE_HOPPER,
+  SP_TUNE_BLACKWELL,
+  SP_TUNE_ARCH_COUNT
+} sp_tune_arch;
+
+/** NCCL's channels of a ring or tree on DGX-class nodes (its logs show 16 to 32). */
+#define SP_TUNE_CHANNELS 16
+/** NCCL_P2P_LL_THRESHOLD default (src/enqueue.cc): LL for point-to-point messages up to this. */
+#define SP_TUNE_P2P_LL_BYTES 16384u
+/**
+ * NVLink SHARP all-reduce: algorithm bandwidth per GPU as a fraction of its NVLink
+ * line rate. NCCL's maintainer: "On 8 GPUs, you should reach a peak busBw of
+ * ~480GB/s (algbw ~275GB/s)" on H100, whose NVLink line rate is 450 GB/s per
+ * direction (NVIDIA/nccl-tests issue #212); 275 / 450.
+ */
+#define SP_NVLS_EFFICIENCY (275.0 / 450.0)
+
+/** What the tuning model knows of the platform and the group. */
+typedef struct {
+  int32_t nranks;      /**< group size, >= 1 */
+  int32_t nnodes;      /**< distinct nodes of the group, 1 .. nranks */
+  sp_tune_arch arch;   /**< GPU generation (NCCL's per-generation constants) */
+  gboolean cpu_amd;    /**< AMD hosts (DGX A100): NCCL's multi-node LL cap and network overhead */
+  double bw_nvl;       /**< GB/s: a GPU's NVLink bandwidth per direction (its node's fabric) */
+  double bw_nic;       /**< GB/s: a GPU's network bandwidth per direction (0: one node) */
+  int32_t channels;    /**< NCCL's channels (0: #SP_TUNE_CHANNELS) */
+  gboolean nvls;       /**< the NVSwitch can reduce (platform property nvls = 1) */
+} sp_tune_topo;
+
+/** The model's table for one collective: NCCL's comm->latencies / bandwidths. */
+typedef struct {
+  double lat_us[SP_ALGO_COUNT][SP_PROTO_COUNT]; /**< [algo][proto], us */
+  double bw[SP_ALGO_COUNT][SP_PROTO_COUNT];     /**< GB/s; 0: not available */
+} sp_tune_table;
+
+/** What a protocol (and NVLS) costs the engine's pricing (see the file comment). */
+typedef struct {
+  double wire;      /**< simulated bytes per payload byte (1 / bandwidth fraction) */
+  double lat_intra; /**< factor on the latency of links inside a node */
+  double lat_inter; /**< factor on the latency of links between nodes */
+  double coll_lat;  /**< factor on the platform's coll_latency */
+} sp_tune_cost;
+
+/** @return "volta", "ampere", "hopper", "blackwell". */
+const char *sp_tune_arch_name(sp_tune_arch a);
+/** The generation of a GPU model name ("H100-SXM5-80GB" -> Hopper; unknown: Hopper). */
+sp_tune_arch sp_tune_arch_of_model(const char *model);
+
+/** Fill @p out for @p coll on @p t (sp_tune_topo as described). */
+void sp_tune_model(const sp_tune_topo *t, sp_coll coll, sp_tune_table *out);
+
+/**
+ * NCCL's ncclTopoGetAlgoTime: predicted microseconds of @p coll with (@p a, @p p)
+ * for @p bytes (NCCL's nBytes: count x element size; all-gather and
+ * reduce-scatter: the whole gathered buffer), or -1 when the pair is not
+ * available.
+ */
+double sp_tune_time_us(const sp_tune_topo *t, const sp_tune_table *tab, sp_coll coll, sp_algo a,
+                       sp_proto p, uint64_t bytes);
+
+/**
+ * The (algorithm, protocol) of least predicted time, as NCCL's topoGetAlgoInfo
+ * picks it (ties: the first of tree, ring, NVLS and of LL, LL128, Simple).
+ * @p algo / @p proto other than AUTO are kept (NCCL_ALGO / NCCL_PROTO), the other
+ * is chosen for them. @p nvls_ok: the reduction may run on the switch (operator
+ * and type, sp_tune_nvls_supported). all-to-all and send-recv: DIRECT, LL up to
+ * #SP_TUNE_P2P_LL_BYTES per peer (@p bytes is one peer's message), else Simple.
+ * @p time_us (may be NULL) receives the prediction (-1 for point-to-point and for
+ * pairs the model has no row for, whose protocol AUTO resolves to Simple).
+ * Fails with SP_ERROR_UNSUPPORTED when the forced pair cannot run (NVLS with LL,
+ * NVLS without the switch or across nodes, an algorithm the collective lacks).
+ */
+gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gboolean nvls_ok,
+                        sp_algo algo, sp_proto proto, sp_algo *algo_out, sp_proto *proto_out,
+                        double *time_us, GError **err);
+
+/** NCCL's ncclNvlsSupported: sum, max or min on f32, f16, bf16 or i32 (all-gather: any). */
+gboolean sp_tune_nvls_supported(sp_coll coll, sp_redop op, sp_dtype dtype);
+
+/**
+ * The cost attributes of running @p coll with (@p a, @p p) resolved (not AUTO),
+ * for the engine's pricing. Neutral ({1, 1, 1, 1}) for Simple on RING, TREE and
+ * DIRECT.
+ */
+void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p, sp_tune_cost *out);
+
+G_END_DECLS
+
+#endif

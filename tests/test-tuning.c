@@ -1,0 +1,293 @@
+/* NCCL's tuning model (spsim/tuning.h). Every expected value is recomputed here by
+ * hand from NCCL's constants (NVIDIA/nccl v2.30.7-1 src/graph/tuning.cc), never
+ * taken from spsim's output:
+ *   baseLat  Tree {6.8, 14, 8.4}  Ring {6.6, 14, 8.4}         (LL, LL128, Simple)
+ *   hwLat NVLink Tree {.6, 1.25, 4}  Ring {.6, 1.9, 3.4}  NVLS Simple 25
+ *   hwLat NET    Tree {5, 8.5, 14}   Ring {2.7, 4, 14}
+ *   llMaxBw Hopper 1 node 141, Intel 3+ nodes 20.4; Ampere 1 node 87.7
+ *   perChMaxRingLL128Bw Hopper 36.7, Ampere 20; perChMaxTreeBw Hopper 3+ nodes 36
+ *   nvlsEfficiency Hopper 0.85; 16 channels. */
+#include "config.h"
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+#include "spsim/error.h"
+#include "spsim/tuning.h"
+
+#define MIB ((uint64_t)1 << 20)
+
+static void assert_rel(double got, double want, double tol)
+{
+  if (!(fabs(got - want) <= tol * fabs(want)))
+    g_error("got %.9g, want %.9g (rel. tolerance %g)", got, want, tol);
+}
+
+/* 8 x H100 on one NVSwitch node: NVLink 450 GB/s per GPU, NVLink SHARP */
+static sp_tune_topo h100x8(void)
+{
+  return (sp_tune_topo){ .nranks = 8, .nnodes = 1, .arch = SP_TUNE_HOPPER, .bw_nvl = 450,
+                         .nvls = TRUE };
+}
+
+static void test_table_one_node(void)
+{
+  sp_tune_topo t = h100x8();
+  sp_tune_table tab;
+  sp_tune_model(&t, SP_COLL_ALL_REDUCE, &tab);
+  /* ring: busBw LL = min(141, 450/2) = 141, LL128 = min(0.92 x 450, 16 x 36.7) = 414,
+   * Simple 450; algbw = busBw x 8 / 14; latency = baseLat + 14 x hwLat(NVLink ring) */
+  assert_rel(tab.bw[SP_ALGO_RING][SP_PROTO_LL], 141.0 * 8 / 14, 1e-12);
+  assert_rel(tab.bw[SP_ALGO_RING][SP_PROTO_LL128], 414.0 * 8 / 14, 1e-12);
+  assert_rel(tab.bw[SP_ALGO_RING][SP_PROTO_SIMPLE], 450.0 * 8 / 14, 1e-12);
+  assert_rel(tab.lat_us[SP_ALGO_RING][SP_PROTO_LL], 6.6 + 14 * 0.6, 1e-12);
+  assert_rel(tab.lat_us[SP_ALGO_RING][SP_PROTO_LL128], 14 + 14 * 1.9, 1e-12);
+  assert_rel(tab.lat_us[SP_ALGO_RING][SP_PROTO_SIMPLE], 8.4 + 14 * 3.4, 1e-12);
+  /* NVLS: per channel bw = 450 / 16; min(bw x 0.85 x 15/16 x 2, bw) = bw, so busBw
+   * = 450 and algbw 450 x 8/14; latency = hwLat NVLS = 25 us; Simple only */
+  assert_rel(tab.bw[SP_ALGO_NVLS][SP_PROTO_SIMPLE], 450.0 * 8 / 14, 1e-12);
+  assert_rel(tab.lat_us[SP_ALGO_NVLS][SP_PROTO_SIMPLE], 25.0, 1e-12);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_NVLS][SP_PROTO_LL], ==, 0.0);
+  /* tree latency: baseLat + 2 x (ppn - 1) x hwLat(NVLink tree) */
+  assert_rel(tab.lat_us[SP_ALGO_TREE][SP_PROTO_LL], 6.8 + 2 * 7 * 0.6, 1e-12);
+  assert_rel(tab.lat_us[SP_ALGO_TREE][SP_PROTO_SIMPLE], 8.4 + 2 * 7 * 4.0, 1e-12);
+  /* spsim's tree (recursive doubling, 3 rounds of the whole message over NVLink):
+   * Simple 450 / 3; LL128 x min(0.92 x 450 x 7/9, 16 x 36.7) / (0.92 x 450) = 7/9 */
+  assert_rel(tab.bw[SP_ALGO_TREE][SP_PROTO_SIMPLE], 150.0, 1e-12);
+  assert_rel(tab.bw[SP_ALGO_TREE][SP_PROTO_LL128], 150.0 * 7 / 9, 1e-12);
+  /* no direct row */
+  g_assert_cmpfloat(tab.bw[SP_ALGO_DIRECT][SP_PROTO_SIMPLE], ==, 0.0);
+
+  /* broadcast: ring only, algbw = busBw x n / n, one hop of latency (NCCL's
+   * sameChannels rings) */
+  sp_tune_model(&t, SP_COLL_BROADCAST, &tab);
+  assert_rel(tab.bw[SP_ALGO_RING][SP_PROTO_SIMPLE], 450.0, 1e-12);
+  assert_rel(tab.lat_us[SP_ALGO_RING][SP_PROTO_SIMPLE], 8.4 + 3.4, 1e-12);
+  assert_rel(tab.bw[SP_ALGO_RING][SP_PROTO_LL], 141.0, 1e-12);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_TREE][SP_PROTO_SIMPLE], ==, 0.0);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_NVLS][SP_PROTO_SIMPLE], ==, 0.0);
+
+  /* all-gather: ring algbw = busBw x 8/7, latency over 7 steps; NVLS keeps its busBw
+   * = 16 x min(450/16 x 0.85 x 15/16 x 7/8, 450/16) = 450 x 0.85 x 15/16 x 7/8 */
+  sp_tune_model(&t, SP_COLL_ALL_GATHER, &tab);
+  assert_rel(tab.bw[SP_ALGO_RING][SP_PROTO_SIMPLE], 450.0 * 8 / 7, 1e-12);
+  assert_rel(tab.lat_us[SP_ALGO_RING][SP_PROTO_LL], 6.6 + 7 * 0.6, 1e-12);
+  assert_rel(tab.bw[SP_ALGO_NVLS][SP_PROTO_SIMPLE], 450.0 * 0.85 * 15 / 16 * 7 / 8, 1e-9);
+}
+
+/* 8 x H100: NCCL picks ring LL up to 1 MiB and NVLS from 2 MiB (as measured with
+ * NCCL_DEBUG_SUBSYS=TUNING on 8 x H100, NVIDIA/nccl-tests issue #309). By hand:
+ * ring LL t = 15 + S / 80571.4; NVLS t = 25 + S / 257142.9 (us): at 1 MiB 28.01 <
+ * 29.08, at 2 MiB 41.03 > 33.16; ring LL128 and Simple are slower at both. */
+static void test_choice_h100(void)
+{
+  sp_tune_topo t = h100x8();
+  sp_algo a;
+  sp_proto p;
+  double us;
+  g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_RING);
+  g_assert_cmpint(p, ==, SP_PROTO_LL);
+  assert_rel(us, 15.0 + 1048576.0 / (141.0 * 8 / 14 * 1000), 1e-9);
+  g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 2 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_NVLS);
+  g_assert_cmpint(p, ==, SP_PROTO_SIMPLE);
+  assert_rel(us, 25.0 + 2097152.0 / (450.0 * 8 / 14 * 1000), 1e-9);
+  /* 8 B: ring LL (15.0 us) beats tree LL (15.2 us) */
+  g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 8, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_RING);
+  g_assert_cmpint(p, ==, SP_PROTO_LL);
+  /* the reduction cannot run on the switch (f32 max): ring Simple at 1 GiB
+   * (56 + S/257.1e3 < LL128's 40.6 + S/236.6e3) */
+  g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 1024 * MIB, FALSE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, NULL, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_RING);
+  g_assert_cmpint(p, ==, SP_PROTO_SIMPLE);
+  /* forced Simple at 1 KiB: NVLS (25 us) beats ring Simple (56) and tree Simple (64.4) */
+  g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 1024, TRUE, SP_ALGO_AUTO, SP_PROTO_SIMPLE, &a, &p, NULL, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_NVLS);
+  /* forced ring: its best protocol; at 4 MiB LL128 (40.6 + 17.73 = 58.33 us) beats
+   * LL (15 + 52.06 = 67.06) and Simple (56 + 16.31 = 72.31) */
+  g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 4 * MIB, TRUE, SP_ALGO_RING, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_RING);
+  g_assert_cmpint(p, ==, SP_PROTO_LL128);
+  assert_rel(us, 40.6 + 4194304.0 / (414.0 * 8 / 14 * 1000), 1e-9);
+  /* broadcast: ring LL (7.2 + S/141e3) up to (11.8 - 7.2) / (1/141 - 1/450) ms = 944 KB,
+   * then ring Simple */
+  g_assert_true(sp_tune_choose(&t, SP_COLL_BROADCAST, 512 * 1024, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, NULL, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_RING);
+  g_assert_cmpint(p, ==, SP_PROTO_LL);
+  g_assert_true(sp_tune_choose(&t, SP_COLL_BROADCAST, 2 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, NULL, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_RING);
+  g_assert_cmpint(p, ==, SP_PROTO_SIMPLE);
+}
+
+/* 8 x A100 (Ampere, 270 GB/s, no NVLink SHARP): LL algbw 87.7 x 8/14 = 50.11, LL128
+ * 248.4 x 8/14 = 141.94, Simple 270 x 8/14 = 154.29. 1 MiB: LL 35.92 < LL128 47.99;
+ * 4 MiB: LL128 70.15 < Simple 83.18 < LL 98.70; 64 MiB: Simple 490.9 < LL128 513.4 */
+static void test_choice_a100(void)
+{
+  sp_tune_topo t = { .nranks = 8, .nnodes = 1, .arch = SP_TUNE_AMPERE, .bw_nvl = 270 };
+  const struct {
+    uint64_t bytes;
+    sp_proto want;
+  } cases[] = { { MIB, SP_PROTO_LL }, { 4 * MIB, SP_PROTO_LL128 }, { 64 * MIB, SP_PROTO_SIMPLE } };
+  for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+    sp_algo a;
+    sp_proto p;
+    g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, cases[i].bytes, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, NULL, NULL));
+    g_assert_cmpint(a, ==, SP_ALGO_RING);
+    g_assert_cmpint(p, ==, cases[i].want);
+  }
+  GError *err = NULL;
+  sp_algo a;
+  sp_proto p;
+  g_assert_false(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, MIB, TRUE, SP_ALGO_NVLS, SP_PROTO_AUTO, &a, &p, NULL, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED);
+  g_assert_nonnull(strstr(err->message, "nvls=1"));
+  g_clear_error(&err);
+}
+
+/* 1,024 H100 (128 nodes of 8, NIC 48 GB/s): graph busBw = min(450, 8 x 48) = 384.
+ * 8 MiB: tree LL128 = 14 + 2(7 x 1.25 + 7 x 8.5) = 150.5 us + S x (3/450 + 7/48) /
+ * (120/128) / 1e3 = 1514.9 us, against ring LL128 = 14 + 1792 x 1.9 + 254 x 4 =
+ * 4434.8 + S / (min(0.92 x 384, 16 x 36.7) x 1024/2046 x 1e3) = 4482.2, tree Simple
+ * 260.4 + 1279.3 = 1539.7, ring Simple (8.4 + 1792 x 3.4 + 254 x 14) x 1.4 = 13520
+ * + 43.6: TREE LL128. 1 GiB: ring LL128 = 4434.8 + 6072.8 = 10507.6 us wins (spsim's
+ * tree would take 150.5 + 174,646). */
+static void test_choice_1024(void)
+{
+  sp_tune_topo t = { .nranks = 1024, .nnodes = 128, .arch = SP_TUNE_HOPPER, .bw_nvl = 450,
+                     .bw_nic = 48, .nvls = TRUE };
+  sp_algo a;
+  sp_proto p;
+  double us;
+  g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 8 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_TREE);
+  g_assert_cmpint(p, ==, SP_PROTO_LL128);
+  assert_rel(us, 150.5 + 8388608.0 * (3.0 / 450 + 7.0 / 48) / (120.0 / 128) / 1e3, 1e-9);
+  sp_tune_table tab;
+  sp_tune_model(&t, SP_COLL_ALL_REDUCE, &tab);
+  assert_rel(sp_tune_time_us(&t, &tab, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_SIMPLE, 8 * MIB),
+             (8.4 + 1792 * 3.4 + 254 * 14) * 1.4 + 8388608.0 / (384.0 * 1024 / 2046 * 1e3), 1e-9);
+  assert_rel(sp_tune_time_us(&t, &tab, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL128, 8 * MIB),
+             14 + 1792 * 1.9 + 254 * 4.0 + 8388608.0 / (0.92 * 384 * 1024 / 2046 * 1e3), 1e-9);
+  /* NVLS is not available across nodes (NCCL: only with CollNet) */
+  g_assert_cmpfloat(tab.bw[SP_ALGO_NVLS][SP_PROTO_SIMPLE], ==, 0.0);
+  g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 1024 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_RING);
+  g_assert_cmpint(p, ==, SP_PROTO_LL128);
+  assert_rel(us, 14 + 1792 * 1.9 + 254 * 4.0 + 1073741824.0 / (0.92 * 384 * 1024 / 2046 * 1e3), 1e-9);
+}
+
+/* Point-to-point: LL up to 16 KiB per peer (NCCL_P2P_LL_THRESHOLD), then Simple. */
+static void test_p2p(void)
+{
+  sp_tune_topo t = h100x8();
+  sp_algo a;
+  sp_proto p;
+  g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_TO_ALL, 16384, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, NULL, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_DIRECT);
+  g_assert_cmpint(p, ==, SP_PROTO_LL);
+  g_assert_true(sp_tune_choose(&t, SP_COLL_SEND_RECV, 16385, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, NULL, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_DIRECT);
+  g_assert_cmpint(p, ==, SP_PROTO_SIMPLE);
+}
+
+static void test_errors(void)
+{
+  sp_tune_topo t = h100x8();
+  sp_algo a;
+  sp_proto p;
+  GError *err = NULL;
+  g_assert_false(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, MIB, TRUE, SP_ALGO_NVLS, SP_PROTO_LL, &a, &p, NULL, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED);
+  g_assert_nonnull(strstr(err->message, "Simple"));
+  g_clear_error(&err);
+  g_assert_false(sp_tune_choose(&t, SP_COLL_BROADCAST, MIB, TRUE, SP_ALGO_NVLS, SP_PROTO_AUTO, &a, &p, NULL, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED);
+  g_clear_error(&err);
+  g_assert_false(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, MIB, FALSE, SP_ALGO_NVLS, SP_PROTO_AUTO, &a, &p, NULL, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED);
+  g_clear_error(&err);
+  /* NCCL's ncclNvlsSupported */
+  g_assert_true(sp_tune_nvls_supported(SP_COLL_ALL_REDUCE, SP_RED_SUM, SP_F32));
+  g_assert_false(sp_tune_nvls_supported(SP_COLL_ALL_REDUCE, SP_RED_MAX, SP_F32));
+  g_assert_true(sp_tune_nvls_supported(SP_COLL_ALL_REDUCE, SP_RED_MAX, SP_BF16));
+  g_assert_false(sp_tune_nvls_supported(SP_COLL_ALL_REDUCE, SP_RED_AVG, SP_BF16));
+  g_assert_false(sp_tune_nvls_supported(SP_COLL_REDUCE_SCATTER, SP_RED_SUM, SP_U8));
+  g_assert_true(sp_tune_nvls_supported(SP_COLL_ALL_GATHER, SP_RED_SUM, SP_U8));
+  g_assert_cmpint(sp_tune_arch_of_model("H100-SXM5-80GB"), ==, SP_TUNE_HOPPER);
+  g_assert_cmpint(sp_tune_arch_of_model("A100-SXM4-80GB"), ==, SP_TUNE_AMPERE);
+  g_assert_cmpint(sp_tune_arch_of_model("B200"), ==, SP_TUNE_BLACKWELL);
+  g_assert_cmpint(sp_tune_arch_of_model("toy-gpu"), ==, SP_TUNE_HOPPER);
+}
+
+/* What the engine charges: NCCL's ratios of the protocol to Simple. */
+static void test_cost(void)
+{
+  sp_tune_topo t = h100x8();
+  sp_tune_cost c;
+  /* ring LL on one H100 node: wire = 450 / min(141, 225), latencies 0.6/3.4 and
+   * 6.6/8.4; the network ratio is the ring's 2.7/14 */
+  sp_tune_cost_of(&t, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL, &c);
+  assert_rel(c.wire, 450.0 / 141.0, 1e-12);
+  assert_rel(c.lat_intra, 0.6 / 3.4, 1e-12);
+  assert_rel(c.lat_inter, 2.7 / 14, 1e-12);
+  assert_rel(c.coll_lat, 6.6 / 8.4, 1e-12);
+  sp_tune_cost_of(&t, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL128, &c);
+  assert_rel(c.wire, 1 / 0.92, 1e-12);
+  assert_rel(c.lat_intra, 1.9 / 3.4, 1e-12);
+  assert_rel(c.coll_lat, 14.0 / 8.4, 1e-12);
+  sp_tune_cost_of(&t, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_SIMPLE, &c);
+  g_assert_cmpfloat(c.wire, ==, 1.0);
+  g_assert_cmpfloat(c.lat_intra, ==, 1.0);
+  g_assert_cmpfloat(c.coll_lat, ==, 1.0);
+  /* tree LL128 on one node: 7/9 of Simple's bandwidth, tree latency ratios */
+  sp_tune_cost_of(&t, SP_COLL_ALL_REDUCE, SP_ALGO_TREE, SP_PROTO_LL128, &c);
+  assert_rel(c.wire, 9.0 / 7.0, 1e-12);
+  assert_rel(c.lat_intra, 1.25 / 4.0, 1e-12);
+  assert_rel(c.coll_lat, 14.0 / 8.4, 1e-12);
+  /* point-to-point on one node: at NCCL's NVLink bandwidth 18 x 20.6 = 370.8 GB/s
+   * (SM90_NVLINK_BW) instead of the platform's 450; LL halves it again (16-byte
+   * lines of 8 data bytes) */
+  sp_tune_cost_of(&t, SP_COLL_SEND_RECV, SP_ALGO_DIRECT, SP_PROTO_SIMPLE, &c);
+  assert_rel(c.wire, 450.0 / 370.8, 1e-12);
+  sp_tune_cost_of(&t, SP_COLL_ALL_TO_ALL, SP_ALGO_DIRECT, SP_PROTO_LL, &c);
+  assert_rel(c.wire, 2.0 * 450.0 / 370.8, 1e-12);
+  /* A100 at 270 GB/s: NCCL's 12 x 20.0 = 240; a platform below NCCL's figure (100
+   * GB/s) and point-to-point across nodes are left as they are */
+  sp_tune_topo a100 = { .nranks = 8, .nnodes = 1, .arch = SP_TUNE_AMPERE, .bw_nvl = 270 };
+  sp_tune_cost_of(&a100, SP_COLL_ALL_TO_ALL, SP_ALGO_DIRECT, SP_PROTO_SIMPLE, &c);
+  assert_rel(c.wire, 270.0 / 240.0, 1e-12);
+  sp_tune_topo slow = { .nranks = 2, .nnodes = 1, .arch = SP_TUNE_HOPPER, .bw_nvl = 100 };
+  sp_tune_cost_of(&slow, SP_COLL_SEND_RECV, SP_ALGO_DIRECT, SP_PROTO_SIMPLE, &c);
+  g_assert_cmpfloat(c.wire, ==, 1.0);
+  sp_tune_topo two = { .nranks = 2, .nnodes = 2, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48 };
+  sp_tune_cost_of(&two, SP_COLL_SEND_RECV, SP_ALGO_DIRECT, SP_PROTO_SIMPLE, &c);
+  g_assert_cmpfloat(c.wire, ==, 1.0);
+  /* NVLS all-reduce on 8 GPUs: lowered as DIRECT (7/8 S each way, twice), priced as
+   * S once each way at 275/450 of the port: wire = 8 / (14 x 275/450) */
+  sp_tune_cost_of(&t, SP_COLL_ALL_REDUCE, SP_ALGO_NVLS, SP_PROTO_SIMPLE, &c);
+  assert_rel(c.wire, 8.0 / (14.0 * 275.0 / 450.0), 1e-12);
+  assert_rel(c.coll_lat, 25.0 / 8.4, 1e-12);
+  g_assert_cmpfloat(c.lat_intra, ==, 1.0);
+  sp_tune_cost_of(&t, SP_COLL_ALL_GATHER, SP_ALGO_NVLS, SP_PROTO_SIMPLE, &c);
+  assert_rel(c.wire, 450.0 / 275.0, 1e-12);
+  /* one GPU per node: the network latency ratio is the tree's (NCCL) */
+  sp_tune_topo u = { .nranks = 4, .nnodes = 4, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48 };
+  sp_tune_cost_of(&u, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL, &c);
+  assert_rel(c.lat_inter, 5.0 / 14, 1e-12);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/tuning/table-one-node", test_table_one_node);
+  g_test_add_func("/tuning/choice-h100", test_choice_h100);
+  g_test_add_func("/tuning/choice-a100", test_choice_a100);
+  g_test_add_func("/tuning/choice-1024", test_choice_1024);
+  g_test_add_func("/tuning/p2p", test_p2p);
+  g_test_add_func("/tuning/errors", test_errors);
+  g_test_add_func("/tuning/cost", test_cost);
+  return g_test_run();
+}

@@ -75,6 +75,12 @@ static void test_attention(void)
                                  f / (0.33 / 1.4 * 989.4e12) + 4e-6, 1e-12);
   g_assert_cmpfloat_with_epsilon(sp_kernel_attn_time(&g, SP_ATTN_TRITON, TRUE, 2, 8, 4096, 4096, 128, 2),
                                  2.5 * f / (0.14 * 989.4e12) + 4e-6, 1e-12);
+  /* it computes on head-dim blocks of the next power of two: d 112 costs what d 128 does,
+   * d 8 what d 16 does */
+  g_assert_cmpfloat(sp_kernel_attn_time(&g, SP_ATTN_TRITON, TRUE, 2, 8, 4096, 4096, 112, 2), ==,
+                    sp_kernel_attn_time(&g, SP_ATTN_TRITON, TRUE, 2, 8, 4096, 4096, 128, 2));
+  g_assert_cmpfloat_with_epsilon(sp_kernel_attn_time(&g, SP_ATTN_TRITON, FALSE, 1, 1, 1024, 1024, 8, 2),
+                                 4.0 * 1024 * 1024 * 16 / 2 / (0.33 / 1.4 * 989.4e12) + 4e-6, 1e-15);
   sp_kernel_gpu a100;
   sp_kernel_gpu_a100(&a100);
   /* on A100 the FlashAttention-2 rates are 0.65 / 0.55: triton 0.65 / 1.4 and 0.275 */

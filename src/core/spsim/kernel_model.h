@@ -36,7 +36,8 @@
  * Triton: the Triton FlashAttention of flash-attention's flash_attn_triton.py
  * (December 2022, pre-MLIR Triton), which llm-foundry's attn_impl triton runs: the
  * flash2 rates divided by #SP_ATTN_TRITON_FWD_SLOWDOWN forward and
- * #SP_ATTN_TRITON_BWD_SLOWDOWN backward.
+ * #SP_ATTN_TRITON_BWD_SLOWDOWN backward, on heads padded to the next power of two
+ * (at least 16), the width its blocks compute on.
  * Unfused (Megatron-LM's core attention before FlashAttention): two batched
  * GEMMs over the full score matrix (QK^T and PV, b a of them), plus the
  * element-wise passes over b a s_q s_kv scores: scale-mask-softmax reads and

@@ -161,7 +161,18 @@ double sp_kernel_attn_time(const sp_kernel_gpu *g, sp_attn_impl impl, gboolean b
       fe /= SP_ATTN_TRITON_FWD_SLOWDOWN;
       be /= SP_ATTN_TRITON_BWD_SLOWDOWN;
     }
-    double fwd = 4.0 * b * heads * causal_pairs(sq, skv) * (double)d;
+    /* the Triton kernel works on head-dim blocks of the next power of two (at least 16)
+     * in both directions: BLOCK_HEADDIM = max(triton.next_power_of_2(d), 16) in
+     * _flash_attn_forward and _flash_attn_backward (llm-foundry
+     * llmfoundry/models/layers/flash_attn_triton.py at 5e85bd6); its time follows the
+     * padded width (a head dim of 112 runs as 128) */
+    double dk = (double)d;
+    if (impl == SP_ATTN_TRITON) {
+      int64_t p2 = 16;
+      while (p2 < d) p2 *= 2;
+      dk = (double)p2;
+    }
+    double fwd = 4.0 * b * heads * causal_pairs(sq, skv) * dk;
     return bwd ? 2.5 * fwd / (be * g->peak_flops) + g->launch : fwd / (fe * g->peak_flops) + g->launch;
   }
   /* unfused: full scores; the model's GEMM shapes, no table (batched products

@@ -19,7 +19,7 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 tab=$(printf '\t')
 
-# --attention (fused|unfused) is used only when this spsim offers it
+# --attention (fused|unfused|flash2|triton) is used only when this spsim offers it
 "$bin" platform dgx --nodes 1 > "$tmp/one.xml"
 if { "$bin" --help 2>&1; "$bin" "$tmp/one.xml" --help 2>&1; } | grep -q -e '--attention'; then
   attn_opt=yes
@@ -29,7 +29,7 @@ fi
 
 printf 'spsim validation against published runs: %s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
 printf 'binary %s; fidelity flow; --attention %s\n' "$bin" \
-  "$([ $attn_opt = yes ] && echo 'passed for unfused and flash2 cases' || echo 'not offered by this spsim (every case priced with the fused-attention efficiency)')"
+  "$([ $attn_opt = yes ] && echo 'passed for unfused, flash2 and triton cases' || echo 'not offered by this spsim (every case priced with the fused-attention efficiency)')"
 printf 'error = (predicted - measured) / measured; time err = predicted step time vs the step time the measured figure implies\n\n'
 printf '%-17s %-22s %6s %-52s %-5s %9s %9s %8s %8s %8s  %s\n' \
   id model GPUs layout unit measured predicted 'err %' 'time %' 'mem GiB' 'comp/bubble/comm %'

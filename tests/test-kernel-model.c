@@ -69,8 +69,23 @@ static void test_attention(void)
                                  f / (0.33 * 989.4e12) + 4e-6, 1e-12);
   g_assert_cmpfloat_with_epsilon(sp_kernel_attn_time(&g, SP_ATTN_FLASH2, TRUE, 2, 8, 4096, 4096, 128, 2),
                                  2.5 * f / (0.28 * 989.4e12) + 4e-6, 1e-12);
+  /* triton (flash-attention's Triton kernel of 2022): FlashAttention-2 is 1.3-1.5x
+   * faster forward and 2x backward (Dao 2023, Section 4.1): 0.33 / 1.4 and 0.28 / 2 */
+  g_assert_cmpfloat_with_epsilon(sp_kernel_attn_time(&g, SP_ATTN_TRITON, FALSE, 2, 8, 4096, 4096, 128, 2),
+                                 f / (0.33 / 1.4 * 989.4e12) + 4e-6, 1e-12);
+  g_assert_cmpfloat_with_epsilon(sp_kernel_attn_time(&g, SP_ATTN_TRITON, TRUE, 2, 8, 4096, 4096, 128, 2),
+                                 2.5 * f / (0.14 * 989.4e12) + 4e-6, 1e-12);
+  /* it computes on head-dim blocks of the next power of two: d 112 costs what d 128 does,
+   * d 8 what d 16 does */
+  g_assert_cmpfloat(sp_kernel_attn_time(&g, SP_ATTN_TRITON, TRUE, 2, 8, 4096, 4096, 112, 2), ==,
+                    sp_kernel_attn_time(&g, SP_ATTN_TRITON, TRUE, 2, 8, 4096, 4096, 128, 2));
+  g_assert_cmpfloat_with_epsilon(sp_kernel_attn_time(&g, SP_ATTN_TRITON, FALSE, 1, 1, 1024, 1024, 8, 2),
+                                 4.0 * 1024 * 1024 * 16 / 2 / (0.33 / 1.4 * 989.4e12) + 4e-6, 1e-15);
   sp_kernel_gpu a100;
   sp_kernel_gpu_a100(&a100);
+  /* on A100 the FlashAttention-2 rates are 0.65 / 0.55: triton 0.65 / 1.4 and 0.275 */
+  g_assert_cmpfloat_with_epsilon(sp_kernel_attn_time(&a100, SP_ATTN_TRITON, TRUE, 2, 8, 4096, 4096, 128, 2),
+                                 2.5 * f / (0.275 * 312e12) + 4e-6, 1e-12);
   g_assert_cmpfloat(sp_kernel_attn_time(&a100, SP_ATTN_FLASH2, TRUE, 2, 8, 4096, 4096, 128, 2), ==,
                     sp_kernel_attn_time(&a100, SP_ATTN_FLASH, TRUE, 2, 8, 4096, 4096, 128, 2));
   /* a ring-attention block: 1024 queries against 4096 keys sees half the pairs */
@@ -87,6 +102,8 @@ static void test_attention(void)
   g_assert_true(sp_attn_impl_parse("fused", &a, &err) && a == SP_ATTN_FLASH);
   g_assert_true(sp_attn_impl_parse("flash2", &a, &err) && a == SP_ATTN_FLASH2);
   g_assert_cmpstr(sp_attn_impl_name(SP_ATTN_FLASH2), ==, "flash2");
+  g_assert_true(sp_attn_impl_parse("triton", &a, &err) && a == SP_ATTN_TRITON);
+  g_assert_cmpstr(sp_attn_impl_name(SP_ATTN_TRITON), ==, "triton");
   g_assert_false(sp_attn_impl_parse("sdpa", &a, &err));
   g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
   g_clear_error(&err);
@@ -160,6 +177,11 @@ static void test_attention_fits(void)
   g_assert_nonnull(strstr(err->message, "unfused"));
   g_clear_error(&err);
   g_assert_false(sp_attn_impl_check(SP_ATTN_FLASH2, 64, SP_F32, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_SHAPE);
+  g_clear_error(&err);
+  /* the Triton kernel takes head dims up to 128 */
+  g_assert_true(sp_attn_impl_check(SP_ATTN_TRITON, 128, SP_BF16, &err));
+  g_assert_false(sp_attn_impl_check(SP_ATTN_TRITON, 256, SP_BF16, &err));
   g_assert_error(err, SP_ERROR, SP_ERROR_SHAPE);
   g_clear_error(&err);
   g_assert_true(sp_attn_impl_check(SP_ATTN_UNFUSED, 512, SP_F32, &err));

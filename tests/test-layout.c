@@ -68,6 +68,14 @@ static void test_parse(void)
   g_assert_true(sp_layout_parse("tp=4,cp=2,pp=2,dp=8,zero=2,ckpt=selective", &l, &err));
   g_autofree char *s = sp_layout_to_string(&l);
   g_assert_cmpstr(s, ==, "tp=4,tpsp=1,sp=1,cp=2,wp=1,pp=2,dp=8,zero=2,ckpt=selective,mb=0");
+  /* torchtitan's op checkpointing and a gradient all-reduce after the backward */
+  g_assert_true(sp_layout_parse("dp=8,dpsync=1,ckpt=op", &l, &err));
+  g_assert_true(l.dp_sync);
+  g_assert_cmpint(l.ckpt, ==, SP_CKPT_OP);
+  g_autofree char *s2 = sp_layout_to_string(&l);
+  g_assert_cmpstr(s2, ==, "tp=1,tpsp=0,sp=1,cp=1,wp=1,pp=1,dp=8,dpsync=1,zero=0,ckpt=op,mb=0");
+  g_assert_false(sp_layout_parse("dp=8,dpsync=2", &l, &err));
+  g_clear_error(&err);
 }
 
 static sp_skip check(const char *spec, const sp_model *m, int32_t world, int64_t seq, int64_t gb)

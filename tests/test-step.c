@@ -74,6 +74,73 @@ static void test_activation_bytes(void)
   g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048), ==, 131072.0);
 }
 
+/* A Llama-style layer: h 64, 4 heads of 16, 2 KV heads, SwiGLU ffn 128. */
+static sp_model tiny_llama(void)
+{
+  sp_model m = { .name = (char *)"tiny-llama", .layers = 2, .hidden = 64, .heads = 4, .kv_heads = 2, .ffn = 128,
+                 .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_SWIGLU };
+  return m;
+}
+
+/* torchtitan's op policy saves the outputs of the 1st, 3rd, 5th and 7th matmuls of
+ * the block (Q, V, w1, w2) and of attention, keeps the layer input, and recomputes K,
+ * the output projection and w3 (plus every element-wise op) in the backward. */
+static void test_op_checkpoint(void)
+{
+  sp_model m = tiny_llama();
+  sp_step_ctx c = ctx_for(&m, 1, 128, 4);
+  sp_layout l = lay("dp=1,ckpt=op", &c);
+  /* per token: input 64 + Q 64 + V 32 + attention output 64 + w1 128 + w2 64 = 416
+   * values of 2 bytes, 128 tokens */
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128), ==, 128.0 * 416 * 2);
+  sp_layer_kernels k;
+  GError *err = NULL;
+  g_assert_true(sp_step_layer_kernels(&c, &l, &k, &err));
+  /* at 1 TFLOP/s, no memory term: K 2 x 128 x 32 x 64 + O 2 x 128 x 64 x 64 + w3
+   * 2 x 128 x 128 x 64 = 524288 + 1048576 + 2097152 FLOPs */
+  g_assert_cmpfloat_with_epsilon(k.op_recompute, 3670016e-12, 1e-18);
+  /* the step: 4 micro-batches x 2 layers of that recomputation more than ckpt=none */
+  sp_layout ln = lay("dp=1,ckpt=none", &c);
+  sp_step_result ro, rn;
+  g_assert_true(sp_step_eval(&c, &l, &ro, &err));
+  g_assert_true(sp_step_eval(&c, &ln, &rn, &err));
+  g_assert_cmpfloat_with_epsilon(ro.step_time - rn.step_time, 8 * 3670016e-12, 1e-15);
+  /* hardware FLOPs: the recomputed K, O and w3 over 4 x 128 tokens and 2 layers,
+   * 2 x 64 x (32 + 64 + 128) each */
+  double tokens = 4 * 128;
+  g_assert_cmpfloat_with_epsilon((ro.hfu - ro.mfu) * ro.step_time * c.hw.gpu.peak_flops,
+                                 tokens * 2 * 2 * 64 * (32 + 64 + 128), 1e-3);
+  /* the sweep never proposes it; a layout names it */
+  g_assert_cmpstr(sp_ckpt_name(SP_CKPT_OP), ==, "op");
+}
+
+/* torchtitan's eager element-wise ops of the block, bytes per token for tiny_llama
+ * (h 64, Q 64 and K 32 columns, ffn 128): RMSNorm 2 x 36 x 64 = 4608, residual adds
+ * 2 x 6 x 64 = 768, rotary 20 x (64 + 32) = 1920, repeat_kv of K and V 2 x (2 x 32 +
+ * 2 x 64) = 384, SwiGLU 10 x 128 = 1280: 8960 bytes, in 28 kernels. */
+static void test_eager_elementwise(void)
+{
+  sp_model m = tiny_llama();
+  m.elementwise = SP_ELEM_EAGER;
+  sp_step_ctx c = ctx_for(&m, 2, 128, 4);
+  c.hw.gpu.hbm_bw = 1e12;
+  c.hw.gpu.launch = 1e-6;
+  sp_layout l = lay("dp=2", &c);
+  g_assert_cmpfloat(sp_step_eager_elem_bytes_per_token(&m, &l), ==, 8960.0);
+  sp_layer_kernels k;
+  GError *err = NULL;
+  g_assert_true(sp_step_layer_kernels(&c, &l, &k, &err));
+  g_assert_cmpfloat_with_epsilon(k.elem_fwd, 128 * 8960 / 1e12 + 28e-6, 1e-15);
+  /* TP 2 with sequence parallelism halves every term: norms and residuals act on h / 2
+   * per token, Q, K (one KV head) and ffn columns are split */
+  sp_layout lt = lay("tp=2,tpsp=1", &c);
+  g_assert_cmpfloat(sp_step_eager_elem_bytes_per_token(&m, &lt), ==, 4480.0);
+  /* fused (the default): twice the layer's stored activations, 34 h per token */
+  m.elementwise = SP_ELEM_FUSED;
+  g_assert_true(sp_step_layer_kernels(&c, &l, &k, &err));
+  g_assert_cmpfloat_with_epsilon(k.elem_fwd, 2 * 128 * 64 * 34.0 / 1e12 + 8e-6, 1e-15);
+}
+
 static void test_bubble(void)
 {
   g_assert_cmpfloat(sp_step_bubble_fraction(4, 12), ==, 0.25);
@@ -175,6 +242,8 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/step/zero-memory", test_zero_memory);
   g_test_add_func("/step/activation-bytes", test_activation_bytes);
+  g_test_add_func("/step/op-checkpoint", test_op_checkpoint);
+  g_test_add_func("/step/eager-elementwise", test_eager_elementwise);
   g_test_add_func("/step/bubble", test_bubble);
   g_test_add_func("/step/tp-step", test_step_tp);
   g_test_add_func("/step/pp-step", test_step_pp);

@@ -183,6 +183,65 @@ static void test_dp_buckets(void)
   assert_close(span, dp_end); /* the optimizer takes no time on the ideal GPU */
 }
 
+/* dpsync=1 (Megatron-LM's --DDP-impl local: train_step all-reduces the gradient buffer
+ * after forward_backward_func): one all-reduce of every gradient, after the last
+ * backward, so the step is the contention-free one plus that collective (1 ms). */
+static void test_dp_sync(void)
+{
+  sp_model m = model8();
+  sp_step_ctx c = ctx_for(&m, 2, 128, 4, price_1ms);
+  c.hw.dp_bucket_params = 100000;
+  sp_layout l = lay("dp=2,dpsync=1", &c);
+  g_assert_true(l.dp_sync);
+  g_autoptr(sp_stepgraph) g = build(&c, &l, SP_SCHED_1F1B);
+  g_autofree double *s = g_new(double, g->tasks->len), *e = g_new(double, g->tasks->len);
+  double span;
+  g_assert_true(sp_stepgraph_schedule(g, s, e, &span, NULL));
+  guint dp = 0;
+  double compute_end = 0, dp_start = 0;
+  for (guint i = 0; i < g->tasks->len; i++) {
+    const sp_task *t = &g_array_index(g->tasks, sp_task, i);
+    if (t->stream == SP_STREAM_DP) {
+      dp++;
+      dp_start = s[i];
+      /* the whole model's gradients in bf16: 8 layers of 4 x 64^2 + 2 x 64 x 256 + 2 x 64 =
+       * 49280 and the input and output tables of 1000 x 64 (the final norm's 64 weights
+       * are not bucketed) */
+      g_assert_cmpuint(g_array_index(g->comms, sp_comm, t->comm).bytes, ==, 2 * (8 * 49280 + 2 * 64000));
+    }
+    if (t->stream == SP_STREAM_COMPUTE && t->phase == SP_PHASE_BWD) compute_end = MAX(compute_end, e[i]);
+  }
+  g_assert_cmpuint(dp, ==, 1);
+  g_assert_cmpfloat(dp_start, >=, compute_end - 1e-12);
+  assert_close(span, compute_end + 1e-3);
+  /* the closed form agrees: the whole reduction is exposed */
+  sp_step_result r;
+  GError *err = NULL;
+  g_assert_true(sp_step_eval(&c, &l, &r, &err));
+  assert_close(r.dp_tail, 1e-3);
+}
+
+/* ckpt=op in the graph: each layer's backward starts with the recomputation the kernel
+ * model prices, in the recompute phase, and nothing else is recomputed. */
+static void test_op_recompute(void)
+{
+  sp_model m = model8();
+  sp_step_ctx c = ctx_for(&m, 1, 128, 2, price_zero);
+  sp_layout l = lay("dp=1,ckpt=op", &c);
+  sp_layer_kernels k;
+  GError *err = NULL;
+  g_assert_true(sp_step_layer_kernels(&c, &l, &k, &err));
+  g_autoptr(sp_stepgraph) g = build(&c, &l, SP_SCHED_1F1B);
+  double rec = 0;
+  for (guint i = 0; i < g->tasks->len; i++) {
+    const sp_task *t = &g_array_index(g->tasks, sp_task, i);
+    if (t->phase == SP_PHASE_RECOMPUTE) rec += t->seconds;
+  }
+  /* 2 micro-batches x the model's layers */
+  assert_close(rec, 2.0 * (double)m.layers * k.op_recompute);
+  g_assert_cmpfloat(k.op_recompute, >, 0);
+}
+
 /* Llama 3 405B's split: 126 layers on 16 stages of 8 interleaved chunks, the first and
  * last stage one layer short, so that the first chunk holds the embedding alone and the
  * last chunk the output layer alone (Llama 3 report, sec. 3.3.2). */
@@ -298,6 +357,8 @@ int main(int argc, char **argv)
   g_test_add_func("/stepgraph/interleaved-makespan", test_interleaved_makespan);
   g_test_add_func("/stepgraph/tp-collectives", test_tp_collectives);
   g_test_add_func("/stepgraph/dp-buckets", test_dp_buckets);
+  g_test_add_func("/stepgraph/dp-sync", test_dp_sync);
+  g_test_add_func("/stepgraph/op-recompute", test_op_recompute);
   g_test_add_func("/stepgraph/uneven-stages", test_uneven_stages);
   g_test_add_func("/stepgraph/breakdown-sums", test_breakdown_sums);
   g_test_add_func("/stepgraph/cycle-refused", test_cycle_refused);

@@ -162,7 +162,7 @@ int sp_cmd_whatif(int argc, char **argv)
     { "fidelity", 0, 0, G_OPTION_ARG_STRING, &o.fidelity, "collective pricing: flow (SimGrid, default), step (SimGrid step by step), analytic", "MODE" },
     { "eff-matmul", 0, 0, G_OPTION_ARG_DOUBLE, &o.eff_matmul, "fraction of peak of large GEMMs, before tile and wave quantisation (default: H100 0.75, A100 0.80)", "F" },
     { "eff-attn", 0, 0, G_OPTION_ARG_DOUBLE, &o.eff_attn, "fraction of peak of the flash-attention forward; the backward keeps its ratio to it (default: H100 0.60, A100 0.65)", "F" },
-    { "attention", 0, 0, G_OPTION_ARG_STRING, &o.attention, "attention kernel: flash (fused, the GPU's best: FlashAttention-3/cuDNN on H100; default), flash2 (a FlashAttention-2-generation kernel: FA2, PyTorch SDPA's flash backend, Triton) or unfused (batched GEMMs over s^2 scores + softmax/dropout traffic)", "IMPL" },
+    { "attention", 0, 0, G_OPTION_ARG_STRING, &o.attention, "attention kernel: flash (fused, the GPU's best: FlashAttention-3/cuDNN on H100; default), flash2 (a FlashAttention-2-generation kernel: FA2, PyTorch SDPA's flash backend), triton (the Triton FlashAttention of 2022 that llm-foundry's attn_impl triton runs: flash2 / 1.4 forward, / 2 backward) or unfused (batched GEMMs over s^2 scores + softmax/dropout traffic)", "IMPL" },
     { "gemm-table", 0, 0, G_OPTION_ARG_FILENAME, &o.gemm_table, "measured GEMM rates replacing the GEMM model: JSON [{m,n,k,tflops}] or CSV with columns m,n,k,tflops", "FILE" },
     { "peak-tflops", 0, 0, G_OPTION_ARG_DOUBLE, &o.peak_tflops, "dense bf16 peak per GPU (default: platform host speed)", "T" },
     { "gpu-mem", 0, 0, G_OPTION_ARG_DOUBLE, &o.gpu_mem_gib, "GPU memory in GiB (default: platform property, else 80)", "GIB" },

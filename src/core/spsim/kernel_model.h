@@ -33,6 +33,11 @@
  * FlashAttention-2-generation kernel (FlashAttention-2 itself, PyTorch SDPA's
  * default flash backend, Triton FlashAttention), which on H100 does not use the
  * Hopper-specific instructions (equal to flash on A100).
+ * Triton: the Triton FlashAttention of flash-attention's flash_attn_triton.py
+ * (December 2022, pre-MLIR Triton), which llm-foundry's attn_impl triton runs: the
+ * flash2 rates divided by #SP_ATTN_TRITON_FWD_SLOWDOWN forward and
+ * #SP_ATTN_TRITON_BWD_SLOWDOWN backward, on heads padded to the next power of two
+ * (at least 16), the width its blocks compute on.
  * Unfused (Megatron-LM's core attention before FlashAttention): two batched
  * GEMMs over the full score matrix (QK^T and PV, b a of them), plus the
  * element-wise passes over b a s_q s_kv scores: scale-mask-softmax reads and
@@ -54,11 +59,25 @@ typedef enum {
   SP_ATTN_FLASH = 0, /**< fused flash attention (causal FLOPs, no s^2 traffic) */
   SP_ATTN_UNFUSED,   /**< batched GEMMs over full scores + softmax/dropout passes */
   SP_ATTN_FLASH2,    /**< FlashAttention-2-generation kernel (flash, at attn2_*_eff) */
+  SP_ATTN_TRITON,    /**< Triton FlashAttention of December 2022 (flash2 rates / the slowdowns below) */
 } sp_attn_impl;
 
-/** @return "flash", "flash2" or "unfused". */
+/**
+ * Triton FlashAttention against FlashAttention-2: "FlashAttention-2 is around 1.3-1.5x
+ * faster than FlashAttention in Triton in the forward pass and around 2x faster in the
+ * backward pass" (T. Dao, "FlashAttention-2: Faster Attention with Better Parallelism
+ * and Work Partitioning", arXiv:2307.08691, 2023, Section 4.1; A100, head dims 64 and
+ * 128, causal and not): 1.4, the middle of the forward range, and 2.
+ */
+#define SP_ATTN_TRITON_FWD_SLOWDOWN 1.4
+#define SP_ATTN_TRITON_BWD_SLOWDOWN 2.0
+/** Largest head dimension the Triton FlashAttention takes ("all head dimensions up to
+ * 128", flash_attn_triton.py at flash-attention eff9fe6). */
+#define SP_ATTN_TRITON_MAX_HEAD_DIM 128
+
+/** @return "flash", "flash2", "triton" or "unfused". */
 const char *sp_attn_impl_name(sp_attn_impl a);
-/** Parse "flash" (also "fused"), "flash2" or "unfused". */
+/** Parse "flash" (also "fused"), "flash2", "triton" or "unfused". */
 gboolean sp_attn_impl_parse(const char *s, sp_attn_impl *out, GError **err);
 
 /** Largest head dimension the fused (flash) attention kernels take. */

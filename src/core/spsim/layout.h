@@ -24,12 +24,17 @@ typedef enum {
   SP_CKPT_NONE = 0,   /**< keep every activation */
   SP_CKPT_SELECTIVE,  /**< recompute the attention core (scores, softmax, dropout, A.V) */
   SP_CKPT_FULL,       /**< keep only each layer's input; recompute the whole layer forward */
+  SP_CKPT_OP,         /**< torchtitan's per-op policy: keep every matmul output but every second and the
+                           attention output, recompute the rest (the element-wise ops and every second matmul) */
   SP_CKPT_COUNT
 } sp_ckpt;
 
-/** @return "none", "selective", "full". */
+/** The modes the layout sweep enumerates (SP_CKPT_OP is only taken when a layout names it). */
+#define SP_CKPT_SWEPT (SP_CKPT_FULL + 1)
+
+/** @return "none", "selective", "full", "op". */
 const char *sp_ckpt_name(sp_ckpt c);
-/** Parse "none" | "selective" (or "sel") | "full". */
+/** Parse "none" | "selective" (or "sel") | "full" | "op". */
 gboolean sp_ckpt_parse(const char *s, sp_ckpt *out, GError **err);
 
 /** One layout. Degrees are >= 1 once resolved. */
@@ -53,6 +58,11 @@ typedef struct {
   int32_t zero;     /**< ZeRO stage 0..3 over the gradient group */
   sp_ckpt ckpt;     /**< activation checkpointing */
   int32_t mb;       /**< micro-batch size in sequences */
+  gboolean dp_sync; /**< the data-parallel gradient reduction starts once the step's backward is
+                         over, in one collective, instead of in buckets under the last
+                         micro-batch's backward (Megatron-LM's --DDP-impl local of 2021-2022:
+                         train_step calls allreduce_gradients after forward_backward_func);
+                         layout key dpsync=1 */
 } sp_layout;
 
 /** What a layout is checked against. */

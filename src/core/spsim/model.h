@@ -29,6 +29,14 @@ typedef enum {
   SP_MLP_SWIGLU,    /**< three matrices: gate and up h x ffn, down ffn x h */
 } sp_mlp;
 
+/** How a layer's element-wise ops (norms, rotary, activation, residual adds) run. */
+typedef enum {
+  SP_ELEM_FUSED = 0, /**< fused kernels, one pass over each stored activation (Megatron-LM; the default) */
+  SP_ELEM_EAGER,     /**< separate PyTorch eager kernels, as torchtitan's Llama block writes them: RMSNorm
+                          in fp32, rotary through complex fp32 products, K and V repeated for GQA, SiLU and
+                          the gate product, residual adds (a SwiGLU model) */
+} sp_elementwise;
+
 /** A model configuration. */
 typedef struct {
   char *name;        /**< e.g. "llama3-70b" (owned) */
@@ -41,6 +49,7 @@ typedef struct {
   sp_dtype dtype;    /**< training dtype of weights and activations (bf16, f16, f32) */
   sp_mlp mlp;        /**< MLP flavour */
   gboolean tied_embeddings; /**< the LM head shares the input embedding table */
+  sp_elementwise elementwise; /**< how the element-wise ops of a layer run (model file key "elementwise") */
   char *sources;     /**< where the numbers come from, "; "-joined (owned, may be "") */
   char *ignored;     /**< unknown keys skipped in SP_MODEL_LENIENT mode, ", "-joined (owned), else NULL */
 } sp_model;
@@ -54,7 +63,8 @@ typedef enum {
 /**
  * Parse a model from JSON text. Required integer fields (all > 0): layers, hidden,
  * heads, kv_heads, ffn, vocab; optional: name (default @p what), dtype ("bf16"),
- * mlp ("swiglu" | "gelu", default "swiglu"), tied_embeddings (false), sources
+ * mlp ("swiglu" | "gelu", default "swiglu"), tied_embeddings (false), elementwise ("fused" |
+ * "eager", default "fused"; "eager" needs a SwiGLU model), sources
  * (string or array of strings). Checks hidden % heads == 0 and heads % kv_heads == 0.
  * Any other key is an error (SP_ERROR_INVALID) that names it and lists the known
  * ones. @p what names the input in messages (a file name).

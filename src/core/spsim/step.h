@@ -144,10 +144,20 @@ typedef struct {
   double attn_fwd;   /**< core attention forward (flash or unfused) */
   double attn_bwd;   /**< core attention backward */
   double elem_fwd;   /**< element-wise kernels of the layer's forward (norms, activation, residuals) */
+  double op_recompute; /**< what ckpt=op recomputes before the layer's backward: the element-wise forward
+                            and the 2nd, 4th and 6th forward matmuls (K, output projection, and the MLP's
+                            second: SwiGLU's up projection w3, else the down projection) */
   double head[3];    /**< output layer (LM head) GEMM */
   double loss;       /**< softmax cross-entropy over the logits (each direction) */
 } sp_layer_kernels;
 
+/**
+ * HBM bytes per token of a layer's element-wise forward when the model's element-wise
+ * ops run as torchtitan's eager PyTorch ops (model key "elementwise": "eager"): two fp32
+ * RMSNorms, two residual adds, rotary on Q and K through complex fp32 products, the GQA
+ * repeat of K and V, SiLU and the gate product; one TP rank's share.
+ */
+double sp_step_eager_elem_bytes_per_token(const sp_model *m, const sp_layout *l);
 /** Kernel times of one layer of @p l (and its LM head) for one micro-batch on one rank. */
 gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_layer_kernels *o, GError **err);
 /** Sum of the layer's forward GEMMs. */

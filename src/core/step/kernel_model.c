@@ -13,7 +13,7 @@
 
 const char *sp_attn_impl_name(sp_attn_impl a)
 {
-  return a == SP_ATTN_UNFUSED ? "unfused" : a == SP_ATTN_FLASH2 ? "flash2" : "flash";
+  return a == SP_ATTN_UNFUSED ? "unfused" : a == SP_ATTN_FLASH2 ? "flash2" : a == SP_ATTN_TRITON ? "triton" : "flash";
 }
 
 gboolean sp_attn_impl_parse(const char *s, sp_attn_impl *out, GError **err)
@@ -26,11 +26,15 @@ gboolean sp_attn_impl_parse(const char *s, sp_attn_impl *out, GError **err)
     *out = SP_ATTN_FLASH2;
     return TRUE;
   }
+  if (s != NULL && strcmp(s, "triton") == 0) {
+    *out = SP_ATTN_TRITON;
+    return TRUE;
+  }
   if (s != NULL && strcmp(s, "unfused") == 0) {
     *out = SP_ATTN_UNFUSED;
     return TRUE;
   }
-  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "attention must be flash (or fused), flash2 or unfused (got '%s')",
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "attention must be flash (or fused), flash2, triton or unfused (got '%s')",
               s ? s : "");
   return FALSE;
 }
@@ -46,11 +50,12 @@ gboolean sp_attn_impl_check(sp_attn_impl a, int64_t head_dim, sp_dtype dtype, GE
                 sp_attn_impl_name(a), sp_dtype_name(dtype));
     return FALSE;
   }
-  if (head_dim > SP_ATTN_FLASH_MAX_HEAD_DIM) {
+  int maxd = a == SP_ATTN_TRITON ? SP_ATTN_TRITON_MAX_HEAD_DIM : SP_ATTN_FLASH_MAX_HEAD_DIM;
+  if (head_dim > maxd) {
     g_set_error(err, SP_ERROR, SP_ERROR_SHAPE,
                 "attention %s takes head dims up to %d, and the model's heads are %" G_GINT64_FORMAT
                 " wide (hidden / heads): use --attention unfused",
-                sp_attn_impl_name(a), SP_ATTN_FLASH_MAX_HEAD_DIM, head_dim);
+                sp_attn_impl_name(a), maxd, head_dim);
     return FALSE;
   }
   return TRUE;
@@ -148,11 +153,26 @@ double sp_kernel_attn_time(const sp_kernel_gpu *g, sp_attn_impl impl, gboolean b
 {
   if (!(b > 0) || !(heads > 0) || sq <= 0 || skv <= 0 || d <= 0)
     return 0.0;
-  if (impl == SP_ATTN_FLASH || impl == SP_ATTN_FLASH2) {
-    gboolean fa2 = impl == SP_ATTN_FLASH2;
+  if (impl == SP_ATTN_FLASH || impl == SP_ATTN_FLASH2 || impl == SP_ATTN_TRITON) {
+    gboolean fa2 = impl == SP_ATTN_FLASH2 || impl == SP_ATTN_TRITON;
     double fe = fa2 && g->attn2_fwd_eff > 0 ? g->attn2_fwd_eff : g->attn_fwd_eff;
     double be = fa2 && g->attn2_bwd_eff > 0 ? g->attn2_bwd_eff : g->attn_bwd_eff;
-    double fwd = 4.0 * b * heads * causal_pairs(sq, skv) * (double)d;
+    if (impl == SP_ATTN_TRITON) {
+      fe /= SP_ATTN_TRITON_FWD_SLOWDOWN;
+      be /= SP_ATTN_TRITON_BWD_SLOWDOWN;
+    }
+    /* the Triton kernel works on head-dim blocks of the next power of two (at least 16)
+     * in both directions: BLOCK_HEADDIM = max(triton.next_power_of_2(d), 16) in
+     * _flash_attn_forward and _flash_attn_backward (llm-foundry
+     * llmfoundry/models/layers/flash_attn_triton.py at 5e85bd6); its time follows the
+     * padded width (a head dim of 112 runs as 128) */
+    double dk = (double)d;
+    if (impl == SP_ATTN_TRITON) {
+      int64_t p2 = 16;
+      while (p2 < d) p2 *= 2;
+      dk = (double)p2;
+    }
+    double fwd = 4.0 * b * heads * causal_pairs(sq, skv) * dk;
     return bwd ? 2.5 * fwd / (be * g->peak_flops) + g->launch : fwd / (fe * g->peak_flops) + g->launch;
   }
   /* unfused: full scores; the model's GEMM shapes, no table (batched products

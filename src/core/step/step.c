@@ -55,6 +55,18 @@ double sp_step_act_layer_bytes(const sp_model *m, const sp_layout *l, int64_t se
   double sl = b * s / ((double)l->sp * l->cp);  /* token-wise parts */
   double scores = 5.0 * b * (a / (t * l->sp)) * (s / l->cp) * s;
   double tokenwise = l->tp_sp ? sl * h * 34.0 / t : sl * h * (10.0 + 24.0 / t);
+  if (l->ckpt == SP_CKPT_OP) {
+    /* torchtitan's op policy (pytorch/torchtitan torchtitan/parallelisms/parallelize_llama.py
+     * at 9dec370, _apply_ac_to_transformer_block) saves the outputs of aten.mm except every
+     * second one and of the flash attention op; the checkpoint keeps the layer input.
+     * Matmuls in order Q, K, V, O, then w1, w3, w2 (SwiGLU) or up, down: saved are Q, V,
+     * the first MLP matmul and (SwiGLU) w2; K, O and the second MLP matmul are not. */
+    double d = (double)sp_model_head_dim(m), e = sp_model_dtype_bytes(m);
+    double in = h / (l->tp_sp ? t : 1.0);
+    double q = (a / t) * d, v = kv_per_tp(m, l) * d, f = (double)m->ffn / t;
+    double w2 = m->mlp == SP_MLP_SWIGLU ? h / (l->tp_sp ? t : 1.0) : 0.0;
+    return e * sl * (in + q + v + q /* attention output */ + f + w2);
+  }
   switch (l->ckpt) {
   case SP_CKPT_NONE: return tokenwise + scores;
   case SP_CKPT_SELECTIVE: return tokenwise;
@@ -210,6 +222,36 @@ static gboolean gemm3(const sp_kernel_gpu *g, int64_t m, int64_t n, int64_t k, d
  * bias, activation, two dropouts, two residual adds). */
 #define ELEMWISE_KERNELS_PER_LAYER 8
 
+/* Eager PyTorch element-wise ops of torchtitan's Llama block (pytorch/torchtitan at
+ * 9dec370: torchtitan/models/norms.py RMSNorm, torchtitan/models/llama/model.py
+ * apply_rotary_emb, repeat_kv, Attention.forward, FeedForward.forward,
+ * TransformerBlock.forward), each a separate kernel that reads its inputs from HBM and
+ * writes its output; bytes per token with bf16 activations (2 bytes) and fp32
+ * intermediates (4 bytes), hidden h:
+ *  - RMSNorm, twice: x.float() 2h + 4h, pow(2) 4h + 4h, mean 4h, x * rsqrt 4h + 4h,
+ *    type_as 4h + 2h, * weight 2h + 2h: 36h (8 kernels with the eps add and rsqrt of
+ *    one value per token);
+ *  - residual adds, twice: 2h + 2h read, 2h written: 6h;
+ *  - rotary on Q (q = heads x d columns) and K (kv = kv_heads x d): float() 2 + 4,
+ *    complex product 4 + 4, type_as 4 + 2: 20 bytes per column (3 kernels each);
+ *  - repeat_kv of K and V when kv_heads < heads (expand + reshape copies): 2 kv read,
+ *    2 q written, each (2 kernels);
+ *  - SwiGLU: silu(w1 x) 2f + 2f, the gate product 4f + 2f: 10f (2 kernels);
+ *  - the attention output's transpose(1, 2).contiguous() is not counted: PyTorch's
+ *    flash backend returns its output already in (batch, seq, heads, d) order.
+ * TP shares: q, kv and ffn columns divided by tp; norms and residual adds act on h / tp
+ * per token with sequence parallelism, on the whole h without it. */
+#define EAGER_KERNELS_PER_LAYER (2 * 8 + 2 + 2 * 3 + 2)
+
+double sp_step_eager_elem_bytes_per_token(const sp_model *m, const sp_layout *l)
+{
+  double t = l->tp, d = (double)sp_model_head_dim(m);
+  double hs = (double)m->hidden / (l->tp_sp ? t : 1.0);
+  double q = (double)m->heads / t * d, kv = kv_per_tp(m, l) * d, f = (double)m->ffn / t;
+  double rep = m->heads > m->kv_heads ? 2.0 * (2.0 * kv + 2.0 * q) : 0.0;
+  return 2.0 * 36.0 * hs + 2.0 * 6.0 * hs + 20.0 * (q + kv) + rep + 10.0 * f;
+}
+
 gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_layer_kernels *o, GError **err)
 {
   const sp_model *m = c->model;
@@ -236,8 +278,22 @@ gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_laye
   sp_layout nl = *l;
   nl.ckpt = SP_CKPT_SELECTIVE;
   double bytes = 2.0 * sp_step_act_layer_bytes(m, &nl, c->seq);
+  double kernels = ELEMWISE_KERNELS_PER_LAYER;
+  if (m->elementwise == SP_ELEM_EAGER) {
+    bytes = (double)T * sp_step_eager_elem_bytes_per_token(m, l);
+    kernels = m->heads / m->kv_heads > 1 ? EAGER_KERNELS_PER_LAYER + 2 : EAGER_KERNELS_PER_LAYER;
+  }
   if (g->hbm_bw > 0)
-    o->elem_fwd = bytes / g->hbm_bw + ELEMWISE_KERNELS_PER_LAYER * g->launch;
+    o->elem_fwd = bytes / g->hbm_bw + kernels * g->launch;
+  /* ckpt=op (see sp_step_act_layer_bytes) recomputes, before the layer's backward, every
+   * op it did not save: the element-wise forward and the 2nd, 4th and 6th matmuls (K,
+   * output projection, and w3 for SwiGLU, whose MLP runs w1, w3, w2 in
+   * torchtitan/models/llama/model.py FeedForward.forward; the down projection for a GeLU
+   * MLP); the attention output is saved, so attention is not recomputed */
+  double tk = 0;
+  if (!sp_kernel_gemm_time(g, 1, T, kv * d, h, e, &tk, err))
+    return FALSE;
+  o->op_recompute = o->elem_fwd + tk + o->proj[0] + (m->mlp == SP_MLP_SWIGLU ? o->up[0] / 2.0 : o->down[0]);
   /* LM head, then the loss over the logits (bf16 logits, fp32 softmax: 6 bytes each) */
   if (!gemm3(g, T, m->vocab / tp, h, e, o->head, err))
     return FALSE;
@@ -288,6 +344,9 @@ void sp_step_set_time(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   double attn_tok = 2.0 * (double)m->layers * (double)m->hidden * (double)c->seq; /* causal forward */
   if (l->ckpt == SP_CKPT_FULL) extra = tokens * (2.0 * (double)m->layers * sp_model_layer_matmul_params(m) + attn_tok);
   else if (l->ckpt == SP_CKPT_SELECTIVE) extra = tokens * attn_tok;
+  else if (l->ckpt == SP_CKPT_OP) /* K, output projection and one MLP matrix of h x ffn */
+    extra = tokens * 2.0 * (double)m->layers * (double)m->hidden *
+            ((double)m->kv_heads * (double)sp_model_head_dim(m) + (double)m->heads * (double)sp_model_head_dim(m) + (double)m->ffn);
   double peak = hw->gpu.peak_flops;
   r->tokens_per_s = tokens / r->step_time;
   r->mfu = model_flops / (r->step_time * c->world * peak);
@@ -314,6 +373,7 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   double lb = sp_layer_kernels_mm_bwd(&lk) + lk.attn_bwd + 2.0 * el_f;
   if (l->ckpt == SP_CKPT_FULL) lb += lf;
   else if (l->ckpt == SP_CKPT_SELECTIVE) lb += at_f;
+  else if (l->ckpt == SP_CKPT_OP) lb += lk.op_recompute;
   double head_f = lk.head[0] + lk.loss, head_b = (lk.head[1] + lk.head[2]) + lk.loss;
 
   /* Price the collectives. */
@@ -346,7 +406,7 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   eb[SP_COMM_SP] = cb[SP_COMM_SP];
   if (l->cp > 1) {
     double share = (double)(l->cp - 1) / l->cp;
-    double bwin = (l->ckpt == SP_CKPT_NONE ? 2.0 : 3.0) * at_f;
+    double bwin = (l->ckpt == SP_CKPT_SELECTIVE || l->ckpt == SP_CKPT_FULL ? 3.0 : 2.0) * at_f;
     ef[SP_COMM_RING] = MAX(0.0, cf[SP_COMM_RING] - share * at_f);
     eb[SP_COMM_RING] = MAX(0.0, cb[SP_COMM_RING] - share * bwin);
   }
@@ -370,7 +430,7 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   double plocal = stage_params_local(m, l) / l->wp;
   double bucket = plocal > 0 ? MIN(1.0, hw->dp_bucket_params / plocal) : 1.0;
   double tail = 0;
-  if (grad > 0) tail += MAX(grad * bucket, grad - ls * lb);
+  if (grad > 0) tail += l->dp_sync ? grad : MAX(grad * bucket, grad - ls * lb);
   if (pgather > 0) tail += MAX(pgather * bucket, pgather - ls * lf);
   r->dp_tail = tail;
 

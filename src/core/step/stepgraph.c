@@ -286,6 +286,11 @@ static void layer_bwd(sb *b, gboolean has_next)
     b->phase = SP_PHASE_RECOMPUTE;
     layer_fwd(b, FALSE, FALSE);
     b->phase = keep;
+  } else if (l->ckpt == SP_CKPT_OP) {
+    uint8_t keep = b->phase;
+    b->phase = SP_PHASE_RECOMPUTE;
+    compute(b, b->k.op_recompute, "recompute (op policy)");
+    b->phase = keep;
   }
   /* MLP: row-parallel down projection, then column-parallel up projection */
   coll_block(b, SP_STREAM_TP, b->tp_ag);
@@ -355,7 +360,7 @@ static void dp_bucket_add(sb *b, double params)
 {
   if (!dp_grad_buckets(b)) return;
   b->bucket_acc += params;
-  if (b->bucket_acc >= b->bucket_params) dp_flush(b);
+  if (!b->l->dp_sync && b->bucket_acc >= b->bucket_params) dp_flush(b);
 }
 
 /* ---------- schedule ---------- */
@@ -496,7 +501,7 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
         compute(b, embed_time(b), "embedding backward");
         if (last) dp_bucket_add(b, emb_params);
       }
-      if (last && dp_grad_buckets(b)) dp_flush(b);
+      if (last && dp_grad_buckets(b) && !l->dp_sync) dp_flush(b);
       if (vs > 0) {
         uint32_t id = add(b, SP_TASK_SEND, SP_STREAM_PP, 0.0, b->pp_msg, "send gradients");
         sp_task *t = task_at(b, id);
@@ -509,6 +514,8 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
   }
   /* the optimizer step, once every gradient of the stage is reduced */
   b->mb = b->chunk = b->layer = -1;
+  /* dpsync: one reduction of every gradient of the stage after its last backward */
+  if (l->dp_sync && dp_grad_buckets(b)) dp_flush(b);
   b->phase = SP_PHASE_STEP;
   need(b, b->last_dp);
   b->open = NONE;

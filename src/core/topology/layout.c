@@ -8,7 +8,7 @@
 #include "spsim/error.h"
 #include "spsim/layout.h"
 
-static const char *const ckpt_names[SP_CKPT_COUNT] = { "none", "selective", "full" };
+static const char *const ckpt_names[SP_CKPT_COUNT] = { "none", "selective", "full", "op" };
 
 const char *sp_ckpt_name(sp_ckpt c)
 {
@@ -20,7 +20,7 @@ gboolean sp_ckpt_parse(const char *s, sp_ckpt *out, GError **err)
   for (int i = 0; i < SP_CKPT_COUNT; i++)
     if (g_strcmp0(s, ckpt_names[i]) == 0) { *out = (sp_ckpt)i; return TRUE; }
   if (g_strcmp0(s, "sel") == 0) { *out = SP_CKPT_SELECTIVE; return TRUE; }
-  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown checkpointing mode '%s' (none, selective, full)", s ? s : "");
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown checkpointing mode '%s' (none, selective, full, op)", s ? s : "");
   return FALSE;
 }
 
@@ -79,7 +79,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     if (*p == '\0') continue;
     char *eq = strchr(p, '=');
     if (eq == NULL) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, zero, ckpt, mb)", p);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, zero, ckpt, mb)", p);
       return FALSE;
     }
     *eq = '\0';
@@ -100,9 +100,13 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
       int32_t b = 0;
       ok = parse_deg(k, v, 0, 1, &b, err);
       tpsp = b;
+    } else if (strcmp(k, "dpsync") == 0) {
+      int32_t b = 0;
+      ok = parse_deg(k, v, 0, 1, &b, err);
+      l.dp_sync = b == 1;
     } else if (strcmp(k, "ckpt") == 0) ok = sp_ckpt_parse(v, &l.ckpt, err);
     else {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, zero, ckpt, mb)", k);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, zero, ckpt, mb)", k);
       return FALSE;
     }
     if (!ok) return FALSE;
@@ -261,9 +265,9 @@ char *sp_layout_to_string(const sp_layout *l)
   if (l->vpp > 1) g_snprintf(v, sizeof v, ",vpp=%d", l->vpp);
   if (l->pp_first > 0) g_snprintf(v + strlen(v), sizeof v - strlen(v), ",ppfirst=%d", l->pp_first);
   if (l->pp_last > 0) g_snprintf(v + strlen(v), sizeof v - strlen(v), ",pplast=%d", l->pp_last);
-  return g_strdup_printf("tp=%d,tpsp=%d,sp=%d,cp=%d,wp=%d,pp=%d%s,dp=%d,zero=%d,ckpt=%s,mb=%d",
-                         l->tp, l->tp_sp ? 1 : 0, l->sp, l->cp, l->wp, l->pp, v, l->dp, l->zero,
-                         sp_ckpt_name(l->ckpt), l->mb);
+  return g_strdup_printf("tp=%d,tpsp=%d,sp=%d,cp=%d,wp=%d,pp=%d%s,dp=%d%s,zero=%d,ckpt=%s,mb=%d",
+                         l->tp, l->tp_sp ? 1 : 0, l->sp, l->cp, l->wp, l->pp, v, l->dp, l->dp_sync ? ",dpsync=1" : "",
+                         l->zero, sp_ckpt_name(l->ckpt), l->mb);
 }
 
 char *sp_layout_label(const sp_layout *l)
@@ -284,7 +288,8 @@ char *sp_layout_label(const sp_layout *l)
   }
   g_string_append_printf(s, "dp%d", l->dp);
   if (l->zero > 0) g_string_append_printf(s, " z%d", l->zero);
-  static const char *const ck[SP_CKPT_COUNT] = { "", " sel", " full" };
+  if (l->dp_sync) g_string_append(s, " dpsync");
+  static const char *const ck[SP_CKPT_COUNT] = { "", " sel", " full", " op" };
   g_string_append(s, ck[l->ckpt]);
   if (l->mb > 1) g_string_append_printf(s, " mb%d", l->mb);
   return g_string_free(s, FALSE);
@@ -352,7 +357,7 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
                 int32_t vpp = vpps ? g_array_index(vpps, int32_t, v) : 1;
                 for (int32_t mb = ctx->mb > 0 ? ctx->mb : 1; mb <= (ctx->mb > 0 ? ctx->mb : opts->max_mb); mb *= 2)
                   for (int zero = 0; zero <= 3; zero++)
-                    for (int ck = 0; ck < SP_CKPT_COUNT; ck++) {
+                    for (int ck = 0; ck < SP_CKPT_SWEPT; ck++) {
                       sp_layout l = { .tp = tp, .tp_sp = tpsp == 1, .sp = sp, .cp = cp, .wp = wp, .pp = pp,
                                       .vpp = vpp, .dp = dp, .zero = zero, .ckpt = (sp_ckpt)ck, .mb = mb };
                       s->considered++;

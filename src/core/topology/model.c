@@ -38,6 +38,12 @@ gboolean sp_model_validate(const sp_model *m, GError **err)
                 m->name, m->heads, m->kv_heads);
     return FALSE;
   }
+  if (m->elementwise == SP_ELEM_EAGER && m->mlp != SP_MLP_SWIGLU) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "model '%s': elementwise \"eager\" prices torchtitan's Llama block (RMSNorm, rotary, SwiGLU) and "
+                "needs mlp \"swiglu\"", m->name ? m->name : "?");
+    return FALSE;
+  }
   if (m->dtype != SP_BF16 && m->dtype != SP_F16 && m->dtype != SP_F32) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': dtype must be bf16, f16 or f32 (got %s)",
                 m->name, sp_dtype_name(m->dtype));
@@ -80,7 +86,7 @@ static const char *get_str(JsonObject *o, const char *key, const char *dflt, con
 /* The keys a model file may hold; anything else is a typo or a feature spsim does
  * not price (e.g. num_experts), never silently ignored. */
 static const char *const known_keys[] = { "name", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab",
-                                          "dtype", "mlp", "tied_embeddings", "sources", NULL };
+                                          "dtype", "mlp", "tied_embeddings", "elementwise", "sources", NULL };
 
 /* Unknown keys of @p o: an error in strict mode, else ", "-joined into *ignored. */
 static gboolean check_keys(JsonObject *o, const char *what, sp_model_flags flags, char **ignored, GError **err)
@@ -149,6 +155,14 @@ sp_model *sp_model_parse_flags(const char *json, gssize len, const char *what, s
       goto fail;
     }
     m->tied_embeddings = json_node_get_boolean(tn);
+  }
+  const char *ew = get_str(o, "elementwise", "fused", what, err);
+  if (ew == NULL) goto fail;
+  if (strcmp(ew, "fused") == 0) m->elementwise = SP_ELEM_FUSED;
+  else if (strcmp(ew, "eager") == 0) m->elementwise = SP_ELEM_EAGER;
+  else {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: elementwise must be \"fused\" or \"eager\" (got \"%s\")", what, ew);
+    goto fail;
   }
   JsonNode *sn = json_object_get_member(o, "sources");
   GString *src = g_string_new("");

@@ -67,7 +67,7 @@ typedef struct {
   int32_t gpus;                   /**< --gpus; UNSET: every host */
   int32_t gpus_per_node;          /**< --gpus-per-node; UNSET: the platform's */
   int32_t top;                    /**< --top: rows shown (10) */
-  gboolean all;                   /**< --all: rank layouts that do not fit too */
+  gboolean all;                   /**< --all: the table lists every layout by step time, fitting or not */
   int32_t simulate;               /**< --simulate: most layouts whose step graph runs (64; 0: closed form) */
   double comm_slowdown;           /**< --comm-slowdown; UNSET: each host's property, else 0.189 */
   const char *fidelity;           /**< --fidelity: "flow" (NULL), "step" or "analytic" */
@@ -132,7 +132,26 @@ typedef struct {
 typedef struct {
   sp_step_result r; /**< every figure: step time, closed form, throughput, MFU, breakdown, memory */
   char *label;      /**< short label, "tp8s pp4 dp32 sel" */
+  guint family;     /**< index of its family in sp_whatif_result::families */
 } sp_whatif_row;
+
+/** Relative step-time tolerance within which layouts of one family are one plan (1 %). */
+#define SP_WHATIF_FAMILY_TOL 0.01
+
+/**
+ * A family: layouts that differ only in how the data-parallel group is sharded (ISP
+ * wp and the ZeRO stage) and whose step times agree within SP_WHATIF_FAMILY_TOL of the
+ * family's best. The family key is tp (with or without Megatron SP), sp, cp, pp, vpp,
+ * the uneven first/last stage sizes, ckpt and mb (dp follows from them), and whether
+ * the layout fits and was simulated. Same-key layouts slower than the tolerance start
+ * a further family.
+ */
+typedef struct {
+  guint first;  /**< its best row (index into sp_whatif_result::rows) */
+  guint n;      /**< rows in it */
+  double t_max; /**< step time of its slowest row (rows[first] has the fastest) */
+  char *label;  /**< the best row's label with "X" for what varies: "cp4 wpX dp256 zX" */
+} sp_whatif_family;
 
 /** How the what-if ended. */
 typedef enum {
@@ -170,12 +189,16 @@ typedef struct {
   int32_t micro_batch;          /**< as requested (SP_WHATIF_UNSET_INT: swept) */
   gboolean one_layout;          /**< a --layout, not a sweep */
   int32_t top;                  /**< rows to show */
-  gboolean all;                 /**< layouts that do not fit are ranked too */
+  gboolean all;                 /**< --all: every layout shown, by step time */
   int32_t corrupt_rank;         /**< testing aid of --verify (-1: off) */
   gboolean swept;               /**< considered and skipped are set */
   guint64 considered;           /**< sweep candidates */
   guint64 skipped[SP_SKIP_COUNT]; /**< sweep candidates skipped, per reason */
-  GArray *rows;                 /**< of sp_whatif_row, ranked (NONE_FITS: by memory) */
+  GArray *rows;                 /**< of sp_whatif_row, ranked (NONE_FITS without --all: by memory) */
+  GArray *families;             /**< of sp_whatif_family, in the order of their best rows */
+  GArray *shown;                /**< of guint: the rows the table shows, in its order: the best row of each of
+                                     the first --top families that fit; --all: every row by step time;
+                                     NONE_FITS: the first --top rows by memory; LAYOUT_NO_FIT: the layout */
   guint nfit;                   /**< rows that fit in memory */
   guint nsim;                   /**< rows whose step graph ran */
   guint ndisagree;              /**< of those, rows whose closed form is more than 10 % off */
@@ -217,7 +240,8 @@ gboolean sp_whatif_result_ok(const sp_whatif_result *r, GError **err);
 /** The winner (rows[0]), or NULL when there are no rows. */
 const sp_whatif_row *sp_whatif_winner(const sp_whatif_result *r);
 
-/** Rows of the ranked table: --top of those that fit (of all with --all). */
+/** Rows of the ranked table (sp_whatif_result::shown): --top families that fit, or
+ *  every layout with --all. */
 guint sp_whatif_shown(const sp_whatif_result *r);
 
 /* ---------------------------------------------------------------- text */
@@ -227,13 +251,14 @@ guint sp_whatif_shown(const sp_whatif_result *r);
  * step graphs ran, the sweep's counts (with @p explain: skipped layouts by reason).
  */
 char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain);
-/** The ranked table of rows[0..@p n-1] with its legend. */
+/** The ranked table of the first @p n shown rows with its legend: a family's row
+ *  carries its label with "X" for what varies and its count and step-time range. */
 char *sp_whatif_table_text(const sp_whatif_result *r, guint n);
 /** One paragraph on why the winner wins, against the runner-up when shown. */
 char *sp_whatif_explain_text(const sp_whatif_result *r);
 /** The winner's dominant term, with the overlap the simulation found and without it. */
 char *sp_whatif_explain_terms_text(const sp_whatif_result *r);
-/** A faster layout that does not fit, with the term that overflows; NULL if none (or --all). */
+/** A faster layout that does not fit, with the term that overflows; NULL if none. */
 char *sp_whatif_over_memory_text(const sp_whatif_result *r);
 
 /* ---------------------------------------------------------------- documents */
@@ -245,7 +270,18 @@ char *sp_whatif_over_memory_text(const sp_whatif_result *r);
  * one member group per line. @p len (may be NULL) receives the length.
  */
 char *sp_whatif_to_json(const sp_whatif_result *r, gsize *len);
-/** A stacked-bar chart (SVG) of the step time of the first @p n rows; text XML-escaped. */
+/**
+ * The result as CSV (RFC 4180: fields with commas, quotes or line breaks quoted,
+ * CRLF line ends): a header row, then one row per layout in ranking order with flat
+ * columns: rank, family, label, layout, the layout keys (tp tpsp sp cp wp pp vpp
+ * ppfirst pplast dp zero ckpt mb), microbatches, step_s, simulated, closed_form_s,
+ * tokens_per_s_per_gpu, mfu, tflops_per_gpu, compute_s, bubble_s, exposed_KIND_s
+ * (tp sp isp ring pp dp), mem_PART_bytes (weights grads optim act buffers total) and
+ * fits. Figures to 9 significant digits, byte sizes as integers, booleans true/false.
+ * @p len (may be NULL) receives the length.
+ */
+char *sp_whatif_to_csv(const sp_whatif_result *r, gsize *len);
+/** A stacked-bar chart (SVG) of the step time of the first @p n shown rows; text XML-escaped. */
 char *sp_whatif_to_svg(const sp_whatif_result *r, guint n);
 
 /* ---------------------------------------------------------------- verify */

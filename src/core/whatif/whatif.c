@@ -358,10 +358,11 @@ sp_whatif_result *sp_whatif_evaluate(const sp_whatif_opts *o, const sp_whatif_pl
   r->mem_cap = r->ctx.hw.mem_bytes * r->ctx.hw.mem_usable;
   if (r->rows->len == 0) r->outcome = SP_WHATIF_NONE_VALID;
   else if (r->nfit == 0 && r->one_layout) r->outcome = SP_WHATIF_LAYOUT_NO_FIT;
-  else if (r->nfit == 0 && !r->all) {
-    r->outcome = SP_WHATIF_NONE_FITS;
-    qsort(r->rows->data, r->rows->len, sizeof(sp_whatif_row), cmp_mem);
+  else if (r->nfit == 0) {
+    r->outcome = SP_WHATIF_NONE_FITS; /* --all too: the exit status says whether anything fits */
+    if (!r->all) qsort(r->rows->data, r->rows->len, sizeof(sp_whatif_row), cmp_mem);
   }
+  sp_whatif_group(r);
   return g_steal_pointer(&r);
 }
 
@@ -393,6 +394,8 @@ void sp_whatif_result_free(sp_whatif_result *r)
     g_array_free(r->rows, TRUE);
   }
   if (r->checks != NULL) g_array_free(r->checks, TRUE);
+  if (r->families != NULL) g_array_free(r->families, TRUE);
+  if (r->shown != NULL) g_array_free(r->shown, TRUE);
   if (r->engine_free != NULL) r->engine_free(r->engine_data);
   sp_gemm_table_free(r->gemm_table);
   sp_model_free(r->model);
@@ -432,5 +435,5 @@ const sp_whatif_row *sp_whatif_winner(const sp_whatif_result *r)
 
 guint sp_whatif_shown(const sp_whatif_result *r)
 {
-  return MIN((guint)r->top, r->all ? r->rows->len : r->nfit);
+  return r->shown != NULL ? r->shown->len : 0;
 }

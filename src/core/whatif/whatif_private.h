@@ -16,4 +16,10 @@ GArray *sp_whatif_checks_new(void);
 /* Free what @p v holds (not @p v). */
 void sp_whatif_check_clear(sp_whatif_check *v);
 
+/* Group the ranked rows into families and fill r->families, each row's family and
+ * r->shown (whatif_family.c); after the outcome is set. */
+void sp_whatif_group(sp_whatif_result *r);
+/* The best row of the second family when it fits (the runner-up), else NULL. */
+const sp_whatif_row *sp_whatif_runner_up(const sp_whatif_result *r);
+
 #endif

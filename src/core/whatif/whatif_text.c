@@ -53,21 +53,33 @@ char *sp_whatif_table_text(const sp_whatif_result *res, guint n)
 {
   GString *s = g_string_new("");
   int32_t world = res->ctx.world;
-  n = MIN(n, res->rows->len);
-  g_string_append_printf(s, "%3s  %-26s %8s %6s %9s %6s %7s | %6s %6s %6s %6s %6s %6s %7s | %7s %4s\n", "#", "layout", "step s", "cf",
-                         "tok/s/GPU", "MFU", "TFLOP/s", "TP", "SPa2a", "ISP", "ring", "PP", "DP", "bubble", "mem GiB", "fits");
+  n = MIN(n, sp_whatif_shown(res));
+  gboolean grouped = !res->all && res->outcome == SP_WHATIF_OK;
+  g_string_append_printf(s, "%3s  %-26s %8s %6s %9s %6s %7s | %6s %6s %6s %6s %6s %6s %7s | %7s %4s%s\n", "#", "layout", "step s", "cf",
+                         "tok/s/GPU", "MFU", "TFLOP/s", "TP", "SPa2a", "ISP", "ring", "PP", "DP", "bubble", "mem GiB", "fits",
+                         grouped ? "  variants" : "");
+  guint nvar = 0;
   for (guint i = 0; i < n; i++) {
-    const sp_whatif_row *row = &g_array_index(res->rows, sp_whatif_row, i);
+    const sp_whatif_row *row = &g_array_index(res->rows, sp_whatif_row, g_array_index(res->shown, guint, i));
     const sp_step_result *r = &row->r;
+    const sp_whatif_family *f = &g_array_index(res->families, sp_whatif_family, row->family);
     char cf[16] = "     -";
     if (r->simulated) g_snprintf(cf, sizeof cf, "%+5.0f%%", 100.0 * (r->closed_form / r->step_time - 1.0));
-    g_string_append_printf(s, "%3u  %-26s %8.3f%s %6s %9.1f %5.1f%% %7.1f |", i + 1, row->label, r->step_time,
+    g_string_append_printf(s, "%3u  %-26s %8.3f%s %6s %9.1f %5.1f%% %7.1f |", i + 1, grouped ? f->label : row->label, r->step_time,
                            r->simulated ? " " : "*", cf, r->tokens_per_s / world, 100.0 * r->mfu, r->tflops);
     for (int k = 0; k < SP_COMM_KIND_COUNT; k++) g_string_append_printf(s, " %6.3f", r->exposed[k]);
-    g_string_append_printf(s, " %7.3f | %7.1f %4s\n", r->bubble, r->mem.total / GIB, r->fits ? "yes" : "NO");
+    g_string_append_printf(s, " %7.3f | %7.1f %4s", r->bubble, r->mem.total / GIB, r->fits ? "yes" : "NO");
+    if (grouped && f->n > 1) {
+      g_string_append_printf(s, "  %u variants, %.3f-%.3f s", f->n, r->step_time, f->t_max);
+      nvar++;
+    }
+    g_string_append_c(s, '\n');
   }
   g_string_append(s, "     (step: the simulated step graph; * the closed form only. cf: the closed form's difference from\n"
                      "      the simulation. Exposed communication and bubble (idle compute) in seconds per step)\n");
+  if (nvar > 0)
+    g_string_append_printf(s, "     (a row with variants is a family: layouts differing only in X (ISP wp, ZeRO stage) within %.0f%%\n"
+                              "      of its best, whose figures it shows; --all lists every layout)\n", 100 * SP_WHATIF_FAMILY_TOL);
   return g_string_free(s, FALSE);
 }
 
@@ -176,14 +188,15 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
                          l->ckpt == SP_CKPT_NONE ? "" : l->ckpt == SP_CKPT_SELECTIVE ? " with selective recomputation" : " with full recomputation",
                          res->mem_cap / GIB);
   g_string_append(s, r->fits ? "." : ", so it does NOT fit.");
-  if (MIN(sp_whatif_shown(res), 2u) > 1) runner_up(s, w, &g_array_index(res->rows, sp_whatif_row, 1));
+  const sp_whatif_row *q = sp_whatif_runner_up(res);
+  if (q != NULL) runner_up(s, w, q);
   return g_string_free(s, FALSE);
 }
 
 char *sp_whatif_over_memory_text(const sp_whatif_result *res)
 {
   const sp_whatif_row *best = sp_whatif_winner(res);
-  if (res->all || best == NULL) return NULL;
+  if (best == NULL) return NULL;
   for (guint i = res->nfit; i < res->rows->len; i++) {
     const sp_whatif_row *q = &g_array_index(res->rows, sp_whatif_row, i);
     if (q->r.step_time < best->r.step_time) {

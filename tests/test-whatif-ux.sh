@@ -1,0 +1,132 @@
+#!/bin/sh
+# What-if answers a user acts on: families of equivalent layouts, --all, --csv, the
+# layout keys, the platform's node size, the memory breakdown, --sensitivity, --export.
+# Expectations are derived by hand or from the documented definitions, re-computed
+# here with python3 from the JSON, never copied from spsim's output.
+bin="${SPSIM_BUILDDIR:-.}/spsim"
+src="${SPSIM_SRCDIR:-.}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# 4 nodes x 8 GPUs (H100-like host speed, 80 GiB property)
+{
+  echo '<?xml version="1.0"?>'
+  echo '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">'
+  echo '<platform version="4.1"><zone id="w" routing="Full">'
+  for n in 0 1 2 3; do
+    echo " <zone id=\"n$n\" routing=\"Full\">"
+    for g in 0 1 2 3 4 5 6 7; do
+      echo "  <host id=\"g$n-$g\" speed=\"989.4Tf\"><prop id=\"gpu_mem\" value=\"80GiB\"/></host>"
+    done
+    echo " </zone>"
+  done
+  echo '</zone></platform>'
+} > "$tmp/p.xml"
+export SPSIM_MODELS_DIR="$src/models"
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+nok() { n=$((n + 1)); echo "not ok $n - $1"; }
+check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
+echo "1..11"
+A="--fidelity analytic"
+P="$tmp/p.xml"
+M="--model llama3-8b"
+
+# ---- 1. families: one row per plan
+"$bin" "$P" $A $M --json "$tmp/a.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+# The documented definition, applied to every layout of the JSON in rank order: one
+# key (tp, tpsp, sp, cp, pp, vpp, ppfirst, pplast, ckpt, mb, fits, simulated); a row
+# joins the latest family of its key when within 1 % of that family's best.
+cat >"$tmp/fam.py" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["layouts"]
+def lay(r): return dict(kv.split("=") for kv in r["layout"].split(","))
+latest, best, fam, want = {}, [], {}, []
+for r in rows:
+    l = lay(r)
+    key = tuple(l.get(k, "") for k in ("tp", "tpsp", "sp", "cp", "pp", "vpp", "ppfirst", "pplast", "ckpt", "mb")) + (r["fits"], r["simulated"])
+    f = latest.get(key)
+    if f is None or r["step_s"] > best[f] * 1.01:
+        f = len(best); best.append(r["step_s"]); latest[key] = f
+    want.append(f + 1)
+got = [r["family"] for r in rows]
+if got != want:
+    i = next(i for i in range(len(got)) if got[i] != want[i])
+    sys.exit("row %d (%s): family %d, expected %d" % (i + 1, rows[i]["label"], got[i], want[i]))
+PY
+if [ $rc = 0 ] && python3 "$tmp/fam.py" "$tmp/a.json" 2>"$tmp/perr"; then ok "JSON family ids follow the documented key and 1 % tolerance"
+else nok "family ids: $(cat "$tmp/err" "$tmp/perr")"; fi
+# By hand: ZeRO-3 over 32 ranks and ISP wp=32 gather the same weights in the same
+# shards, so dp32 z3 sel and wp32 dp32 sel are one plan; cp2 splits the sequence,
+# another plan even at the same step time.
+python3 - "$tmp/a.json" <<'PY'
+import json, sys
+rows = {r["label"]: r for r in json.load(open(sys.argv[1]))["layouts"]}
+a, b, c = rows["dp32 z3 sel"], rows["wp32 dp32 sel"], rows["cp2 dp16 z3 sel mb2"]
+sys.exit(0 if a["family"] == b["family"] != c["family"] else 1)
+PY
+check $? "dp32 z3 sel and wp32 dp32 sel are one family, cp2 dp16 z3 sel mb2 another"
+# The table: the winner's family row names what varies, counts its members and their
+# step-time range as the JSON has them; the 10 rows are 10 distinct families.
+python3 - "$tmp/a.json" "$tmp/out" <<'PY'
+import json, re, sys
+rows = json.load(open(sys.argv[1]))["layouts"]
+f1 = [r for r in rows if r["family"] == 1]
+lines = [l for l in open(sys.argv[2]) if re.match(r"^ +\d+  ", l)]
+want = "%d variants, %.3f-%.3f s" % (len(f1), min(r["step_s"] for r in f1), max(r["step_s"] for r in f1))
+labels = [l.split()[1:l.split().index(next(t for t in l.split() if re.match(r"^\d+\.\d{3}\*?$", t)))] for l in lines]
+ok = len(lines) == 10 and lines[0].rstrip().endswith(want) and lines[0].split()[1:5] == ["wpX", "dp32", "zX", "sel"] \
+     and len(set(map(tuple, labels))) == 10
+sys.exit(0 if ok else "%s / %s" % (want, lines[0]))
+PY
+check $? "the table's first row is the family wpX dp32 zX sel with its count and range; 10 distinct families"
+"$bin" "$P" $A $M --top 3 >"$tmp/out3" 2>&1
+check $? "--top 3 runs"
+if [ "$(grep -c '^  [0-9]  ' "$tmp/out3")" = 3 ]; then ok "--top 3 shows 3 families"; else nok "--top 3: $(cat "$tmp/out3")"; fi
+
+# ---- 2. --all: every layout by step time, the fits column, the same exit status
+"$bin" "$P" $A $M --all >"$tmp/all" 2>&1
+rc=$?
+python3 - "$tmp/a.json" "$tmp/all" <<'PY'
+import json, re, sys
+rows = json.load(open(sys.argv[1]))["layouts"]
+lines = [l.split("|") for l in open(sys.argv[2]) if re.match(r"^ *\d+  ", l)]
+# ordered by step time to 5 significant digits (ties: fitting first, less memory)
+steps = [float("%.4e" % float(re.findall(r"(\d+\.\d{3})\*? ", l[0])[-1])) for l in lines]
+fits = [l[2].split()[1] for l in lines]
+ok = len(lines) == len(rows) and steps == sorted(steps) \
+     and fits.count("yes") == sum(r["fits"] for r in rows) and fits.count("NO") == sum(not r["fits"] for r in rows)
+sys.exit(0 if ok else "%d lines, %d layouts" % (len(lines), len(rows)))
+PY
+py=$?
+if [ $rc = 0 ] && [ $py = 0 ]; then ok "--all lists every layout by step time with its fits column, exit 0"; else nok "--all: rc $rc"; fi
+if grep -q '^(Faster but over memory: ' "$tmp/all"; then ok "--all keeps the faster-but-over-memory hint"; else nok "--all hint"; fi
+"$bin" "$P" $A --model llama3-405b --all >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc = 1 ] && grep -q 'every layout by step time' "$tmp/out" && grep -q '^spsim: .*cannot fit' "$tmp/err"; then ok "--all exits 1 when no layout fits"
+else nok "--all none fits: rc $rc"; fi
+
+# ---- 3. --csv: one RFC 4180 row per layout, read back with python3's csv module
+"$bin" "$P" $A $M --csv "$tmp/a.csv" >/dev/null 2>&1
+check $? "--csv runs"
+python3 - "$tmp/a.csv" "$tmp/a.json" <<'PY'
+import csv, json, sys
+raw = open(sys.argv[1], newline="").read()
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+lays = json.load(open(sys.argv[2]))["layouts"]
+GiB = 1024 ** 3
+ok = raw.count("\r\n") == len(lays) + 1 and len(rows) == len(lays)
+for r, j in zip(rows, lays):
+    keys = dict(kv.split("=") for kv in j["layout"].split(","))
+    parts = sum(int(r["mem_%s_bytes" % k]) for k in ("weights", "grads", "optim", "act", "buffers"))
+    ok = ok and r["layout"] == j["layout"] and all(r[k] == keys[k] for k in ("tp", "tpsp", "sp", "cp", "wp", "pp", "dp", "zero", "ckpt", "mb")) \
+        and abs(float(r["step_s"]) - j["step_s"]) <= 1e-8 * j["step_s"] and r["fits"] == ("true" if j["fits"] else "false") \
+        and abs(parts - int(r["mem_total_bytes"])) <= 8 and int(r["family"]) == j["family"] \
+        and abs(float(r["tokens_per_s_per_gpu"]) * 32 - j["tokens_per_s"]) <= 1e-6 * j["tokens_per_s"]
+sys.exit(0 if ok else 1)
+PY
+check $? "the CSV parses back: one row per JSON layout, same keys, step, fits, family; memory parts add up; tok/s/GPU x 32 GPUs"
+# The layout column holds commas: quoted; a model name with a quote and a comma is not
+# in the table, but the writer quotes any field: check on the layout column's raw text.
+if grep -q '^1,1,[^,]*,"tp=1,tpsp=0,' "$tmp/a.csv"; then ok "a field with commas is quoted (RFC 4180)"; else nok "CSV quoting: $(sed -n 2p "$tmp/a.csv")"; fi

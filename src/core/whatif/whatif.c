@@ -124,13 +124,6 @@ void sp_whatif_report(const sp_whatif_result *r, sp_whatif_msg kind, const char 
 
 /* ---------- ranking ---------- */
 
-double sp_whatif_time_key(double t)
-{
-  if (!(t > 0) || !isfinite(t)) return t;
-  double e = pow(10.0, floor(log10(t)) - 4.0);
-  return (double)llround(t / e) * e;
-}
-
 static int cmp_rows(const void *a, const void *b)
 {
   const sp_whatif_row *x = a, *y = b;

@@ -1,12 +1,20 @@
 /* Families of layouts (spsim/whatif.h): layouts that differ only in the sharding of
  * the data-parallel group (wp, zero) and agree in step time within 1 % are one plan,
- * shown once; and the rows the table shows. */
+ * shown once; the rows the table shows; the ranking's step-time key. */
 #include "config.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "spsim/whatif.h"
 #include "whatif_private.h"
+
+double sp_whatif_time_key(double t)
+{
+  if (!(t > 0) || !isfinite(t)) return t;
+  double e = pow(10.0, floor(log10(t)) - 4.0);
+  return (double)llround(t / e) * e;
+}
 
 /* What a family shares; rows with equal keys may join one family. */
 static char *family_key(const sp_step_result *r)

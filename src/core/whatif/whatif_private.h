@@ -9,7 +9,8 @@
 
 /* Pass a message to the result's report function (if any). */
 void sp_whatif_report(const sp_whatif_result *r, sp_whatif_msg kind, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-/* @p t rounded to 5 significant digits: step times equal under it are a tie. */
+/* @p t rounded to 5 significant digits: step times equal under it are a tie
+ * (whatif_family.c). */
 double sp_whatif_time_key(double t);
 /* An empty array of sp_whatif_check that frees its members. */
 GArray *sp_whatif_checks_new(void);

@@ -26,7 +26,7 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
-echo "1..11"
+echo "1..14"
 A="--fidelity analytic"
 P="$tmp/p.xml"
 M="--model llama3-8b"
@@ -130,3 +130,26 @@ check $? "the CSV parses back: one row per JSON layout, same keys, step, fits, f
 # The layout column holds commas: quoted; a model name with a quote and a comma is not
 # in the table, but the writer quotes any field: check on the layout column's raw text.
 if grep -q '^1,1,[^,]*,"tp=1,tpsp=0,' "$tmp/a.csv"; then ok "a field with commas is quoted (RFC 4180)"; else nok "CSV quoting: $(sed -n 2p "$tmp/a.csv")"; fi
+
+# ---- 5. the node size is the platform's: 8-GPU nodes are not 16-GPU nodes
+"$bin" "$P" $A $M --gpus-per-node 16 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc = 1 ] && grep -q "^spsim: --gpus-per-node 16 disagrees with platform '.*', whose nodes hold 8 GPUs" "$tmp/err"; then
+  ok "--gpus-per-node 16 on 8-GPU nodes is refused"; else nok "--gpus-per-node 16: rc $rc $(cat "$tmp/err")"; fi
+"$bin" "$P" $A $M --gpus-per-node 8 --top 1 >/dev/null 2>&1
+check $? "--gpus-per-node 8 on 8-GPU nodes is accepted"
+
+# ---- 6. the memory breakdown adds up to its total (ZeRO-3: gather buffers too)
+"$bin" "$P" $A $M --layout dp=32,zero=3,ckpt=selective --json "$tmp/m.json" >"$tmp/out" 2>&1
+python3 - "$tmp/out" "$tmp/m.json" <<'PY'
+import json, re, sys
+m = re.search(r"It needs (\d+\.\d) GiB per GPU \(weights (\d+\.\d), gradients (\d+\.\d), optimizer (\d+\.\d), "
+              r"activations (\d+\.\d)[a-z ]*, gather buffers (\d+\.\d)\)", open(sys.argv[1]).read())
+if not m: sys.exit("no breakdown")
+v = [round(float(x) * 10) for x in m.groups()]
+b = json.load(open(sys.argv[2]))["layouts"][0]["mem_bytes"]
+exact = [b[k] / 2**30 for k in ("weights", "grads", "optim", "act", "buffers")]
+ok = sum(v[1:]) == v[0] and all(abs(x / 10 - e) < 0.1 for x, e in zip(v[1:], exact)) and abs(v[0] / 10 - b["total"] / 2**30) <= 0.05
+sys.exit(0 if ok else "%s vs %s" % (m.groups(), exact))
+PY
+check $? "the text's memory parts (weights, gradients, optimizer, activations, buffers) add up to its total"

@@ -171,7 +171,7 @@ int sp_cmd_whatif(int argc, char **argv)
     { "micro-batch", 0, 0, G_OPTION_ARG_INT, &o.micro_batch, "micro-batch size in sequences (default: the sweep tries 1, 2 and 4; a --layout without mb= takes 1)", "N" },
     { "layout", 'l', 0, G_OPTION_ARG_STRING, &o.layout, "evaluate one layout, e.g. tp=8,pp=4,dp=32,zero=1,ckpt=selective (default: sweep)", "SPEC" },
     { "gpus", 'g', 0, G_OPTION_ARG_INT, &o.gpus, "GPUs to use (default: every host of the platform)", "N" },
-    { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &o.gpus_per_node, "GPUs per node (default: the platform's gpus_per_node property or its node zones)", "N" },
+    { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &o.gpus_per_node, "GPUs per node, for a platform that does not say (default: the platform's gpus_per_node property or its node zones; a different value is refused)", "N" },
     { "top", 'k', 0, G_OPTION_ARG_INT, &o.top, "rows of the ranked table: families of layouts differing only in wp or zero within 1%% count once (default 10)", "K" },
     { "all", 0, 0, G_OPTION_ARG_NONE, &o.all, "list every layout, fitting or not, by step time instead of the best of each family; the exit status is still 1 when none fits", NULL },
     { "json", 0, 0, G_OPTION_ARG_FILENAME, &json, "write every evaluated layout with its breakdown", "FILE" },

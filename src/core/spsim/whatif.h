@@ -99,6 +99,8 @@ typedef struct {
   const char *name;       /**< the platform (a file name), for reports */
   int32_t hosts;          /**< hosts of the platform (one GPU each) */
   int32_t gpus_per_node;  /**< GPUs per node, the flag's or the platform's (> 0) */
+  int32_t node_gpus;      /**< GPUs per node the platform itself describes (0: unknown); a --gpus-per-node
+                               that differs is refused, as the platform's links decide what shares NVLink */
   const char *gpu_model;  /**< `gpu` property ("A100 ..." selects A100 kernels and network), or NULL: H100 SXM */
   double speed;           /**< host speed in flop/s (>= 1e12: the GPU's peak), 0: unknown */
   double gpu_mem;         /**< GPU memory in bytes, 0: unknown */

@@ -172,6 +172,14 @@ static gboolean resolve_job(sp_whatif_result *r, const sp_whatif_opts *o, const 
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--gpus-per-node must be at least 1 (got %d)", o->gpus_per_node);
     return FALSE;
   }
+  if (o->gpus_per_node != SP_WHATIF_UNSET_INT && p->node_gpus > 0 && o->gpus_per_node != p->node_gpus) {
+    /* the flag would price TP groups as NVLink while the platform routes them over the network */
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--gpus-per-node %d disagrees with platform '%s', whose nodes hold %d GPUs: "
+                "its links decide which GPUs share NVLink; drop the flag, or describe %d-GPU nodes in the platform "
+                "(spsim platform dgx --gpus-per-node %d)", o->gpus_per_node, r->platform, p->node_gpus, o->gpus_per_node,
+                o->gpus_per_node);
+    return FALSE;
+  }
   int32_t gpn = o->gpus_per_node != SP_WHATIF_UNSET_INT ? o->gpus_per_node : p->gpus_per_node;
   if (gpn < 1) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "platform '%s': GPUs per node unknown: give --gpus-per-node", r->platform);

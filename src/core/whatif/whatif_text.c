@@ -83,6 +83,36 @@ char *sp_whatif_table_text(const sp_whatif_result *res, guint n)
   return g_string_free(s, FALSE);
 }
 
+/* The memory parts (weights, grads, optim, act, buffers) and their total in tenths of a
+ * GiB, the parts rounded so that they add up to the rounded total (largest remainder):
+ * a breakdown that does not add up reads as a mistake. */
+static void mem_tenths(const sp_step_mem *m, int64_t t[6])
+{
+  const double p[5] = { m->weights, m->grads, m->optim, m->act, m->buffers };
+  double frac[5];
+  int64_t sum = 0;
+  for (int k = 0; k < 5; k++) {
+    double v = p[k] / GIB * 10.0;
+    t[k] = (int64_t)floor(v);
+    frac[k] = v - (double)t[k];
+    sum += t[k];
+  }
+  t[5] = llround((p[0] + p[1] + p[2] + p[3] + p[4]) / GIB * 10.0);
+  for (int64_t left = t[5] - sum; left > 0; left--) {
+    int best = 0;
+    for (int k = 1; k < 5; k++)
+      if (frac[k] > frac[best]) best = k;
+    t[best]++;
+    frac[best] = -1.0;
+  }
+}
+
+/* Append @p label and @p v tenths as "label 12.3". */
+static void tenths(GString *s, const char *label, int64_t v)
+{
+  g_string_append_printf(s, "%s%" G_GINT64_FORMAT ".%d", label, v / 10, (int)(v % 10));
+}
+
 static void pct(GString *s, double part, double whole)
 {
   g_string_append_printf(s, "%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
@@ -183,10 +213,16 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
                            l->zero >= 3 ? "parameter gathers and gradient reduce-scatters (ZeRO-3)"
                            : l->zero >= 1 ? "gradient reduce-scatter and parameter all-gather" : "gradient all-reduce",
                            g, r->exposed[SP_COMM_DP]);
-  g_string_append_printf(s, " It needs %.1f GiB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f%s) of %.1f GiB usable",
-                         r->mem.total / GIB, r->mem.weights / GIB, r->mem.grads / GIB, r->mem.optim / GIB, r->mem.act / GIB,
-                         l->ckpt == SP_CKPT_NONE ? "" : l->ckpt == SP_CKPT_SELECTIVE ? " with selective recomputation" : " with full recomputation",
-                         res->mem_cap / GIB);
+  int64_t t[6];
+  mem_tenths(&r->mem, t);
+  tenths(s, " It needs ", t[5]);
+  tenths(s, " GiB per GPU (weights ", t[0]);
+  tenths(s, ", gradients ", t[1]);
+  tenths(s, ", optimizer ", t[2]);
+  tenths(s, ", activations ", t[3]);
+  g_string_append(s, l->ckpt == SP_CKPT_NONE ? "" : l->ckpt == SP_CKPT_SELECTIVE ? " with selective recomputation" : " with full recomputation");
+  if (t[4] > 0) tenths(s, ", gather buffers ", t[4]);
+  g_string_append_printf(s, ") of %.1f GiB usable", res->mem_cap / GIB);
   g_string_append(s, r->fits ? "." : ", so it does NOT fit.");
   const sp_whatif_row *q = sp_whatif_runner_up(res);
   if (q != NULL) runner_up(s, w, q);

@@ -26,7 +26,7 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
-echo "1..14"
+echo "1..18"
 A="--fidelity analytic"
 P="$tmp/p.xml"
 M="--model llama3-8b"
@@ -153,3 +153,34 @@ ok = sum(v[1:]) == v[0] and all(abs(x / 10 - e) < 0.1 for x, e in zip(v[1:], exa
 sys.exit(0 if ok else "%s vs %s" % (m.groups(), exact))
 PY
 check $? "the text's memory parts (weights, gradients, optimizer, activations, buffers) add up to its total"
+
+# ---- 4. layouts as users name them
+"$bin" "$P" --help >"$tmp/help" 2>&1
+miss=""
+for k in "tp=N" "tpsp=0|1" "sp=N      Ulysses" "cp=N      context parallelism: ring" "wp=N      ISP" "pp=N" "vpp=V" "dp=N" "zero=0..3" "ckpt=none|selective|full" "mb=N"; do
+  grep -qF -- "$k" "$tmp/help" || miss="$miss $k"
+done
+if [ -z "$miss" ] && grep -q 'Exit status: 0 when at least one layout fits' "$tmp/help"; then ok "--help lists every layout key and the exit status"
+else nok "--help misses:$miss"; fi
+"$bin" "$P" $A $M --layout tp=8,dp=4 >"$tmp/out" 2>&1
+rc=$?
+"$bin" "$P" $A $M --layout tp=8,tpsp=1,dp=4 >"$tmp/out1" 2>&1
+if [ $rc = 0 ] && grep -q '^layout: Megatron sequence parallelism is on (tp=8 > 1 turns it on; tpsp=0 turns it off)$' "$tmp/out" \
+   && ! grep -q 'Megatron sequence parallelism is on' "$tmp/out1"; then ok "tp=8 without tpsp says that Megatron SP is on by default; tpsp=1 given does not"
+else nok "tpsp default note: $(cat "$tmp/out")"; fi
+if grep -q '^Layout tp8s dp4: compute is ' "$tmp/out" && ! grep -q '^Why ' "$tmp/out"; then ok "a single --layout is explained, not said to win"
+else nok "--layout explanation"; fi
+# By hand: dp=32 without ZeRO keeps 16 bytes per parameter (bf16 weights and gradients,
+# fp32 master, m and v) = 8.03e9 x 16 / 2^30 = 119.7 GiB > 73.6 GiB usable, whatever
+# the recomputation: it does not fit, and still writes its row and JSON.
+"$bin" "$P" $A $M --layout dp=32,ckpt=full --json "$tmp/nf.json" --csv "$tmp/nf.csv" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+python3 - "$tmp/nf.json" "$tmp/nf.csv" <<'PY'
+import csv, json, sys
+l = json.load(open(sys.argv[1]))["layouts"]
+c = list(csv.DictReader(open(sys.argv[2], newline="")))
+sys.exit(0 if len(l) == 1 and l[0]["fits"] is False and l[0]["mem_bytes"]["total"] > 119.7 * 2**30 and len(c) == 1 and c[0]["fits"] == "false" else 1)
+PY
+py=$?
+if [ $rc = 1 ] && [ $py = 0 ] && grep -q '^  1  dp32 full .* NO$' "$tmp/out" && grep -q '^spsim: layout dp32 full needs' "$tmp/err"; then
+  ok "a --layout that does not fit prints its row, writes JSON and CSV with fits false, exits 1"; else nok "no-fit layout: rc $rc py $py $(cat "$tmp/out" "$tmp/err")"; fi

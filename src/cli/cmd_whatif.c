@@ -152,11 +152,26 @@ static int report_result(sp_whatif_result *r, const char *json, const char *csv,
 
 /* The end of --help: what the output means and the exit status. */
 static const char help_text[] =
+  "Layout keys (--layout tp=8,pp=4,dp=32,zero=1,ckpt=selective; tp x sp x cp x pp x dp = GPUs):\n"
+  "  tp=N      tensor parallelism (Megatron-LM), inside one node\n"
+  "  tpsp=0|1  Megatron sequence parallelism with tp: norms and dropout split over the sequence, all-gather/\n"
+  "            reduce-scatter instead of all-reduce; on by default when tp > 1 (the output says so)\n"
+  "  sp=N      Ulysses sequence parallelism (DeepSpeed-Ulysses): heads all-to-all around attention\n"
+  "  cp=N      context parallelism: ring attention over the sequence (Megatron-LM --context-parallel-size)\n"
+  "  wp=N      ISP weight parallelism (InternEvo): weights sharded over the data-parallel ranks, gathered per layer\n"
+  "  pp=N      pipeline stages (1F1B); vpp=V virtual stages per rank (interleaved 1F1B);\n"
+  "            ppfirst=L, pplast=L layers on the first/last stage\n"
+  "  dp=N      data parallelism (replicas)\n"
+  "  zero=0..3 ZeRO stage over the data-parallel group (1: optimizer, 2: + gradients, 3: + weights)\n"
+  "  ckpt=none|selective|full  activation recomputation\n"
+  "  mb=N      micro-batch size in sequences\n"
+  "\n"
   "The table shows the best layout of each family: layouts that differ only in ISP wp or the ZeRO\n"
   "stage and whose step times agree within 1%, with X for what varies (--all: every layout).\n"
   "\n"
   "Exit status: 0 when at least one layout fits in memory (a --layout: when it fits), 1 when none\n"
-  "fits (with or without --all), when --verify finds a mismatch, or on an error.\n";
+  "fits (with or without --all), when --verify finds a mismatch, or on an error. A --layout that does\n"
+  "not fit still prints its row and writes --json/--csv (fits: false).\n";
 
 int sp_cmd_whatif(int argc, char **argv)
 {

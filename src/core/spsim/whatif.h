@@ -190,6 +190,7 @@ typedef struct {
   double slowdown;              /**< --comm-slowdown, < 0: the platform's */
   int32_t micro_batch;          /**< as requested (SP_WHATIF_UNSET_INT: swept) */
   gboolean one_layout;          /**< a --layout, not a sweep */
+  gboolean tpsp_default;        /**< the --layout has tp > 1 and no tpsp key: Megatron SP is on by default */
   int32_t top;                  /**< rows to show */
   gboolean all;                 /**< --all: every layout shown, by step time */
   int32_t corrupt_rank;         /**< testing aid of --verify (-1: off) */
@@ -256,7 +257,8 @@ char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain);
 /** The ranked table of the first @p n shown rows with its legend: a family's row
  *  carries its label with "X" for what varies and its count and step-time range. */
 char *sp_whatif_table_text(const sp_whatif_result *r, guint n);
-/** One paragraph on why the winner wins, against the runner-up when shown. */
+/** One paragraph on why the winner wins, against the runner-up (the best layout of the
+ *  second family); for a --layout, the same account of that layout ("Layout ...:"). */
 char *sp_whatif_explain_text(const sp_whatif_result *r);
 /** The winner's dominant term, with the overlap the simulation found and without it. */
 char *sp_whatif_explain_terms_text(const sp_whatif_result *r);

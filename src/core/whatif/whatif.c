@@ -259,6 +259,10 @@ static GArray *candidates(sp_whatif_result *r, const sp_whatif_opts *o, GError *
     sp_layout l;
     if (!sp_layout_parse(o->layout, &l, err)) return NULL;
     if (sp_layout_check(&l, &lctx, err) != SP_SKIP_NONE) return NULL;
+    g_auto(GStrv) kv = g_strsplit(o->layout, ",", -1);
+    gboolean tpsp_given = FALSE;
+    for (guint i = 0; kv[i] != NULL; i++) tpsp_given |= g_str_has_prefix(g_strstrip(kv[i]), "tpsp=");
+    r->tpsp_default = l.tp > 1 && !tpsp_given;
     GArray *cands = g_array_new(FALSE, FALSE, sizeof(sp_layout));
     g_array_append_val(cands, l);
     return cands;

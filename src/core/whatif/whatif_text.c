@@ -37,6 +37,9 @@ char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain)
                          r->nsim == 1 ? "" : "s", r->engine ? "SimGrid, with contention" : "without contention",
                          100.0 * (r->slowdown >= 0 ? r->slowdown : r->eng.comm_slowdown), r->ndisagree ? "; " : "\n");
   if (r->ndisagree) g_string_append_printf(s, "%u differ from the closed form by more than 10%%\n", r->ndisagree);
+  if (r->tpsp_default && r->rows->len > 0)
+    g_string_append_printf(s, "layout: Megatron sequence parallelism is on (tp=%d > 1 turns it on; tpsp=0 turns it off)\n",
+                           sp_whatif_winner(r)->r.layout.tp);
   if (r->swept)
     g_string_append_printf(s, "%u layouts evaluated (%" G_GUINT64_FORMAT " candidates, %" G_GUINT64_FORMAT " skipped as invalid%s), %u fit in memory\n",
                            r->rows->len, r->considered, r->considered - r->rows->len, explain ? "" : ": --explain lists why", r->nfit);
@@ -174,7 +177,8 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
   const sp_layout *l = &r->layout;
   int32_t gpn = res->ctx.gpus_per_node;
   GString *s = g_string_new("");
-  g_string_append_printf(s, "Why %s wins: compute is ", w->label);
+  if (res->one_layout) g_string_append_printf(s, "Layout %s: compute is ", w->label);
+  else g_string_append_printf(s, "Why %s wins: compute is ", w->label);
   pct(s, r->compute, r->step_time);
   g_string_append_printf(s, " of its %.3f s step (MFU %.1f%%).", r->step_time, 100 * r->mfu);
   if (l->tp > 1) {

@@ -26,7 +26,7 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
-echo "1..18"
+echo "1..21"
 A="--fidelity analytic"
 P="$tmp/p.xml"
 M="--model llama3-8b"
@@ -184,3 +184,40 @@ PY
 py=$?
 if [ $rc = 1 ] && [ $py = 0 ] && grep -q '^  1  dp32 full .* NO$' "$tmp/out" && grep -q '^spsim: layout dp32 full needs' "$tmp/err"; then
   ok "a --layout that does not fit prints its row, writes JSON and CSV with fits false, exits 1"; else nok "no-fit layout: rc $rc py $py $(cat "$tmp/out" "$tmp/err")"; fi
+
+# ---- 8. --export: the winner in a framework's own names
+# By hand for tp=4,pp=2,vpp=2,dp=4,zero=1,ckpt=full of llama3-8b (32 layers) on 32 GPUs:
+# 32 / (2 x 2) = 8 layers per virtual stage, Megatron SP on by default, ZeRO-1 = the
+# distributed optimizer, no context parallelism; 1024 / (4 x 1) = 256 micro-batches.
+L="--layout tp=4,pp=2,vpp=2,dp=4,zero=1,ckpt=full"
+"$bin" "$P" $A $M $L --export megatron >"$tmp/out" 2>&1
+rc=$?
+sed -n '/^# spsim: /,$p' "$tmp/out" | grep '^--' | sed 's/ \\$//' >"$tmp/flags"
+printf '%s\n' "--tensor-model-parallel-size 4" "--sequence-parallel" "--pipeline-model-parallel-size 2" \
+  "--num-layers-per-virtual-pipeline-stage 8" "--recompute-granularity full" "--recompute-method uniform" \
+  "--recompute-num-layers 1" "--use-distributed-optimizer" "--micro-batch-size 1" "--global-batch-size 1024" "--seq-length 8192" >"$tmp/want"
+if [ $rc = 0 ] && cmp -s "$tmp/flags" "$tmp/want" && ! grep -q 'cannot express' "$tmp/out"; then ok "--export megatron: the hand-derived flags, nothing left out"
+else nok "--export megatron: $(cat "$tmp/out")"; fi
+"$bin" "$P" $A $M $L --export deepspeed >"$tmp/out" 2>&1
+python3 - "$tmp/out" <<'PY'
+import json, re, sys
+t = open(sys.argv[1]).read()
+cfg = json.loads(re.search(r"^\{.*?^\}", t, re.S | re.M).group(0))
+ok = cfg["train_batch_size"] == 1024 and cfg["train_micro_batch_size_per_gpu"] == 1 and cfg["gradient_accumulation_steps"] == 256 \
+     and cfg["train_batch_size"] == 1 * 256 * 4 and cfg["zero_optimization"]["stage"] == 1 \
+     and "# cannot express: vpp=2 " in t and "--ds-sequence-parallel-size" not in t
+sys.exit(0 if ok else t)
+PY
+check $? "--export deepspeed: a config JSON with batch = micro x accumulation x dp, and vpp named as not expressible"
+"$bin" "$P" $A $M --layout cp=2,wp=4,dp=16,ckpt=selective --export torchtitan >"$tmp/out" 2>&1
+python3 - "$tmp/out" <<'PY'
+import re, sys, tomllib
+t = open(sys.argv[1]).read()
+c = tomllib.loads(t[t.index("[parallelism]"):])
+p = c["parallelism"]
+ok = p["context_parallel_degree"] == 2 and p["data_parallel_replicate_degree"] * p["data_parallel_shard_degree"] == 16 \
+     and p["tensor_parallel_degree"] == 1 and p["pipeline_parallel_degree"] == 1 and c["training"]["global_batch_size"] == 1024 \
+     and c["activation_checkpoint"]["mode"] == "selective" and "# cannot express: wp=4 " in t
+sys.exit(0 if ok else t)
+PY
+check $? "--export torchtitan: TOML that parses, cp and dp degrees, wp named as not expressible"

@@ -288,6 +288,16 @@ char *sp_whatif_to_csv(const sp_whatif_result *r, gsize *len);
 /** A stacked-bar chart (SVG) of the step time of the first @p n shown rows; text XML-escaped. */
 char *sp_whatif_to_svg(const sp_whatif_result *r, guint n);
 
+/**
+ * The winner as a training framework's configuration: @p framework "megatron"
+ * (Megatron-LM command-line flags), "deepspeed" (a DeepSpeed config JSON and
+ * Megatron-DeepSpeed flags) or "torchtitan" (TOML: [parallelism], [training],
+ * [activation_checkpoint]); then one "# cannot express: ..." line for each part of the
+ * layout that framework has no setting for. @return NULL with SP_ERROR_INVALID for
+ * another name or a result without rows.
+ */
+char *sp_whatif_export_text(const sp_whatif_result *r, const char *framework, GError **err);
+
 /* ---------------------------------------------------------------- verify */
 
 /** An engine that runs the `--verify` checks in data mode. */

@@ -26,7 +26,7 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
-echo "1..21"
+echo "1..22"
 A="--fidelity analytic"
 P="$tmp/p.xml"
 M="--model llama3-8b"
@@ -221,3 +221,29 @@ ok = p["context_parallel_degree"] == 2 and p["data_parallel_replicate_degree"] *
 sys.exit(0 if ok else t)
 PY
 check $? "--export torchtitan: TOML that parses, cp and dp degrees, wp named as not expressible"
+
+# ---- 7. --sensitivity: by hand, dp32 z3 sel is compute bound (its exposed communication
+# is milliseconds), so GEMM efficiency -10 % slows it by more than 0 and at most
+# 1/0.9 - 1 = 11.1 % (only the GEMMs slow down), +10 % speeds it by at most
+# 1 - 1/1.1 = 9.1 %; +-20 % bandwidth moves it by no more than its exposed
+# communication; the range spans exactly the listed times.
+"$bin" "$P" $A $M --sensitivity --json "$tmp/s.json" >"$tmp/out" 2>&1
+rc=$?
+python3 - "$tmp/out" "$tmp/s.json" <<'PY'
+import json, re, sys
+t = open(sys.argv[1]).read()
+w = json.load(open(sys.argv[2]))["layouts"][0]
+exposed = sum(w["exposed_s"].values())
+v = {m.group(1).strip(): float(m.group(2)) for m in re.finditer(r"^  (.+?)\s+winner\s+(\d+\.\d+) s", t, re.M)}
+t0 = w["step_s"]
+rng = re.search(r"^Winner's step time (\d+\.\d+)-(\d+\.\d+) s over these variations; it stays the best", t, re.M)
+ok = len(v) == 8 and w["label"] == "dp32 z3 sel" and rng \
+     and 0 < v["GEMM efficiency -10%"] - t0 <= t0 * (1 / 0.9 - 1) + 0.001 \
+     and 0 < t0 - v["GEMM efficiency +10%"] <= t0 * (1 - 1 / 1.1) + 0.001 \
+     and all(abs(v[k] - t0) <= exposed + 0.001 for k in v if "bandwidth" in k) \
+     and float(rng.group(1)) == min(v.values()) and float(rng.group(2)) == max(v.values())
+sys.exit(0 if ok else t)
+PY
+py=$?
+if [ $rc = 0 ] && [ $py = 0 ]; then ok "--sensitivity: GEMM +-10 % within the hand bounds, bandwidth within the exposed communication, the range spans them"
+else nok "--sensitivity: rc $rc $(cat "$tmp/out")"; fi

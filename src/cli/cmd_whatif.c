@@ -106,7 +106,7 @@ static char **model_dirs(void)
 /* The report of a what-if that ran: opening lines, the ranked table and why the winner
  * wins, or what did not fit; --verify; the documents. */
 static int report_result(sp_whatif_result *r, const char *json, const char *csv, const char *export, const char *svg, const char *trace, gboolean explain,
-                         gboolean verify, GError **err)
+                         gboolean verify, gboolean sensitivity, GError **err)
 {
   print_text(sp_whatif_header_text(r, explain));
   if (r->outcome == SP_WHATIF_NONE_VALID) {
@@ -142,6 +142,11 @@ static int report_result(sp_whatif_result *r, const char *json, const char *csv,
   }
   g_autofree char *over = sp_whatif_over_memory_text(r); /* a faster layout that does not fit is worth knowing about */
   if (over) fprintf(text_out, "%s\n", over);
+  if (sensitivity) {
+    g_autofree char *sens = sp_whatif_sensitivity_text(r, err);
+    if (sens == NULL) return 1;
+    fprintf(text_out, "\n%s", sens);
+  }
   if (export) {
     g_autofree char *cfg = sp_whatif_export_text(r, export, err);
     if (cfg == NULL) return 1;
@@ -183,7 +188,7 @@ int sp_cmd_whatif(int argc, char **argv)
   sp_whatif_opts o;
   sp_whatif_opts_init(&o);
   char *json = NULL, *trace = NULL, *svg = NULL, *csv = NULL, *export = NULL;
-  gboolean explain = FALSE, verify = FALSE;
+  gboolean explain = FALSE, verify = FALSE, sensitivity = FALSE;
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &o.model, "built-in model name or FILE.json (default: llama3-70b from 128 GPUs, llama3-8b below)", "NAME" },
     { "seq", 's', 0, G_OPTION_ARG_INT64, &o.seq, "sequence length in tokens (default 8192)", "N" },
@@ -196,6 +201,7 @@ int sp_cmd_whatif(int argc, char **argv)
     { "all", 0, 0, G_OPTION_ARG_NONE, &o.all, "list every layout, fitting or not, by step time instead of the best of each family; the exit status is still 1 when none fits", NULL },
     { "json", 0, 0, G_OPTION_ARG_FILENAME, &json, "write every evaluated layout with its breakdown", "FILE" },
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &csv, "write every evaluated layout as one CSV row (RFC 4180): layout keys, step, throughput, MFU, exposed communication per kind, bubble, memory parts, fits", "FILE" },
+    { "sensitivity", 0, 0, G_OPTION_ARG_NONE, &sensitivity, "re-rank under GEMM efficiency +-10%%, NIC and NVLink bandwidth +-20%% (closed form) and the compute slowdown beside collectives +-50%% (step graph of the shown layouts): the winner's step-time range and whether another plan wins", NULL },
     { "export", 0, 0, G_OPTION_ARG_STRING, &export, "print the winner as megatron (Megatron-LM flags), deepspeed (DeepSpeed config and Megatron-DeepSpeed flags) or torchtitan (TOML), with what that framework cannot express", "FRAMEWORK" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &trace, "write the winner's simulated step as a Chrome trace: every task of every stage's streams", "FILE" },
     { "simulate", 0, 0, G_OPTION_ARG_INT, &o.simulate, "simulate the step graph of the layouts within 10%% of the best closed form, at most N (default 64; 0: closed form only)", "N" },
@@ -240,7 +246,7 @@ int sp_cmd_whatif(int argc, char **argv)
   o.progress = progress;
   o.user = GINT_TO_POINTER(isatty(2));
   r = sp_whatif_run(&o, argv[1], &err);
-  if (r != NULL) rc = report_result(r, json, csv, export, svg, trace, explain, verify, &err);
+  if (r != NULL) rc = report_result(r, json, csv, export, svg, trace, explain, verify, sensitivity, &err);
 out:
   if (err != NULL) rc = sp_cli_fail(err);
   sp_whatif_result_free(r);

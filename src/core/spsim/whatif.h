@@ -298,6 +298,18 @@ char *sp_whatif_to_svg(const sp_whatif_result *r, guint n);
  */
 char *sp_whatif_export_text(const sp_whatif_result *r, const char *framework, GError **err);
 
+/**
+ * The ranking under variations of the uncertain inputs: GEMM efficiency +-10 %, NIC
+ * and NVLink bandwidth +-20 % (the closed form, priced with the analytic model, re-run
+ * for the fitting layouts that could overtake the winner; each keeps its step time
+ * scaled by its closed form's change), and the compute slowdown beside collectives
+ * +-50 % (the step graph of the shown layouts re-run). One line per variation with the
+ * winner's step time and the best plan under it, then the winner's range and whether
+ * another plan wins. @return NULL with SP_ERROR_INVALID when no layout fits, or an
+ * engine's error.
+ */
+char *sp_whatif_sensitivity_text(const sp_whatif_result *r, GError **err);
+
 /* ---------------------------------------------------------------- verify */
 
 /** An engine that runs the `--verify` checks in data mode. */

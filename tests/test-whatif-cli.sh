@@ -212,7 +212,7 @@ expect_fail "unknown host property: named, known ones listed" "unknown host prop
 "$bin" "$tmp/p.xml" $A --model llama3-8b --json "$tmp/f.json" >/dev/null 2>&1
 if cmp -s "$tmp/so.json" "$tmp/f.json" && grep -q '^  1  ' "$tmp/err" && [ ! -e ./- ]
 then ok "--json - writes the JSON to standard output"; else nok "--json -: $(head -c 300 "$tmp/so.json")"; fi
-expect_fail "two artefacts on standard output" "only one of --json, --svg and --trace" "$tmp/p.xml" $A --json - --svg -
+expect_fail "two artefacts on standard output" "only one of --json, --csv, --svg and --trace" "$tmp/p.xml" $A --json - --svg -
 
 # The kernel model's choices: unfused attention pays the s^2 traffic (slower than
 # flash on the same layout), a measured GEMM table without a nearby shape is refused.

@@ -66,7 +66,7 @@ typedef struct {
   const char *layout;             /**< --layout: one layout, e.g. "tp=8,pp=4,dp=32"; NULL: sweep */
   int32_t gpus;                   /**< --gpus; UNSET: every host */
   int32_t gpus_per_node;          /**< --gpus-per-node; UNSET: the platform's */
-  int32_t top;                    /**< --top: rows shown (10) */
+  int32_t top;                    /**< --top: families shown (10; sp_whatif_family) */
   gboolean all;                   /**< --all: the table lists every layout by step time, fitting or not */
   int32_t simulate;               /**< --simulate: most layouts whose step graph runs (64; 0: closed form) */
   double comm_slowdown;           /**< --comm-slowdown; UNSET: each host's property, else 0.189 */
@@ -191,7 +191,7 @@ typedef struct {
   int32_t micro_batch;          /**< as requested (SP_WHATIF_UNSET_INT: swept) */
   gboolean one_layout;          /**< a --layout, not a sweep */
   gboolean tpsp_default;        /**< the --layout has tp > 1 and no tpsp key: Megatron SP is on by default */
-  int32_t top;                  /**< rows to show */
+  int32_t top;                  /**< families to show */
   gboolean all;                 /**< --all: every layout shown, by step time */
   int32_t corrupt_rank;         /**< testing aid of --verify (-1: off) */
   gboolean swept;               /**< considered and skipped are set */

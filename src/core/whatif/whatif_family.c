@@ -24,9 +24,10 @@ static char *family_key(const sp_step_result *r)
                          l->vpp > 1 ? l->vpp : 1, l->pp_first, l->pp_last, (int)l->ckpt, l->mb, r->fits, r->simulated);
 }
 
-/* The label of @p l with "X" for the wp and ZeRO degrees that vary in its family, in
- * sp_layout_label's order (tp sp cp wp pp dp z ckpt mb). */
-static char *family_label(const sp_layout *l, gboolean wp_varies, gboolean zero_varies)
+/* The label of @p l with @p wp and @p zero in place of its degrees when they vary in
+ * its family ("X", or the values: "16/256"; NULL: its own), in sp_layout_label's order
+ * (tp sp cp wp pp dp z ckpt mb). */
+static char *family_label(const sp_layout *l, const char *wp, const char *zero)
 {
   sp_layout base = *l;
   base.wp = 1;
@@ -38,16 +39,35 @@ static char *family_label(const sp_layout *l, gboolean wp_varies, gboolean zero_
     gboolean dp = g_str_has_prefix(tok[i], "dp");
     gboolean pp = g_str_has_prefix(tok[i], "pp");
     /* wp sits just before pp (or dp when there is no pipeline) */
-    if ((pp || (dp && l->pp <= 1)) && (wp_varies || l->wp > 1)) {
-      if (wp_varies) g_string_append(s, "wpX ");
+    if ((pp || (dp && l->pp <= 1)) && (wp || l->wp > 1)) {
+      if (wp) g_string_append_printf(s, "wp%s ", wp);
       else g_string_append_printf(s, "wp%d ", l->wp);
     }
     g_string_append(s, tok[i]);
-    if (dp && (zero_varies || l->zero > 0)) {
-      if (zero_varies) g_string_append(s, " zX");
+    if (dp && (zero || l->zero > 0)) {
+      if (zero) g_string_append_printf(s, " z%s", zero);
       else g_string_append_printf(s, " z%d", l->zero);
     }
     if (tok[i + 1] != NULL) g_string_append_c(s, ' ');
+  }
+  return g_string_free(s, FALSE);
+}
+
+static gint cmp_int(gconstpointer a, gconstpointer b)
+{
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The distinct values of @p v joined by "/" ("16/256"), ascending. */
+static char *values_text(GArray *v)
+{
+  g_array_sort(v, cmp_int);
+  GString *s = g_string_new("");
+  for (guint i = 0; i < v->len; i++) {
+    int32_t x = g_array_index(v, int32_t, i);
+    if (i > 0 && x == g_array_index(v, int32_t, i - 1)) continue;
+    g_string_append_printf(s, "%s%d", s->len ? "/" : "", x);
   }
   return g_string_free(s, FALSE);
 }
@@ -81,6 +101,7 @@ void sp_whatif_group(sp_whatif_result *r)
   /* the latest family of each key: rows come fastest first within a (fits,
    * simulated) class, so a row joins it or, slower than the tolerance, starts one */
   g_autoptr(GHashTable) open = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GByteArray) repeat = g_byte_array_new(); /* per family: a family of its key came before */
   for (guint i = 0; i < rows->len; i++) {
     sp_whatif_row *rw = &g_array_index(rows, sp_whatif_row, i);
     char *key = family_key(&rw->r);
@@ -100,20 +121,33 @@ void sp_whatif_group(sp_whatif_result *r)
     sp_whatif_family f = { .first = i, .n = 1, .t_max = rw->r.step_time };
     rw->family = r->families->len;
     g_array_append_val(r->families, f);
+    guint8 again = g_hash_table_contains(open, key);
+    g_byte_array_append(repeat, &again, 1);
     g_hash_table_replace(open, key, GUINT_TO_POINTER(rw->family));
   }
-  /* what varies in each family */
+  /* what varies in each family: "X", or its values when an earlier family has the
+   * same key (the same label with X would read as a duplicate) */
   guint nf = r->families->len;
   g_autofree guint8 *wpv = g_new0(guint8, nf), *zv = g_new0(guint8, nf);
+  g_autofree GArray **wps = g_new0(GArray *, nf), **zs = g_new0(GArray *, nf);
   for (guint i = 0; i < rows->len; i++) {
     const sp_whatif_row *rw = &g_array_index(rows, sp_whatif_row, i);
-    const sp_layout *b = &g_array_index(rows, sp_whatif_row, g_array_index(r->families, sp_whatif_family, rw->family).first).r.layout;
-    wpv[rw->family] |= rw->r.layout.wp != b->wp;
-    zv[rw->family] |= rw->r.layout.zero != b->zero;
+    guint k = rw->family;
+    const sp_layout *b = &g_array_index(rows, sp_whatif_row, g_array_index(r->families, sp_whatif_family, k).first).r.layout;
+    wpv[k] |= rw->r.layout.wp != b->wp;
+    zv[k] |= rw->r.layout.zero != b->zero;
+    if (repeat->data[k]) {
+      if (wps[k] == NULL) { wps[k] = g_array_new(FALSE, FALSE, sizeof(int32_t)); zs[k] = g_array_new(FALSE, FALSE, sizeof(int32_t)); }
+      g_array_append_val(wps[k], rw->r.layout.wp);
+      g_array_append_val(zs[k], rw->r.layout.zero);
+    }
   }
   for (guint k = 0; k < nf; k++) {
     sp_whatif_family *f = &g_array_index(r->families, sp_whatif_family, k);
-    f->label = family_label(&g_array_index(rows, sp_whatif_row, f->first).r.layout, wpv[k], zv[k]);
+    g_autofree char *wp = !wpv[k] ? NULL : wps[k] ? values_text(wps[k]) : g_strdup("X");
+    g_autofree char *zero = !zv[k] ? NULL : zs[k] ? values_text(zs[k]) : g_strdup("X");
+    f->label = family_label(&g_array_index(rows, sp_whatif_row, f->first).r.layout, wp, zero);
+    if (wps[k] != NULL) { g_array_free(wps[k], TRUE); g_array_free(zs[k], TRUE); }
   }
   /* the rows shown */
   if (r->all) {

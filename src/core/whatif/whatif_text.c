@@ -58,7 +58,8 @@ char *sp_whatif_table_text(const sp_whatif_result *res, guint n)
   int32_t world = res->ctx.world;
   n = MIN(n, sp_whatif_shown(res));
   gboolean grouped = !res->all && res->outcome == SP_WHATIF_OK;
-  g_string_append_printf(s, "%3s  %-26s %8s %6s %9s %6s %7s | %6s %6s %6s %6s %6s %6s %7s | %7s %4s%s\n", "#", "layout", "step s", "cf",
+  int lw = grouped ? 30 : 26; /* a family's label spells what varies */
+  g_string_append_printf(s, "%3s  %-*s %8s %6s %9s %6s %7s | %6s %6s %6s %6s %6s %6s %7s | %7s %4s%s\n", "#", lw, "layout", "step s", "cf",
                          "tok/s/GPU", "MFU", "TFLOP/s", "TP", "SPa2a", "ISP", "ring", "PP", "DP", "bubble", "mem GiB", "fits",
                          grouped ? "  variants" : "");
   guint nvar = 0;
@@ -68,7 +69,7 @@ char *sp_whatif_table_text(const sp_whatif_result *res, guint n)
     const sp_whatif_family *f = &g_array_index(res->families, sp_whatif_family, row->family);
     char cf[16] = "     -";
     if (r->simulated) g_snprintf(cf, sizeof cf, "%+5.0f%%", 100.0 * (r->closed_form / r->step_time - 1.0));
-    g_string_append_printf(s, "%3u  %-26s %8.3f%s %6s %9.1f %5.1f%% %7.1f |", i + 1, grouped ? f->label : row->label, r->step_time,
+    g_string_append_printf(s, "%3u  %-*s %8.3f%s %6s %9.1f %5.1f%% %7.1f |", i + 1, lw, grouped ? f->label : row->label, r->step_time,
                            r->simulated ? " " : "*", cf, r->tokens_per_s / world, 100.0 * r->mfu, r->tflops);
     for (int k = 0; k < SP_COMM_KIND_COUNT; k++) g_string_append_printf(s, " %6.3f", r->exposed[k]);
     g_string_append_printf(s, " %7.3f | %7.1f %4s", r->bubble, r->mem.total / GIB, r->fits ? "yes" : "NO");
@@ -81,8 +82,9 @@ char *sp_whatif_table_text(const sp_whatif_result *res, guint n)
   g_string_append(s, "     (step: the simulated step graph; * the closed form only. cf: the closed form's difference from\n"
                      "      the simulation. Exposed communication and bubble (idle compute) in seconds per step)\n");
   if (nvar > 0)
-    g_string_append_printf(s, "     (a row with variants is a family: layouts differing only in X (ISP wp, ZeRO stage) within %.0f%%\n"
-                              "      of its best, whose figures it shows; --all lists every layout)\n", 100 * SP_WHATIF_FAMILY_TOL);
+    g_string_append_printf(s, "     (a row with variants is a family: layouts differing only in ISP wp or the ZeRO stage (X, or the\n"
+                              "      values a/b when an earlier row has the same layout otherwise) within %.0f%% of its best, whose\n"
+                              "      figures it shows; --all lists every layout)\n", 100 * SP_WHATIF_FAMILY_TOL);
   return g_string_free(s, FALSE);
 }
 

@@ -301,7 +301,9 @@ char *sp_whatif_export_text(const sp_whatif_result *r, const char *framework, GE
 /**
  * The ranking under variations of the uncertain inputs: GEMM efficiency +-10 %, NIC
  * and NVLink bandwidth +-20 % (the closed form, priced with the analytic model, re-run
- * for the fitting layouts that could overtake the winner; each keeps its step time
+ * for the fitting layouts that could overtake the winner and, when it was simulated,
+ * were simulated too, as the ranking never sets a closed form alone against a
+ * simulated time; each keeps its step time
  * scaled by its closed form's change), and the compute slowdown beside collectives
  * +-50 % (the step graph of the shown layouts re-run). One line per variation with the
  * winner's step time and the best plan under it, then the winner's range and whether

@@ -26,7 +26,7 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
-echo "1..22"
+echo "1..23"
 A="--fidelity analytic"
 P="$tmp/p.xml"
 M="--model llama3-8b"
@@ -81,6 +81,15 @@ ok = len(lines) == 10 and lines[0].rstrip().endswith(want) and lines[0].split()[
 sys.exit(0 if ok else "%s / %s" % (want, lines[0]))
 PY
 check $? "the table's first row is the family wpX dp32 zX sel with its count and range; 10 distinct families"
+# No two family rows read alike, even when a family's slower variants (beyond 1 %) form
+# another family of the same key: 60 rows, 60 distinct labels.
+"$bin" "$P" $A $M --top 60 >"$tmp/out60" 2>&1
+python3 - "$tmp/out60" <<'PY'
+import re, sys
+rows = [re.split(r" {2,}", l.strip())[1] for l in open(sys.argv[1]) if re.match(r"^ +\d+  ", l)]
+sys.exit(0 if len(rows) == 60 and len(set(rows)) == 60 else "%d rows, %d labels" % (len(rows), len(set(rows))))
+PY
+check $? "60 family rows carry 60 distinct labels"
 "$bin" "$P" $A $M --top 3 >"$tmp/out3" 2>&1
 check $? "--top 3 runs"
 if [ "$(grep -c '^  [0-9]  ' "$tmp/out3")" = 3 ]; then ok "--top 3 shows 3 families"; else nok "--top 3: $(cat "$tmp/out3")"; fi

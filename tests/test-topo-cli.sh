@@ -88,5 +88,9 @@ expect_fail "world 0" "world 0" --world 0
 expect_fail "world not divisible" "not divisible by model x pipeline parallelism 2 x 3 = 6" --world 8 --init-mp 2 --init-pp 3
 expect_fail "no mode" "nothing to do"
 expect_fail "two modes" "separate modes" --axes $AX --factor 8
-expect_fail "order without sizes" "has no size" --order tp-dp-pp --axes tp=2,dp=2
+# An axis of the order without a size is 1 (Megatron): tp-cp-dp-pp with tp=2,dp=2,pp=2 is
+# 8 ranks, tp fastest; rank 5 = 1 + 0*2 (cp) + 0*2 (dp, stride 2) + 1*4 (pp, stride 4).
+if "$bin" topo --order tp-cp-dp-pp --axes tp=2,dp=2,pp=2 --rank 5 >"$tmp/out" 2>&1 && grep -q '^world 8, 4 axes' "$tmp/out" \
+   && grep -q '^rank 5: pp=1 dp=0 cp=0 tp=1 ' "$tmp/out" && grep -q '^dp *: \[0,2\] \[1,3\] \[4,6\] \[5,7\]$' "$tmp/out"; then
+  ok "an order's axis without a size is 1 (the help's example)"; else nok "order without a size: $(cat "$tmp/out")"; fi
 expect_fail "stray argument" "unexpected argument" --axes $AX extra

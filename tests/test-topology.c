@@ -341,9 +341,15 @@ static void test_topo_errors(void)
   g_assert_null(sp_topo_new_from_order("", NULL, 0, &e));
   expect_error(e, SP_ERROR_INVALID, "empty order");
   g_clear_error(&e);
-  g_assert_null(sp_topo_new_from_order_spec("tp-dp", "tp=2", &e));
-  expect_error(e, SP_ERROR_INVALID, "add dp=N");
-  g_clear_error(&e);
+  { /* an axis of the order without a size is 1, as Megatron takes it: tp fastest, dp of size 1 */
+    g_autoptr(sp_topo) ot = sp_topo_new_from_order_spec("tp-dp", "tp=2", &e);
+    g_assert_no_error(e);
+    g_assert_nonnull(ot);
+    g_assert_cmpint(sp_topo_world(ot), ==, 2);
+    g_assert_cmpuint(sp_topo_n_axes(ot), ==, 2);
+    g_assert_cmpstr(sp_topo_axis_name(ot, 0), ==, "dp");
+    g_assert_cmpint(sp_topo_axis_size(ot, 0), ==, 1);
+  }
   g_assert_null(sp_topo_new_from_order_spec("tp-dp", "tp=2,dp=2,pp=2", &e));
   expect_error(e, SP_ERROR_INVALID, "'pp' has a size but is not in the order");
   g_clear_error(&e);

@@ -411,7 +411,7 @@ int sp_cmd_topo(int argc, char **argv)
     { "axes", 0, 0, G_OPTION_ARG_STRING, &o.axes,
       "axes slowest first, the last varies fastest (with --order: sizes by name)", "NAME=N,..." },
     { "order", 0, 0, G_OPTION_ARG_STRING, &o.order,
-      "Megatron-style order, FIRST token fastest (sizes from --axes)", "tp-cp-dp-pp" },
+      "Megatron-style order, FIRST token fastest (sizes from --axes; an axis without one is 1, as in Megatron)", "tp-cp-dp-pp" },
     { "filter", 0, 0, G_OPTION_ARG_STRING, &o.filter, "ranks matching a partial coordinate",
       "NAME=I,..." },
     { "rank", 0, 0, G_OPTION_ARG_STRING, &o.rank, "coordinate and label of one rank (with --world: its groups)", "R" },

@@ -46,6 +46,13 @@ static gboolean write_json(const sp_whatif_result *r, const char *path, GError *
   return write_out(path, "--json", text, len, err);
 }
 
+static gboolean write_csv(const sp_whatif_result *r, const char *path, GError **err)
+{
+  gsize len = 0;
+  g_autofree char *text = sp_whatif_to_csv(r, &len);
+  return write_out(path, "--csv", text, len, err);
+}
+
 static gboolean write_svg(const sp_whatif_result *r, const char *path, GError **err)
 {
   g_autofree char *text = sp_whatif_to_svg(r, sp_whatif_shown(r));
@@ -98,8 +105,8 @@ static char **model_dirs(void)
 
 /* The report of a what-if that ran: opening lines, the ranked table and why the winner
  * wins, or what did not fit; --verify; the documents. */
-static int report_result(sp_whatif_result *r, const char *json, const char *svg, const char *trace, gboolean explain,
-                         gboolean verify, GError **err)
+static int report_result(sp_whatif_result *r, const char *json, const char *csv, const char *export, const char *svg, const char *trace, gboolean explain,
+                         gboolean verify, gboolean sensitivity, GError **err)
 {
   print_text(sp_whatif_header_text(r, explain));
   if (r->outcome == SP_WHATIF_NONE_VALID) {
@@ -108,17 +115,22 @@ static int report_result(sp_whatif_result *r, const char *json, const char *svg,
   }
   fprintf(text_out, "\n");
   if (r->outcome == SP_WHATIF_LAYOUT_NO_FIT) {
+    /* the layout's figures are still worth having: its documents say fits: false */
     print_text(sp_whatif_table_text(r, 1));
     sp_whatif_result_ok(r, err);
+    GError *derr = NULL;
+    if (json && !write_json(r, json, &derr)) g_clear_error(&derr);
+    if (csv && !write_csv(r, csv, &derr)) g_clear_error(&derr);
     return 1;
   }
   if (r->outcome == SP_WHATIF_NONE_FITS) {
-    fprintf(text_out, "%s does not fit in %.1f GiB per GPU with any layout; the closest layouts by memory:\n", r->model->name,
-            r->mem_cap / GIB);
-    print_text(sp_whatif_table_text(r, (guint)r->top));
+    fprintf(text_out, "%s does not fit in %.1f GiB per GPU with any layout; %s:\n", r->model->name, r->mem_cap / GIB,
+            r->all ? "every layout by step time" : "the closest layouts by memory");
+    print_text(sp_whatif_table_text(r, sp_whatif_shown(r)));
     sp_whatif_result_ok(r, err);
     GError *jerr = NULL;
-    if (json && !write_json(r, json, &jerr)) g_error_free(jerr);
+    if (json && !write_json(r, json, &jerr)) g_clear_error(&jerr);
+    if (csv && !write_csv(r, csv, &jerr)) g_clear_error(&jerr);
     return 1;
   }
   print_text(sp_whatif_table_text(r, sp_whatif_shown(r)));
@@ -130,19 +142,53 @@ static int report_result(sp_whatif_result *r, const char *json, const char *svg,
   }
   g_autofree char *over = sp_whatif_over_memory_text(r); /* a faster layout that does not fit is worth knowing about */
   if (over) fprintf(text_out, "%s\n", over);
+  if (sensitivity) {
+    g_autofree char *sens = sp_whatif_sensitivity_text(r, err);
+    if (sens == NULL) return 1;
+    fprintf(text_out, "\n%s", sens);
+  }
+  if (export) {
+    g_autofree char *cfg = sp_whatif_export_text(r, export, err);
+    if (cfg == NULL) return 1;
+    fprintf(text_out, "\n%s", cfg);
+  }
   if (verify && !sp_whatif_run_verify(r, err)) return 1;
   if (json && !write_json(r, json, err)) return 1;
+  if (csv && !write_csv(r, csv, err)) return 1;
   if (svg && !write_svg(r, svg, err)) return 1;
   if (trace && !sp_whatif_write_trace(r, trace, err)) return 1;
   return r->verified ? 0 : SP_CLI_EXIT_MISMATCH;
 }
 
+/* The end of --help: what the output means and the exit status. */
+static const char help_text[] =
+  "Layout keys (--layout tp=8,pp=4,dp=32,zero=1,ckpt=selective; tp x sp x cp x pp x dp = GPUs):\n"
+  "  tp=N      tensor parallelism (Megatron-LM), inside one node\n"
+  "  tpsp=0|1  Megatron sequence parallelism with tp: norms and dropout split over the sequence, all-gather/\n"
+  "            reduce-scatter instead of all-reduce; on by default when tp > 1 (the output says so)\n"
+  "  sp=N      Ulysses sequence parallelism (DeepSpeed-Ulysses): heads all-to-all around attention\n"
+  "  cp=N      context parallelism: ring attention over the sequence (Megatron-LM --context-parallel-size)\n"
+  "  wp=N      ISP weight parallelism (InternEvo): weights sharded over the data-parallel ranks, gathered per layer\n"
+  "  pp=N      pipeline stages (1F1B); vpp=V virtual stages per rank (interleaved 1F1B);\n"
+  "            ppfirst=L, pplast=L layers on the first/last stage\n"
+  "  dp=N      data parallelism (replicas)\n"
+  "  zero=0..3 ZeRO stage over the data-parallel group (1: optimizer, 2: + gradients, 3: + weights)\n"
+  "  ckpt=none|selective|full  activation recomputation\n"
+  "  mb=N      micro-batch size in sequences\n"
+  "\n"
+  "The table shows the best layout of each family: layouts that differ only in ISP wp or the ZeRO\n"
+  "stage and whose step times agree within 1%, with X for what varies (--all: every layout).\n"
+  "\n"
+  "Exit status: 0 when at least one layout fits in memory (a --layout: when it fits), 1 when none\n"
+  "fits (with or without --all), when --verify finds a mismatch, or on an error. A --layout that does\n"
+  "not fit still prints its row and writes --json/--csv (fits: false).\n";
+
 int sp_cmd_whatif(int argc, char **argv)
 {
   sp_whatif_opts o;
   sp_whatif_opts_init(&o);
-  char *json = NULL, *trace = NULL, *svg = NULL;
-  gboolean explain = FALSE, verify = FALSE;
+  char *json = NULL, *trace = NULL, *svg = NULL, *csv = NULL, *export = NULL;
+  gboolean explain = FALSE, verify = FALSE, sensitivity = FALSE;
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &o.model, "built-in model name or FILE.json (default: llama3-70b from 128 GPUs, llama3-8b below)", "NAME" },
     { "seq", 's', 0, G_OPTION_ARG_INT64, &o.seq, "sequence length in tokens (default 8192)", "N" },
@@ -150,10 +196,13 @@ int sp_cmd_whatif(int argc, char **argv)
     { "micro-batch", 0, 0, G_OPTION_ARG_INT, &o.micro_batch, "micro-batch size in sequences (default: the sweep tries 1, 2 and 4; a --layout without mb= takes 1)", "N" },
     { "layout", 'l', 0, G_OPTION_ARG_STRING, &o.layout, "evaluate one layout, e.g. tp=8,pp=4,dp=32,zero=1,ckpt=selective (default: sweep)", "SPEC" },
     { "gpus", 'g', 0, G_OPTION_ARG_INT, &o.gpus, "GPUs to use (default: every host of the platform)", "N" },
-    { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &o.gpus_per_node, "GPUs per node (default: the platform's gpus_per_node property or its node zones)", "N" },
-    { "top", 'k', 0, G_OPTION_ARG_INT, &o.top, "rows of the ranked table (default 10)", "K" },
-    { "all", 0, 0, G_OPTION_ARG_NONE, &o.all, "rank layouts that do not fit in memory too", NULL },
+    { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &o.gpus_per_node, "GPUs per node, for a platform that does not say (default: the platform's gpus_per_node property or its node zones; a different value is refused)", "N" },
+    { "top", 'k', 0, G_OPTION_ARG_INT, &o.top, "rows of the ranked table: families of layouts differing only in wp or zero within 1% count once (default 10)", "K" },
+    { "all", 0, 0, G_OPTION_ARG_NONE, &o.all, "list every layout, fitting or not, by step time instead of the best of each family; the exit status is still 1 when none fits", NULL },
     { "json", 0, 0, G_OPTION_ARG_FILENAME, &json, "write every evaluated layout with its breakdown", "FILE" },
+    { "csv", 0, 0, G_OPTION_ARG_FILENAME, &csv, "write every evaluated layout as one CSV row (RFC 4180): layout keys, step, throughput, MFU, exposed communication per kind, bubble, memory parts, fits", "FILE" },
+    { "sensitivity", 0, 0, G_OPTION_ARG_NONE, &sensitivity, "re-rank under GEMM efficiency +-10%, NIC and NVLink bandwidth +-20% (closed form) and the compute slowdown beside collectives +-50% (step graph of the shown layouts): the winner's step-time range and whether another plan wins", NULL },
+    { "export", 0, 0, G_OPTION_ARG_STRING, &export, "print the winner as megatron (Megatron-LM flags), deepspeed (DeepSpeed config and Megatron-DeepSpeed flags) or torchtitan (TOML), with what that framework cannot express", "FRAMEWORK" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &trace, "write the winner's simulated step as a Chrome trace: every task of every stage's streams", "FILE" },
     { "simulate", 0, 0, G_OPTION_ARG_INT, &o.simulate, "simulate the step graph of the layouts within 10% of the best closed form, at most N (default 64; 0: closed form only)", "N" },
     { "comm-slowdown", 0, 0, G_OPTION_ARG_DOUBLE, &o.comm_slowdown, "compute slowdown while a collective runs on the GPU (default: platform property comm_slowdown, else 0.189)", "F" },
@@ -176,6 +225,7 @@ int sp_cmd_whatif(int argc, char **argv)
   int rc = 1;
   GOptionContext *octx = g_option_context_new("PLATFORM.xml - rank the parallel layouts of a model on a cluster");
   g_option_context_add_main_entries(octx, entries, NULL);
+  g_option_context_set_description(octx, help_text);
   g_option_context_set_help_enabled(octx, TRUE);
   char **dirs = model_dirs();
   sp_whatif_result *r = NULL;
@@ -185,9 +235,9 @@ int sp_cmd_whatif(int argc, char **argv)
     err = g_error_new(G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "expected exactly one platform file (got %d arguments; see spsim --help)", argc - 1);
     goto out;
   }
-  int to_stdout = (json && strcmp(json, "-") == 0) + (svg && strcmp(svg, "-") == 0) + (trace && strcmp(trace, "-") == 0);
+  int to_stdout = (json && strcmp(json, "-") == 0) + (csv && strcmp(csv, "-") == 0) + (svg && strcmp(svg, "-") == 0) + (trace && strcmp(trace, "-") == 0);
   if (to_stdout > 1) {
-    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "only one of --json, --svg and --trace can write to standard output (-)");
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "only one of --json, --csv, --svg and --trace can write to standard output (-)");
     goto out;
   }
   if (to_stdout == 1) text_out = stderr; /* the report moves aside: stdout carries the artefact alone */
@@ -196,7 +246,7 @@ int sp_cmd_whatif(int argc, char **argv)
   o.progress = progress;
   o.user = GINT_TO_POINTER(isatty(2));
   r = sp_whatif_run(&o, argv[1], &err);
-  if (r != NULL) rc = report_result(r, json, svg, trace, explain, verify, &err);
+  if (r != NULL) rc = report_result(r, json, csv, export, svg, trace, explain, verify, sensitivity, &err);
 out:
   if (err != NULL) rc = sp_cli_fail(err);
   sp_whatif_result_free(r);
@@ -204,6 +254,6 @@ out:
   g_option_context_free(octx);
   g_free((char *)o.model); g_free((char *)o.layout); g_free((char *)o.global_batch); g_free((char *)o.fidelity);
   g_free((char *)o.attention); g_free((char *)o.gemm_table);
-  g_free(json); g_free(trace); g_free(svg);
+  g_free(json); g_free(trace); g_free(svg); g_free(csv); g_free(export);
   return rc;
 }

@@ -12,12 +12,12 @@ libspsim_la_LDFLAGS = -version-info 0:0:0 $(AM_LDFLAGS)
 libspsim_la_SOURCES =
 spsiminclude_HEADERS += src/core/spsim/spsim.h
 noinst_HEADERS += src/core/internal/coll_priv.h src/core/internal/graph_private.h \
-	src/core/internal/ops_private.h src/core/internal/json_out.h src/core/internal/svg_out.h
+	src/core/internal/ops_private.h src/core/internal/json_out.h src/core/internal/svg_out.h src/core/internal/csv_out.h
 
 # base: errors, element types and their host arithmetic, byte sizes written by
 # users ("64K", "1MiB", "8:8G"), JSON documents, SVG pictures
 libspsim_la_SOURCES += src/core/base/error.c src/core/base/dtype.c src/core/halfbits.h \
-	src/core/base/units.c src/core/base/json_out.c src/core/base/svg_out.c
+	src/core/base/units.c src/core/base/json_out.c src/core/base/svg_out.c src/core/base/csv_out.c
 spsiminclude_HEADERS += src/core/spsim/error.h src/core/spsim/dtype.h src/core/spsim/units.h
 
 # base: nccl-tests' sizes, names, table layout and the reader of its logs
@@ -71,6 +71,6 @@ spsiminclude_HEADERS += src/core/spsim/step.h src/core/spsim/kernel_model.h \
 # whatif: the what-if analysis (options, evaluation and ranking, the report's text, JSON
 # and SVG, the --verify composition); engines plug in through sp_whatif_engine
 libspsim_la_SOURCES += src/core/whatif/whatif.c src/core/whatif/whatif_private.h \
-	src/core/whatif/whatif_text.c src/core/whatif/whatif_json.c src/core/whatif/whatif_svg.c \
+	src/core/whatif/whatif_text.c src/core/whatif/whatif_family.c src/core/whatif/whatif_json.c src/core/whatif/whatif_csv.c src/core/whatif/whatif_export.c src/core/whatif/whatif_sensitivity.c src/core/whatif/whatif_svg.c \
 	src/core/whatif/whatif_verify.c
 spsiminclude_HEADERS += src/core/spsim/whatif.h

@@ -249,7 +249,7 @@ sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError
   /* GPUs per node: the flag's, else the platform's (a bad flag is the what-if's to refuse) */
   int32_t gpn = o->gpus_per_node;
   if (gpn == SP_WHATIF_UNSET_INT && (gpn = sp_plat_gpus_per_node(pd, 0, err)) <= 0) goto out;
-  sp_whatif_platform plat = { .name = xml, .hosts = (int32_t)pd->names->len, .gpus_per_node = gpn,
+  sp_whatif_platform plat = { .name = xml, .hosts = (int32_t)pd->names->len, .gpus_per_node = gpn, .node_gpus = pd->gpus_per_node,
                               .gpu_model = pd->gpu_model, .speed = pd->speed, .gpu_mem = pd->gpu_mem,
                               .hbm_bw = pd->hbm_bw };
   e = g_new0(wi_engine, 1);

@@ -114,8 +114,9 @@ sp_topo *sp_topo_new_from_order(const char *order, const int32_t *sizes, guint n
 
 /**
  * Like sp_topo_new_from_order() with the sizes given by name in a spec such as
- * "tp=2,dp=2,pp=2" (any order in the spec). Every token of @p order needs a size in
- * @p spec and every name of @p spec must be a token of @p order.
+ * "tp=2,dp=2,pp=2" (any order in the spec). A token of @p order without a size in
+ * @p spec has size 1 (Megatron-LM's RankGenerator: a parallelism not asked for is 1);
+ * every name of @p spec must be a token of @p order.
  */
 sp_topo *sp_topo_new_from_order_spec(const char *order, const char *spec, GError **error);
 

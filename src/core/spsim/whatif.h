@@ -66,8 +66,8 @@ typedef struct {
   const char *layout;             /**< --layout: one layout, e.g. "tp=8,pp=4,dp=32"; NULL: sweep */
   int32_t gpus;                   /**< --gpus; UNSET: every host */
   int32_t gpus_per_node;          /**< --gpus-per-node; UNSET: the platform's */
-  int32_t top;                    /**< --top: rows shown (10) */
-  gboolean all;                   /**< --all: rank layouts that do not fit too */
+  int32_t top;                    /**< --top: families shown (10; sp_whatif_family) */
+  gboolean all;                   /**< --all: the table lists every layout by step time, fitting or not */
   int32_t simulate;               /**< --simulate: most layouts whose step graph runs (64; 0: closed form) */
   double comm_slowdown;           /**< --comm-slowdown; UNSET: each host's property, else 0.189 */
   const char *fidelity;           /**< --fidelity: "flow" (NULL), "step" or "analytic" */
@@ -99,6 +99,8 @@ typedef struct {
   const char *name;       /**< the platform (a file name), for reports */
   int32_t hosts;          /**< hosts of the platform (one GPU each) */
   int32_t gpus_per_node;  /**< GPUs per node, the flag's or the platform's (> 0) */
+  int32_t node_gpus;      /**< GPUs per node the platform itself describes (0: unknown); a --gpus-per-node
+                               that differs is refused, as the platform's links decide what shares NVLink */
   const char *gpu_model;  /**< `gpu` property ("A100 ..." selects A100 kernels and network), or NULL: H100 SXM */
   double speed;           /**< host speed in flop/s (>= 1e12: the GPU's peak), 0: unknown */
   double gpu_mem;         /**< GPU memory in bytes, 0: unknown */
@@ -132,7 +134,26 @@ typedef struct {
 typedef struct {
   sp_step_result r; /**< every figure: step time, closed form, throughput, MFU, breakdown, memory */
   char *label;      /**< short label, "tp8s pp4 dp32 sel" */
+  guint family;     /**< index of its family in sp_whatif_result::families */
 } sp_whatif_row;
+
+/** Relative step-time tolerance within which layouts of one family are one plan (1 %). */
+#define SP_WHATIF_FAMILY_TOL 0.01
+
+/**
+ * A family: layouts that differ only in how the data-parallel group is sharded (ISP
+ * wp and the ZeRO stage) and whose step times agree within SP_WHATIF_FAMILY_TOL of the
+ * family's best. The family key is tp (with or without Megatron SP), sp, cp, pp, vpp,
+ * the uneven first/last stage sizes, ckpt and mb (dp follows from them), and whether
+ * the layout fits and was simulated. Same-key layouts slower than the tolerance start
+ * a further family.
+ */
+typedef struct {
+  guint first;  /**< its best row (index into sp_whatif_result::rows) */
+  guint n;      /**< rows in it */
+  double t_max; /**< step time of its slowest row (rows[first] has the fastest) */
+  char *label;  /**< the best row's label with "X" for what varies: "cp4 wpX dp256 zX" */
+} sp_whatif_family;
 
 /** How the what-if ended. */
 typedef enum {
@@ -169,13 +190,18 @@ typedef struct {
   double slowdown;              /**< --comm-slowdown, < 0: the platform's */
   int32_t micro_batch;          /**< as requested (SP_WHATIF_UNSET_INT: swept) */
   gboolean one_layout;          /**< a --layout, not a sweep */
-  int32_t top;                  /**< rows to show */
-  gboolean all;                 /**< layouts that do not fit are ranked too */
+  gboolean tpsp_default;        /**< the --layout has tp > 1 and no tpsp key: Megatron SP is on by default */
+  int32_t top;                  /**< families to show */
+  gboolean all;                 /**< --all: every layout shown, by step time */
   int32_t corrupt_rank;         /**< testing aid of --verify (-1: off) */
   gboolean swept;               /**< considered and skipped are set */
   guint64 considered;           /**< sweep candidates */
   guint64 skipped[SP_SKIP_COUNT]; /**< sweep candidates skipped, per reason */
-  GArray *rows;                 /**< of sp_whatif_row, ranked (NONE_FITS: by memory) */
+  GArray *rows;                 /**< of sp_whatif_row, ranked (NONE_FITS without --all: by memory) */
+  GArray *families;             /**< of sp_whatif_family, in the order of their best rows */
+  GArray *shown;                /**< of guint: the rows the table shows, in its order: the best row of each of
+                                     the first --top families that fit; --all: every row by step time;
+                                     NONE_FITS: the first --top rows by memory; LAYOUT_NO_FIT: the layout */
   guint nfit;                   /**< rows that fit in memory */
   guint nsim;                   /**< rows whose step graph ran */
   guint ndisagree;              /**< of those, rows whose closed form is more than 10 % off */
@@ -217,7 +243,8 @@ gboolean sp_whatif_result_ok(const sp_whatif_result *r, GError **err);
 /** The winner (rows[0]), or NULL when there are no rows. */
 const sp_whatif_row *sp_whatif_winner(const sp_whatif_result *r);
 
-/** Rows of the ranked table: --top of those that fit (of all with --all). */
+/** Rows of the ranked table (sp_whatif_result::shown): --top families that fit, or
+ *  every layout with --all. */
 guint sp_whatif_shown(const sp_whatif_result *r);
 
 /* ---------------------------------------------------------------- text */
@@ -227,13 +254,15 @@ guint sp_whatif_shown(const sp_whatif_result *r);
  * step graphs ran, the sweep's counts (with @p explain: skipped layouts by reason).
  */
 char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain);
-/** The ranked table of rows[0..@p n-1] with its legend. */
+/** The ranked table of the first @p n shown rows with its legend: a family's row
+ *  carries its label with "X" for what varies and its count and step-time range. */
 char *sp_whatif_table_text(const sp_whatif_result *r, guint n);
-/** One paragraph on why the winner wins, against the runner-up when shown. */
+/** One paragraph on why the winner wins, against the runner-up (the best layout of the
+ *  second family); for a --layout, the same account of that layout ("Layout ...:"). */
 char *sp_whatif_explain_text(const sp_whatif_result *r);
 /** The winner's dominant term, with the overlap the simulation found and without it. */
 char *sp_whatif_explain_terms_text(const sp_whatif_result *r);
-/** A faster layout that does not fit, with the term that overflows; NULL if none (or --all). */
+/** A faster layout that does not fit, with the term that overflows; NULL if none. */
 char *sp_whatif_over_memory_text(const sp_whatif_result *r);
 
 /* ---------------------------------------------------------------- documents */
@@ -245,8 +274,43 @@ char *sp_whatif_over_memory_text(const sp_whatif_result *r);
  * one member group per line. @p len (may be NULL) receives the length.
  */
 char *sp_whatif_to_json(const sp_whatif_result *r, gsize *len);
-/** A stacked-bar chart (SVG) of the step time of the first @p n rows; text XML-escaped. */
+/**
+ * The result as CSV (RFC 4180: fields with commas, quotes or line breaks quoted,
+ * CRLF line ends): a header row, then one row per layout in ranking order with flat
+ * columns: rank, family, label, layout, the layout keys (tp tpsp sp cp wp pp vpp
+ * ppfirst pplast dp zero ckpt mb), microbatches, step_s, simulated, closed_form_s,
+ * tokens_per_s_per_gpu, mfu, tflops_per_gpu, compute_s, bubble_s, exposed_KIND_s
+ * (tp sp isp ring pp dp), mem_PART_bytes (weights grads optim act buffers total) and
+ * fits. Figures to 9 significant digits, byte sizes as integers, booleans true/false.
+ * @p len (may be NULL) receives the length.
+ */
+char *sp_whatif_to_csv(const sp_whatif_result *r, gsize *len);
+/** A stacked-bar chart (SVG) of the step time of the first @p n shown rows; text XML-escaped. */
 char *sp_whatif_to_svg(const sp_whatif_result *r, guint n);
+
+/**
+ * The winner as a training framework's configuration: @p framework "megatron"
+ * (Megatron-LM command-line flags), "deepspeed" (a DeepSpeed config JSON and
+ * Megatron-DeepSpeed flags) or "torchtitan" (TOML: [parallelism], [training],
+ * [activation_checkpoint]); then one "# cannot express: ..." line for each part of the
+ * layout that framework has no setting for. @return NULL with SP_ERROR_INVALID for
+ * another name or a result without rows.
+ */
+char *sp_whatif_export_text(const sp_whatif_result *r, const char *framework, GError **err);
+
+/**
+ * The ranking under variations of the uncertain inputs: GEMM efficiency +-10 %, NIC
+ * and NVLink bandwidth +-20 % (the closed form, priced with the analytic model, re-run
+ * for the fitting layouts that could overtake the winner and, when it was simulated,
+ * were simulated too, as the ranking never sets a closed form alone against a
+ * simulated time; each keeps its step time
+ * scaled by its closed form's change), and the compute slowdown beside collectives
+ * +-50 % (the step graph of the shown layouts re-run). One line per variation with the
+ * winner's step time and the best plan under it, then the winner's range and whether
+ * another plan wins. @return NULL with SP_ERROR_INVALID when no layout fits, or an
+ * engine's error.
+ */
+char *sp_whatif_sensitivity_text(const sp_whatif_result *r, GError **err);
 
 /* ---------------------------------------------------------------- verify */
 

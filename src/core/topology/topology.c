@@ -275,11 +275,7 @@ sp_topo *sp_topo_new_from_order_spec(const char *order, const char *spec, GError
         found = TRUE;
       }
     }
-    if (!found) {
-      g_set_error(error, SP_ERROR, SP_ERROR_INVALID,
-                  "axis '%s' of the order '%s' has no size: add %s=N", toks[i], order, toks[i]);
-      return NULL;
-    }
+    if (!found) sizes[i] = 1; /* an axis without a size is not split, as Megatron-LM's RankGenerator takes it */
   }
   return sp_topo_new_from_order(order, sizes, n, error);
 }

@@ -124,13 +124,6 @@ void sp_whatif_report(const sp_whatif_result *r, sp_whatif_msg kind, const char 
 
 /* ---------- ranking ---------- */
 
-double sp_whatif_time_key(double t)
-{
-  if (!(t > 0) || !isfinite(t)) return t;
-  double e = pow(10.0, floor(log10(t)) - 4.0);
-  return (double)llround(t / e) * e;
-}
-
 static int cmp_rows(const void *a, const void *b)
 {
   const sp_whatif_row *x = a, *y = b;
@@ -177,6 +170,14 @@ static gboolean resolve_job(sp_whatif_result *r, const sp_whatif_opts *o, const 
   }
   if (o->gpus_per_node != SP_WHATIF_UNSET_INT && o->gpus_per_node < 1) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--gpus-per-node must be at least 1 (got %d)", o->gpus_per_node);
+    return FALSE;
+  }
+  if (o->gpus_per_node != SP_WHATIF_UNSET_INT && p->node_gpus > 0 && o->gpus_per_node != p->node_gpus) {
+    /* the flag would price TP groups as NVLink while the platform routes them over the network */
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--gpus-per-node %d disagrees with platform '%s', whose nodes hold %d GPUs: "
+                "its links decide which GPUs share NVLink; drop the flag, or describe %d-GPU nodes in the platform "
+                "(spsim platform dgx --gpus-per-node %d)", o->gpus_per_node, r->platform, p->node_gpus, o->gpus_per_node,
+                o->gpus_per_node);
     return FALSE;
   }
   int32_t gpn = o->gpus_per_node != SP_WHATIF_UNSET_INT ? o->gpus_per_node : p->gpus_per_node;
@@ -258,6 +259,10 @@ static GArray *candidates(sp_whatif_result *r, const sp_whatif_opts *o, GError *
     sp_layout l;
     if (!sp_layout_parse(o->layout, &l, err)) return NULL;
     if (sp_layout_check(&l, &lctx, err) != SP_SKIP_NONE) return NULL;
+    g_auto(GStrv) kv = g_strsplit(o->layout, ",", -1);
+    gboolean tpsp_given = FALSE;
+    for (guint i = 0; kv[i] != NULL; i++) tpsp_given |= g_str_has_prefix(g_strstrip(kv[i]), "tpsp=");
+    r->tpsp_default = l.tp > 1 && !tpsp_given;
     GArray *cands = g_array_new(FALSE, FALSE, sizeof(sp_layout));
     g_array_append_val(cands, l);
     return cands;
@@ -358,10 +363,11 @@ sp_whatif_result *sp_whatif_evaluate(const sp_whatif_opts *o, const sp_whatif_pl
   r->mem_cap = r->ctx.hw.mem_bytes * r->ctx.hw.mem_usable;
   if (r->rows->len == 0) r->outcome = SP_WHATIF_NONE_VALID;
   else if (r->nfit == 0 && r->one_layout) r->outcome = SP_WHATIF_LAYOUT_NO_FIT;
-  else if (r->nfit == 0 && !r->all) {
-    r->outcome = SP_WHATIF_NONE_FITS;
-    qsort(r->rows->data, r->rows->len, sizeof(sp_whatif_row), cmp_mem);
+  else if (r->nfit == 0) {
+    r->outcome = SP_WHATIF_NONE_FITS; /* --all too: the exit status says whether anything fits */
+    if (!r->all) qsort(r->rows->data, r->rows->len, sizeof(sp_whatif_row), cmp_mem);
   }
+  sp_whatif_group(r);
   return g_steal_pointer(&r);
 }
 
@@ -393,6 +399,8 @@ void sp_whatif_result_free(sp_whatif_result *r)
     g_array_free(r->rows, TRUE);
   }
   if (r->checks != NULL) g_array_free(r->checks, TRUE);
+  if (r->families != NULL) g_array_free(r->families, TRUE);
+  if (r->shown != NULL) g_array_free(r->shown, TRUE);
   if (r->engine_free != NULL) r->engine_free(r->engine_data);
   sp_gemm_table_free(r->gemm_table);
   sp_model_free(r->model);
@@ -432,5 +440,5 @@ const sp_whatif_row *sp_whatif_winner(const sp_whatif_result *r)
 
 guint sp_whatif_shown(const sp_whatif_result *r)
 {
-  return MIN((guint)r->top, r->all ? r->rows->len : r->nfit);
+  return r->shown != NULL ? r->shown->len : 0;
 }

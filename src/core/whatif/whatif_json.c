@@ -121,6 +121,7 @@ static void add_row(JsonBuilder *b, guint rank, const sp_whatif_row *row)
   integer(b, "rank", rank);
   str(b, "layout", ls);
   str(b, "label", row->label);
+  integer(b, "family", row->family + 1);
   integer(b, "microbatches", r->microbatches);
   num(b, "step_s", r->step_time);
   num(b, "tokens_per_s", r->tokens_per_s);
@@ -149,6 +150,7 @@ static void add_row(JsonBuilder *b, guint rank, const sp_whatif_row *row)
   count(b, "total", r->mem.total);
   json_builder_end_object(b);
   boolean(b, "fits", r->fits);
+  boolean(b, "simulated", r->simulated);
   json_builder_end_object(b);
 }
 

@@ -13,9 +13,9 @@ static const char *const seg_name[NSEG] = { "compute", "bubble", "TP", "SP a2a",
 char *sp_whatif_to_svg(const sp_whatif_result *res, guint n)
 {
   const double left = 230, width = 620, bar = 22, gap = 10, top = 60;
-  n = MIN(n, res->rows->len);
+  n = MIN(n, sp_whatif_shown(res));
   double maxt = 0;
-  for (guint i = 0; i < n; i++) maxt = MAX(maxt, g_array_index(res->rows, sp_whatif_row, i).r.step_time);
+  for (guint i = 0; i < n; i++) maxt = MAX(maxt, g_array_index(res->rows, sp_whatif_row, g_array_index(res->shown, guint, i)).r.step_time);
   if (maxt <= 0) maxt = 1;
   double height = top + n * (bar + gap) + 70;
   char attrs[160];
@@ -30,7 +30,7 @@ char *sp_whatif_to_svg(const sp_whatif_result *res, guint n)
     sp_svg_text(s, attrs, "%s", seg_name[k]);
   }
   for (guint i = 0; i < n; i++) {
-    const sp_whatif_row *row = &g_array_index(res->rows, sp_whatif_row, i);
+    const sp_whatif_row *row = &g_array_index(res->rows, sp_whatif_row, g_array_index(res->shown, guint, i));
     const sp_step_result *r = &row->r;
     double y = top + i * (bar + gap);
     g_snprintf(attrs, sizeof attrs, "x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\"", left - 8, y + bar * 0.7);

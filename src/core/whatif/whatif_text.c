@@ -37,6 +37,9 @@ char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain)
                          r->nsim == 1 ? "" : "s", r->engine ? "SimGrid, with contention" : "without contention",
                          100.0 * (r->slowdown >= 0 ? r->slowdown : r->eng.comm_slowdown), r->ndisagree ? "; " : "\n");
   if (r->ndisagree) g_string_append_printf(s, "%u differ from the closed form by more than 10%%\n", r->ndisagree);
+  if (r->tpsp_default && r->rows->len > 0)
+    g_string_append_printf(s, "layout: Megatron sequence parallelism is on (tp=%d > 1 turns it on; tpsp=0 turns it off)\n",
+                           sp_whatif_winner(r)->r.layout.tp);
   if (r->swept)
     g_string_append_printf(s, "%u layouts evaluated (%" G_GUINT64_FORMAT " candidates, %" G_GUINT64_FORMAT " skipped as invalid%s), %u fit in memory\n",
                            r->rows->len, r->considered, r->considered - r->rows->len, explain ? "" : ": --explain lists why", r->nfit);
@@ -53,22 +56,66 @@ char *sp_whatif_table_text(const sp_whatif_result *res, guint n)
 {
   GString *s = g_string_new("");
   int32_t world = res->ctx.world;
-  n = MIN(n, res->rows->len);
-  g_string_append_printf(s, "%3s  %-26s %8s %6s %9s %6s %7s | %6s %6s %6s %6s %6s %6s %7s | %7s %4s\n", "#", "layout", "step s", "cf",
-                         "tok/s/GPU", "MFU", "TFLOP/s", "TP", "SPa2a", "ISP", "ring", "PP", "DP", "bubble", "mem GiB", "fits");
+  n = MIN(n, sp_whatif_shown(res));
+  gboolean grouped = !res->all && res->outcome == SP_WHATIF_OK;
+  int lw = grouped ? 30 : 26; /* a family's label spells what varies */
+  g_string_append_printf(s, "%3s  %-*s %8s %6s %9s %6s %7s | %6s %6s %6s %6s %6s %6s %7s | %7s %4s%s\n", "#", lw, "layout", "step s", "cf",
+                         "tok/s/GPU", "MFU", "TFLOP/s", "TP", "SPa2a", "ISP", "ring", "PP", "DP", "bubble", "mem GiB", "fits",
+                         grouped ? "  variants" : "");
+  guint nvar = 0;
   for (guint i = 0; i < n; i++) {
-    const sp_whatif_row *row = &g_array_index(res->rows, sp_whatif_row, i);
+    const sp_whatif_row *row = &g_array_index(res->rows, sp_whatif_row, g_array_index(res->shown, guint, i));
     const sp_step_result *r = &row->r;
+    const sp_whatif_family *f = &g_array_index(res->families, sp_whatif_family, row->family);
     char cf[16] = "     -";
     if (r->simulated) g_snprintf(cf, sizeof cf, "%+5.0f%%", 100.0 * (r->closed_form / r->step_time - 1.0));
-    g_string_append_printf(s, "%3u  %-26s %8.3f%s %6s %9.1f %5.1f%% %7.1f |", i + 1, row->label, r->step_time,
+    g_string_append_printf(s, "%3u  %-*s %8.3f%s %6s %9.1f %5.1f%% %7.1f |", i + 1, lw, grouped ? f->label : row->label, r->step_time,
                            r->simulated ? " " : "*", cf, r->tokens_per_s / world, 100.0 * r->mfu, r->tflops);
     for (int k = 0; k < SP_COMM_KIND_COUNT; k++) g_string_append_printf(s, " %6.3f", r->exposed[k]);
-    g_string_append_printf(s, " %7.3f | %7.1f %4s\n", r->bubble, r->mem.total / GIB, r->fits ? "yes" : "NO");
+    g_string_append_printf(s, " %7.3f | %7.1f %4s", r->bubble, r->mem.total / GIB, r->fits ? "yes" : "NO");
+    if (grouped && f->n > 1) {
+      g_string_append_printf(s, "  %u variants, %.3f-%.3f s", f->n, r->step_time, f->t_max);
+      nvar++;
+    }
+    g_string_append_c(s, '\n');
   }
   g_string_append(s, "     (step: the simulated step graph; * the closed form only. cf: the closed form's difference from\n"
                      "      the simulation. Exposed communication and bubble (idle compute) in seconds per step)\n");
+  if (nvar > 0)
+    g_string_append_printf(s, "     (a row with variants is a family: layouts differing only in ISP wp or the ZeRO stage (X, or the\n"
+                              "      values a/b when an earlier row has the same layout otherwise) within %.0f%% of its best, whose\n"
+                              "      figures it shows; --all lists every layout)\n", 100 * SP_WHATIF_FAMILY_TOL);
   return g_string_free(s, FALSE);
+}
+
+/* The memory parts (weights, grads, optim, act, buffers) and their total in tenths of a
+ * GiB, the parts rounded so that they add up to the rounded total (largest remainder):
+ * a breakdown that does not add up reads as a mistake. */
+static void mem_tenths(const sp_step_mem *m, int64_t t[6])
+{
+  const double p[5] = { m->weights, m->grads, m->optim, m->act, m->buffers };
+  double frac[5];
+  int64_t sum = 0;
+  for (int k = 0; k < 5; k++) {
+    double v = p[k] / GIB * 10.0;
+    t[k] = (int64_t)floor(v);
+    frac[k] = v - (double)t[k];
+    sum += t[k];
+  }
+  t[5] = llround((p[0] + p[1] + p[2] + p[3] + p[4]) / GIB * 10.0);
+  for (int64_t left = t[5] - sum; left > 0; left--) {
+    int best = 0;
+    for (int k = 1; k < 5; k++)
+      if (frac[k] > frac[best]) best = k;
+    t[best]++;
+    frac[best] = -1.0;
+  }
+}
+
+/* Append @p label and @p v tenths as "label 12.3". */
+static void tenths(GString *s, const char *label, int64_t v)
+{
+  g_string_append_printf(s, "%s%" G_GINT64_FORMAT ".%d", label, v / 10, (int)(v % 10));
 }
 
 static void pct(GString *s, double part, double whole)
@@ -132,7 +179,8 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
   const sp_layout *l = &r->layout;
   int32_t gpn = res->ctx.gpus_per_node;
   GString *s = g_string_new("");
-  g_string_append_printf(s, "Why %s wins: compute is ", w->label);
+  if (res->one_layout) g_string_append_printf(s, "Layout %s: compute is ", w->label);
+  else g_string_append_printf(s, "Why %s wins: compute is ", w->label);
   pct(s, r->compute, r->step_time);
   g_string_append_printf(s, " of its %.3f s step (MFU %.1f%%).", r->step_time, 100 * r->mfu);
   if (l->tp > 1) {
@@ -171,19 +219,26 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
                            l->zero >= 3 ? "parameter gathers and gradient reduce-scatters (ZeRO-3)"
                            : l->zero >= 1 ? "gradient reduce-scatter and parameter all-gather" : "gradient all-reduce",
                            g, r->exposed[SP_COMM_DP]);
-  g_string_append_printf(s, " It needs %.1f GiB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f%s) of %.1f GiB usable",
-                         r->mem.total / GIB, r->mem.weights / GIB, r->mem.grads / GIB, r->mem.optim / GIB, r->mem.act / GIB,
-                         l->ckpt == SP_CKPT_NONE ? "" : l->ckpt == SP_CKPT_SELECTIVE ? " with selective recomputation" : " with full recomputation",
-                         res->mem_cap / GIB);
+  int64_t t[6];
+  mem_tenths(&r->mem, t);
+  tenths(s, " It needs ", t[5]);
+  tenths(s, " GiB per GPU (weights ", t[0]);
+  tenths(s, ", gradients ", t[1]);
+  tenths(s, ", optimizer ", t[2]);
+  tenths(s, ", activations ", t[3]);
+  g_string_append(s, l->ckpt == SP_CKPT_NONE ? "" : l->ckpt == SP_CKPT_SELECTIVE ? " with selective recomputation" : " with full recomputation");
+  if (t[4] > 0) tenths(s, ", gather buffers ", t[4]);
+  g_string_append_printf(s, ") of %.1f GiB usable", res->mem_cap / GIB);
   g_string_append(s, r->fits ? "." : ", so it does NOT fit.");
-  if (MIN(sp_whatif_shown(res), 2u) > 1) runner_up(s, w, &g_array_index(res->rows, sp_whatif_row, 1));
+  const sp_whatif_row *q = sp_whatif_runner_up(res);
+  if (q != NULL) runner_up(s, w, q);
   return g_string_free(s, FALSE);
 }
 
 char *sp_whatif_over_memory_text(const sp_whatif_result *res)
 {
   const sp_whatif_row *best = sp_whatif_winner(res);
-  if (res->all || best == NULL) return NULL;
+  if (best == NULL) return NULL;
   for (guint i = res->nfit; i < res->rows->len; i++) {
     const sp_whatif_row *q = &g_array_index(res->rows, sp_whatif_row, i);
     if (q->r.step_time < best->r.step_time) {

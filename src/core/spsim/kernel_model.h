@@ -131,6 +131,14 @@ gboolean sp_kernel_gemm_time(const sp_kernel_gpu *g, double batch, int64_t m, in
 double sp_kernel_attn_time(const sp_kernel_gpu *g, sp_attn_impl impl, gboolean bwd, double b, double heads,
                            int64_t sq, int64_t skv, int64_t d, double elem);
 
+/**
+ * The fractions of peak a fused attention kernel @p impl runs at on @p g, forward
+ * (@p fwd) and backward (@p bwd): flash at attn_*_eff, flash2 at attn2_*_eff,
+ * triton at the flash2 rates over the Triton slowdowns. (Unfused attention is
+ * priced as GEMMs; its values here are flash's.)
+ */
+void sp_kernel_attn_eff(const sp_kernel_gpu *g, sp_attn_impl impl, double *fwd, double *bwd);
+
 /** Seconds of an element-wise kernel that moves @p bytes through HBM (hbm_bw 0: free). */
 double sp_kernel_elementwise_time(const sp_kernel_gpu *g, double bytes);
 

@@ -148,19 +148,25 @@ static double causal_pairs(int64_t sq, int64_t skv)
   return (double)sq * (double)skv / 2.0;
 }
 
+void sp_kernel_attn_eff(const sp_kernel_gpu *g, sp_attn_impl impl, double *fwd, double *bwd)
+{
+  gboolean fa2 = impl == SP_ATTN_FLASH2 || impl == SP_ATTN_TRITON;
+  *fwd = fa2 && g->attn2_fwd_eff > 0 ? g->attn2_fwd_eff : g->attn_fwd_eff;
+  *bwd = fa2 && g->attn2_bwd_eff > 0 ? g->attn2_bwd_eff : g->attn_bwd_eff;
+  if (impl == SP_ATTN_TRITON) {
+    *fwd /= SP_ATTN_TRITON_FWD_SLOWDOWN;
+    *bwd /= SP_ATTN_TRITON_BWD_SLOWDOWN;
+  }
+}
+
 double sp_kernel_attn_time(const sp_kernel_gpu *g, sp_attn_impl impl, gboolean bwd, double b, double heads,
                            int64_t sq, int64_t skv, int64_t d, double elem)
 {
   if (!(b > 0) || !(heads > 0) || sq <= 0 || skv <= 0 || d <= 0)
     return 0.0;
   if (impl == SP_ATTN_FLASH || impl == SP_ATTN_FLASH2 || impl == SP_ATTN_TRITON) {
-    gboolean fa2 = impl == SP_ATTN_FLASH2 || impl == SP_ATTN_TRITON;
-    double fe = fa2 && g->attn2_fwd_eff > 0 ? g->attn2_fwd_eff : g->attn_fwd_eff;
-    double be = fa2 && g->attn2_bwd_eff > 0 ? g->attn2_bwd_eff : g->attn_bwd_eff;
-    if (impl == SP_ATTN_TRITON) {
-      fe /= SP_ATTN_TRITON_FWD_SLOWDOWN;
-      be /= SP_ATTN_TRITON_BWD_SLOWDOWN;
-    }
+    double fe, be;
+    sp_kernel_attn_eff(g, impl, &fe, &be);
     /* the Triton kernel works on head-dim blocks of the next power of two (at least 16)
      * in both directions: BLOCK_HEADDIM = max(triton.next_power_of_2(d), 16) in
      * _flash_attn_forward and _flash_attn_backward (llm-foundry

@@ -71,9 +71,10 @@ static void add_hw(JsonBuilder *b, const sp_step_ctx *c)
   count(b, "gpu_mem_bytes", c->hw.mem_bytes);
   num(b, "mem_usable", c->hw.mem_usable);
   num(b, "gemm_eff", c->hw.gpu.gemm_eff);
-  gboolean fa2 = c->hw.attn == SP_ATTN_FLASH2 && c->hw.gpu.attn2_fwd_eff > 0 && c->hw.gpu.attn2_bwd_eff > 0;
-  num(b, "attn_fwd_eff", fa2 ? c->hw.gpu.attn2_fwd_eff : c->hw.gpu.attn_fwd_eff);
-  num(b, "attn_bwd_eff", fa2 ? c->hw.gpu.attn2_bwd_eff : c->hw.gpu.attn_bwd_eff);
+  double afwd, abwd;
+  sp_kernel_attn_eff(&c->hw.gpu, c->hw.attn, &afwd, &abwd);
+  num(b, "attn_fwd_eff", afwd);
+  num(b, "attn_bwd_eff", abwd);
   str(b, "attention", sp_attn_impl_name(c->hw.attn));
   boolean(b, "gemm_table", c->hw.gpu.table != NULL);
 }

@@ -25,12 +25,13 @@ char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain)
                          ", global batch %" G_GINT64_FORMAT " sequences (%.2f M tokens), micro-batch %s\n",
                          r->model->name, sp_model_params(r->model) / 1e9, c->world, c->gpus_per_node, c->seq,
                          c->global_batch, (double)c->global_batch * c->seq / 1e6, mbtext);
+  double afwd, abwd;
+  sp_kernel_attn_eff(&hw->gpu, hw->attn, &afwd, &abwd);
   g_string_append_printf(s, "GPU: %.1f TFLOP/s bf16 (%s), %.1f GiB (%s, %.0f%% usable); kernels: GEMM %.2f of peak with tile and "
                          "wave quantisation, %s attention %.2f/%.2f%s; collectives: %s\n",
                          hw->gpu.peak_flops / 1e12, r->peak_src, hw->mem_bytes / GIB, r->mem_src, 100 * hw->mem_usable,
                          hw->gpu.gemm_eff, sp_attn_impl_name(hw->attn),
-                         hw->attn == SP_ATTN_FLASH2 ? hw->gpu.attn2_fwd_eff : hw->gpu.attn_fwd_eff,
-                         hw->attn == SP_ATTN_FLASH2 ? hw->gpu.attn2_bwd_eff : hw->gpu.attn_bwd_eff,
+                         afwd, abwd,
                          hw->gpu.table ? " (measured GEMM table)" : "",
                          strcmp(r->fidelity, "analytic") == 0 ? "analytic alpha-beta model" : r->fidelity);
   g_string_append_printf(s, "step graph: %u layout%s simulated (%s, compute %.1f%% slower while collectives run)%s", r->nsim,
@@ -189,7 +190,7 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
                            gpn > 0 && l->tp <= gpn ? "inside one node on NVLink" : "on the network", r->exposed[SP_COMM_TP]);
     pct(s, r->exposed[SP_COMM_TP], r->step_time);
     g_string_append_printf(s, ")%s and divides the weights %d ways.",
-                           l->tp_sp ? ", with sequence parallelism splitting the activations" : "", l->tp);
+                           l->tp_sp ? ", with sequence parallelism splitting the activations," : "", l->tp);
   } else {
     g_string_append(s, " It uses no tensor parallelism, so no per-layer all-reduces sit on the critical path.");
   }
@@ -214,7 +215,12 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
     g_string_append(s, " Without pipeline parallelism there is no bubble.");
   }
   int32_t g = sp_layout_replicas(l) / l->wp;
-  if (g > 1)
+  if (g > 1 && l->dp_sync)
+    g_string_append_printf(s, " The data-parallel %s over %d replicas runs after the backward pass (dpsync=1): %.3f s exposed.",
+                           l->zero >= 3 ? "parameter gathers and gradient reduce-scatters (ZeRO-3)"
+                           : l->zero >= 1 ? "gradient reduce-scatter and parameter all-gather" : "gradient all-reduce",
+                           g, r->exposed[SP_COMM_DP]);
+  else if (g > 1)
     g_string_append_printf(s, " The data-parallel %s over %d replicas overlaps the backward pass except %.3f s.",
                            l->zero >= 3 ? "parameter gathers and gradient reduce-scatters (ZeRO-3)"
                            : l->zero >= 1 ? "gradient reduce-scatter and parameter all-gather" : "gradient all-reduce",
@@ -226,7 +232,10 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
   tenths(s, ", gradients ", t[1]);
   tenths(s, ", optimizer ", t[2]);
   tenths(s, ", activations ", t[3]);
-  g_string_append(s, l->ckpt == SP_CKPT_NONE ? "" : l->ckpt == SP_CKPT_SELECTIVE ? " with selective recomputation" : " with full recomputation");
+  g_string_append(s, l->ckpt == SP_CKPT_NONE        ? ""
+                    : l->ckpt == SP_CKPT_SELECTIVE ? " with selective recomputation"
+                    : l->ckpt == SP_CKPT_OP        ? " with per-op recomputation (every second matmul)"
+                                                   : " with full recomputation");
   if (t[4] > 0) tenths(s, ", gather buffers ", t[4]);
   g_string_append_printf(s, ") of %.1f GiB usable", res->mem_cap / GIB);
   g_string_append(s, r->fits ? "." : ", so it does NOT fit.");

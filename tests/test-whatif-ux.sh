@@ -26,7 +26,7 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
-echo "1..23"
+echo "1..24"
 A="--fidelity analytic"
 P="$tmp/p.xml"
 M="--model llama3-8b"
@@ -256,3 +256,25 @@ PY
 py=$?
 if [ $rc = 0 ] && [ $py = 0 ]; then ok "--sensitivity: GEMM +-10 % within the hand bounds, bandwidth within the exposed communication, the range spans them"
 else nok "--sensitivity: rc $rc $(cat "$tmp/out")"; fi
+
+# ---- SVG: no text runs past the picture. Each label's extent is bounded by 7.5 px per
+# character at 12 px sans-serif and 10 px at the title's 15 px bold (DejaVu Sans averages
+# about 0.6 em per character); end-anchored labels must start at x >= 0, the others end
+# inside the width. (Rendered to PNG and looked at by eye as well: see docs/whatif.md.)
+"$bin" "$P" $A $M --svg "$tmp/w.svg" >/dev/null 2>&1
+python3 - "$tmp/w.svg" <<'PY'
+import re, sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+width = float(root.get("width"))
+bad = []
+for t in root.iter(ns + "text"):
+    s = "".join(t.itertext()); x = float(t.get("x"))
+    cw = 10.0 if t.get("font-size") == "15" else 7.5
+    w = cw * len(s); a = t.get("text-anchor", "start")
+    lo, hi = (x - w, x) if a == "end" else (x - w / 2, x + w / 2) if a == "middle" else (x, x + w)
+    if lo < 0 or hi > width: bad.append((s, lo, hi, width))
+print(bad, file=sys.stderr)
+sys.exit(1 if bad or width <= 0 else 0)
+PY
+check $? "--svg: every label inside the picture"

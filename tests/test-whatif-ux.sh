@@ -26,7 +26,7 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
-echo "1..24"
+echo "1..25"
 A="--fidelity analytic"
 P="$tmp/p.xml"
 M="--model llama3-8b"
@@ -278,3 +278,17 @@ print(bad, file=sys.stderr)
 sys.exit(1 if bad or width <= 0 else 0)
 PY
 check $? "--svg: every label inside the picture"
+
+# ---- --json-summary: only the table's rows, each the same object as in the full dump
+"$bin" "$P" $A $M --json "$tmp/full.json" >/dev/null 2>&1
+"$bin" "$P" $A $M --json "$tmp/sum.json" --json-summary >"$tmp/out" 2>&1
+rows=$(grep -c '^ *[0-9][0-9]*  ' "$tmp/out")
+python3 - "$tmp/full.json" "$tmp/sum.json" "$rows" <<'PY'
+import json, sys
+f, s, rows = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+ok = (s["layouts_total"] == len(f["layouts"]) == f["layouts_total"] and len(s["layouts"]) == rows > 0
+      and all(r == f["layouts"][r["rank"] - 1] for r in s["layouts"]) and s["layouts"][0]["rank"] == 1
+      and len(s["layouts"]) < len(f["layouts"]))
+sys.exit(0 if ok else 1)
+PY
+check $? "--json-summary: the table's $rows rows, equal to their rows of the full dump, and the total"

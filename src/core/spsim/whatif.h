@@ -275,6 +275,12 @@ char *sp_whatif_over_memory_text(const sp_whatif_result *r);
  */
 char *sp_whatif_to_json(const sp_whatif_result *r, gsize *len);
 /**
+ * As sp_whatif_to_json; with @p summary, `layouts` holds only the rows of the table
+ * (sp_whatif_shown(): the best layout of each family shown, each with its global
+ * `rank`), so the document stays small; `layouts_total` counts every layout either way.
+ */
+char *sp_whatif_to_json_ex(const sp_whatif_result *r, gboolean summary, gsize *len);
+/**
  * The result as CSV (RFC 4180: fields with commas, quotes or line breaks quoted,
  * CRLF line ends): a header row, then one row per layout in ranking order with flat
  * columns: rank, family, label, layout, the layout keys (tp tpsp sp cp wp pp vpp

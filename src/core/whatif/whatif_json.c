@@ -157,6 +157,11 @@ static void add_row(JsonBuilder *b, guint rank, const sp_whatif_row *row)
 
 char *sp_whatif_to_json(const sp_whatif_result *r, gsize *len)
 {
+  return sp_whatif_to_json_ex(r, FALSE, len);
+}
+
+char *sp_whatif_to_json_ex(const sp_whatif_result *r, gboolean summary, gsize *len)
+{
   g_autoptr(JsonBuilder) b = json_builder_new();
   json_builder_begin_object(b);
   str(b, "platform", r->platform);
@@ -172,13 +177,22 @@ char *sp_whatif_to_json(const sp_whatif_result *r, gsize *len)
   }
   const sp_whatif_row *w = sp_whatif_winner(r);
   if (r->checks != NULL && w != NULL) add_verify(b, r->checks, &w->r.layout);
+  integer(b, "layouts_total", (gint64)r->rows->len);
   key(b, "layouts");
   json_builder_begin_array(b);
-  for (guint i = 0; i < r->rows->len; i++) add_row(b, i + 1, &g_array_index(r->rows, sp_whatif_row, i));
+  if (summary) {
+    /* the rows of the table (the best of each family shown), with their global rank */
+    for (guint i = 0; i < sp_whatif_shown(r); i++) {
+      guint k = g_array_index(r->shown, guint, i);
+      add_row(b, k + 1, &g_array_index(r->rows, sp_whatif_row, k));
+    }
+  } else {
+    for (guint i = 0; i < r->rows->len; i++) add_row(b, i + 1, &g_array_index(r->rows, sp_whatif_row, i));
+  }
   json_builder_end_array(b);
   json_builder_end_object(b);
 
-  static const char *const lines[] = { "fidelity", "model", "gpus", "peak_flops", "considered", "verify", "layouts", NULL };
+  static const char *const lines[] = { "fidelity", "model", "gpus", "peak_flops", "considered", "verify", "layouts_total", "layouts", NULL };
   static const char *const blocks[] = { "checks", "layouts", NULL };
   g_autoptr(JsonNode) root = json_builder_get_root(b);
   return sp_json_to_lines(root, lines, blocks, len);

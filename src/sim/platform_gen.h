@@ -47,6 +47,8 @@ G_BEGIN_DECLS
 
 /** Nodes per scalable unit (one leaf switch per rail per SU), as in DGX SuperPODs. */
 #define SP_PLATFORM_NODES_PER_SU 32
+/** Largest leaf-to-spine oversubscription the generator accepts. */
+#define SP_PLATFORM_MAX_OVERSUBSCRIPTION 64.0
 /** Largest node count the generator accepts. */
 #define SP_PLATFORM_MAX_NODES 65536
 /** Largest GPU count per node the generator accepts. */
@@ -86,6 +88,11 @@ typedef struct {
   int32_t gpus_per_node;  /**< >= 1 (8 on DGX) */
   sp_gpu_kind gpu;
   gboolean charge_local;  /**< add "mem_bw" (= HBM bandwidth) so the engine charges local steps */
+  double nvl_bw;          /**< NVLink bandwidth per GPU and direction in bytes/s (0: the preset's) */
+  double nic_bw;          /**< NIC bandwidth per GPU and direction in bytes/s (0: the preset's) */
+  int32_t su_nodes;       /**< nodes per scalable unit (0: #SP_PLATFORM_NODES_PER_SU) */
+  double oversubscription; /**< leaf-to-spine oversubscription: an SU's uplink carries its
+                                NICs' sum divided by this (1: full bisection; >= 1) */
 } sp_platform_opts;
 
 /** Defaults: 1 node of 8 H100. */

@@ -172,4 +172,4 @@ EXTRA_DIST += tests/test-layers.sh
 
 # man pages (help2man): installed by make install-man into a scratch DESTDIR
 TESTS += tests/test-man.sh
-EXTRA_DIST += tests/test-man.sh
+EXTRA_DIST += tests/test-man.sh tests/tap-lib.sh

@@ -3,13 +3,7 @@
 # programs' --help and --version by help2man. Installed into a scratch DESTDIR with
 # automake's install-man, then read back: the title, the version the programs print,
 # the subcommands and options their --help names; rendered by man(1) when present.
-build="${SPSIM_BUILDDIR:-.}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); echo "not ok $n - $1"; }
-skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
+. "${SPSIM_SRCDIR:-.}/tests/tap-lib.sh"
 echo "1..4"
 if ! grep -q '^HELP2MAN = /' "$build/Makefile" 2>/dev/null; then
   for i in 1 2 3 4; do skip "help2man not found at configure time: no man pages"; done

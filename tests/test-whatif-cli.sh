@@ -1,27 +1,8 @@
 #!/bin/sh
 # What-if CLI: ranked output, determinism, artefacts, and clear errors on bad input.
-bin="${SPSIM_BUILDDIR:-.}/spsim"
-src="${SPSIM_SRCDIR:-.}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-# 4 nodes x 8 GPUs (H100-like host speed, 80 GiB property)
-{
-  echo '<?xml version="1.0"?>'
-  echo '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">'
-  echo '<platform version="4.1"><zone id="w" routing="Full">'
-  for n in 0 1 2 3; do
-    echo " <zone id=\"n$n\" routing=\"Full\">"
-    for g in 0 1 2 3 4 5 6 7; do
-      echo "  <host id=\"g$n-$g\" speed=\"989.4Tf\"><prop id=\"gpu_mem\" value=\"80GiB\"/></host>"
-    done
-    echo " </zone>"
-  done
-  echo '</zone></platform>'
-} > "$tmp/p.xml"
+. "${SPSIM_SRCDIR:-.}/tests/tap-lib.sh"
+whatif_platform "$tmp/p.xml"
 export SPSIM_MODELS_DIR="$src/models"
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 # expect_fail DESC PATTERN ARGS...: non-zero exit and one "spsim:" line matching PATTERN
 expect_fail() {
   desc=$1; pat=$2; shift 2

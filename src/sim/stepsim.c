@@ -40,7 +40,6 @@ typedef struct {
 
 typedef struct {
   sg_mailbox_t mbox;
-  char *name;
   int64_t expected;
   int32_t host;
   int32_t senders; /* distinct (stage, stream) actors that put to it */
@@ -143,16 +142,13 @@ static void sink_main(int argc, char **argv)
 {
   (void)argc; (void)argv;
   sink *s = sg_actor_self_get_data();
-  if (s->senders <= SINK_WINDOW) {
-    /* no more senders than the window: every put would find a posted receive,
-     * and start at once. A permanent receiver starts them as well (the same
-     * start, at the same time), without a wait on the window per message */
-    sg_mailbox_set_receiver(s->name);
-    for (int64_t k = 0; k < s->expected; k++) sg_mailbox_get(s->mbox);
-    return;
-  }
   int64_t posted = 0, left = s->expected;
-  size_t w = (size_t)MIN((int64_t)SINK_WINDOW, s->expected);
+  /* A put finds a posted receive as long as the window has a free one: with at
+   * most one put in flight per sender, senders + 1 receives are as good as
+   * SINK_WINDOW (the one more covers a sender that puts again at the instant its
+   * previous put ends, before the sink posts anew), and each wait_any costs the
+   * window's size. */
+  size_t w = (size_t)MIN(MIN((int64_t)SINK_WINDOW, s->expected), (int64_t)s->senders + 1);
   sg_comm_t comms[SINK_WINDOW];
   void *data[SINK_WINDOW];
   for (size_t k = 0; k < w; k++, posted++) comms[k] = sg_mailbox_get_async(s->mbox, &data[k]);
@@ -177,7 +173,7 @@ static int32_t sink_for(run_t *r, GHashTable *ix, int32_t host)
   if (v != NULL) return GPOINTER_TO_INT(v) - 1;
   char name[64];
   g_snprintf(name, sizeof name, "spsim-step%u-h%d", run_serial, host);
-  sink s = { .mbox = sg_mailbox_by_name(name), .name = g_strdup(name), .expected = 0, .host = host, .last = -1 };
+  sink s = { .mbox = sg_mailbox_by_name(name), .expected = 0, .host = host, .last = -1 };
   g_array_append_val(r->sinks, s);
   g_hash_table_insert(ix, GINT_TO_POINTER(host + 1), GINT_TO_POINTER((int)r->sinks->len));
   return (int32_t)r->sinks->len - 1;
@@ -339,7 +335,6 @@ gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, d
     if (acts[q].sem) sg_sem_destroy(acts[q].sem);
   }
   g_free(acts);
-  for (guint k = 0; k < r.sinks->len; k++) g_free(g_array_index(r.sinks, sink, k).name);
   g_array_unref(r.sinks);
   g_free(r.plans); g_free(r.pp_sink); g_free(r.coll_lat); g_free(r.share); g_free(r.speed); g_free(r.host);
   g_free(r.owner); g_free(r.end); g_free(r.start); g_free(r.succ); g_free(r.off); g_free(r.pending);

@@ -17,6 +17,10 @@ ref=${2:-}
 [ $# -gt 0 ] && shift
 [ $# -gt 0 ] && shift
 cases=${*:-default 70b 405b sweep16k}
+# the commands run in a scratch directory: absolute paths
+abs() { case $1 in /*) echo "$1" ;; */*) echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")" ;; *) command -v "$1" ;; esac; }
+bin=$(abs "$bin")
+[ -n "$ref" ] && ref=$(abs "$ref")
 limit=${LIMIT:-900}
 src=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
@@ -28,6 +32,7 @@ run() {
   rc=0
   ( cd "$tmp" && timeout "$limit" /usr/bin/time -f '%e %M' -o "$tmp/$tag.time" "$b" "$@" >"$tmp/$tag.out" 2>"$tmp/$tag.err" ) || rc=$?
   [ "$rc" -eq 124 ] && echo "> $limit (stopped)" >"$tmp/$tag.time"
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && echo "(exit $rc: $(tail -1 "$tmp/$tag.err"))" >>"$tmp/$tag.time"
   return 0
 }
 # row LABEL TAG FILES...: one markdown row; with a reference, compare stdout and FILES

@@ -92,8 +92,30 @@ typedef struct {
   int32_t gpus_per_node;   /* of the job (set when the engine opens) */
   gboolean step_fidelity;  /* --fidelity step */
   gboolean opened;         /* the platform is loaded */
-  GHashTable *cache;       /* "coll/n/stride/bytes" -> double* */
+  GHashTable *cache;       /* price_key -> double* */
 } wi_engine;
+
+/* A priced point: (collective, group size, stride, bytes). */
+typedef struct {
+  int32_t coll, n, stride;
+  uint64_t bytes;
+} price_key;
+
+static guint price_key_hash(gconstpointer p)
+{
+  const price_key *k = p;
+  guint64 h = (guint64)(uint32_t)k->coll * 0x9E3779B97F4A7C15ull;
+  h = (h ^ (uint32_t)k->n) * 0x9E3779B97F4A7C15ull;
+  h = (h ^ (uint32_t)k->stride) * 0x9E3779B97F4A7C15ull;
+  h = (h ^ k->bytes) * 0x9E3779B97F4A7C15ull;
+  return (guint)(h ^ (h >> 32));
+}
+
+static gboolean price_key_equal(gconstpointer a, gconstpointer b)
+{
+  const price_key *x = a, *y = b;
+  return x->coll == y->coll && x->n == y->n && x->stride == y->stride && x->bytes == y->bytes;
+}
 
 static void wi_engine_free(gpointer p)
 {
@@ -121,9 +143,8 @@ static gboolean wi_open(void *user, const sp_step_ctx *c, GError **err)
 /* One simulation per (collective, group, size grid point), cached. */
 static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, double *t, GError **err)
 {
-  char key[96];
-  g_snprintf(key, sizeof key, "%d/%d/%d/%" G_GUINT64_FORMAT, (int)c->coll, c->n, c->stride, bytes);
-  double *hit = g_hash_table_lookup(e->cache, key);
+  price_key key = { .coll = (int32_t)c->coll, .n = c->n, .stride = c->stride, .bytes = bytes };
+  double *hit = g_hash_table_lookup(e->cache, &key);
   if (hit != NULL) { *t = *hit; return TRUE; }
   gint64 t0 = g_get_monotonic_time();
   if (!sp_whatif_engine_simulate(c, e->gpus_per_node, e->step_fidelity, bytes, t, err)) return FALSE;
@@ -132,7 +153,7 @@ static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, dou
                c->stride, bytes, *t, (double)(g_get_monotonic_time() - t0) / 1e6);
   double *v = g_new(double, 1);
   *v = *t;
-  g_hash_table_insert(e->cache, g_strdup(key), v);
+  g_hash_table_insert(e->cache, g_memdup2(&key, sizeof key), v);
   return TRUE;
 }
 
@@ -198,7 +219,7 @@ sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError
   e->xml = g_strdup(xml);
   e->hosts = plat.hosts;
   e->step_fidelity = o->fidelity != NULL && strcmp(o->fidelity, "step") == 0;
-  e->cache = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  e->cache = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, g_free);
   sp_whatif_engine eng = { .open = wi_open, .price = wi_price, .simulate = wi_simulate,
                            .comm_slowdown = SP_STEPSIM_COMM_SLOWDOWN, .user = e };
   res = sp_whatif_evaluate(o, &plat, &eng, err);

@@ -183,13 +183,23 @@ static void sort_rows(GArray *rows)
     k[i] = (row_key){ .fits = R[i].r.fits, .simulated = R[i].r.simulated, .key = sp_whatif_time_key(R[i].r.step_time),
                       .mem = R[i].r.mem.total, .layout = &R[i].r.layout, .idx = i };
   qsort(k, n, sizeof *k, cmp_keys);
-  sp_whatif_row *sorted = g_new(sp_whatif_row, n);
+  /* row i takes row k[i].idx: permute in place, cycle by cycle (k[i].idx = n: done) */
   for (guint i = 0; i < n; i++) {
-    sorted[i] = R[k[i].idx];
     g_free(k[i].str);
+    if (k[i].idx == n || k[i].idx == i) continue;
+    sp_whatif_row tmp = R[i];
+    guint j = i;
+    for (;;) {
+      guint from = k[j].idx;
+      k[j].idx = n;
+      if (from == i) {
+        R[j] = tmp;
+        break;
+      }
+      R[j] = R[from];
+      j = from;
+    }
   }
-  memcpy(R, sorted, sizeof *R * n);
-  g_free(sorted);
   g_free(k);
 }
 

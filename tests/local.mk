@@ -91,8 +91,8 @@ check_PROGRAMS += tests/test-platform
 tests_test_platform_SOURCES = tests/test-platform.c
 tests_test_platform_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/sim -DSP_TOP_SRCDIR='"$(abs_top_srcdir)"'
 tests_test_platform_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
-TESTS += tests/test-platform tests/test-bench-cli.sh tests/test-platform-cli.sh
-EXTRA_DIST += tests/test-bench-cli.sh tests/test-platform-cli.sh
+TESTS += tests/test-platform tests/test-bench-cli.sh tests/test-platform-cli.sh tests/test-flow-pattern.sh
+EXTRA_DIST += tests/test-bench-cli.sh tests/test-platform-cli.sh tests/test-flow-pattern.sh
 
 # nccl-tests: its counts, names, table layout and log reader; spsim calibrate
 check_PROGRAMS += tests/test-nccltests

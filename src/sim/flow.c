@@ -320,6 +320,43 @@ void sp_flow_sum_feed(sp_flow_sum *su, const sp_step *steps, guint n)
   }
 }
 
+gboolean sp_flow_sum_feed_repeat(sp_flow_sum *su, const sp_step *posts, guint n, uint64_t nblocks,
+                                 const uint64_t *totals)
+{
+  cur_block *b = &su->b;
+  if (n == 0 || nblocks == 0 || nblocks > G_MAXUINT32 - su->r->nblocks || b->len != 0 || su->forced != NULL)
+    return FALSE;
+  /* a block that is not mergeable and is not coalesced starts a group each time */
+  if (!su->fp->coalesce) {
+    cur_block t = { .ents = g_new(fent, n), .len = n };
+    for (guint i = 0; i < n; i++)
+      t.ents[i] = (fent){ .peer = posts[i].peer, .dir = posts[i].kind == SP_STEP_RECV };
+    gboolean m = block_mergeable(&t);
+    g_free(t.ents);
+    if (!m)
+      return FALSE;
+  }
+  for (guint i = 0; i < n; i++)
+    if ((posts[i].kind != SP_STEP_SEND && posts[i].kind != SP_STEP_RECV) || totals[i] < posts[i].bytes)
+      return FALSE;
+  /* the first block as fed, then the others through close_block's fast path
+   * (same posts as the previous block): their bytes add up in the group */
+  sp_step w = { .kind = SP_STEP_WAIT, .op = posts[0].op, .phase = posts[0].phase };
+  sp_flow_sum_feed(su, posts, n);
+  sp_flow_sum_feed(su, &w, 1);
+  if (nblocks > 1) {
+    frank *r = su->r;
+    fgroup *last = &g_array_index(r->groups, fgroup, r->groups->len - 1);
+    const guint *M = (const guint *)(void *)b->map->data;
+    uint64_t *R = &g_array_index(r->bytes, uint64_t, last->ent0);
+    for (guint i = 0; i < n; i++)
+      R[M[i]] += totals[i] - posts[i].bytes;
+    last->nblocks += (uint32_t)(nblocks - 1);
+    r->nblocks += (uint32_t)(nblocks - 1);
+  }
+  return TRUE;
+}
+
 /* Finish a summary (posts without a final WAIT complete at the end) and free it. */
 static void sum_end(sp_flow_sum *su)
 {

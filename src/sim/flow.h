@@ -66,6 +66,14 @@ gboolean sp_flow_plan_refine(sp_flow_plan *fp, const sp_program *p, GError **err
 typedef struct sp_flow_sum sp_flow_sum;
 sp_flow_sum *sp_flow_plan_begin(sp_flow_plan *fp, int32_t rank, gboolean refine, GError **err);
 void sp_flow_sum_feed(sp_flow_sum *su, const sp_step *steps, guint n);
+
+/* Feed @p nblocks blocks that each post @p posts (n sends and receives, then a
+ * WAIT), the first with the bytes of @p posts, all together with @p totals bytes
+ * per post: the summary is the one of feeding them one by one. FALSE (nothing
+ * fed) where that summary would not merge the blocks (a refine pass, a block
+ * being read, posts to one peer twice without coalescing): then feed the steps. */
+gboolean sp_flow_sum_feed_repeat(sp_flow_sum *su, const sp_step *posts, guint n, uint64_t nblocks,
+                                 const uint64_t *totals);
 gboolean sp_flow_sum_end(sp_flow_sum *su, GError **err);
 /** @return the merged program of @p rank (new; cost mode only: one scratch buffer). */
 sp_program *sp_flow_plan_emit(const sp_flow_plan *fp, int32_t rank);

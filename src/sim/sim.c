@@ -66,6 +66,10 @@ static struct {
   double lat_fi, lat_fe; /* factors applied now (1, 1 as loaded) */
 } g_sim = { .cost = { 1.0, 1.0, 1.0, 1.0 }, .lat_fi = 1.0, .lat_fe = 1.0 };
 
+/* SPSIM_FLOW_STEPS set: FLOW summaries of rings read every step (no
+ * sp_lower_coll_pattern), to check that both give the same programs. */
+static gboolean g_sim_no_pattern;
+
 const char *sp_fidelity_name(sp_fidelity f) { return f == SP_FIDELITY_FLOW ? "flow" : "step"; }
 
 gboolean sp_fidelity_parse(const char *s, sp_fidelity *out, GError **err)
@@ -170,6 +174,7 @@ static gint natural_cmp(gconstpointer pa, gconstpointer pb)
 
 gboolean sp_sim_init(const char *platform_xml, GError **err)
 {
+  g_sim_no_pattern = g_getenv("SPSIM_FLOW_STEPS") != NULL;
   if (platform_xml == NULL || *platform_xml == '\0') {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "no platform file given");
     return FALSE;
@@ -890,13 +895,29 @@ typedef struct {
   sp_program *spare;  /* a released program, reused by the next get (FLOW) */
   gboolean comm_only; /* FLOW: local steps cost nothing on every member's host */
   gboolean in_place;  /* one buffer for in and out (sp_lower_coll's in_buf == out_buf) */
+  /* several groups run together (sp_sim_coll_groups_time): rank r is member
+   * member[r] of specs[group[r]] (group -1: idle); spec is specs[0] */
+  const sp_coll_spec *specs;
+  const int32_t *group, *member;
 } coll_src;
+
+/* The spec of @p rank and its index in it (*me < 0: not a member). */
+static const sp_coll_spec *coll_spec_of(const coll_src *src, int32_t rank, int32_t *me)
+{
+  if (src->group == NULL) {
+    *me = sp_coll_index_of(src->spec, rank);
+    return src->spec;
+  }
+  int32_t g = src->group[rank];
+  *me = g < 0 ? -1 : src->member[rank];
+  return g < 0 ? src->spec : &src->specs[g];
+}
 
 /* The in and out buffers of a member's program for @p src: two, or one of the
  * larger size when in place. */
-static void coll_buffers(const coll_src *src, sp_program *p, uint32_t *in, uint32_t *out)
+static void coll_buffers(const coll_src *src, const sp_coll_spec *spec, sp_program *p, uint32_t *in,
+                         uint32_t *out)
 {
-  const sp_coll_spec *spec = src->spec;
   size_t es = sp_dtype_size(spec->dtype);
   if (src->in_place) {
     *in = *out = sp_program_add_buffer(p, MAX(sp_coll_in_count(spec), sp_coll_out_count(spec)) * es, "inout");
@@ -933,12 +954,13 @@ static void coll_release(void *ud, sp_program *p)
 static sp_program *coll_get(void *ud, int32_t rank, GError **err)
 {
   coll_src *src = ud;
-  const sp_coll_spec *spec = src->spec;
+  int32_t me;
+  const sp_coll_spec *spec = coll_spec_of(src, rank, &me);
   sp_program *p = program_reuse(&src->spare, rank);
-  if (sp_coll_index_of(spec, rank) < 0)
+  if (me < 0)
     return p;
   uint32_t in, out;
-  coll_buffers(src, p, &in, &out);
+  coll_buffers(src, spec, p, &in, &out);
   if (!sp_lower_coll(p, spec, in, out, err)) {
     sp_program_free(p);
     return NULL;
@@ -972,15 +994,23 @@ static void coll_sink(void *ud, const sp_program *prog, const sp_step *steps, gu
 static gboolean coll_stream_rank(const coll_src *src, sp_program **spare, sp_flow_plan *fp,
                                  int32_t rank, gboolean refine, GError **err)
 {
-  const sp_coll_spec *spec = src->spec;
+  int32_t me;
+  const sp_coll_spec *spec = coll_spec_of(src, rank, &me);
   sp_flow_sum *su = sp_flow_plan_begin(fp, rank, refine, err);
   if (su == NULL)
     return FALSE;
   gboolean ok = TRUE;
-  if (sp_coll_index_of(spec, rank) >= 0) {
+  sp_step posts[2 * SP_MAX_CHANNELS];
+  uint64_t totals[2 * SP_MAX_CHANNELS], nblocks = 0;
+  guint np = 0;
+  if (me >= 0 && !refine && src->comm_only && !g_sim_no_pattern &&
+      sp_lower_coll_pattern(spec, me, posts, &np, totals, &nblocks) &&
+      sp_flow_sum_feed_repeat(su, posts, np, nblocks, totals)) {
+    /* a ring whose blocks all post alike: its summary without its steps */
+  } else if (me >= 0) {
     sp_program *p = program_reuse(spare, rank);
     uint32_t in, out;
-    coll_buffers(src, p, &in, &out);
+    coll_buffers(src, spec, p, &in, &out);
     ok = sp_lower_coll_stream(p, spec, in, out, src->comm_only, coll_sink, su, err);
     if (*spare == NULL)
       *spare = p;
@@ -1318,13 +1348,76 @@ gboolean sp_sim_coll_time_ex(const sp_coll_spec *spec, int32_t world, sp_fidelit
     sp_sim_ring_channels(&sp, &ch, &blk);
     sp.channel_block = blk;
   }
-  coll_src src = { &sp, NULL, free_local_steps(&sp), in_place };
+  coll_src src = { .spec = &sp, .comm_only = free_local_steps(&sp), .in_place = in_place };
   /* lowered programs are valid by construction (tests/test-coll checks them) */
   sp_sim_set_cost(&cost);
   gboolean ok = run_common(coll_get, coll_release, coll_stream, &src, world, TRUE, NULL, fid, NULL,
                            seconds, err);
   sp_sim_set_cost(NULL);
   sp_program_free(src.spare);
+  return ok;
+}
+
+gboolean sp_sim_coll_groups_time(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts,
+                                 sp_fidelity fid, double *seconds, GError **err)
+{
+  int32_t n = specs[0].n;
+  int32_t world = n * ngroups;
+  gboolean ok = TRUE, comm_only = TRUE;
+  for (int32_t g = 0; g < ngroups && ok; g++) {
+    ok = sp_coll_spec_validate(&specs[g], err);
+    if (ok && specs[g].n != n) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "groups of %d and %d members", n, specs[g].n);
+      ok = FALSE;
+    }
+  }
+  if (!ok)
+    return FALSE;
+  int32_t *group = g_new(int32_t, world), *member = g_new(int32_t, world);
+  for (int32_t r = 0; r < world; r++)
+    group[r] = -1;
+  for (int32_t g = 0; g < ngroups && ok; g++)
+    for (int32_t i = 0; i < n && ok; i++) {
+      int32_t r = specs[g].ranks[i];
+      if (r < 0 || r >= world || group[r] >= 0) {
+        g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "groups: member %d is outside [0, %d) or in two groups", r, world);
+        ok = FALSE;
+      } else {
+        group[r] = g;
+        member[r] = i;
+      }
+    }
+  ok = ok && sp_sim_set_host_map(hosts, world, err);
+  /* AUTO algorithm and protocol: NCCL's tuning model on the first group's hosts (every
+   * group has its shape), the same call and protocol cost for all */
+  sp_coll_spec *rs = NULL;
+  sp_tune_cost cost;
+  if (ok) {
+    rs = g_new(sp_coll_spec, (gsize)MAX(ngroups, 1));
+    sp_coll_spec r0;
+    ok = sp_sim_coll_resolve(&specs[0], &r0, &cost, NULL, err);
+    for (int32_t g = 0; g < ngroups && ok; g++) {
+      rs[g] = specs[g];
+      rs[g].algo = r0.algo;
+      rs[g].proto = r0.proto;
+      rs[g].chunk_bytes = r0.chunk_bytes;
+    }
+    if (!ok)
+      sp_sim_set_host_map(NULL, 0, NULL);
+  }
+  if (ok) {
+    for (int32_t g = 0; g < ngroups && comm_only; g++)
+      comm_only = free_local_steps(&rs[g]);
+    coll_src src = { .spec = &rs[0], .comm_only = comm_only, .specs = rs, .group = group, .member = member };
+    sp_sim_set_cost(&cost);
+    ok = run_common(coll_get, coll_release, coll_stream, &src, world, TRUE, NULL, fid, NULL, seconds, err);
+    sp_sim_set_cost(NULL);
+    sp_program_free(src.spare);
+    sp_sim_set_host_map(NULL, 0, NULL);
+  }
+  g_free(rs);
+  g_free(group);
+  g_free(member);
   return ok;
 }
 

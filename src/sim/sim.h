@@ -155,6 +155,15 @@ gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity f
  * accepts where both have the same size (all-reduce, all-to-all, broadcast,
  * reduce, send-recv; SP_ERROR_INVALID otherwise).
  */
+/**
+ * The time of @p ngroups collectives run together, each of specs[g].n (all equal)
+ * members, on ranks 0 .. ngroups * n - 1 (specs[g].ranks: each rank in one
+ * group) placed on @p hosts (rank r on host hosts[r]: the world is only the
+ * members, not the hosts between them). Specs are used as given (channels
+ * included). Sets and then clears the host map (sp_sim_set_host_map).
+ */
+gboolean sp_sim_coll_groups_time(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts,
+                                 sp_fidelity fid, double *seconds, GError **err);
 gboolean sp_sim_coll_time_ex(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
                              gboolean in_place, double *seconds, GError **err);
 

@@ -42,6 +42,8 @@ typedef struct {
   sg_mailbox_t mbox;
   int64_t expected;
   int32_t host;
+  int32_t senders; /* distinct (stage, stream) actors that put to it */
+  int32_t last;    /* the last one counted (tasks arrive actor by actor: see the count) */
 } sink;
 
 struct run_s {
@@ -141,7 +143,12 @@ static void sink_main(int argc, char **argv)
   (void)argc; (void)argv;
   sink *s = sg_actor_self_get_data();
   int64_t posted = 0, left = s->expected;
-  size_t w = (size_t)MIN((int64_t)SINK_WINDOW, s->expected);
+  /* A put finds a posted receive as long as the window has a free one: with at
+   * most one put in flight per sender, senders + 1 receives are as good as
+   * SINK_WINDOW (the one more covers a sender that puts again at the instant its
+   * previous put ends, before the sink posts anew), and each wait_any costs the
+   * window's size. */
+  size_t w = (size_t)MIN(MIN((int64_t)SINK_WINDOW, s->expected), (int64_t)s->senders + 1);
   sg_comm_t comms[SINK_WINDOW];
   void *data[SINK_WINDOW];
   for (size_t k = 0; k < w; k++, posted++) comms[k] = sg_mailbox_get_async(s->mbox, &data[k]);
@@ -166,7 +173,7 @@ static int32_t sink_for(run_t *r, GHashTable *ix, int32_t host)
   if (v != NULL) return GPOINTER_TO_INT(v) - 1;
   char name[64];
   g_snprintf(name, sizeof name, "spsim-step%u-h%d", run_serial, host);
-  sink s = { .mbox = sg_mailbox_by_name(name), .expected = 0, .host = host };
+  sink s = { .mbox = sg_mailbox_by_name(name), .expected = 0, .host = host, .last = -1 };
   g_array_append_val(r->sinks, s);
   g_hash_table_insert(ix, GINT_TO_POINTER(host + 1), GINT_TO_POINTER((int)r->sinks->len));
   return (int32_t)r->sinks->len - 1;
@@ -277,12 +284,24 @@ gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, d
     stream_actor *a = &acts[t->stage * SP_STREAM_COUNT + t->stream];
     g_array_append_val(a->tasks, i);
     r.owner[i] = a;
-    if (t->kind == SP_TASK_SEND) g_array_index(r.sinks, sink, r.pp_sink[t->peer]).expected++;
-    else if (t->kind == SP_TASK_COLL && t->seconds > 0) {
-      const flow_plan *p = &r.plans[(size_t)t->stage * nc + (guint)t->comm];
-      if (p->sink >= 0 && t->seconds > p->lat) g_array_index(r.sinks, sink, p->sink).expected++;
-    }
   }
+  /* the puts of each sink, and from how many actors (actor by actor: counted once each) */
+  for (int32_t q = 0; q < nq; q++)
+    for (guint k = 0; k < acts[q].tasks->len; k++) {
+      const sp_task *t = &r.T[g_array_index(acts[q].tasks, uint32_t, k)];
+      sink *s = NULL;
+      if (t->kind == SP_TASK_SEND) s = &g_array_index(r.sinks, sink, r.pp_sink[t->peer]);
+      else if (t->kind == SP_TASK_COLL && t->seconds > 0) {
+        const flow_plan *p = &r.plans[(size_t)t->stage * nc + (guint)t->comm];
+        if (p->sink >= 0 && t->seconds > p->lat) s = &g_array_index(r.sinks, sink, p->sink);
+      }
+      if (s == NULL) continue;
+      s->expected++;
+      if (s->last != q) {
+        s->last = q;
+        s->senders++;
+      }
+    }
   r.t0 = simgrid_get_clock();
   for (guint k = 0; k < r.sinks->len; k++) {
     sink *s = &g_array_index(r.sinks, sink, k);

@@ -23,59 +23,6 @@ int32_t sp_whatif_engine_hosts(void)
   return sp_sim_num_hosts();
 }
 
-/* Program source for the sibling groups {b + j*stride : j < n}, b < nb. */
-typedef struct {
-  sp_coll coll;
-  int32_t n, stride, nb;
-  uint64_t count;
-  int32_t channels, channel_block; /* ring channels (coll.h) */
-  sp_algo algo;                    /* resolved by NCCL's tuning model (sp_sim_coll_resolve) */
-  sp_proto proto;
-  uint64_t chunk_bytes;
-  int32_t *members; /* scratch, n entries */
-  sp_program *spare; /* a released program, reused by the next get (FLOW) */
-} sib_src;
-
-static sp_program *sib_get(void *ud, int32_t rank, GError **err)
-{
-  sib_src *s = ud;
-  sp_program *p = s->spare;
-  if (p != NULL) {
-    /* emptied, keeping the arrays' capacity: no regrowth for every rank */
-    s->spare = NULL;
-    p->rank = rank;
-    g_array_set_size(p->bufs, 0);
-    g_array_set_size(p->steps, 0);
-  } else {
-    p = sp_program_new(rank);
-  }
-  int32_t b = rank % s->stride, j = rank / s->stride;
-  if (b >= s->nb || j >= s->n)
-    return p; /* not in a simulated group: idle */
-  for (int32_t k = 0; k < s->n; k++)
-    s->members[k] = b + k * s->stride;
-  sp_coll_spec spec = { .coll = s->coll, .algo = s->algo, .dtype = SP_BF16, .redop = SP_RED_SUM,
-                        .ranks = s->members, .n = s->n, .count = s->count, .chunk_bytes = s->chunk_bytes,
-                        .channels = s->channels, .channel_block = s->channel_block, .proto = s->proto };
-  size_t es = sp_dtype_size(spec.dtype);
-  uint32_t in = sp_program_add_buffer(p, sp_coll_in_count(&spec) * es, "in");
-  uint32_t out = sp_program_add_buffer(p, sp_coll_out_count(&spec) * es, "out");
-  if (!sp_lower_coll(p, &spec, in, out, err)) {
-    sp_program_free(p);
-    return NULL;
-  }
-  return p;
-}
-
-static void sib_release(void *ud, sp_program *p)
-{
-  sib_src *s = ud;
-  if (s->spare == NULL)
-    s->spare = p;
-  else
-    sp_program_free(p);
-}
-
 gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboolean step_fidelity,
                                    uint64_t bytes, double *seconds, GError **err)
 {
@@ -101,34 +48,29 @@ gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboo
                 sp_coll_name(c->coll), n, c->stride, world, sp_sim_num_hosts());
     return FALSE;
   }
-  /* the call as NCCL would issue it: count per member, ring channels per node */
+  /* the call as NCCL would issue it: count per member, ring channels per node.
+   * The groups {b + j*stride : j < n}, b < nb, run on their hosts; their members
+   * are the simulated ranks, in host order (rank j*nb + b on host b + j*stride):
+   * the hosts between them, idle, are not part of the run. */
   sp_coll_spec cs;
   sp_comm_coll_spec(c, gpus_per_node, bytes, &cs);
-  sib_src src = { .coll = c->coll, .n = n, .stride = c->stride, .nb = nb, .count = cs.count,
-                  .channels = cs.channels, .channel_block = cs.channel_block,
-                  .members = g_new(int32_t, n), .spare = NULL };
-  /* the algorithm and protocol NCCL's tuning model picks for the first group (every
-   * sibling group has its shape), priced with that protocol's cost */
-  for (int32_t k = 0; k < n; k++)
-    src.members[k] = k * c->stride;
-  sp_coll_spec first = { .coll = c->coll, .algo = SP_ALGO_AUTO, .dtype = SP_BF16, .redop = SP_RED_SUM,
-                         .ranks = src.members, .n = n, .count = cs.count };
-  sp_coll_spec res;
-  sp_tune_cost cost;
-  if (!sp_sim_coll_resolve(&first, &res, &cost, NULL, err)) {
-    g_free(src.members);
-    return FALSE;
+  int32_t ranks = n * nb;
+  int32_t *hosts = g_new(int32_t, ranks), *members = g_new(int32_t, ranks);
+  sp_coll_spec *specs = g_new(sp_coll_spec, nb);
+  for (int32_t b = 0; b < nb; b++) {
+    specs[b] = (sp_coll_spec){ .coll = c->coll, .algo = SP_ALGO_AUTO, .dtype = SP_BF16, .redop = SP_RED_SUM,
+                               .ranks = members + (size_t)b * n, .n = n, .count = cs.count,
+                               .channels = cs.channels, .channel_block = cs.channel_block };
+    for (int32_t j = 0; j < n; j++) {
+      members[(size_t)b * n + j] = j * nb + b;
+      hosts[j * nb + b] = b + j * c->stride;
+    }
   }
-  src.algo = res.algo;
-  src.proto = res.proto;
-  src.chunk_bytes = res.chunk_bytes;
-  sp_sim_set_cost(&cost);
-  gboolean ok = sp_sim_run_source_lowered(sib_get, sib_release, &src, (int32_t)world,
-                                          step_fidelity ? SP_FIDELITY_STEP : SP_FIDELITY_FLOW, NULL,
-                                          seconds, err);
-  sp_sim_set_cost(NULL);
-  sp_program_free(src.spare);
-  g_free(src.members);
+  gboolean ok = sp_sim_coll_groups_time(specs, nb, hosts, step_fidelity ? SP_FIDELITY_STEP : SP_FIDELITY_FLOW,
+                                        seconds, err);
+  g_free(specs);
+  g_free(members);
+  g_free(hosts);
   return ok;
 }
 
@@ -150,8 +92,30 @@ typedef struct {
   int32_t gpus_per_node;   /* of the job (set when the engine opens) */
   gboolean step_fidelity;  /* --fidelity step */
   gboolean opened;         /* the platform is loaded */
-  GHashTable *cache;       /* "coll/n/stride/bytes" -> double* */
+  GHashTable *cache;       /* price_key -> double* */
 } wi_engine;
+
+/* A priced point: (collective, group size, stride, bytes). */
+typedef struct {
+  int32_t coll, n, stride;
+  uint64_t bytes;
+} price_key;
+
+static guint price_key_hash(gconstpointer p)
+{
+  const price_key *k = p;
+  guint64 h = (guint64)(uint32_t)k->coll * 0x9E3779B97F4A7C15ull;
+  h = (h ^ (uint32_t)k->n) * 0x9E3779B97F4A7C15ull;
+  h = (h ^ (uint32_t)k->stride) * 0x9E3779B97F4A7C15ull;
+  h = (h ^ k->bytes) * 0x9E3779B97F4A7C15ull;
+  return (guint)(h ^ (h >> 32));
+}
+
+static gboolean price_key_equal(gconstpointer a, gconstpointer b)
+{
+  const price_key *x = a, *y = b;
+  return x->coll == y->coll && x->n == y->n && x->stride == y->stride && x->bytes == y->bytes;
+}
 
 static void wi_engine_free(gpointer p)
 {
@@ -179,9 +143,8 @@ static gboolean wi_open(void *user, const sp_step_ctx *c, GError **err)
 /* One simulation per (collective, group, size grid point), cached. */
 static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, double *t, GError **err)
 {
-  char key[96];
-  g_snprintf(key, sizeof key, "%d/%d/%d/%" G_GUINT64_FORMAT, (int)c->coll, c->n, c->stride, bytes);
-  double *hit = g_hash_table_lookup(e->cache, key);
+  price_key key = { .coll = (int32_t)c->coll, .n = c->n, .stride = c->stride, .bytes = bytes };
+  double *hit = g_hash_table_lookup(e->cache, &key);
   if (hit != NULL) { *t = *hit; return TRUE; }
   gint64 t0 = g_get_monotonic_time();
   if (!sp_whatif_engine_simulate(c, e->gpus_per_node, e->step_fidelity, bytes, t, err)) return FALSE;
@@ -190,7 +153,7 @@ static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, dou
                c->stride, bytes, *t, (double)(g_get_monotonic_time() - t0) / 1e6);
   double *v = g_new(double, 1);
   *v = *t;
-  g_hash_table_insert(e->cache, g_strdup(key), v);
+  g_hash_table_insert(e->cache, g_memdup2(&key, sizeof key), v);
   return TRUE;
 }
 
@@ -256,7 +219,7 @@ sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError
   e->xml = g_strdup(xml);
   e->hosts = plat.hosts;
   e->step_fidelity = o->fidelity != NULL && strcmp(o->fidelity, "step") == 0;
-  e->cache = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  e->cache = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, g_free);
   sp_whatif_engine eng = { .open = wi_open, .price = wi_price, .simulate = wi_simulate,
                            .comm_slowdown = SP_STEPSIM_COMM_SLOWDOWN, .user = e };
   res = sp_whatif_evaluate(o, &plat, &eng, err);

@@ -295,3 +295,88 @@ gboolean sp_lower_ring(sp_lctx *c, GError **err)
     return FALSE;
   }
 }
+
+/* sp_ring_perm one entry at a time: the member at ring position q of channel ch
+ * (ring_at), and the position of member m (ring_pos). */
+static int32_t ring_at(int32_t n, int32_t block, int32_t ch, int32_t q)
+{
+  int32_t B = block < 1 ? 1 : (block > n ? n : block);
+  int32_t b = q / B * B, L = n - b < B ? n - b : B, r = ch % L, t = q - b;
+  return b + (t + r < L ? t + r : t + r - L);
+}
+
+static int32_t ring_pos(int32_t n, int32_t block, int32_t ch, int32_t m)
+{
+  int32_t B = block < 1 ? 1 : (block > n ? n : block);
+  int32_t b = m / B * B, L = n - b < B ? n - b : B, r = ch % L, u = m - b;
+  return b + (u - r >= 0 ? u - r : u - r + L);
+}
+
+/* The posts of every block of a RING all-reduce, reduce-scatter or all-gather of
+ * member @p me when all blocks post to the same peers: every chunk of every
+ * member's block is non-empty in every round (each segment needs the same number
+ * of chunk rounds), so no post is skipped. Mirrors sp_lower_ring step for step:
+ * the first block's posts as sp_lower_ring emits them, the number of blocks
+ * (WAITs with posts) and, per post, its bytes summed over all blocks (the sum of
+ * the chunks of every member's block but one). */
+gboolean sp_lower_coll_pattern(const sp_coll_spec *spec, int32_t me, sp_step *posts, guint *nposts,
+                               uint64_t *totals, uint64_t *nblocks)
+{
+  const sp_coll_spec *sp = spec;
+  int32_t n = sp->n;
+  if (n < 2 || me < 0 || me >= n || sp_algo_choose(sp) != SP_ALGO_RING)
+    return FALSE;
+  if (sp->coll != SP_COLL_ALL_REDUCE && sp->coll != SP_COLL_REDUCE_SCATTER && sp->coll != SP_COLL_ALL_GATHER)
+    return FALSE;
+  gboolean ar = sp->coll == SP_COLL_ALL_REDUCE, ag = sp->coll == SP_COLL_ALL_GATHER;
+  int32_t nch = sp_ring_channels(sp);
+  if (nch > SP_MAX_CHANNELS)
+    return FALSE;
+  size_t es = sp_dtype_size(sp->dtype);
+  uint64_t cnt = sp->count, ce = sp_l_chunk_elems(sp);
+  uint64_t C = 0;
+  gboolean ok = TRUE;
+  guint np = 0;
+  for (int32_t h = 0; h < nch && ok; h++) {
+    uint64_t pl = sp_seg_len(cnt, nch, h);
+    int32_t pos = ring_pos(n, sp->channel_block, h, me);
+    uint64_t sq = pl / (uint64_t)n, sr = pl % (uint64_t)n;
+    /* block lengths: all-reduce segments of the part (the first sr one longer), else pl */
+    uint64_t lmin = ar ? sq : pl, lmax = ar ? sq + (sr > 0 ? 1u : 0u) : pl;
+    uint64_t Cmin = rounds_of(lmin, ce), Cmax = rounds_of(lmax, ce);
+    if (Cmin == 0 || Cmin != Cmax || (C != 0 && Cmax != C)) {
+      ok = FALSE;
+      break;
+    }
+    C = Cmax;
+#define LEN_AT(q) (ar ? sq + ((uint64_t)(q) < sr ? 1u : 0u) : pl)
+    /* the first block: round 0, step 0 (reduce-scatter's, or all-gather's) */
+    int32_t sblk = ag ? pos : mod(pos - 1, n), rblk = ag ? mod(pos - 1, n) : mod(pos - 2, n);
+    uint64_t sfirst = MIN(LEN_AT(sblk), ce), rfirst = MIN(LEN_AT(rblk), ce);
+    /* totals over the schedule: reduce-scatter sends every block but pos and
+     * receives every block but pos-1; all-gather sends every block but pos+1 and
+     * receives every block but pos */
+    uint64_t all = ar ? pl : pl * (uint64_t)n;
+    uint64_t stot = 0, rtot = 0;
+    if (!ag) {
+      stot += all - LEN_AT(pos);
+      rtot += all - LEN_AT(mod(pos - 1, n));
+    }
+    if (ag || ar) {
+      stot += all - LEN_AT(mod(pos + 1, n));
+      rtot += all - LEN_AT(pos);
+    }
+#undef LEN_AT
+    posts[np] = (sp_step){ .kind = SP_STEP_SEND, .op = sp->op_id, .phase = 0, .peer = sp->ranks[ring_at(n, sp->channel_block, h, mod(pos + 1, n))],
+                           .tag = sp->tag, .bytes = sfirst * es, .rows = 1, .row_bytes = sfirst * es };
+    totals[np++] = stot * es;
+    posts[np] = (sp_step){ .kind = SP_STEP_RECV, .op = sp->op_id, .phase = 0, .peer = sp->ranks[ring_at(n, sp->channel_block, h, mod(pos - 1, n))],
+                           .tag = sp->tag, .bytes = rfirst * es, .rows = 1, .row_bytes = rfirst * es };
+    totals[np++] = rtot * es;
+  }
+  if (!ok)
+    return FALSE;
+  *nposts = np;
+  *nblocks = C * (uint64_t)(ar ? 2 * (n - 1) : n - 1);
+  return TRUE;
+}

@@ -261,6 +261,18 @@ gboolean sp_lower_coll_stream(sp_program *prog, const sp_coll_spec *spec, uint32
                               void *sink_ud, GError **err);
 
 /**
+ * The communication of member @p me of a RING all-reduce, reduce-scatter or
+ * all-gather when every block of its schedule posts to the same peers (no chunk
+ * is empty): the first block's posts (@p posts, at most 2 * #SP_MAX_CHANNELS,
+ * as sp_lower_coll emits them), the number of blocks (@p nblocks: WAITs with
+ * posts) and, per post, its bytes summed over all blocks (@p totals). FALSE when
+ * @p spec does not resolve to such a schedule (then lower it). Lets a consumer
+ * that merges identical blocks (the FLOW summary) skip the n x (n-1) steps.
+ */
+gboolean sp_lower_coll_pattern(const sp_coll_spec *spec, int32_t me, sp_step *posts, guint *nposts,
+                               uint64_t *totals, uint64_t *nblocks);
+
+/**
  * Reference semantics: fill outs[i] for every group index i from ins[], computed
  * globally. Reductions follow the fixed order of the algorithm @p spec resolves to,
  * so the lowered schedule must match bitwise.

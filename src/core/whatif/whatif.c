@@ -139,6 +139,63 @@ static int cmp_rows(const void *a, const void *b)
   return strcmp(sx, sy);
 }
 
+/* cmp_rows on keys computed once per row (the layout's string only on a tie, once):
+ * sorting hundreds of thousands of rows otherwise formats two strings per tied
+ * comparison. The order is cmp_rows': rows are permuted by their sorted keys. */
+typedef struct {
+  gboolean fits, simulated;
+  double key, mem;
+  const sp_layout *layout;
+  char *str; /* sp_layout_to_string, made on the first tie */
+  guint idx;
+} row_key;
+
+static const char *row_key_str(row_key *k)
+{
+  if (k->str == NULL) k->str = sp_layout_to_string(k->layout);
+  return k->str;
+}
+
+static int cmp_keys(const void *a, const void *b)
+{
+  row_key *x = (row_key *)a, *y = (row_key *)b;
+  if (x->fits != y->fits) return x->fits ? -1 : 1;
+  if (x->simulated != y->simulated) return x->simulated ? -1 : 1;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  if (x->mem != y->mem) return x->mem < y->mem ? -1 : 1;
+  return strcmp(row_key_str(x), row_key_str(y));
+}
+
+static void sort_rows(GArray *rows)
+{
+  guint n = rows->len;
+  if (n < 2) return;
+  sp_whatif_row *R = (sp_whatif_row *)(void *)rows->data;
+  row_key *k = g_new(row_key, n);
+  for (guint i = 0; i < n; i++)
+    k[i] = (row_key){ .fits = R[i].r.fits, .simulated = R[i].r.simulated, .key = sp_whatif_time_key(R[i].r.step_time),
+                      .mem = R[i].r.mem.total, .layout = &R[i].r.layout, .idx = i };
+  qsort(k, n, sizeof *k, cmp_keys);
+  /* row i takes row k[i].idx: permute in place, cycle by cycle (k[i].idx = n: done) */
+  for (guint i = 0; i < n; i++) {
+    g_free(k[i].str);
+    if (k[i].idx == n || k[i].idx == i) continue;
+    sp_whatif_row tmp = R[i];
+    guint j = i;
+    for (;;) {
+      guint from = k[j].idx;
+      k[j].idx = n;
+      if (from == i) {
+        R[j] = tmp;
+        break;
+      }
+      R[j] = R[from];
+      j = from;
+    }
+  }
+  g_free(k);
+}
+
 static int cmp_mem(const void *a, const void *b)
 {
   const sp_whatif_row *x = a, *y = b;
@@ -355,9 +412,9 @@ sp_whatif_result *sp_whatif_evaluate(const sp_whatif_opts *o, const sp_whatif_pl
     g_array_append_val(r->rows, rw);
     if (o->progress) o->progress(o->user, i + 1, cands->len);
   }
-  qsort(r->rows->data, r->rows->len, sizeof(sp_whatif_row), cmp_rows);
+  sort_rows(r->rows);
   if (!simulate(r, o->simulate, err)) return NULL;
-  qsort(r->rows->data, r->rows->len, sizeof(sp_whatif_row), cmp_rows);
+  sort_rows(r->rows);
 
   for (guint i = 0; i < r->rows->len; i++) r->nfit += g_array_index(r->rows, sp_whatif_row, i).r.fits;
   r->mem_cap = r->ctx.hw.mem_bytes * r->ctx.hw.mem_usable;

@@ -1,0 +1,89 @@
+#!/bin/sh
+# Wall time of the what-if at 1,024 and 16,384 GPUs, and (given a second binary,
+# e.g. one built from an earlier commit) whether the outputs are byte-identical.
+#   1. the default run: spsim platforms/dgx.xml (llama3-70b sweep on 1,024 GPUs),
+#      with --json, --trace and --svg;
+#   2. one layout of llama3-70b on 1,024 GPUs: --layout tp=8,pp=4,dp=32,zero=1,ckpt=selective;
+#   3. one layout of llama3-405b on 16,384 GPUs (spsim platform dgx --nodes 2048):
+#      --model llama3-405b --global-batch 16M --layout tp=8,pp=16,dp=128,zero=1,ckpt=full;
+#   4. the default sweep of llama3-405b on those 16,384 GPUs (--model llama3-405b).
+# Usage: bench/speed.sh [path/to/spsim] [path/to/reference-spsim] [CASES...]
+#   CASES: default, 70b, 405b, sweep16k (default: all four).
+# LIMIT (environment): seconds allowed per command (default 900).
+# Use builds without sanitizers (./build.sh release).
+set -eu
+bin=${1:-./spsim}
+ref=${2:-}
+[ $# -gt 0 ] && shift
+[ $# -gt 0 ] && shift
+cases=${*:-default 70b 405b sweep16k}
+# the commands run in a scratch directory: absolute paths
+abs() { case $1 in /*) echo "$1" ;; */*) echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")" ;; *) command -v "$1" ;; esac; }
+bin=$(abs "$bin")
+[ -n "$ref" ] && ref=$(abs "$ref")
+limit=${LIMIT:-900}
+src=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# run TAG BIN ARGS...: wall seconds and peak RSS into $tmp/TAG.time, stdout into $tmp/TAG.out
+run() {
+  tag=$1; b=$2; shift 2
+  rc=0
+  ( cd "$tmp" && timeout "$limit" /usr/bin/time -f '%e %M' -o "$tmp/$tag.time" "$b" "$@" >"$tmp/$tag.out" 2>"$tmp/$tag.err" ) || rc=$?
+  [ "$rc" -eq 124 ] && echo "> $limit (stopped)" >"$tmp/$tag.time"
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && echo "(exit $rc: $(tail -1 "$tmp/$tag.err"))" >>"$tmp/$tag.time"
+  return 0
+}
+# row LABEL TAG FILES...: one markdown row; with a reference, compare stdout and FILES
+row() {
+  label=$1; tag=$2; shift 2
+  read -r wall kb <<EOT
+$(grep -v '^Command' "$tmp/$tag.time")
+EOT
+  same=""
+  if [ -n "$ref" ]; then
+    read -r rwall rkb <<EOT
+$(grep -v '^Command' "$tmp/ref-$tag.time")
+EOT
+    same="identical"
+    cmp -s "$tmp/$tag.out" "$tmp/ref-$tag.out" || same="stdout differs"
+    for f in "$@"; do cmp -s "$tmp/$f" "$tmp/ref-$f" || same="$same; $f differs"; done
+    echo "| $label | $wall | $((${kb:-0} / 1024)) | $rwall | $same |"
+  else
+    echo "| $label | $wall | $((${kb:-0} / 1024)) | | |"
+  fi
+}
+
+echo "| case | wall s | peak RSS MiB | reference wall s | outputs vs reference |"
+echo "|---|---|---|---|---|"
+for c in $cases; do
+  case $c in
+    default)
+      for who in "" ref-; do
+        b=$bin; [ -n "$who" ] && b=$ref
+        [ -n "$who" ] && [ -z "$ref" ] && continue
+        run "${who}default" "$b" "$src/platforms/dgx.xml" --json="${who}default.json" --trace="${who}default.trace" --svg="${who}default.svg"
+      done
+      row "default run (llama3-70b sweep, 1,024 GPUs; --json --trace --svg)" default default.json default.trace default.svg ;;
+    70b)
+      for who in "" ref-; do
+        b=$bin; [ -n "$who" ] && b=$ref
+        [ -n "$who" ] && [ -z "$ref" ] && continue
+        run "${who}70b" "$b" "$src/platforms/dgx.xml" --layout tp=8,pp=4,dp=32,zero=1,ckpt=selective --json="${who}70b.json"
+      done
+      row "one layout llama3-70b tp=8,pp=4,dp=32,zero=1,ckpt=selective, 1,024 GPUs" 70b 70b.json ;;
+    405b|sweep16k)
+      [ -f "$tmp/p16k.xml" ] || "$bin" platform dgx --nodes 2048 -o "$tmp/p16k.xml"
+      if [ "$c" = 405b ]; then args="--global-batch 16M --layout tp=8,pp=16,dp=128,zero=1,ckpt=full"; label="one layout llama3-405b tp=8,pp=16,dp=128,zero=1,ckpt=full, 16M tokens, 16,384 GPUs"
+      else args=""; label="default sweep llama3-405b, 16,384 GPUs"; fi
+      for who in "" ref-; do
+        b=$bin; [ -n "$who" ] && b=$ref
+        [ -n "$who" ] && [ -z "$ref" ] && continue
+        # shellcheck disable=SC2086
+        run "${who}$c" "$b" "$tmp/p16k.xml" --model llama3-405b $args --json="${who}$c.json"
+      done
+      row "$label" "$c" "$c.json" ;;
+    *) echo "bench/speed.sh: unknown case '$c'" >&2; exit 2 ;;
+  esac
+done

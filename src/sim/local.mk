@@ -2,7 +2,7 @@
 noinst_LTLIBRARIES += libspsim-sim.la
 libspsim_sim_la_CFLAGS = $(AM_CFLAGS) $(SIMGRID_CFLAGS)
 libspsim_sim_la_LIBADD = libspsim.la $(SIMGRID_LIBS)
-libspsim_sim_la_SOURCES = src/sim/sim.c src/sim/sim.h src/sim/sim_load.c src/sim/sim_priv.h src/sim/flow.c src/sim/flow.h \
+libspsim_sim_la_SOURCES = src/sim/sim.c src/sim/sim.h src/sim/sim_load.c src/sim/sim_coll.c src/sim/sim_priv.h src/sim/flow.c src/sim/flow.h \
 	src/sim/platform.c src/sim/platform.h
 
 # whatif: engine-side glue of the what-if analysis

@@ -1,0 +1,614 @@
+/* The SimGrid engine's collectives in cost mode (see sim.h): a collective's programs
+ * streamed into FLOW summaries or run step by step, the sibling groups of the what-if,
+ * and NCCL's tuning model on the loaded platform (algorithm, protocol and its cost:
+ * wire bytes, link latencies scaled inside and between nodes). */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <simgrid/host.h>
+#include <simgrid/link.h>
+#include <xbt/dynar.h>
+
+#include "flow.h"
+#include "platform.h"
+#include "sim.h"
+#include "sim_priv.h"
+#include "spsim/error.h"
+#include "spsim/exec.h"
+#include "spsim/tuning.h"
+
+/* ---- collectives in cost mode -------------------------------------------------- */
+
+typedef struct {
+  const sp_coll_spec *spec;
+  sp_program *spare;  /* a released program, reused by the next get (FLOW) */
+  gboolean comm_only; /* FLOW: local steps cost nothing on every member's host */
+  gboolean in_place;  /* one buffer for in and out (sp_lower_coll's in_buf == out_buf) */
+  /* several groups run together (sp_sim_coll_groups_time): rank r is member
+   * member[r] of specs[group[r]] (group -1: idle); spec is specs[0] */
+  const sp_coll_spec *specs;
+  const int32_t *group, *member;
+} coll_src;
+
+/* The spec of @p rank and its index in it (*me < 0: not a member). */
+static const sp_coll_spec *coll_spec_of(const coll_src *src, int32_t rank, int32_t *me)
+{
+  if (src->group == NULL) {
+    *me = sp_coll_index_of(src->spec, rank);
+    return src->spec;
+  }
+  int32_t g = src->group[rank];
+  *me = g < 0 ? -1 : src->member[rank];
+  return g < 0 ? src->spec : &src->specs[g];
+}
+
+/* The in and out buffers of a member's program for @p src: two, or one of the
+ * larger size when in place. */
+static void coll_buffers(const coll_src *src, const sp_coll_spec *spec, sp_program *p, uint32_t *in,
+                         uint32_t *out)
+{
+  size_t es = sp_dtype_size(spec->dtype);
+  if (src->in_place) {
+    *in = *out = sp_program_add_buffer(p, MAX(sp_coll_in_count(spec), sp_coll_out_count(spec)) * es, "inout");
+    return;
+  }
+  *in = sp_program_add_buffer(p, sp_coll_in_count(spec) * es, "in");
+  *out = sp_program_add_buffer(p, sp_coll_out_count(spec) * es, "out");
+}
+
+/* A program for @p rank: @p *spare emptied (its arrays keep their capacity, so
+ * FLOW's lower-summarise-release loop does not grow and fault in megabytes of
+ * steps for every rank of a large group), else a new one. */
+static sp_program *program_reuse(sp_program **spare, int32_t rank)
+{
+  sp_program *p = *spare;
+  if (p == NULL)
+    return sp_program_new(rank);
+  *spare = NULL;
+  p->rank = rank;
+  g_array_set_size(p->bufs, 0); /* the clear function frees the names */
+  g_array_set_size(p->steps, 0);
+  return p;
+}
+
+static void coll_release(void *ud, sp_program *p)
+{
+  coll_src *src = ud;
+  if (src->spare == NULL)
+    src->spare = p;
+  else
+    sp_program_free(p);
+}
+
+static sp_program *coll_get(void *ud, int32_t rank, GError **err)
+{
+  coll_src *src = ud;
+  int32_t me;
+  const sp_coll_spec *spec = coll_spec_of(src, rank, &me);
+  sp_program *p = program_reuse(&src->spare, rank);
+  if (me < 0)
+    return p;
+  uint32_t in, out;
+  coll_buffers(src, spec, p, &in, &out);
+  if (!sp_lower_coll(p, spec, in, out, err)) {
+    sp_program_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* Do local steps (COPY, REDUCE, SCALE, FILL) cost exactly 0 s on the hosts of all
+ * members of @p spec (no mem_bw, no local_latency: local_seconds is 0.0 + 0.0)?
+ * Then the FLOW summary adds 0.0 for each, which changes no sum, and the
+ * lowering may omit them. */
+static gboolean free_local_steps(const sp_coll_spec *spec)
+{
+  for (int32_t i = 0; i < spec->n; i++) {
+    int32_t h = sp_sim_host_of(spec->ranks[i]);
+    if (h < 0 || h >= g_sim.nhosts || g_sim.mem_bw[h] > 0 || g_sim.local_lat[h] != 0.0)
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static void coll_sink(void *ud, const sp_program *prog, const sp_step *steps, guint n)
+{
+  (void)prog;
+  sp_flow_sum_feed(ud, steps, n);
+}
+
+/* FLOW: lower @p rank straight into its summary (sp_lower_coll_stream), so a rank's
+ * program never exists whole: at 4,096 ranks with 8 channels it would be 170,000
+ * steps (24 MB) written and read back per rank. @p spare: a program to reuse. */
+static gboolean coll_stream_rank(const coll_src *src, sp_program **spare, sp_flow_plan *fp,
+                                 int32_t rank, gboolean refine, GError **err)
+{
+  int32_t me;
+  const sp_coll_spec *spec = coll_spec_of(src, rank, &me);
+  sp_flow_sum *su = sp_flow_plan_begin(fp, rank, refine, err);
+  if (su == NULL)
+    return FALSE;
+  gboolean ok = TRUE;
+  sp_step posts[2 * SP_MAX_CHANNELS];
+  uint64_t totals[2 * SP_MAX_CHANNELS], nblocks = 0;
+  guint np = 0;
+  if (me >= 0 && !refine && src->comm_only && !g_sim_no_pattern &&
+      sp_lower_coll_pattern(spec, me, posts, &np, totals, &nblocks) &&
+      sp_flow_sum_feed_repeat(su, posts, np, nblocks, totals)) {
+    /* a ring whose blocks all post alike: its summary without its steps */
+  } else if (me >= 0) {
+    sp_program *p = program_reuse(spare, rank);
+    uint32_t in, out;
+    coll_buffers(src, spec, p, &in, &out);
+    ok = sp_lower_coll_stream(p, spec, in, out, src->comm_only, coll_sink, su, err);
+    if (*spare == NULL)
+      *spare = p;
+    else
+      sp_program_free(p);
+  }
+  /* always end (it frees the summary); a lowering error is the one reported */
+  if (!sp_flow_sum_end(su, ok ? err : NULL))
+    ok = FALSE;
+  return ok;
+}
+
+/* A worker of coll_stream: ranks first, first + step, ... (in order, up to the
+ * first failure). */
+typedef struct {
+  const coll_src *src;
+  sp_flow_plan *fp;
+  int32_t world, first, step;
+  gboolean refine;
+  sp_program *spare;
+  int32_t failed; /* the rank that failed, or -1 */
+  GError *err;
+} coll_worker;
+
+static gpointer coll_work(gpointer ud)
+{
+  coll_worker *w = ud;
+  for (int32_t r = w->first; r < w->world; r += w->step) {
+    if (w->refine && !sp_flow_plan_needs(w->fp, r))
+      continue;
+    if (!coll_stream_rank(w->src, &w->spare, w->fp, r, w->refine, &w->err)) {
+      w->failed = r;
+      break;
+    }
+  }
+  return NULL;
+}
+
+/* Ranks per worker thread below which coll_stream stays on one thread. */
+#define COLL_STREAM_MIN_RANKS 256
+#define COLL_STREAM_MAX_THREADS 8
+
+/* The flow_stream_fn of collectives. Ranks are summarised independently, each
+ * into its own entry of @p fp, so large groups are split over the processors'
+ * threads when local steps are omitted (comm_only: then no summary calls the
+ * cost callback, and no worker enters SimGrid). The summaries, hence the results,
+ * do not depend on the number of threads; the error reported is the one of the
+ * lowest failing rank, as on one thread. */
+static gboolean coll_stream(void *ud, sp_flow_plan *fp, int32_t world, gboolean refine,
+                            GError **err)
+{
+  coll_src *src = ud;
+  int32_t nt = 1;
+  if (src->comm_only)
+    nt = (int32_t)MIN(MIN(g_get_num_processors(), COLL_STREAM_MAX_THREADS),
+                      (guint)MAX(world / COLL_STREAM_MIN_RANKS, 1));
+  coll_worker *w = g_new0(coll_worker, nt);
+  GThread **th = g_new0(GThread *, nt);
+  for (int32_t t = 0; t < nt; t++) {
+    w[t] = (coll_worker){ .src = src, .fp = fp, .world = world, .first = t, .step = nt,
+                          .refine = refine, .failed = -1 };
+    if (t > 0)
+      th[t] = g_thread_new("spsim-flow", coll_work, &w[t]);
+  }
+  w[0].spare = src->spare;
+  coll_work(&w[0]);
+  src->spare = w[0].spare;
+  int32_t failed = -1, which = -1;
+  for (int32_t t = 0; t < nt; t++) {
+    if (t > 0) {
+      g_thread_join(th[t]);
+      sp_program_free(w[t].spare);
+    }
+    if (w[t].failed >= 0 && (failed < 0 || w[t].failed < failed)) {
+      failed = w[t].failed;
+      which = t;
+    }
+  }
+  if (which >= 0)
+    g_propagate_error(err, g_steal_pointer(&w[which].err));
+  for (int32_t t = 0; t < nt; t++)
+    g_clear_error(&w[t].err);
+  g_free(th);
+  g_free(w);
+  return failed < 0;
+}
+
+/* ---- protocols and NCCL's tuning model (spsim/tuning.h) ------------------------ */
+
+/* The links of a route, appended to @p set with @p intra (an intra mark wins). */
+static void mark_route(GHashTable *set, int32_t a, int32_t b, gboolean intra, xbt_dynar_t d)
+{
+  if (a == b)
+    return;
+  xbt_dynar_reset(d);
+  sg_host_get_route(g_sim.hosts[a], g_sim.hosts[b], d);
+  unsigned i;
+  sg_link_t l;
+  xbt_dynar_foreach (d, i, l) {
+    gpointer old = g_hash_table_lookup(set, l);
+    if (old == NULL || (intra && GPOINTER_TO_INT(old) == 2))
+      g_hash_table_insert(set, l, GINT_TO_POINTER(intra ? 1 : 2));
+  }
+}
+
+/* Classify once every link that carries GPU traffic: on a route between two hosts
+ * of one node (property `node`; hosts without it form one node) it is inside a
+ * node, else between nodes. Routes walked: each node's first host to and from
+ * every other host of the node, and every host to and from the first host of
+ * another node (which crosses every leaf, uplink and the spine of the generated
+ * fat trees). */
+static void links_classify(void)
+{
+  if (g_sim.links_ready)
+    return;
+  g_sim.links_ready = TRUE;
+  GHashTable *first = g_hash_table_new(g_direct_hash, g_direct_equal); /* node + 2 -> host + 1 */
+  for (int32_t h = 0; h < g_sim.nhosts; h++) {
+    gpointer k = GINT_TO_POINTER(g_sim.node[h] + 2);
+    if (!g_hash_table_contains(first, k))
+      g_hash_table_insert(first, k, GINT_TO_POINTER(h + 1));
+  }
+  GHashTable *set = g_hash_table_new(g_direct_hash, g_direct_equal);
+  xbt_dynar_t d = xbt_dynar_new(sizeof(sg_link_t), NULL);
+  int32_t other0 = -1; /* the first host of a node other than host 0's */
+  for (int32_t h = 0; h < g_sim.nhosts && other0 < 0; h++)
+    if (g_sim.node[h] != g_sim.node[0])
+      other0 = h;
+  for (int32_t h = 0; h < g_sim.nhosts; h++) {
+    int32_t f = GPOINTER_TO_INT(g_hash_table_lookup(first, GINT_TO_POINTER(g_sim.node[h] + 2))) - 1;
+    mark_route(set, f, h, TRUE, d);
+    mark_route(set, h, f, TRUE, d);
+  }
+  for (int32_t h = 0; h < g_sim.nhosts && other0 >= 0; h++) {
+    int32_t o = g_sim.node[h] == g_sim.node[0] ? other0 : 0;
+    mark_route(set, h, o, FALSE, d);
+    mark_route(set, o, h, FALSE, d);
+  }
+  xbt_dynar_free(&d);
+  g_sim.nlinks = g_hash_table_size(set);
+  g_sim.links = g_new(sg_link_t, g_sim.nlinks);
+  g_sim.link_lat0 = g_new(double, g_sim.nlinks);
+  g_sim.link_intra = g_new(gboolean, g_sim.nlinks);
+  GList *keys = g_hash_table_get_keys(set);
+  guint i = 0;
+  for (GList *k = keys; k; k = k->next, i++)
+    g_sim.links[i] = k->data;
+  g_list_free(keys);
+  for (i = 0; i < g_sim.nlinks; i++) {
+    g_sim.link_lat0[i] = sg_link_get_latency(g_sim.links[i]);
+    g_sim.link_intra[i] = GPOINTER_TO_INT(g_hash_table_lookup(set, g_sim.links[i])) == 1;
+  }
+  g_hash_table_unref(set);
+  g_hash_table_unref(first);
+}
+
+void sp_sim_set_cost(const sp_tune_cost *c)
+{
+  static const sp_tune_cost neutral = { 1.0, 1.0, 1.0, 1.0 };
+  if (c == NULL)
+    c = &neutral;
+  g_sim.cost = *c;
+  if (!g_sim.ready || (c->lat_intra == g_sim.lat_fi && c->lat_inter == g_sim.lat_fe))
+    return;
+  links_classify();
+  for (guint i = 0; i < g_sim.nlinks; i++)
+    sg_link_set_latency(g_sim.links[i],
+                        g_sim.link_lat0[i] * (g_sim.link_intra[i] ? c->lat_intra : c->lat_inter));
+  g_sim.lat_fi = c->lat_intra;
+  g_sim.lat_fe = c->lat_inter;
+  g_hash_table_remove_all(g_sim.lat); /* route latencies changed */
+}
+
+/* Bandwidth (B/s) and latency (s) of the route between hosts @p a and @p b. */
+static void route_bw_lat(int32_t a, int32_t b, double *bw, double *lat)
+{
+  xbt_dynar_t d = xbt_dynar_new(sizeof(sg_link_t), NULL);
+  sg_host_get_route(g_sim.hosts[a], g_sim.hosts[b], d);
+  unsigned i;
+  sg_link_t l;
+  *bw = 0;
+  *lat = 0;
+  xbt_dynar_foreach (d, i, l) {
+    double v = sg_link_get_bandwidth(l);
+    if (*bw == 0 || v < *bw)
+      *bw = v;
+    *lat += sg_link_get_latency(l);
+  }
+  xbt_dynar_free(&d);
+}
+
+void sp_sim_tune_topo(const sp_coll_spec *spec, sp_tune_topo *t)
+{
+  memset(t, 0, sizeof *t);
+  t->nranks = spec->n;
+  t->nnodes = 1;
+  t->arch = g_sim.arch;
+  t->cpu_amd = g_sim.arch == SP_TUNE_AMPERE; /* DGX A100: AMD EPYC; DGX H100/B200: Intel */
+  t->nvls = g_sim.nvls;
+  if (!g_sim.ready || spec->n < 1 || spec->ranks == NULL)
+    return;
+  int32_t h0 = sp_sim_host_of(spec->ranks[0]);
+  if (h0 < 0 || h0 >= g_sim.nhosts)
+    return;
+  GHashTable *nodes = g_hash_table_new(g_direct_hash, g_direct_equal);
+  int32_t same = -1, other = -1;
+  for (int32_t i = 0; i < spec->n; i++) {
+    int32_t h = sp_sim_host_of(spec->ranks[i]);
+    if (h < 0 || h >= g_sim.nhosts)
+      continue;
+    g_hash_table_add(nodes, GINT_TO_POINTER(g_sim.node[h] + 2));
+    if (i > 0 && g_sim.node[h] == g_sim.node[h0] && same < 0)
+      same = h;
+    if (g_sim.node[h] != g_sim.node[h0] && other < 0)
+      other = h;
+  }
+  t->nnodes = MAX(1, (int32_t)g_hash_table_size(nodes));
+  g_hash_table_unref(nodes);
+  /* NVLink: to another GPU of the node (of the group, else of the platform) */
+  for (int32_t h = 0; same < 0 && h < g_sim.nhosts; h++)
+    if (h != h0 && g_sim.node[h] == g_sim.node[h0])
+      same = h;
+  double bw, lat;
+  if (same >= 0) {
+    route_bw_lat(h0, same, &bw, &lat);
+    t->bw_nvl = bw / 1e9;
+  }
+  if (other >= 0) {
+    route_bw_lat(h0, other, &bw, &lat);
+    t->bw_nic = bw / 1e9;
+  }
+  if (t->bw_nvl <= 0)
+    t->bw_nvl = t->bw_nic;
+}
+
+/* NCCL's nBytes of a call (tuning.h): all-gather and reduce-scatter count the whole
+ * gathered buffer; all-to-all one peer's block. */
+static uint64_t nccl_bytes(const sp_coll_spec *spec)
+{
+  uint64_t b = spec->count * sp_dtype_size(spec->dtype);
+  if (spec->coll == SP_COLL_ALL_GATHER || spec->coll == SP_COLL_REDUCE_SCATTER)
+    b *= (uint64_t)spec->n;
+  return b;
+}
+
+/* The chunk of a pipelined chain (ring broadcast and reduce) that minimises its time:
+ * with C chunks of S / C bytes, the n-1 hops of the chain take C + n - 2 steps, each
+ * step one chunk over the slowest hop (latency L, bandwidth B, both priced with the
+ * protocol's cost): t = (C + n - 2)(L + S / (C B)), least at C = sqrt((n-2) S / (B L)).
+ * NCCL pipelines 512 KiB chunks with 8 in flight per channel, which hides the hop
+ * latency that spsim's steps pay one after the other; the optimum of spsim's schedule
+ * is its equivalent. 0 (the lowering's default) when nothing is known. */
+static uint64_t chain_chunk_bytes(const sp_coll_spec *sp, const sp_tune_cost *c)
+{
+  int32_t n = sp->n;
+  size_t es = sp_dtype_size(sp->dtype);
+  uint64_t S = sp->count * es;
+  if (n < 2 || S == 0 || !g_sim.ready)
+    return 0;
+  double L = 0, B = 0;
+  for (int32_t i = 0; i < n; i++) {
+    int32_t a = sp_sim_host_of(sp->ranks[i]), b = sp_sim_host_of(sp->ranks[(i + 1) % n]);
+    if (a < 0 || b < 0 || a >= g_sim.nhosts || b >= g_sim.nhosts)
+      return 0;
+    double bw, lat;
+    route_bw_lat(a, b, &bw, &lat);
+    lat *= g_sim.node[a] == g_sim.node[b] ? c->lat_intra : c->lat_inter;
+    bw /= c->wire;
+    L = MAX(L, lat);
+    B = B == 0 || bw < B ? bw : B;
+  }
+  if (B <= 0)
+    return 0;
+  double C = L > 0 ? floor(sqrt((double)(n - 2) * (double)S / (B * L)) + 0.5) : (double)S;
+  if (C < 1)
+    C = 1;
+  uint64_t chunk = (uint64_t)ceil((double)S / C);
+  chunk = (chunk + es - 1) / es * es;
+  return chunk < es ? es : chunk;
+}
+
+gboolean sp_sim_coll_resolve(const sp_coll_spec *spec, sp_coll_spec *out, sp_tune_cost *cost,
+                             double *model_us, GError **err)
+{
+  *out = *spec;
+  *cost = (sp_tune_cost){ 1.0, 1.0, 1.0, 1.0 };
+  if (model_us)
+    *model_us = -1;
+  if (!sp_coll_spec_validate(spec, err))
+    return FALSE;
+  sp_tune_topo t;
+  sp_sim_tune_topo(spec, &t);
+  sp_algo a;
+  sp_proto p;
+  gboolean nvls_ok = sp_tune_nvls_supported(spec->coll, spec->redop, spec->dtype);
+  if (!sp_tune_choose(&t, spec->coll, nccl_bytes(spec), nvls_ok, spec->algo, spec->proto, &a, &p,
+                      model_us, err))
+    return FALSE;
+  out->algo = a;
+  out->proto = p;
+  sp_tune_cost_of(&t, spec->coll, a, p, cost);
+  /* broadcast and reduce chains: the chunk of least time (unless given) */
+  if ((spec->coll == SP_COLL_BROADCAST || spec->coll == SP_COLL_REDUCE) && a == SP_ALGO_RING &&
+      spec->chunk_bytes == 0 && spec->n > 1)
+    out->chunk_bytes = chain_chunk_bytes(out, cost);
+  return TRUE;
+}
+
+gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
+                          double *seconds, GError **err)
+{
+  return sp_sim_coll_time_ex(spec, world, fid, FALSE, seconds, err);
+}
+
+gboolean sp_sim_coll_time_ex(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
+                             gboolean in_place, double *seconds, GError **err)
+{
+  if (!sp_coll_spec_validate(spec, err))
+    return FALSE;
+  for (int32_t i = 0; i < spec->n; i++)
+    if (spec->ranks[i] >= world) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                  "group member %d is outside the world of %d ranks", spec->ranks[i], world);
+      return FALSE;
+    }
+  /* AUTO algorithm and protocol: NCCL's tuning model on this platform */
+  sp_coll_spec sp;
+  sp_tune_cost cost;
+  if (!sp_sim_coll_resolve(spec, &sp, &cost, NULL, err))
+    return FALSE;
+  if (sp.channels == 0) {
+    sp_sim_ring_channels(&sp, &sp.channels, &sp.channel_block);
+  } else if (sp.channels > 1 && sp.channel_block == 0) {
+    int32_t ch, blk;
+    sp_sim_ring_channels(&sp, &ch, &blk);
+    sp.channel_block = blk;
+  }
+  coll_src src = { .spec = &sp, .comm_only = free_local_steps(&sp), .in_place = in_place };
+  /* lowered programs are valid by construction (tests/test-coll checks them) */
+  sp_sim_set_cost(&cost);
+  gboolean ok = sp_sim_run_common(coll_get, coll_release, coll_stream, &src, world, TRUE, NULL, fid, NULL,
+                           seconds, err);
+  sp_sim_set_cost(NULL);
+  sp_program_free(src.spare);
+  return ok;
+}
+
+gboolean sp_sim_coll_groups_time(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts,
+                                 sp_fidelity fid, double *seconds, GError **err)
+{
+  int32_t n = specs[0].n;
+  int32_t world = n * ngroups;
+  gboolean ok = TRUE, comm_only = TRUE;
+  for (int32_t g = 0; g < ngroups && ok; g++) {
+    ok = sp_coll_spec_validate(&specs[g], err);
+    if (ok && specs[g].n != n) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "groups of %d and %d members", n, specs[g].n);
+      ok = FALSE;
+    }
+  }
+  if (!ok)
+    return FALSE;
+  int32_t *group = g_new(int32_t, world), *member = g_new(int32_t, world);
+  for (int32_t r = 0; r < world; r++)
+    group[r] = -1;
+  for (int32_t g = 0; g < ngroups && ok; g++)
+    for (int32_t i = 0; i < n && ok; i++) {
+      int32_t r = specs[g].ranks[i];
+      if (r < 0 || r >= world || group[r] >= 0) {
+        g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "groups: member %d is outside [0, %d) or in two groups", r, world);
+        ok = FALSE;
+      } else {
+        group[r] = g;
+        member[r] = i;
+      }
+    }
+  ok = ok && sp_sim_set_host_map(hosts, world, err);
+  /* AUTO algorithm and protocol: NCCL's tuning model on the first group's hosts (every
+   * group has its shape), the same call and protocol cost for all */
+  sp_coll_spec *rs = NULL;
+  sp_tune_cost cost;
+  if (ok) {
+    rs = g_new(sp_coll_spec, (gsize)MAX(ngroups, 1));
+    sp_coll_spec r0;
+    ok = sp_sim_coll_resolve(&specs[0], &r0, &cost, NULL, err);
+    for (int32_t g = 0; g < ngroups && ok; g++) {
+      rs[g] = specs[g];
+      rs[g].algo = r0.algo;
+      rs[g].proto = r0.proto;
+      rs[g].chunk_bytes = r0.chunk_bytes;
+    }
+    if (!ok)
+      sp_sim_set_host_map(NULL, 0, NULL);
+  }
+  if (ok) {
+    for (int32_t g = 0; g < ngroups && comm_only; g++)
+      comm_only = free_local_steps(&rs[g]);
+    coll_src src = { .spec = &rs[0], .comm_only = comm_only, .specs = rs, .group = group, .member = member };
+    sp_sim_set_cost(&cost);
+    ok = sp_sim_run_common(coll_get, coll_release, coll_stream, &src, world, TRUE, NULL, fid, NULL, seconds, err);
+    sp_sim_set_cost(NULL);
+    sp_program_free(src.spare);
+    sp_sim_set_host_map(NULL, 0, NULL);
+  }
+  g_free(rs);
+  g_free(group);
+  g_free(member);
+  return ok;
+}
+
+int32_t sp_sim_host_node(int32_t host)
+{
+  if (!g_sim.ready || host < 0 || host >= g_sim.nhosts)
+    return -1;
+  return g_sim.node[host];
+}
+
+double sp_sim_host_coll_latency(int32_t host)
+{
+  if (!g_sim.ready || host < 0 || host >= g_sim.nhosts)
+    return 0.0;
+  return g_sim.coll_lat[host];
+}
+
+void sp_sim_ring_channels(const sp_coll_spec *spec, int32_t *channels, int32_t *block)
+{
+  *channels = 1;
+  *block = 0;
+  if (!g_sim.ready || spec == NULL || spec->n < 2 || spec->ranks == NULL)
+    return;
+  if (spec->coll != SP_COLL_ALL_REDUCE && spec->coll != SP_COLL_ALL_GATHER &&
+      spec->coll != SP_COLL_REDUCE_SCATTER)
+    return;
+  if (sp_algo_choose(spec) != SP_ALGO_RING)
+    return;
+  /* members must come as runs of k consecutive members per node, each node once */
+  GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+  int32_t k = 0, run = 0, runs = 0, prev = -1;
+  gboolean ok = TRUE;
+  for (int32_t i = 0; i < spec->n && ok; i++) {
+    int32_t node = sp_sim_host_node(sp_sim_host_of(spec->ranks[i]));
+    if (node < 0) {
+      ok = FALSE;
+    } else if (i > 0 && node == prev) {
+      run++;
+    } else {
+      if (i > 0) {
+        if (k == 0)
+          k = run;
+        else if (run != k)
+          ok = FALSE;
+      }
+      if (g_hash_table_contains(seen, GINT_TO_POINTER(node + 1)))
+        ok = FALSE;
+      g_hash_table_add(seen, GINT_TO_POINTER(node + 1));
+      run = 1;
+      prev = node;
+      runs++;
+    }
+  }
+  if (ok && k != 0 && run != k)
+    ok = FALSE;
+  g_hash_table_unref(seen);
+  if (!ok || runs < 2 || run < 2)
+    return;
+  *channels = MIN(run, SP_MAX_CHANNELS);
+  *block = run;
+}
+

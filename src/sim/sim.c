@@ -1,5 +1,7 @@
-/* The SimGrid engine (see sim.h): platform loading, one actor per rank running
- * sp_exec over a SimGrid transport, cost and data modes, STEP and FLOW fidelity. */
+/* The SimGrid engine (see sim.h): one actor per rank running sp_exec over a SimGrid
+ * transport, cost and data modes, STEP and FLOW fidelity. Loading is in sim_load.c,
+ * collective pricing and NCCL's tuning model in sim_coll.c. (About 900 lines: the
+ * transport's posts, waits and matching and the run that drives them belong together.) */
 #define _DEFAULT_SOURCE 1 /* MAP_ANONYMOUS */
 #include "config.h"
 

@@ -59,7 +59,12 @@ char *sp_whatif_table_text(const sp_whatif_result *res, guint n)
   int32_t world = res->ctx.world;
   n = MIN(n, sp_whatif_shown(res));
   gboolean grouped = !res->all && res->outcome == SP_WHATIF_OK;
-  int lw = grouped ? 30 : 26; /* a family's label spells what varies */
+  int lw = grouped ? 30 : 26; /* a family's label spells what varies; wider when a label needs it */
+  for (guint i = 0; i < n; i++) {
+    const sp_whatif_row *row = &g_array_index(res->rows, sp_whatif_row, g_array_index(res->shown, guint, i));
+    const char *label = grouped ? g_array_index(res->families, sp_whatif_family, row->family).label : row->label;
+    lw = MAX(lw, (int)strlen(label));
+  }
   g_string_append_printf(s, "%3s  %-*s %8s %6s %9s %6s %7s | %6s %6s %6s %6s %6s %6s %7s | %7s %4s%s\n", "#", lw, "layout", "step s", "cf",
                          "tok/s/GPU", "MFU", "TFLOP/s", "TP", "SPa2a", "ISP", "ring", "PP", "DP", "bubble", "mem GiB", "fits",
                          grouped ? "  variants" : "");

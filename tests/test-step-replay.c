@@ -64,12 +64,34 @@ static void test_tp_pp_counts(void)
   GError *err = NULL;
   g_assert_true(sp_step_replay_check(r, &bad, &call, &off, &err));
   g_assert_no_error(err);
+  /* each rank alone: every one of the 4 takes part in a TP collective, so has outputs */
+  uint64_t sums[4];
+  for (int32_t i = 0; i < 4; i++) {
+    g_assert_true(sp_step_replay_has_outputs(r, i));
+    g_assert_true(sp_step_replay_check_rank(r, i, &call, &off, &err));
+    g_assert_no_error(err);
+    sums[i] = sp_step_replay_checksum(r, i);
+  }
+  g_assert_false(sp_step_replay_has_outputs(r, 4));
+  g_assert_false(sp_step_replay_check_rank(r, 4, &call, &off, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_clear_error(&err);
   /* a flipped byte on rank 3 is found on rank 3 */
   g_assert_true(sp_step_replay_corrupt(r, 3));
   g_assert_false(sp_step_replay_check(r, &bad, &call, &off, &err));
   g_assert_error(err, SP_ERROR, SP_ERROR_MISMATCH);
   g_clear_error(&err);
   g_assert_cmpint(bad, ==, 3);
+  /* ... by rank 3's own check, at its first output's first byte, and by no other rank's */
+  g_assert_false(sp_step_replay_check_rank(r, 3, &call, &off, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_MISMATCH);
+  g_clear_error(&err);
+  g_assert_cmpuint(off, ==, 0);
+  for (int32_t i = 0; i < 3; i++) {
+    g_assert_true(sp_step_replay_check_rank(r, i, NULL, NULL, &err));
+    g_assert_cmpuint(sp_step_replay_checksum(r, i), ==, sums[i]);
+  }
+  g_assert_cmpuint(sp_step_replay_checksum(r, 3), !=, sums[3]);
   g_assert_false(sp_step_replay_corrupt(r, 9)); /* not a rank of the replay */
   sp_stepgraph_free(g);
 }

@@ -26,7 +26,8 @@
 #     the sp group (its ranks hold replicas of the weights): 2 x 8 + 1 = 17.
 # The checksum lines of --checksum are those of the same replay run in process over
 # the loopback transport (tests/test-real-step-ref), the programs SimGrid's data mode
-# runs for the what-if's --verify. Refusals: a -np other than the replay's rank
+# runs for the what-if's --verify; the counts are those the what-if's --verify
+# reports for the same layout on a 4-GPU platform (when spsim is built). Refusals: a -np other than the replay's rank
 # count (naming both and the layout's GPUs), ranks launched with different flags,
 # flags that do not apply to --step; a corrupted output on one rank is a FAIL
 # naming it.
@@ -60,7 +61,7 @@ expect() {
   else ok "$1"; fi
 }
 
-echo "1..19"
+echo "1..21"
 
 # 1-11: layouts on 2 and 4 ranks, counts by hand
 pass 2 tp=2 24 0
@@ -115,3 +116,20 @@ mpi 2 $A --layout tp=2 --debug-corrupt-rank 1
 if [ "$rc" -eq 1 ] && grep -q "^FAIL step tiny .*: rank 1 differs from the reference" "$tmp/out" &&
    grep -q "rank 1: FAIL: call " "$tmp/err"; then ok "corrupted rank 1: FAIL naming it"
 else nok "corrupted rank 1: exit $rc: $(cat "$tmp/out" "$tmp/err" | head -c 600)"; fi
+
+# 20-21: the step the what-if's --verify replays on SimGrid has the same calls
+whatif_counts() { # LAYOUT: "C collectives and S pipeline sends" of `spsim P --verify`
+  "$build/spsim" "$tmp/p4.xml" --model tiny --layout "$1" --seq 256 --global-batch 8 --verify 2>/dev/null |
+    sed -n 's/^verify: step-graph ([^:]*: \([0-9]*\) collectives and \([0-9]*\) pipeline sends).*/\1 \2/p'
+}
+if [ -x "$build/spsim" ] && "$build/spsim" platform dgx --nodes 1 --gpus-per-node 4 -o "$tmp/p4.xml" 2>/dev/null; then
+  for lay in tp=2,pp=2 sp=4; do
+    want=$(whatif_counts $lay)
+    mpi 4 $A --layout $lay
+    got=$(sed -n 's/^PASS step .* collectives=\([0-9]*\) sends=\([0-9]*\) .*/\1 \2/p' "$tmp/out")
+    if [ -n "$want" ] && [ "$want" = "$got" ]; then ok "$lay: the calls of the what-if's --verify ($want)"
+    else nok "$lay: what-if --verify counts '$want', spsim-run '$got'"; fi
+  done
+else
+  for lay in tp=2,pp=2 sp=4; do n=$((n + 1)); echo "ok $n # SKIP $lay: spsim (SimGrid) not built"; done
+fi

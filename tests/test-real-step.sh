@@ -61,7 +61,7 @@ expect() {
   else ok "$1"; fi
 }
 
-echo "1..21"
+echo "1..22"
 
 # 1-11: layouts on 2 and 4 ranks, counts by hand
 pass 2 tp=2 24 0
@@ -117,7 +117,11 @@ if [ "$rc" -eq 1 ] && grep -q "^FAIL step tiny .*: rank 1 differs from the refer
    grep -q "rank 1: FAIL: call " "$tmp/err"; then ok "corrupted rank 1: FAIL naming it"
 else nok "corrupted rank 1: exit $rc: $(cat "$tmp/out" "$tmp/err" | head -c 600)"; fi
 
-# 20-21: the step the what-if's --verify replays on SimGrid has the same calls
+# 20: one GPU: no communication, nothing to run
+mpi 1 $A --layout dp=1
+expect "dp=1 on 1 GPU: refused, no communication" 2 "has no communication"
+
+# 21-22: the step the what-if's --verify replays on SimGrid has the same calls
 whatif_counts() { # LAYOUT: "C collectives and S pipeline sends" of `spsim P --verify`
   "$build/spsim" "$tmp/p4.xml" --model tiny --layout "$1" --seq 256 --global-batch 8 --verify 2>/dev/null |
     sed -n 's/^verify: step-graph ([^:]*: \([0-9]*\) collectives and \([0-9]*\) pipeline sends).*/\1 \2/p'

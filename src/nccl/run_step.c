@@ -108,6 +108,14 @@ int run_step(runner *r)
   const int32_t n = sp_step_replay_nranks(s.replay);
   guint colls, sends;
   sp_step_replay_counts(s.replay, &colls, &sends);
+  if (colls + sends == 0) {
+    if (w->rank == 0)
+      fprintf(stderr, "spsim-run: --step: the step of %s on %d GPU%s has no communication (no collective or "
+              "pipeline send): nothing to run; use a layout with tp, sp, cp, wp, pp or dp above 1\n",
+              lt, world, world == 1 ? "" : "s");
+    step_case_clear(&s);
+    return EXIT_USAGE;
+  }
   if (n != w->world) {
     g_autofree char *hint = cfg->world ? g_strdup("") : g_strdup_printf(" ... --world %d", world);
     if (w->rank == 0)

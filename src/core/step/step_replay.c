@@ -218,7 +218,7 @@ sp_step_replay *sp_step_replay_new(const sp_stepgraph *g, int32_t world, int32_t
   sp_step_replay *r = g_new0(sp_step_replay, 1);
   r->n = (int32_t)u;
   r->global = g_new(int32_t, MAX(u, 1));
-  memcpy(r->global, all->data, u * sizeof(int32_t));
+  if (u > 0) memcpy(r->global, all->data, u * sizeof(int32_t)); /* none: a step without communication */
   g_array_free(all, TRUE);
   r->progs = g_new0(sp_program *, MAX(u, 1));
   for (int32_t i = 0; i < r->n; i++) r->progs[i] = sp_program_new(i);

@@ -61,7 +61,7 @@ expect() {
   else ok "$1"; fi
 }
 
-echo "1..22"
+echo "1..23"
 
 # 1-11: layouts on 2 and 4 ranks, counts by hand
 pass 2 tp=2 24 0
@@ -88,40 +88,49 @@ else ok "tp=2,pp=2 --checksum: the loopback replay's lines"; fi
 if [ "$(grep -c '^checksum rank=' "$tmp/got")" = 4 ]; then ok "tp=2,pp=2 --checksum: a line per rank (all 4 receive)"
 else nok "tp=2,pp=2 --checksum: want 4 rank lines: $(cat "$tmp/got")"; fi
 
-# 14: a replay on fewer ranks than the layout's GPUs: tp=2 on 4 GPUs (dp=2) runs rank
-# 0, its TP partner 1 and its DP partner 2 with --world 4
+# 14-15: a replay on fewer ranks than the layout's GPUs (--world). tp=2 on 4 GPUs
+# (dp=2) runs rank 0, its TP partner 1 and its DP partner 2: the 24 TP calls and one
+# gradient all-reduce (one bucket) = 25. tp=2,pp=2,dp=2,zero=1 on 8: the stages'
+# representatives 0 and 4, their TP partners 1 and 5, their DP partners 2 and 6; the
+# 44 calls of tp=2,pp=2 and ZeRO-1's reduce-scatter and all-gather on each stage = 48.
 mpi 3 $A --layout tp=2 --world 4
-if [ "$rc" -eq 0 ] && grep -Eq "^PASS step tiny .* ranks=3 " "$tmp/out"; then ok "tp=2 --world 4 on 3 ranks: PASS"
+if [ "$rc" -eq 0 ] && grep -Eq "^PASS step tiny .* ranks=3 collectives=25 sends=0 " "$tmp/out" &&
+   grep -q "^step: ranks 0..2 run the GPUs 0,1,2 of the 4$" "$tmp/out"; then ok "tp=2 --world 4 on 3 ranks: PASS, 25 collectives"
 else nok "tp=2 --world 4 on 3 ranks: exit $rc: $(cat "$tmp/out" "$tmp/err" | head -c 600)"; fi
+mpi 6 $A --layout tp=2,pp=2,dp=2,zero=1 --world 8
+if [ "$rc" -eq 0 ] && grep -Eq "^PASS step tiny .* ranks=6 collectives=48 sends=4 " "$tmp/out" &&
+   grep -q "^step: ranks 0..5 run the GPUs 0,1,2,4,5,6 of the 8$" "$tmp/out"; then
+  ok "tp=2,pp=2,dp=2,zero=1 --world 8 on 6 ranks: PASS, 48 collectives and 4 sends"
+else nok "tp=2,pp=2,dp=2,zero=1 --world 8 on 6 ranks: exit $rc: $(cat "$tmp/out" "$tmp/err" | head -c 600)"; fi
 
-# 15: the wrong -np: refused in one line naming both counts and the GPUs
+# 16: the wrong -np: refused in one line naming both counts and the GPUs
 mpi 4 $A --layout tp=2
 expect "tp=2 on 4 ranks: refused" 2 "on 4 GPUs replays on 3 ranks .* but mpirun launched 4; use mpirun -np 3 \.\.\. --world 4"
 
-# 16: ranks launched with different layouts
+# 17: ranks launched with different layouts
 timeout 120 "$MPIRUN" -np 1 "$run" $A --layout tp=2 : -np 1 "$run" $A --layout pp=2 >"$tmp/out" 2>"$tmp/err"
 rc=$?
 expect "ranks with different --layout: refused" 2 "ranks disagree on flags \(--layout differs"
 
-# 17: flags of --op do not apply
+# 18: flags of --op do not apply
 mpi 2 $A --layout tp=2 --count 64
 expect "--count with --step: refused" 2 "--count does not apply to --step"
 
-# 18: a model that does not exist: the known ones are listed
+# 19: a model that does not exist: the known ones are listed
 mpi 2 --step --model no-such-model --layout tp=2
 expect "unknown --model: the known models listed" 2 "--model: .*tiny"
 
-# 19: a wrong byte on rank 1 is a FAIL naming it
+# 20: a wrong byte on rank 1 is a FAIL naming it
 mpi 2 $A --layout tp=2 --debug-corrupt-rank 1
 if [ "$rc" -eq 1 ] && grep -q "^FAIL step tiny .*: rank 1 differs from the reference" "$tmp/out" &&
    grep -q "rank 1: FAIL: call " "$tmp/err"; then ok "corrupted rank 1: FAIL naming it"
 else nok "corrupted rank 1: exit $rc: $(cat "$tmp/out" "$tmp/err" | head -c 600)"; fi
 
-# 20: one GPU: no communication, nothing to run
+# 21: one GPU: no communication, nothing to run
 mpi 1 $A --layout dp=1
 expect "dp=1 on 1 GPU: refused, no communication" 2 "has no communication"
 
-# 21-22: the step the what-if's --verify replays on SimGrid has the same calls
+# 22-23: the step the what-if's --verify replays on SimGrid has the same calls
 whatif_counts() { # LAYOUT: "C collectives and S pipeline sends" of `spsim P --verify`
   "$build/spsim" "$tmp/p4.xml" --model tiny --layout "$1" --seq 256 --global-batch 8 --verify 2>/dev/null |
     sed -n 's/^verify: step-graph ([^:]*: \([0-9]*\) collectives and \([0-9]*\) pipeline sends).*/\1 \2/p'

@@ -195,10 +195,10 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     { "timeout", 0, 0, G_OPTION_ARG_DOUBLE, &timeout, "seconds any wait may take (default 60)", "SEC" },
     { "step", 0, 0, G_OPTION_ARG_NONE, &step,
       "run the communication of a training step instead of --op: the step graph the what-if "
-      "builds for --layout on the launched GPUs, reduced as `--verify` reduces it (one layer per "
+      "builds for --layout on W GPUs (--world; default: the launched ranks), reduced as `--verify` reduces it (one layer per "
       "model chunk, pp micro-batches), every collective and pipeline send with real bytes, each "
       "rank checking its outputs; compute is not executed. mpirun -np must be the replay's rank "
-      "count", NULL },
+      "count; MPI rank i runs the replay's local rank i", NULL },
     { "model", 0, 0, G_OPTION_ARG_STRING, &model_s, "--step: a built-in model (tiny, llama3-8b, ...) or a model JSON file", "M" },
     { "layout", 0, 0, G_OPTION_ARG_STRING, &layout_s, "--step: the layout, as the what-if's --layout (tp=2,pp=2,dp=2,zero=1,...)", "L" },
     { "seq", 0, 0, G_OPTION_ARG_INT64, &seq, "--step: sequence length in tokens (default 8192)", "S" },

@@ -133,6 +133,14 @@ int run_step(runner *r)
            "not executed\n",
            s.model->name, lt, world, s.gpn, s.reduced.layers, s.reduced.layers == 1 ? "" : "s",
            s.graph->microbatches, colls, sends, n);
+    if (n < world) {
+      /* the checksum lines and messages name local ranks: say which GPUs they are */
+      GString *map = g_string_new(NULL);
+      for (int32_t i = 0; i < n; i++)
+        g_string_append_printf(map, "%s%d", i ? "," : "", sp_step_replay_ranks(s.replay)[i]);
+      printf("step: ranks 0..%d run the GPUs %s of the %d\n", n - 1, map->str, world);
+      g_string_free(map, TRUE);
+    }
     fflush(stdout);
   }
   if (cfg->debug_die_rank == w->rank) {

@@ -1,8 +1,9 @@
 /* Helper of tests/test-real-step.sh (not a test by itself): the checksum lines of
- * a step's data-mode replay run in process over the loopback transport, built as
- * the what-if's --verify builds it (the reduced step graph, 16 elements per block),
- * the engine-independent reference of `spsim-run --step --checksum`.
- *   test-real-step-ref MODEL.json LAYOUT WORLD GPUS-PER-NODE SEQ GLOBAL-BATCH */
+ * a step's data-mode replay built as the what-if's --verify builds it (the reduced
+ * step graph, 16 elements per block), run in process over the loopback transport,
+ * or with PLATFORM.xml on SimGrid as --verify runs it (sp_whatif_engine_replay):
+ * the references of `spsim-run --step --checksum`.
+ *   test-real-step-ref MODEL.json LAYOUT WORLD GPUS-PER-NODE SEQ GLOBAL-BATCH [PLATFORM.xml] */
 #include "config.h"
 
 #include <stdio.h>
@@ -15,11 +16,13 @@
 #include "spsim/step_replay.h"
 #include "spsim/stepgraph.h"
 #include "spsim/verify.h"
+#include "sim.h"
+#include "whatif_sim.h"
 
 int main(int argc, char **argv)
 {
-  if (argc != 7) {
-    fprintf(stderr, "usage: test-real-step-ref MODEL.json LAYOUT WORLD GPUS-PER-NODE SEQ GLOBAL-BATCH\n");
+  if (argc != 7 && argc != 8) {
+    fprintf(stderr, "usage: test-real-step-ref MODEL.json LAYOUT WORLD GPUS-PER-NODE SEQ GLOBAL-BATCH [PLATFORM.xml]\n");
     return 2;
   }
   GError *err = NULL;
@@ -36,8 +39,13 @@ int main(int argc, char **argv)
   sp_step_replay *r = NULL;
   if (m == NULL || !sp_layout_parse(argv[2], &l, &err) || sp_layout_check(&l, &lc, &err) != SP_SKIP_NONE ||
       !sp_step_replay_reduce(&c, &l, &rm, &rc, &rl, &err) || !(g = sp_stepgraph_build(&rc, &rl, SP_SCHED_1F1B, &err)) ||
-      !(r = sp_step_replay_new(g, c.world, c.gpus_per_node, 16, &err)) ||
-      !sp_loopback_run(sp_step_replay_programs(r), sp_step_replay_nranks(r), sp_step_replay_bufs(r), &err)) {
+      !(r = sp_step_replay_new(g, c.world, c.gpus_per_node, 16, &err))) {
+    fprintf(stderr, "test-real-step-ref: %s\n", err ? err->message : "?");
+    return 2;
+  }
+  double seconds = 0;
+  if (argc == 8 ? !sp_sim_init(argv[7], &err) || !sp_whatif_engine_replay(r, &seconds, &err)
+                : !sp_loopback_run(sp_step_replay_programs(r), sp_step_replay_nranks(r), sp_step_replay_bufs(r), &err)) {
     fprintf(stderr, "test-real-step-ref: %s\n", err ? err->message : "?");
     return 2;
   }

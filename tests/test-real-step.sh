@@ -25,8 +25,8 @@
 #     their 4 transposes backward per micro-batch, and the gradient all-reduce over
 #     the sp group (its ranks hold replicas of the weights): 2 x 8 + 1 = 17.
 # The checksum lines of --checksum are those of the same replay run in process over
-# the loopback transport (tests/test-real-step-ref), the programs SimGrid's data mode
-# runs for the what-if's --verify; the counts are those the what-if's --verify
+# the loopback transport and on SimGrid as the what-if's --verify runs it
+# (tests/test-real-step-ref); the counts are those the what-if's --verify
 # reports for the same layout on a 4-GPU platform (when spsim is built). Refusals: a -np other than the replay's rank
 # count (naming both and the layout's GPUs), ranks launched with different flags,
 # flags that do not apply to --step; a corrupted output on one rank is a FAIL
@@ -61,7 +61,7 @@ expect() {
   else ok "$1"; fi
 }
 
-echo "1..23"
+echo "1..25"
 
 # 1-11: layouts on 2 and 4 ranks, counts by hand
 pass 2 tp=2 24 0
@@ -76,8 +76,15 @@ pass 4 tp=4 24 0
 pass 4 tp=2,pp=2,tpsp=0 16 4
 pass 4 sp=4 17 0
 
+have_sim=no
+if [ -x "$build/spsim" ] && "$build/spsim" platform dgx --nodes 1 --gpus-per-node 4 -o "$tmp/p4.xml" 2>/dev/null; then
+  have_sim=yes
+fi
+
 # 12-13: --checksum: the lines of the loopback replay, and on every rank with outputs
-ref() { "$build/tests/test-real-step-ref" "$src/models/tiny.json" "$@" 256 8; }
+ref() { # LAYOUT WORLD GPN [PLATFORM]
+  "$build/tests/test-real-step-ref" "$src/models/tiny.json" "$1" "$2" "$3" 256 8 $4
+}
 mpi 4 $A --layout tp=2,pp=2 --checksum
 grep '^checksum ' "$tmp/out" >"$tmp/got"
 if ! ref tp=2,pp=2 4 4 >"$tmp/want" 2>"$tmp/referr"; then nok "checksums: reference failed: $(cat "$tmp/referr")"
@@ -87,8 +94,19 @@ elif [ "$rc" -ne 0 ] || [ ! -s "$tmp/want" ] || ! cmp -s "$tmp/want" "$tmp/got";
 else ok "tp=2,pp=2 --checksum: the loopback replay's lines"; fi
 if [ "$(grep -c '^checksum rank=' "$tmp/got")" = 4 ]; then ok "tp=2,pp=2 --checksum: a line per rank (all 4 receive)"
 else nok "tp=2,pp=2 --checksum: want 4 rank lines: $(cat "$tmp/got")"; fi
+# 14-15: ... and those of SimGrid's data-mode replay of the same step (--verify's engine)
+for lay in tp=2,pp=2 sp=4; do
+  if [ $have_sim = no ]; then n=$((n + 1)); echo "ok $n # SKIP $lay: spsim (SimGrid) not built"; continue; fi
+  mpi 4 $A --layout $lay --checksum
+  grep '^checksum ' "$tmp/out" >"$tmp/got"
+  if ! ref $lay 4 4 "$tmp/p4.xml" >"$tmp/want" 2>"$tmp/referr"; then nok "$lay: SimGrid replay failed: $(head -3 "$tmp/referr")"
+  elif [ "$rc" -ne 0 ] || [ ! -s "$tmp/want" ] || ! cmp -s "$tmp/want" "$tmp/got"; then
+    nok "$lay --checksum: exit $rc, lines differ from SimGrid's"
+    sed 's/^/#   want /' "$tmp/want"; sed 's/^/#   got  /' "$tmp/got"
+  else ok "$lay --checksum: SimGrid's data-mode replay's lines"; fi
+done
 
-# 14-15: a replay on fewer ranks than the layout's GPUs (--world). tp=2 on 4 GPUs
+# 16-17: a replay on fewer ranks than the layout's GPUs (--world). tp=2 on 4 GPUs
 # (dp=2) runs rank 0, its TP partner 1 and its DP partner 2: the 24 TP calls and one
 # gradient all-reduce (one bucket) = 25. tp=2,pp=2,dp=2,zero=1 on 8: the stages'
 # representatives 0 and 4, their TP partners 1 and 5, their DP partners 2 and 6; the
@@ -103,39 +121,39 @@ if [ "$rc" -eq 0 ] && grep -Eq "^PASS step tiny .* ranks=6 collectives=48 sends=
   ok "tp=2,pp=2,dp=2,zero=1 --world 8 on 6 ranks: PASS, 48 collectives and 4 sends"
 else nok "tp=2,pp=2,dp=2,zero=1 --world 8 on 6 ranks: exit $rc: $(cat "$tmp/out" "$tmp/err" | head -c 600)"; fi
 
-# 16: the wrong -np: refused in one line naming both counts and the GPUs
+# 18: the wrong -np: refused in one line naming both counts and the GPUs
 mpi 4 $A --layout tp=2
 expect "tp=2 on 4 ranks: refused" 2 "on 4 GPUs replays on 3 ranks .* but mpirun launched 4; use mpirun -np 3 \.\.\. --world 4"
 
-# 17: ranks launched with different layouts
+# 19: ranks launched with different layouts
 timeout 120 "$MPIRUN" -np 1 "$run" $A --layout tp=2 : -np 1 "$run" $A --layout pp=2 >"$tmp/out" 2>"$tmp/err"
 rc=$?
 expect "ranks with different --layout: refused" 2 "ranks disagree on flags \(--layout differs"
 
-# 18: flags of --op do not apply
+# 20: flags of --op do not apply
 mpi 2 $A --layout tp=2 --count 64
 expect "--count with --step: refused" 2 "--count does not apply to --step"
 
-# 19: a model that does not exist: the known ones are listed
+# 21: a model that does not exist: the known ones are listed
 mpi 2 --step --model no-such-model --layout tp=2
 expect "unknown --model: the known models listed" 2 "--model: .*tiny"
 
-# 20: a wrong byte on rank 1 is a FAIL naming it
+# 22: a wrong byte on rank 1 is a FAIL naming it
 mpi 2 $A --layout tp=2 --debug-corrupt-rank 1
 if [ "$rc" -eq 1 ] && grep -q "^FAIL step tiny .*: rank 1 differs from the reference" "$tmp/out" &&
    grep -q "rank 1: FAIL: call " "$tmp/err"; then ok "corrupted rank 1: FAIL naming it"
 else nok "corrupted rank 1: exit $rc: $(cat "$tmp/out" "$tmp/err" | head -c 600)"; fi
 
-# 21: one GPU: no communication, nothing to run
+# 23: one GPU: no communication, nothing to run
 mpi 1 $A --layout dp=1
 expect "dp=1 on 1 GPU: refused, no communication" 2 "has no communication"
 
-# 22-23: the step the what-if's --verify replays on SimGrid has the same calls
+# 24-25: the step the what-if's --verify replays on SimGrid has the same calls
 whatif_counts() { # LAYOUT: "C collectives and S pipeline sends" of `spsim P --verify`
   "$build/spsim" "$tmp/p4.xml" --model tiny --layout "$1" --seq 256 --global-batch 8 --verify 2>/dev/null |
     sed -n 's/^verify: step-graph ([^:]*: \([0-9]*\) collectives and \([0-9]*\) pipeline sends).*/\1 \2/p'
 }
-if [ -x "$build/spsim" ] && "$build/spsim" platform dgx --nodes 1 --gpus-per-node 4 -o "$tmp/p4.xml" 2>/dev/null; then
+if [ $have_sim = yes ]; then
   for lay in tp=2,pp=2 sp=4; do
     want=$(whatif_counts $lay)
     mpi 4 $A --layout $lay

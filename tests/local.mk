@@ -115,6 +115,12 @@ tests_test_real_ref_SOURCES = tests/test-real-ref.c
 tests_test_real_ref_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-real-identity.sh tests/test-real-faults.sh
 EXTRA_DIST += tests/test-real-identity.sh tests/test-real-faults.sh tests/real-env.sh
+check_PROGRAMS += tests/test-real-step-ref
+tests_test_real_step_ref_SOURCES = tests/test-real-step-ref.c
+tests_test_real_step_ref_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
+tests_test_real_step_ref_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-real-step.sh
+EXTRA_DIST += tests/test-real-step.sh
 if HAVE_CUDA
 check_PROGRAMS += tests/test-real-cuda
 tests_test_real_cuda_SOURCES = tests/test-real-cuda.c

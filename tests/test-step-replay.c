@@ -64,12 +64,34 @@ static void test_tp_pp_counts(void)
   GError *err = NULL;
   g_assert_true(sp_step_replay_check(r, &bad, &call, &off, &err));
   g_assert_no_error(err);
+  /* each rank alone: every one of the 4 takes part in a TP collective, so has outputs */
+  uint64_t sums[4];
+  for (int32_t i = 0; i < 4; i++) {
+    g_assert_true(sp_step_replay_has_outputs(r, i));
+    g_assert_true(sp_step_replay_check_rank(r, i, &call, &off, &err));
+    g_assert_no_error(err);
+    sums[i] = sp_step_replay_checksum(r, i);
+  }
+  g_assert_false(sp_step_replay_has_outputs(r, 4));
+  g_assert_false(sp_step_replay_check_rank(r, 4, &call, &off, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_clear_error(&err);
   /* a flipped byte on rank 3 is found on rank 3 */
   g_assert_true(sp_step_replay_corrupt(r, 3));
   g_assert_false(sp_step_replay_check(r, &bad, &call, &off, &err));
   g_assert_error(err, SP_ERROR, SP_ERROR_MISMATCH);
   g_clear_error(&err);
   g_assert_cmpint(bad, ==, 3);
+  /* ... by rank 3's own check, at its first output's first byte, and by no other rank's */
+  g_assert_false(sp_step_replay_check_rank(r, 3, &call, &off, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_MISMATCH);
+  g_clear_error(&err);
+  g_assert_cmpuint(off, ==, 0);
+  for (int32_t i = 0; i < 3; i++) {
+    g_assert_true(sp_step_replay_check_rank(r, i, NULL, NULL, &err));
+    g_assert_cmpuint(sp_step_replay_checksum(r, i), ==, sums[i]);
+  }
+  g_assert_cmpuint(sp_step_replay_checksum(r, 3), !=, sums[3]);
   g_assert_false(sp_step_replay_corrupt(r, 9)); /* not a rank of the replay */
   sp_stepgraph_free(g);
 }
@@ -93,6 +115,32 @@ static void test_dp_counts(void)
   uint64_t off;
   g_assert_true(sp_step_replay_check(r, &bad, &call, &off, NULL));
   sp_stepgraph_free(g);
+}
+
+/* One GPU: no collective and no send, so no rank takes part; the replay is empty and
+ * its check passes. */
+static void test_no_comm(void)
+{
+  sp_model m = model8(), rm;
+  sp_step_ctx c = fixture_ctx(&m, 1, 128, 64, NULL);
+  sp_layout l = fixture_layout("dp=1", &c), rl;
+  sp_step_ctx rc;
+  GError *err = NULL;
+  g_assert_true(sp_step_replay_reduce(&c, &l, &rm, &rc, &rl, &err));
+  g_autoptr(sp_stepgraph) g = sp_stepgraph_build(&rc, &rl, SP_SCHED_1F1B, &err);
+  g_assert_no_error(err);
+  g_autoptr(sp_step_replay) r = sp_step_replay_new(g, 1, 8, 16, &err);
+  g_assert_no_error(err);
+  guint colls, sends;
+  sp_step_replay_counts(r, &colls, &sends);
+  g_assert_cmpuint(colls + sends, ==, 0);
+  g_assert_cmpint(sp_step_replay_nranks(r), ==, 0);
+  g_assert_false(sp_step_replay_has_outputs(r, 0));
+  g_assert_cmpuint(sp_step_replay_checksum(r, 0), ==, 0);
+  int32_t bad = -1;
+  guint call;
+  uint64_t off;
+  g_assert_true(sp_step_replay_check(r, &bad, &call, &off, &err));
 }
 
 /* The call as priced: counts per member in BF16 and NCCL's ring channels per node. */
@@ -152,6 +200,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/step-replay/tp-pp-counts", test_tp_pp_counts);
   g_test_add_func("/step-replay/dp-counts", test_dp_counts);
+  g_test_add_func("/step-replay/no-comm", test_no_comm);
   g_test_add_func("/step-replay/coll-spec", test_coll_spec);
   g_test_add_func("/step-replay/reduce", test_reduce);
   return g_test_run();

@@ -42,7 +42,7 @@ for t in "$build"/tests/test-*; do
   name=$(basename "$t")
   case $name in
     *.o|*.log|*.trs|*.sh) continue ;;
-    test-real-cuda|test-real-ref) continue ;; # no GPU here / a helper driven by the shell tests
+    test-real-cuda|test-real-ref|test-real-step-ref) continue ;; # no GPU here / a helper driven by the shell tests
     test-kernels-fakegpu) [ "${SPSIM_VALGRIND_ALL:-0}" = 1 ] || continue ;;
   esac
   [ -x "$t" ] && check "$name" "$t"

@@ -1,8 +1,9 @@
 ## src/nccl: the real backend (MPI host transport, NCCL + CUDA transport, spsim-run)
 ## MPI, CUDA and NCCL are used only here.
 bin_PROGRAMS += spsim-run
-spsim_run_SOURCES = src/nccl/run.c src/nccl/run_priv.h src/nccl/run_agree.c src/nccl/run_exec.c src/nccl/real.h src/nccl/transport_mpi.c src/nccl/native_mpi.c
-spsim_run_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS)
+spsim_run_SOURCES = src/nccl/run.c src/nccl/run_priv.h src/nccl/run_agree.c src/nccl/run_exec.c src/nccl/run_step.c src/nccl/real.h src/nccl/transport_mpi.c src/nccl/native_mpi.c
+spsim_run_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS) \
+	-DSP_SRC_MODELS_DIR='"$(abs_top_srcdir)/models"' -DSP_MODELS_DIR='"$(modelsdir)"'
 spsim_run_LDADD = libspsim.la $(MPI_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 EXTRA_DIST += src/nccl/kernels.cu src/nccl/kernels.h src/nccl/kernel_ops.h src/nccl/transport_nccl.c
 

@@ -4,6 +4,12 @@
  *          [--algo A] [--redop sum] [--transport mpi|nccl|cuda-mpi] [--checksum]
  *          [--time [--iters K] [--warmup W] [--sizes MIN:MAX]] [--native] [--timeout SEC]
  *   mpirun -np N spsim-run --op GRAPH-OP [--checksum] [--timeout SEC]
+ *   mpirun -np N spsim-run --step --model M --layout L [--seq S] [--global-batch B]
+ *          [--micro-batch MB] [--gpus-per-node G] [--world W] [--checksum] [--timeout SEC]
+ *
+ * --step runs the communication of a training step (run_step.c): the step graph the
+ * what-if builds for layout L on N GPUs, reduced as its --verify reduces it, every
+ * collective and pipeline send with real bytes; compute is not executed.
  *
  * GRAPH-OP is an operation of `spsim verify --op` (sp_ops_verify_table(): ulysses-
  * attention, tp-mlp, pipeline-1f1b, ...): every process builds the same whole case
@@ -151,7 +157,11 @@ uint64_t bytes_for(sp_coll c, uint64_t count, int32_t n, size_t es)
 static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
 {
   g_autofree char *op_s = NULL, *coll_s = NULL, *dtype_s = NULL, *algo_s = NULL, *redop_s = NULL,
-                  *transport_s = NULL, *size_s = NULL, *sizes_s = NULL, *chunk_s = NULL;
+                  *transport_s = NULL, *size_s = NULL, *sizes_s = NULL, *chunk_s = NULL, *model_s = NULL,
+                  *layout_s = NULL;
+  gboolean step = FALSE;
+  gint64 seq = 0, gbatch = 0;
+  gint mbatch = 0, gpn = 0, gworld = 0;
   gint64 count = G_MININT64; /* not given */
   gint ranks = 0, root = 0, iters = 20, warmup = 5, die = -1, corrupt = -1, hang = -1;
   double timeout = DEFAULT_TIMEOUT;
@@ -183,6 +193,22 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
       "run the library's own collective (MPI_Allreduce, ncclAllReduce, ...) instead of the lowered "
       "schedule; compared with a tolerance", NULL },
     { "timeout", 0, 0, G_OPTION_ARG_DOUBLE, &timeout, "seconds any wait may take (default 60)", "SEC" },
+    { "step", 0, 0, G_OPTION_ARG_NONE, &step,
+      "run the communication of a training step instead of --op: the step graph the what-if "
+      "builds for --layout on W GPUs (--world; default: the launched ranks), reduced as `--verify` reduces it (one layer per "
+      "model chunk, pp micro-batches), every collective and pipeline send with real bytes, each "
+      "rank checking its outputs; compute is not executed. mpirun -np must be the replay's rank "
+      "count; MPI rank i runs the replay's local rank i", NULL },
+    { "model", 0, 0, G_OPTION_ARG_STRING, &model_s, "--step: a built-in model (tiny, llama3-8b, ...) or a model JSON file", "M" },
+    { "layout", 0, 0, G_OPTION_ARG_STRING, &layout_s, "--step: the layout, as the what-if's --layout (tp=2,pp=2,dp=2,zero=1,...)", "L" },
+    { "seq", 0, 0, G_OPTION_ARG_INT64, &seq, "--step: sequence length in tokens (default 8192)", "S" },
+    { "global-batch", 0, 0, G_OPTION_ARG_INT64, &gbatch, "--step: sequences per step (default 1024)", "B" },
+    { "micro-batch", 0, 0, G_OPTION_ARG_INT, &mbatch, "--step: micro-batch size in sequences (default: the layout's mb=, else 1)", "MB" },
+    { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpn,
+      "--step: GPUs per node of the layout (default: its GPUs W if W <= 8, else 8)", "G" },
+    { "world", 0, 0, G_OPTION_ARG_INT, &gworld,
+      "--step: GPUs W of the layout (default: the launched ranks); the replay runs the stages' "
+      "representatives and their groups, so mpirun -np may be smaller (the message says how many)", "W" },
     { "debug-die-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &die, "", "R" },
     { "debug-hang-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &hang, "", "R" },
     { "debug-corrupt-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &corrupt, "", "R" },
@@ -193,7 +219,9 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   g_autoptr(GOptionContext) ctx = g_option_context_new("- run spsim's lowered programs under mpirun");
   g_option_context_set_summary(ctx,
       "Launch with mpirun; every rank runs its own program and checks it against the reference.\n"
-      "Example: mpirun -np 4 spsim-run --op all-reduce --dtype bf16 --count 4096 --checksum");
+      "Example: mpirun -np 4 spsim-run --op all-reduce --dtype bf16 --count 4096 --checksum\n"
+      "         mpirun -np 4 spsim-run --step --model tiny --layout tp=2,pp=2 --seq 256 --global-batch 8\n"
+      "         (--step: the communication of the step; compute not executed)");
   g_option_context_add_main_entries(ctx, entries, NULL);
   if (!g_option_context_parse(ctx, &argc, &argv, err))
     return FALSE;
@@ -203,17 +231,59 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   }
   if (cfg->version)
     return TRUE;
-  if (op_s == NULL && coll_s == NULL) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--op is required (e.g. --op all-reduce)");
+  if (!step) {
+    const char *stray = model_s ? "--model" : layout_s ? "--layout" : seq ? "--seq" : gbatch ? "--global-batch"
+                        : mbatch ? "--micro-batch" : gpn ? "--gpus-per-node" : gworld ? "--world" : NULL;
+    if (stray) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s applies to --step only (e.g. --step --model tiny --layout tp=2)",
+                  stray);
+      return FALSE;
+    }
+  }
+  if (step) {
+    /* the step's calls have their own sizes, types and algorithms (those the what-if prices) */
+    const char *bad = op_s || coll_s ? "--op" : count != G_MININT64 ? "--count" : size_s ? "--size" : dtype_s ? "--dtype"
+                      : algo_s ? "--algo" : redop_s ? "--redop" : chunk_s ? "--chunk" : root ? "--root"
+                      : time_ ? "--time" : native ? "--native" : sizes_s ? "--sizes" : ranks ? "--ranks"
+                      : transport_s && g_ascii_strcasecmp(transport_s, "mpi") != 0 ? "--transport" : NULL;
+    if (bad) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                  "%s does not apply to --step (its calls, sizes and algorithms are those of the step graph; it "
+                  "runs on --transport mpi)", bad);
+      return FALSE;
+    }
+    if (model_s == NULL || layout_s == NULL) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--step needs --model and --layout (e.g. --step --model tiny "
+                  "--layout tp=2,pp=2)");
+      return FALSE;
+    }
+    if (seq < 0 || gbatch < 0 || mbatch < 0 || gpn < 0 || gworld < 0) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--%s must be at least 1",
+                  seq < 0 ? "seq" : gbatch < 0 ? "global-batch" : mbatch < 0 ? "micro-batch"
+                  : gpn < 0 ? "gpus-per-node" : "world");
+      return FALSE;
+    }
+    cfg->step = TRUE;
+    cfg->model = g_intern_string(model_s);
+    cfg->layout = g_intern_string(layout_s);
+    cfg->seq = seq ? seq : 8192;
+    cfg->global_batch = gbatch ? gbatch : 1024;
+    cfg->micro_batch = mbatch;
+    cfg->gpus_per_node = gpn;
+    cfg->world = gworld;
+  } else if (op_s == NULL && coll_s == NULL) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--op is required (e.g. --op all-reduce, or --step)");
     return FALSE;
   }
-  if (g_strcmp0(op_s ? op_s : coll_s, "list") == 0) {
+  if (!step && g_strcmp0(op_s ? op_s : coll_s, "list") == 0) {
     cfg->list = TRUE;
     return TRUE;
   }
-  cfg->graph = sp_ops_verify_lookup(op_s ? op_s : coll_s);
-  if (!cfg->graph && !(cfg->op = find_op(op_s ? op_s : coll_s, err)))
-    return FALSE;
+  if (!step) {
+    cfg->graph = sp_ops_verify_lookup(op_s ? op_s : coll_s);
+    if (!cfg->graph && !(cfg->op = find_op(op_s ? op_s : coll_s, err)))
+      return FALSE;
+  }
   cfg->dtype = SP_F32;
   if (dtype_s && !sp_dtype_parse(dtype_s, &cfg->dtype, err))
     return FALSE;
@@ -406,6 +476,8 @@ int main(int argc, char **argv)
   int rc;
   if (cfg.debug_deadlock)
     rc = run_deadlock(&r);
+  else if (cfg.step)
+    rc = run_step(&r);
   else if (cfg.graph)
     rc = run_graph(&r);
   else if (cfg.time)

@@ -11,7 +11,7 @@ typedef struct {
   char *value;
 } field;
 
-#define N_FIELDS 17
+#define N_FIELDS 25
 
 /* The configuration as (flag, canonical value) pairs; every rank must agree. */
 static void config_fields(const run_config *c, field *f)
@@ -35,6 +35,14 @@ static void config_fields(const run_config *c, field *f)
   F("--sizes", "%" G_GUINT64_FORMAT ":%" G_GUINT64_FORMAT, c->lo, c->hi);
   F("--timeout", "%.17g", c->timeout);
   F("--debug-deadlock", "%d", c->debug_deadlock);
+  F("--step", "%d", c->step);
+  F("--model", "%s", c->model ? c->model : "");
+  F("--layout", "%s", c->layout ? c->layout : "");
+  F("--seq", "%" G_GINT64_FORMAT, c->seq);
+  F("--global-batch", "%" G_GINT64_FORMAT, c->global_batch);
+  F("--micro-batch", "%d", c->micro_batch);
+  F("--gpus-per-node", "%d", c->gpus_per_node);
+  F("--world", "%d", c->world);
 #undef F
   g_assert(i == N_FIELDS);
 }

@@ -97,7 +97,7 @@ static gboolean run_once(runner *r, const sp_case *c, run_bufs *b, GError **err)
 
 /* A transport failure ends the job: print, then MPI_Abort (the peers may be
  * blocked waiting for this rank). */
-G_NORETURN static void die_transport(world_info *w, GError *err)
+G_NORETURN void die_transport(world_info *w, GError *err)
 {
   if (g_str_has_prefix(err->message, "rank "))
     fprintf(stderr, "spsim-run: %s; aborting the job\n", err->message);
@@ -156,7 +156,7 @@ static gboolean check_tolerance(const sp_case *c, int32_t rank, const void *got,
  * checksum lines of the members (with --checksum) and lists the failing members in
  * @p bad (rank 0 only; *nbad of them). Returns TRUE when no rank failed (the same
  * on every rank). */
-static gboolean gather_verdicts(runner *r, gboolean member, gboolean ok, uint64_t sum, GString *bad,
+gboolean gather_verdicts(runner *r, gboolean member, gboolean ok, uint64_t sum, GString *bad,
                                 int *nbad)
 {
   world_info *w = r->w;
@@ -440,7 +440,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Barrier bounded by the timeout. */
-static void barrier(runner *r)
+void barrier(runner *r)
 {
   MPI_Request req;
   GError *err = NULL;

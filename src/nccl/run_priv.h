@@ -52,6 +52,13 @@ typedef struct {
   /* hidden fault injection for the tests */
   int debug_die_rank, debug_corrupt_rank, debug_hang_rank;
   gboolean debug_flag_mismatch, debug_deadlock;
+  /* --step: the communication of a training step (run_step.c) */
+  gboolean step;
+  const char *model, *layout; /* --model, --layout (interned) */
+  int64_t seq, global_batch;
+  int32_t micro_batch;   /* 0: the layout's mb= or 1 */
+  int32_t gpus_per_node; /* 0: the world if at most 8, else 8 */
+  int32_t world;         /* --world: GPUs of the layout (0: the launched ranks) */
 } run_config;
 
 /* One operation spsim-run can run: how to build this rank's case for a count.
@@ -97,5 +104,13 @@ int run_single(runner *r);
 int run_graph(runner *r);
 int run_timed(runner *r);
 int run_deadlock(runner *r);
+
+/* run_exec.c: shared by run_step.c */
+G_NORETURN void die_transport(world_info *w, GError *err);
+gboolean gather_verdicts(runner *r, gboolean member, gboolean ok, uint64_t sum, GString *bad, int *nbad);
+void barrier(runner *r);
+
+/* run_step.c: --step */
+int run_step(runner *r);
 
 #endif

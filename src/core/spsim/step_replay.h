@@ -96,6 +96,26 @@ gboolean sp_step_replay_corrupt(sp_step_replay *r, int32_t rank);
 gboolean sp_step_replay_check(const sp_step_replay *r, int32_t *bad_rank, guint *bad_call, uint64_t *bad_offset,
                               GError **err);
 
+/**
+ * After a run: compare the outputs of local rank @p local (0..sp_step_replay_nranks-1)
+ * with the expected ones, as sp_step_replay_check does for all (an engine where each
+ * process runs one local rank checks its own). TRUE when they match or the rank has
+ * no outputs; else FALSE with the first difference (in call order) in @p bad_call and
+ * @p bad_offset and SP_ERROR_MISMATCH naming the call's task; SP_ERROR_INVALID for a
+ * @p local out of range.
+ */
+gboolean sp_step_replay_check_rank(const sp_step_replay *r, int32_t local, guint *bad_call, uint64_t *bad_offset,
+                                   GError **err);
+
+/** @return whether local rank @p local receives any output (FALSE when out of range). */
+gboolean sp_step_replay_has_outputs(const sp_step_replay *r, int32_t local);
+
+/**
+ * @return the checksum (sp_checksum, chained) of local rank @p local's outputs in call
+ * order, as they are in its buffers now; 0 for a rank without outputs.
+ */
+uint64_t sp_step_replay_checksum(const sp_step_replay *r, int32_t local);
+
 G_END_DECLS
 
 #endif

@@ -218,7 +218,7 @@ sp_step_replay *sp_step_replay_new(const sp_stepgraph *g, int32_t world, int32_t
   sp_step_replay *r = g_new0(sp_step_replay, 1);
   r->n = (int32_t)u;
   r->global = g_new(int32_t, MAX(u, 1));
-  memcpy(r->global, all->data, u * sizeof(int32_t));
+  if (u > 0) memcpy(r->global, all->data, u * sizeof(int32_t)); /* none: a step without communication */
   g_array_free(all, TRUE);
   r->progs = g_new0(sp_program *, MAX(u, 1));
   for (int32_t i = 0; i < r->n; i++) r->progs[i] = sp_program_new(i);
@@ -345,4 +345,56 @@ gboolean sp_step_replay_check(const sp_step_replay *r, int32_t *bad_rank, guint 
     }
   }
   return TRUE;
+}
+
+gboolean sp_step_replay_check_rank(const sp_step_replay *r, int32_t local, guint *bad_call, uint64_t *bad_offset,
+                                   GError **err)
+{
+  if (local < 0 || local >= r->n) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "local rank %d is not one of the replay's %d ranks (0..%d)", local, r->n,
+                r->n - 1);
+    return FALSE;
+  }
+  for (guint k = 0; k < r->calls->len; k++) {
+    const call *cl = &g_array_index(r->calls, call, k);
+    for (guint j = 0; j < cl->n; j++) {
+      const member *mb = &g_array_index(r->members, member, cl->first + j);
+      if (mb->local != local) continue;
+      const uint8_t *got = r->bufs[local][mb->out];
+      for (uint64_t o = 0; o < mb->out_bytes; o++)
+        if (got[o] != mb->expected[o]) {
+          if (bad_call) *bad_call = k;
+          if (bad_offset) *bad_offset = o;
+          g_set_error(err, SP_ERROR, SP_ERROR_MISMATCH,
+                      "call %u (task %u, %s): rank %d differs from the reference at byte %" G_GUINT64_FORMAT, k, cl->task,
+                      cl->what ? cl->what : "?", r->global[local], o);
+          return FALSE;
+        }
+    }
+  }
+  return TRUE;
+}
+
+gboolean sp_step_replay_has_outputs(const sp_step_replay *r, int32_t local)
+{
+  if (local < 0 || local >= r->n) return FALSE;
+  for (guint i = 0; i < r->members->len; i++) {
+    const member *mb = &g_array_index(r->members, member, i);
+    if (mb->local == local && mb->out_bytes > 0) return TRUE;
+  }
+  return FALSE;
+}
+
+uint64_t sp_step_replay_checksum(const sp_step_replay *r, int32_t local)
+{
+  if (!sp_step_replay_has_outputs(r, local)) return 0;
+  uint64_t h = 0;
+  for (guint k = 0; k < r->calls->len; k++) {
+    const call *cl = &g_array_index(r->calls, call, k);
+    for (guint j = 0; j < cl->n; j++) {
+      const member *mb = &g_array_index(r->members, member, cl->first + j);
+      if (mb->local == local && mb->out_bytes > 0) h = sp_checksum(h, r->bufs[local][mb->out], mb->out_bytes);
+    }
+  }
+  return h;
 }

@@ -7,7 +7,7 @@
 # 4 nodes x 8 GPUs (H100-like host speed, 80 GiB property)
 whatif_platform "$tmp/p.xml"
 export SPSIM_MODELS_DIR="$src/models"
-echo "1..25"
+echo "1..26"
 A="--fidelity analytic"
 P="$tmp/p.xml"
 M="--model llama3-8b"
@@ -211,6 +211,24 @@ ok = p["context_parallel_degree"] == 2 and p["data_parallel_replicate_degree"] *
 sys.exit(0 if ok else t)
 PY
 check $? "--export torchtitan: TOML that parses, cp and dp degrees, wp named as not expressible"
+# InternEvo, by hand for sp=2,wp=4,dp=16,zero=1,ckpt=selective on 32 GPUs: Ulysses + ISP is
+# tensor mode isp of size 2 with weight size 4, ZeRO-1 over the data-parallel group is
+# zero1 -1, 1024 sequences / 16 replicas = 64 micro-batches of 1; selective recomputation
+# is not expressible (model.checkpoint recomputes whole layers)
+"$bin" "$P" $A $M --layout sp=2,wp=4,dp=16,zero=1,ckpt=selective --export internevo >"$tmp/out" 2>&1
+python3 - "$tmp/out" <<'PY'
+import sys
+t = open(sys.argv[1]).read()
+code = "\n".join(l for l in t[t.index("parallel = dict("):].splitlines() if not l.startswith("#"))
+env = {"dict": dict, "True": True, "False": False}
+exec(code, env)
+p, d, m = env["parallel"], env["data"], env["model"]
+ok = p["tensor"] == {"size": 2, "mode": "isp"} and p["weight"]["size"] == 4 and p["zero1"]["size"] == -1 \
+     and p["pipeline"]["size"] == 1 and d == {"seq_len": 8192, "micro_num": 64, "micro_bsz": 1} \
+     and m["checkpoint"] is False and "# cannot express: ckpt=selective " in t
+sys.exit(0 if ok else t)
+PY
+check $? "--export internevo: parallel/data/model dicts that Python reads back, isp with weight parallelism, selective named"
 
 # ---- 7. --sensitivity: by hand, dp32 z3 sel is compute bound (its exposed communication
 # is milliseconds), so GEMM efficiency -10 % slows it by more than 0 and at most

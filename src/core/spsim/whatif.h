@@ -297,8 +297,8 @@ char *sp_whatif_to_svg(const sp_whatif_result *r, guint n);
 /**
  * The winner as a training framework's configuration: @p framework "megatron"
  * (Megatron-LM command-line flags), "deepspeed" (a DeepSpeed config JSON and
- * Megatron-DeepSpeed flags) or "torchtitan" (TOML: [parallelism], [training],
- * [activation_checkpoint]); then one "# cannot express: ..." line for each part of the
+ * Megatron-DeepSpeed flags), "torchtitan" (TOML: [parallelism], [training],
+ * [activation_checkpoint]) or "internevo" (its `parallel`, `data` and `model` dicts); then one "# cannot express: ..." line for each part of the
  * layout that framework has no setting for. @return NULL with SP_ERROR_INVALID for
  * another name or a result without rows.
  */

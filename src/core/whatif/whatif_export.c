@@ -4,7 +4,9 @@
  * frameworks' own sources: NVIDIA/Megatron-LM megatron/training/arguments.py,
  * microsoft/Megatron-DeepSpeed megatron/arguments.py (--ds-sequence-parallel-size),
  * DeepSpeed's config JSON (docs/_pages/config-json.md), pytorch/torchtitan
- * torchtitan/config/job_config.py (Parallelism, Training, ActivationCheckpoint). */
+ * torchtitan/config/job_config.py (Parallelism, Training, ActivationCheckpoint),
+ * InternLM/InternEvo configs/7B_sft.py (the `parallel`, `data` and `model` dicts and
+ * their documented keys). */
 #include "config.h"
 
 #include <stdarg.h>
@@ -128,6 +130,35 @@ static void torchtitan(GString *s, GString *no, const sp_whatif_result *res, con
   if (l->pp_first > 0 || l->pp_last > 0) cannot(no, "uneven first/last stages as sizes (ppfirst/pplast): list module_fqns_per_model_part by hand");
 }
 
+/* InternEvo: tensor mode mtp (Megatron TP), msp (with Megatron sequence parallelism)
+ * or isp (Intern sequence parallelism: the sequence all-to-all of Ulysses over the
+ * tensor group, with weight parallelism); zero1 size -1 shards the optimizer over the
+ * data-parallel group, 1 keeps it whole; interleaving is the model's num_chunks. */
+static void internevo(GString *s, GString *no, const sp_whatif_result *res, const sp_layout *l, int64_t microbatches)
+{
+  gboolean isp = l->sp > 1 || l->wp > 1;
+  int32_t tensor = isp ? l->sp : l->tp;
+  const char *mode = isp ? "isp" : l->tp > 1 && l->tp_sp ? "msp" : "mtp";
+  g_string_append_printf(s, "parallel = dict(\n    zero1=dict(size=%d),\n    tensor=dict(size=%d, mode=\"%s\"),\n"
+                            "    pipeline=dict(size=%d, interleaved_overlap=True),\n"
+                            "    weight=dict(size=%d, overlap=True, memory_pool=True),\n)\n",
+                         l->zero >= 1 ? -1 : 1, tensor, mode, l->pp, l->wp);
+  g_string_append_printf(s, "data = dict(seq_len=%" G_GINT64_FORMAT ", micro_num=%" G_GINT64_FORMAT ", micro_bsz=%d)\n",
+                         res->ctx.seq, microbatches, l->mb);
+  g_string_append_printf(s, "model = dict(checkpoint=%s, num_chunks=%d)\n", l->ckpt == SP_CKPT_FULL ? "True" : "False",
+                         l->pp > 1 && l->vpp > 1 ? l->vpp : 1);
+  if (isp && l->tp > 1)
+    cannot(no, "tp=%d together with sp=%d or wp=%d (InternEvo's tensor group runs one mode: mtp/msp or isp)", l->tp,
+           l->sp, l->wp);
+  if (l->cp > 1) cannot(no, "cp=%d (ring attention: InternEvo's sequence_2D options of recent versions, set by hand)", l->cp);
+  if (l->zero >= 2)
+    cannot(no, "zero=%d (InternEvo's hybrid ZeRO shards the optimizer state: zero1; FSDP is a separate option)", l->zero);
+  if (l->ckpt == SP_CKPT_SELECTIVE || l->ckpt == SP_CKPT_OP)
+    cannot(no, "ckpt=%s (model.checkpoint recomputes whole layers: True or a fraction of them)", sp_ckpt_name(l->ckpt));
+  if (l->tp > 1 && !isp && !l->tp_sp) g_string_append(s, "# tpsp=0: mode \"mtp\" (as above)\n");
+  if (l->pp_first > 0 || l->pp_last > 0) cannot(no, "uneven first/last stages (ppfirst/pplast)");
+}
+
 char *sp_whatif_export_text(const sp_whatif_result *r, const char *framework, GError **err)
 {
   const sp_whatif_row *w = sp_whatif_winner(r);
@@ -142,14 +173,16 @@ char *sp_whatif_export_text(const sp_whatif_result *r, const char *framework, GE
   if (strcmp(framework, "megatron") == 0) what = "Megatron-LM flags (megatron/training/arguments.py)";
   else if (strcmp(framework, "deepspeed") == 0) what = "a DeepSpeed config and Megatron-DeepSpeed flags";
   else if (strcmp(framework, "torchtitan") == 0) what = "torchtitan TOML (torchtitan/config/job_config.py)";
+  else if (strcmp(framework, "internevo") == 0) what = "InternEvo's config dicts (configs/7B_sft.py)";
   else {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--export must be megatron, deepspeed or torchtitan (got '%s')", framework);
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--export must be megatron, deepspeed, torchtitan or internevo (got '%s')", framework);
     return NULL;
   }
   g_string_append_printf(s, "# spsim: %s (%s) on %d GPUs as %s\n", w->label, spec, r->ctx.world, what);
   if (strcmp(framework, "megatron") == 0) megatron(s, no, r, l);
   else if (strcmp(framework, "deepspeed") == 0) deepspeed(s, no, r, l, w->r.microbatches);
-  else torchtitan(s, no, r, l);
+  else if (strcmp(framework, "torchtitan") == 0) torchtitan(s, no, r, l);
+  else internevo(s, no, r, l, w->r.microbatches);
   g_string_append(s, no->str);
   return g_string_free(g_steal_pointer(&s), FALSE);
 }

@@ -13,7 +13,7 @@ P="$tmp/p.xml"
 M="--model llama3-8b"
 
 # ---- 1. families: one row per plan
-"$bin" "$P" $A $M --json "$tmp/a.json" >"$tmp/out" 2>"$tmp/err"
+"$bin" "$P" $A $M --json "$tmp/a.json" --json-full >"$tmp/out" 2>"$tmp/err"
 rc=$?
 # The documented definition, applied to every layout of the JSON in rank order: one
 # key (tp, tpsp, sp, cp, pp, vpp, ppfirst, pplast, ckpt, mb, fits, simulated); a row
@@ -278,9 +278,9 @@ sys.exit(1 if bad or width <= 0 else 0)
 PY
 check $? "--svg: every label inside the picture"
 
-# ---- --json-summary: only the table's rows, each the same object as in the full dump
-"$bin" "$P" $A $M --json "$tmp/full.json" >/dev/null 2>&1
-"$bin" "$P" $A $M --json "$tmp/sum.json" --json-summary >"$tmp/out" 2>&1
+# ---- --json: only the table's rows, each the same object as in the full dump (--json-full)
+"$bin" "$P" $A $M --json "$tmp/full.json" --json-full >/dev/null 2>&1
+"$bin" "$P" $A $M --json "$tmp/sum.json" >"$tmp/out" 2>&1
 rows=$(grep -c '^ *[0-9][0-9]*  ' "$tmp/out")
 python3 - "$tmp/full.json" "$tmp/sum.json" "$rows" <<'PY'
 import json, sys
@@ -290,4 +290,4 @@ ok = (s["layouts_total"] == len(f["layouts"]) == f["layouts_total"] and len(s["l
       and len(s["layouts"]) < len(f["layouts"]))
 sys.exit(0 if ok else 1)
 PY
-check $? "--json-summary: the table's $rows rows, equal to their rows of the full dump, and the total"
+check $? "--json: the table's $rows rows, equal to their rows of the full dump, and the total"

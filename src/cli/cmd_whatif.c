@@ -39,13 +39,13 @@ static gboolean write_out(const char *path, const char *flag, const char *text, 
   return TRUE;
 }
 
-/* --json-summary: --json writes the table's rows only */
-static gboolean json_summary;
+/* --json-full: --json writes every evaluated layout, not only the table's rows */
+static gboolean json_full;
 
 static gboolean write_json(const sp_whatif_result *r, const char *path, GError **err)
 {
   gsize len = 0;
-  g_autofree char *text = sp_whatif_to_json_ex(r, json_summary, &len);
+  g_autofree char *text = sp_whatif_to_json_ex(r, !json_full, &len);
   return write_out(path, "--json", text, len, err);
 }
 
@@ -202,8 +202,8 @@ int sp_cmd_whatif(int argc, char **argv)
     { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &o.gpus_per_node, "GPUs per node, for a platform that does not say (default: the platform's gpus_per_node property or its node zones; a different value is refused)", "N" },
     { "top", 'k', 0, G_OPTION_ARG_INT, &o.top, "rows of the ranked table: families of layouts differing only in wp or zero within 1% count once (default 10)", "K" },
     { "all", 0, 0, G_OPTION_ARG_NONE, &o.all, "list every layout, fitting or not, by step time instead of the best of each family; the exit status is still 1 when none fits", NULL },
-    { "json", 0, 0, G_OPTION_ARG_FILENAME, &json, "write every evaluated layout with its breakdown", "FILE" },
-    { "json-summary", 0, 0, G_OPTION_ARG_NONE, &json_summary, "--json writes only the table's rows (the best of each family shown, with their rank) instead of every layout: a small document", NULL },
+    { "json", 0, 0, G_OPTION_ARG_FILENAME, &json, "write the table's rows (every layout with --all or --json-full) with their breakdown", "FILE" },
+    { "json-full", 0, 0, G_OPTION_ARG_NONE, &json_full, "--json writes every evaluated layout (about 27 MB for the default sweep) instead of the table's rows", NULL },
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &csv, "write every evaluated layout as one CSV row (RFC 4180): layout keys, step, throughput, MFU, exposed communication per kind, bubble, memory parts, fits", "FILE" },
     { "sensitivity", 0, 0, G_OPTION_ARG_NONE, &sensitivity, "re-rank under GEMM efficiency +-10%, NIC and NVLink bandwidth +-20% (closed form) and the compute slowdown beside collectives +-50% (step graph of the shown layouts): the winner's step-time range and whether another plan wins", NULL },
     { "export", 0, 0, G_OPTION_ARG_STRING, &export, "print the winner as megatron (Megatron-LM flags), deepspeed (DeepSpeed config and Megatron-DeepSpeed flags), torchtitan (TOML) or internevo (its parallel/data/model dicts), with what that framework cannot express", "FRAMEWORK" },

@@ -7,7 +7,7 @@
 # 4 nodes x 8 GPUs (H100-like host speed, 80 GiB property)
 whatif_platform "$tmp/p.xml"
 export SPSIM_MODELS_DIR="$src/models"
-echo "1..26"
+echo "1..27"
 A="--fidelity analytic"
 P="$tmp/p.xml"
 M="--model llama3-8b"
@@ -291,3 +291,17 @@ ok = (s["layouts_total"] == len(f["layouts"]) == f["layouts_total"] and len(s["l
 sys.exit(0 if ok else 1)
 PY
 check $? "--json: the table's $rows rows, equal to their rows of the full dump, and the total"
+
+# ---- the default answer states a range: with the GEMM efficiency 10 % lower the step
+# cannot be shorter nor more than 1/0.9 = 1.111 times longer; 10 % higher, not longer nor
+# shorter than 1/1.1 = 0.909 times (only the GEMMs' share of the step scales)
+"$bin" "$P" $A $M >"$tmp/out" 2>&1
+python3 - "$tmp/out" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+step = float(re.search(r"^Why .+? wins: compute is [0-9.]+% of its ([0-9.]+) s step", t, re.M).group(1))
+lo, hi = map(float, re.search(r"With a GEMM efficiency 10% lower or higher its step would take ([0-9.]+)-([0-9.]+) s", t).group(1, 2))
+ok = step / 1.1 - 0.005 <= lo <= step + 0.005 and step - 0.005 <= hi <= step / 0.9 + 0.005 and lo < hi
+sys.exit(0 if ok else "%s %s %s" % (lo, step, hi))
+PY
+check $? "default answer: the winner's step as a range under GEMM efficiency +-10 %, within the hand bounds"

@@ -205,6 +205,9 @@ typedef struct {
   guint nfit;                   /**< rows that fit in memory */
   guint nsim;                   /**< rows whose step graph ran */
   guint ndisagree;              /**< of those, rows whose closed form is more than 10 % off */
+  double gemm_range[2];         /**< the winner's step time with the GEMM efficiency 10 % lower and 10 % higher
+                                     (its step scaled by its closed form's change); 0 when not computed (no
+                                     winner that fits, or a measured GEMM table) */
   double mem_cap;               /**< usable bytes per GPU */
   sp_whatif_outcome outcome;
   GArray *checks;               /**< of sp_whatif_check after sp_whatif_verify(), else NULL */

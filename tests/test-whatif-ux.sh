@@ -7,7 +7,7 @@
 # 4 nodes x 8 GPUs (H100-like host speed, 80 GiB property)
 whatif_platform "$tmp/p.xml"
 export SPSIM_MODELS_DIR="$src/models"
-echo "1..27"
+echo "1..28"
 A="--fidelity analytic"
 P="$tmp/p.xml"
 M="--model llama3-8b"
@@ -305,3 +305,6 @@ ok = step / 1.1 - 0.005 <= lo <= step + 0.005 and step - 0.005 <= hi <= step / 0
 sys.exit(0 if ok else "%s %s %s" % (lo, step, hi))
 PY
 check $? "default answer: the winner's step as a range under GEMM efficiency +-10 %, within the hand bounds"
+# the table says what its labels mean: sp is Ulysses, tpNs Megatron's sequence parallelism
+if grep -q 'spN Ulysses sequence' "$tmp/out" && grep -q 'tpNs with Megatron sequence parallelism (tpsp)' "$tmp/out"
+then ok "the table's legend names sp as Ulysses and tpNs as Megatron SP"; else nok "legend: $(grep -A3 '(step:' "$tmp/out")"; fi

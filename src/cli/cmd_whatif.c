@@ -89,21 +89,16 @@ static void progress(void *user, guint done, guint total)
   if (done == total) fputs("\r\033[K", stderr);
 }
 
+/* Built-in models: the source tree's and the installed ones (spsim/model.h). */
 static char **model_dirs(void)
 {
-  GPtrArray *a = g_ptr_array_new();
-  const char *env = g_getenv("SPSIM_MODELS_DIR");
-  if (env && *env) g_ptr_array_add(a, g_strdup(env));
-#ifdef SP_SRC_MODELS_DIR
-  g_ptr_array_add(a, g_strdup(SP_SRC_MODELS_DIR));
+#ifndef SP_SRC_MODELS_DIR
+#define SP_SRC_MODELS_DIR NULL
 #endif
-#ifdef SP_MODELS_DIR
-  g_ptr_array_add(a, g_strdup(SP_MODELS_DIR));
+#ifndef SP_MODELS_DIR
+#define SP_MODELS_DIR NULL
 #endif
-  const char *src = g_getenv("SPSIM_SRCDIR");
-  if (src && *src) g_ptr_array_add(a, g_build_filename(src, "models", NULL));
-  g_ptr_array_add(a, NULL);
-  return (char **)g_ptr_array_free(a, FALSE);
+  return sp_model_search_dirs(SP_SRC_MODELS_DIR, SP_MODELS_DIR);
 }
 
 /* The report of a what-if that ran: opening lines, the ranked table and why the winner

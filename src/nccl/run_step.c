@@ -17,21 +17,16 @@
 /* Elements per block of each call, as the what-if's --verify replays a step. */
 #define STEP_ELEMS 16
 
-/* Where built-in models are found: $SPSIM_MODELS_DIR, the source tree, the installed ones. */
+/* Built-in models: the source tree's and the installed ones (spsim/model.h). */
 static char **model_dirs(void)
 {
-  GPtrArray *a = g_ptr_array_new();
-  const char *env = g_getenv("SPSIM_MODELS_DIR");
-  if (env && *env)
-    g_ptr_array_add(a, g_strdup(env));
-#ifdef SP_SRC_MODELS_DIR
-  g_ptr_array_add(a, g_strdup(SP_SRC_MODELS_DIR));
+#ifndef SP_SRC_MODELS_DIR
+#define SP_SRC_MODELS_DIR NULL
 #endif
-#ifdef SP_MODELS_DIR
-  g_ptr_array_add(a, g_strdup(SP_MODELS_DIR));
+#ifndef SP_MODELS_DIR
+#define SP_MODELS_DIR NULL
 #endif
-  g_ptr_array_add(a, NULL);
-  return (char **)g_ptr_array_free(a, FALSE);
+  return sp_model_search_dirs(SP_SRC_MODELS_DIR, SP_MODELS_DIR);
 }
 
 /* What every rank builds, the same everywhere. */

@@ -75,6 +75,13 @@ sp_model *sp_model_parse_flags(const char *json, gssize len, const char *what, s
 /** Load a model JSON file. */
 sp_model *sp_model_load_file(const char *path, GError **err);
 /**
+ * Where built-in models are looked for, in order: $SPSIM_MODELS_DIR, @p src_dir (the
+ * source tree's models/, may be NULL), @p installed_dir (may be NULL), then
+ * $SPSIM_SRCDIR/models. @return a NULL-terminated list (g_strfreev).
+ */
+char **sp_model_search_dirs(const char *src_dir, const char *installed_dir);
+
+/**
  * Resolve @p name_or_file: a path to a .json file (contains '/' or ends in .json), or
  * the name of a built-in model looked up as NAME.json in each of @p dirs (NULL-terminated).
  * An unknown name fails with a message listing the known models.

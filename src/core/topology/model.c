@@ -307,3 +307,16 @@ double sp_model_train_flops_per_token(const sp_model *m, double seq)
   double n = (double)m->layers * sp_model_layer_matmul_params(m) + (double)m->vocab * (double)m->hidden;
   return 6.0 * n + 12.0 * (double)m->layers * (double)m->hidden * seq;
 }
+
+char **sp_model_search_dirs(const char *src_dir, const char *installed_dir)
+{
+  GPtrArray *a = g_ptr_array_new();
+  const char *env = g_getenv("SPSIM_MODELS_DIR");
+  if (env && *env) g_ptr_array_add(a, g_strdup(env));
+  if (src_dir) g_ptr_array_add(a, g_strdup(src_dir));
+  if (installed_dir) g_ptr_array_add(a, g_strdup(installed_dir));
+  const char *src = g_getenv("SPSIM_SRCDIR");
+  if (src && *src) g_ptr_array_add(a, g_build_filename(src, "models", NULL));
+  g_ptr_array_add(a, NULL);
+  return (char **)g_ptr_array_free(a, FALSE);
+}

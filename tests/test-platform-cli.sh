@@ -48,7 +48,7 @@ if "$bin" bench "$tmp/n.xml" --coll send-recv --ranks 2 --sizes 1G --json >"$tmp
 then ok "--nvlink-bw and --nic-bw replace the preset's"; else nok "bandwidth options: $(cat "$tmp/err") $(time_us "$tmp/n.json")"; fi
 # 7: out-of-range options are refused in one line
 bad=0
-for a in "--oversubscription 0.5" "--su-nodes 0" "--nic-bw -3" "--nvlink-bw 0"; do
+for a in "--oversubscription 0.5" "--su-nodes 0" "--nic-bw -3" "--nvlink-bw 0" "--nvlink-bw nan" "--nic-bw 40x"; do
   if "$bin" platform dgx --nodes 2 $a >/dev/null 2>"$tmp/err" || [ "$(wc -l <"$tmp/err")" -ne 1 ] ||
      ! grep -q "^spsim: platform: --$(echo $a | sed 's/^--\([a-z-]*\).*/\1/')" "$tmp/err"; then bad=1; echo "# $a: $(cat "$tmp/err")"; fi
 done

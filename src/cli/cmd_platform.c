@@ -10,11 +10,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A bandwidth in GB/s: a finite number above 0. */
+static gboolean parse_gbps(const char *s, double *out)
+{
+  char *end = NULL;
+  double v = g_ascii_strtod(s, &end);
+  if (end == s || *end != '\0' || !isfinite(v) || !(v > 0)) return FALSE;
+  *out = v;
+  return TRUE;
+}
+
 int sp_cmd_platform(int argc, char **argv)
 {
   gint nodes = G_MININT, gpn = 8, su_nodes = G_MININT;
   gboolean charge = FALSE;
-  double nvl_bw = NAN, nic_bw = NAN, oversub = 1.0;
+  double oversub = 1.0;
+  g_autofree char *nvl_s = NULL, *nic_s = NULL;
   g_autofree char *gpu = NULL, *out = NULL;
   GOptionEntry entries[] = {
     { "nodes", 'n', 0, G_OPTION_ARG_INT, &nodes, "number of nodes (required, >= 1)", "N" },
@@ -22,8 +33,8 @@ int sp_cmd_platform(int argc, char **argv)
     { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpn, "GPUs per node (default 8)", "G" },
     { "charge-local", 0, 0, G_OPTION_ARG_NONE, &charge,
       "add mem_bw (HBM bandwidth) so local steps are charged (off: NCCL fuses reductions)", NULL },
-    { "nvlink-bw", 0, 0, G_OPTION_ARG_DOUBLE, &nvl_bw, "NVLink bandwidth per GPU and direction in GB/s, effective (default: the preset's: H100 450, A100 270)", "GBPS" },
-    { "nic-bw", 0, 0, G_OPTION_ARG_DOUBLE, &nic_bw, "NIC bandwidth per GPU and direction in GB/s, effective (default: the preset's)", "GBPS" },
+    { "nvlink-bw", 0, 0, G_OPTION_ARG_STRING, &nvl_s, "NVLink bandwidth per GPU and direction in GB/s, effective (default: the preset's: H100 450, A100 270)", "GBPS" },
+    { "nic-bw", 0, 0, G_OPTION_ARG_STRING, &nic_s, "NIC bandwidth per GPU and direction in GB/s, effective (default: the preset's)", "GBPS" },
     { "su-nodes", 0, 0, G_OPTION_ARG_INT, &su_nodes, "nodes per scalable unit, one leaf level each (default 32, as DGX SuperPOD)", "N" },
     { "oversubscription", 0, 0, G_OPTION_ARG_DOUBLE, &oversub, "leaf-to-spine oversubscription R: an SU's uplink carries its NICs' sum / R (default 1: full bisection)", "R" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "write to FILE instead of stdout", "FILE" },
@@ -60,13 +71,15 @@ int sp_cmd_platform(int argc, char **argv)
   o.nodes = nodes;
   o.gpus_per_node = gpn;
   o.charge_local = charge;
-  if ((!isnan(nvl_bw) && !(nvl_bw > 0)) || (!isnan(nic_bw) && !(nic_bw > 0)))
-    return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform: --%s must be a bandwidth in GB/s above 0",
-                                   !isnan(nvl_bw) && !(nvl_bw > 0) ? "nvlink-bw" : "nic-bw"));
+  double nvl_bw = 0, nic_bw = 0; /* 0: the preset's */
+  if ((nvl_s && !parse_gbps(nvl_s, &nvl_bw)) || (nic_s && !parse_gbps(nic_s, &nic_bw)))
+    return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform: --%s must be a bandwidth in GB/s above 0 (got '%s')",
+                                   nvl_s && !parse_gbps(nvl_s, &nvl_bw) ? "nvlink-bw" : "nic-bw",
+                                   nvl_s && !parse_gbps(nvl_s, &nvl_bw) ? nvl_s : nic_s));
   if (su_nodes != G_MININT && su_nodes < 1)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform: --su-nodes must be >= 1 (got %d)", su_nodes));
-  o.nvl_bw = isnan(nvl_bw) ? 0 : nvl_bw * 1e9;
-  o.nic_bw = isnan(nic_bw) ? 0 : nic_bw * 1e9;
+  o.nvl_bw = nvl_bw * 1e9;
+  o.nic_bw = nic_bw * 1e9;
   o.su_nodes = su_nodes == G_MININT ? 0 : su_nodes;
   o.oversubscription = oversub;
   if (gpu != NULL && !sp_gpu_parse(gpu, &o.gpu, &err)) {

@@ -23,9 +23,4 @@ void sp_whatif_group(sp_whatif_result *r);
 /* The best row of the second family when it fits (the runner-up), else NULL. */
 const sp_whatif_row *sp_whatif_runner_up(const sp_whatif_result *r);
 
-/* The winner's step time with the GEMM efficiency 10 % lower and higher into
- * r->gemm_range (whatif_sensitivity.c); nothing without a winner that fits or with a
- * measured GEMM table. */
-gboolean sp_whatif_gemm_range(sp_whatif_result *r, GError **err);
-
 #endif

@@ -54,26 +54,6 @@ static gboolean closed_form(const sp_step_ctx *c0, const sp_analytic_net *net, c
   return TRUE;
 }
 
-/* @p q's step time with the GEMM efficiency scaled by @p factor: its step scaled by its
- * closed form's change, priced with the run's own pricer. */
-static gboolean gemm_scaled(const sp_whatif_result *r, const sp_whatif_row *q, double factor, double *t, GError **err)
-{
-  sp_step_hw hw = r->ctx.hw;
-  hw.gpu.gemm_eff = MIN(1.0, hw.gpu.gemm_eff * factor);
-  double cf;
-  if (!closed_form(&r->ctx, NULL, &hw, &q->r.layout, &cf, err)) return FALSE;
-  *t = q->r.step_time * cf / q->r.closed_form;
-  return TRUE;
-}
-
-gboolean sp_whatif_gemm_range(sp_whatif_result *r, GError **err)
-{
-  const sp_whatif_row *w = sp_whatif_winner(r);
-  if (w == NULL || r->outcome != SP_WHATIF_OK || !w->r.fits || r->ctx.hw.gpu.table != NULL || !(w->r.closed_form > 0))
-    return TRUE;
-  return gemm_scaled(r, w, 0.9, &r->gemm_range[0], err) && gemm_scaled(r, w, 1.1, &r->gemm_range[1], err);
-}
-
 char *sp_whatif_sensitivity_text(const sp_whatif_result *r, GError **err)
 {
   const sp_whatif_row *w = sp_whatif_winner(r);
@@ -121,20 +101,21 @@ char *sp_whatif_sensitivity_text(const sp_whatif_result *r, GError **err)
       }
     } else {
       sp_analytic_net net = r->net;
+      sp_step_hw hw = r->ctx.hw;
+      if (vars[v].kind == V_GEMM) hw.gpu.gemm_eff = MIN(1.0, hw.gpu.gemm_eff * vars[v].factor);
       if (vars[v].kind == V_NIC) net.nic_bw *= vars[v].factor;
       if (vars[v].kind == V_NVLINK) net.intra_busbw *= vars[v].factor;
       for (guint k = 0; k < idx->len; k++) {
         const sp_whatif_row *q = &g_array_index(r->rows, sp_whatif_row, g_array_index(idx, guint, k));
-        double t, est;
+        double t;
         /* GEMM: the run's own pricer, against the row's closed form; bandwidth: the analytic
          * model (the engine's platform is fixed), against its nominal analytic closed form */
-        gboolean ok = vars[v].kind == V_GEMM ? gemm_scaled(r, q, vars[v].factor, &est, err)
-                                             : closed_form(&r->ctx, &net, &r->ctx.hw, &q->r.layout, &t, err);
-        if (!ok) {
+        gboolean gemm = vars[v].kind == V_GEMM;
+        if (!closed_form(&r->ctx, gemm ? NULL : &net, &hw, &q->r.layout, &t, err)) {
           g_string_free(s, TRUE);
           return NULL;
         }
-        if (vars[v].kind != V_GEMM) est = q->r.step_time * t / g_array_index(base, double, k);
+        double est = q->r.step_time * t / (gemm ? q->r.closed_form : g_array_index(base, double, k));
         if (q == w) tw = tbest = est; /* rows[0]: first */
         else if (sp_whatif_time_key(est) < sp_whatif_time_key(tbest)) { best = q; tbest = est; }
       }

@@ -249,7 +249,7 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
   g_string_append(s, r->fits ? "." : ", so it does NOT fit.");
   const sp_whatif_row *q = sp_whatif_runner_up(res);
   if (q != NULL) runner_up(s, w, q);
-  if (res->gemm_range[0] > 0 && res->gemm_range[1] > 0)
+  if (res->gemm_range[0] > 0 && res->gemm_range[1] > 0 && w == sp_whatif_winner(res))
     g_string_append_printf(s, " With a GEMM efficiency 10%% lower or higher its step would take %.2f-%.2f s "
                               "(--sensitivity: bandwidth and overlap too, and whether the winner changes).",
                            MIN(res->gemm_range[0], res->gemm_range[1]), MAX(res->gemm_range[0], res->gemm_range[1]));

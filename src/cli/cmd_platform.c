@@ -1,5 +1,6 @@
-/* spsim platform dgx --nodes N [--gpu h100|a100|h100-hbm2e|toy] [--gpus-per-node 8] [--charge-local]
- *                    [--nvlink-bw GBPS] [--nic-bw GBPS] [--su-nodes N] [--oversubscription R] [-o FILE]:
+/* spsim platform dgx --nodes N [--gpu h100|a100|h100-hbm2e|b200|gb200|toy] [--gpus-per-node 8] [--charge-local]
+ *                    [--nvlink-bw GBPS] [--nic-bw GBPS] [--su-nodes N] [--oversubscription R]
+ *                    [--nvlink-domain G] [--nics-per-node K] [-o FILE]:
  * write a calibrated platform XML (stdout by default). */
 #include "config.h"
 #include "cli.h"
@@ -22,28 +23,31 @@ static gboolean parse_gbps(const char *s, double *out)
 
 int sp_cmd_platform(int argc, char **argv)
 {
-  gint nodes = G_MININT, gpn = 8, su_nodes = G_MININT;
+  gint nodes = G_MININT, gpn = G_MININT, su_nodes = G_MININT, domain = G_MININT, nics = G_MININT;
   gboolean charge = FALSE;
   double oversub = 1.0;
   g_autofree char *nvl_s = NULL, *nic_s = NULL;
   g_autofree char *gpu = NULL, *out = NULL;
   GOptionEntry entries[] = {
     { "nodes", 'n', 0, G_OPTION_ARG_INT, &nodes, "number of nodes (required, >= 1)", "N" },
-    { "gpu", 0, 0, G_OPTION_ARG_STRING, &gpu, "GPU preset: h100 (default), a100, h100-hbm2e (96 GB HBM2e at 2.4 TB/s), toy", "KIND" },
-    { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpn, "GPUs per node (default 8)", "G" },
+    { "gpu", 0, 0, G_OPTION_ARG_STRING, &gpu, "GPU preset: h100 (default), a100, h100-hbm2e (96 GB HBM2e at 2.4 TB/s), b200 (DGX B200), gb200 (GB200 NVL72: trays of 4 GPUs, 72 per NVLink domain), toy", "KIND" },
+    { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpn, "GPUs per node (default 8; gb200: 4, a compute tray)", "G" },
     { "charge-local", 0, 0, G_OPTION_ARG_NONE, &charge,
       "add mem_bw (HBM bandwidth) so local steps are charged (off: NCCL fuses reductions)", NULL },
     { "nvlink-bw", 0, 0, G_OPTION_ARG_STRING, &nvl_s, "NVLink bandwidth per GPU and direction in GB/s, effective (default: the preset's: H100 450, A100 270)", "GBPS" },
     { "nic-bw", 0, 0, G_OPTION_ARG_STRING, &nic_s, "NIC bandwidth per GPU and direction in GB/s, effective (default: the preset's)", "GBPS" },
     { "su-nodes", 0, 0, G_OPTION_ARG_INT, &su_nodes, "nodes per scalable unit, one leaf level each (default 32, as DGX SuperPOD)", "N" },
     { "oversubscription", 0, 0, G_OPTION_ARG_DOUBLE, &oversub, "leaf-to-spine oversubscription R: an SU's uplink carries its NICs' sum / R (default 1: full bisection)", "R" },
+    { "nvlink-domain", 0, 0, G_OPTION_ARG_INT, &domain, "GPUs sharing one NVSwitch fabric, a multiple of --gpus-per-node whose nodes divide --nodes and --su-nodes (default: one node; gb200: 72); the what-if treats the domain as the node", "G" },
+    { "nics-per-node", 0, 0, G_OPTION_ARG_INT, &nics, "NICs per node, dividing --gpus-per-node: GPUs share them evenly, each of --nic-bw (default: one per GPU)", "K" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "write to FILE instead of stdout", "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new("dgx - generate a calibrated SimGrid platform");
   g_option_context_set_summary(ctx,
       "Writes DGX-style nodes (NVSwitch inside, one NIC per GPU) in a full-bisection fat tree.\n"
-      "Example: spsim platform dgx --nodes 128 > dgx.xml");
+      "Example: spsim platform dgx --nodes 128 > dgx.xml\n"
+      "         spsim platform dgx --gpu gb200 --nodes 144 > nvl72.xml   (8 NVL72 racks)");
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_help_enabled(ctx, TRUE);
   GError *err = NULL;
@@ -69,23 +73,29 @@ int sp_cmd_platform(int argc, char **argv)
   sp_platform_opts o;
   sp_platform_opts_init(&o);
   o.nodes = nodes;
-  o.gpus_per_node = gpn;
   o.charge_local = charge;
   double nvl_bw = 0, nic_bw = 0; /* 0: the preset's */
   if ((nvl_s && !parse_gbps(nvl_s, &nvl_bw)) || (nic_s && !parse_gbps(nic_s, &nic_bw)))
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform: --%s must be a bandwidth in GB/s above 0 (got '%s')",
                                    nvl_s && !parse_gbps(nvl_s, &nvl_bw) ? "nvlink-bw" : "nic-bw",
                                    nvl_s && !parse_gbps(nvl_s, &nvl_bw) ? nvl_s : nic_s));
+  if ((domain != G_MININT && domain < 1) || (nics != G_MININT && nics < 1))
+    return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform: --%s must be >= 1 (got %d)",
+                                   domain != G_MININT && domain < 1 ? "nvlink-domain" : "nics-per-node",
+                                   domain != G_MININT && domain < 1 ? domain : nics));
   if (su_nodes != G_MININT && su_nodes < 1)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform: --su-nodes must be >= 1 (got %d)", su_nodes));
   o.nvl_bw = nvl_bw * 1e9;
   o.nic_bw = nic_bw * 1e9;
   o.su_nodes = su_nodes == G_MININT ? 0 : su_nodes;
   o.oversubscription = oversub;
+  o.nvlink_domain = domain == G_MININT ? 0 : domain;
+  o.nics_per_node = nics == G_MININT ? 0 : nics;
   if (gpu != NULL && !sp_gpu_parse(gpu, &o.gpu, &err)) {
     g_prefix_error(&err, "platform: ");
     return sp_cli_fail(err);
   }
+  o.gpus_per_node = gpn != G_MININT ? gpn : sp_gpu_spec_get(o.gpu)->node_gpus;
   g_autofree char *xml = sp_platform_dgx_xml(&o, &err);
   if (xml == NULL) {
     g_prefix_error(&err, "platform: ");

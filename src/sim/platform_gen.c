@@ -16,7 +16,7 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
     .nvl_bw = 450e9, .nvl_lat = 1.3e-6,
     .nic_bw = 48e9, .nic_lat = 2.0e-6,
     .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
-    .coll_lat = 8.4e-6, .nvls = TRUE,
+    .coll_lat = 8.4e-6, .nvls = TRUE, .node_gpus = 8,
   },
   [SP_GPU_A100] = {
     .key = "a100", .model = "A100-SXM4-80GB",
@@ -24,7 +24,7 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
     .nvl_bw = 270e9, .nvl_lat = 1.3e-6,
     .nic_bw = 24e9, .nic_lat = 2.0e-6,
     .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
-    .coll_lat = 8.4e-6,
+    .coll_lat = 8.4e-6, .node_gpus = 8,
   },
   /* The H100 of Meta's Grand Teton hosts that torchtitan's benchmarks ran on: 96 GB
    * HBM2e at 2.4 TB/s, NVLink within the host, 400 Gb/s RDMA per GPU, 500 W power
@@ -37,7 +37,42 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
     .nvl_bw = 450e9, .nvl_lat = 1.3e-6,
     .nic_bw = 48e9, .nic_lat = 2.0e-6,
     .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
-    .coll_lat = 8.4e-6, .nvls = TRUE,
+    .coll_lat = 8.4e-6, .nvls = TRUE, .node_gpus = 8,
+  },
+  /* DGX B200 (NVIDIA DGX B200 datasheet and user guide, "Introduction to NVIDIA DGX
+   * B200 Systems"): 8 B200 with 1,440 GB of HBM3e in all (180 GB each, counted in
+   * GiB as the H100's 80 GB) at 64 TB/s (8 TB/s each); 72 PFLOPS FP8 training with
+   * sparsity = 4.5 PFLOPS dense FP8 per GPU = 2.25 PFLOPS dense BF16 (HGX B200
+   * datasheet: BF16 36 PFLOPS with sparsity for 8 GPUs); NVLink 5 at 1.8 TB/s
+   * bidirectional per GPU = 900 GB/s per direction (18 links x 50 GB/s, "NVIDIA
+   * Blackwell Architecture Technical Brief"); 8 single-port ConnectX-7 at 400 Gb/s,
+   * one per GPU. Effective bandwidths DERIVED, not measured: the H100 preset's
+   * fractions of the line rate (NVLink 450 / 450 = 1.0, NIC 48 / 50 = 0.96);
+   * latencies the H100's (same NCCL base latencies, same NDR fabric). */
+  [SP_GPU_B200] = {
+    .key = "b200", .model = "B200-SXM-180GB",
+    .flops = 2.25e15, .gpu_mem = 193273528320.0, .mem_bw = 8e12,
+    .nvl_bw = 900e9, .nvl_lat = 1.3e-6,
+    .nic_bw = 48e9, .nic_lat = 2.0e-6,
+    .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
+    .coll_lat = 8.4e-6, .nvls = TRUE, .node_gpus = 8,
+  },
+  /* DGX GB200 NVL72 (NVIDIA GB200 NVL72 datasheet): 72 Blackwell GPUs in one NVLink
+   * domain (130 TB/s = 72 x 1.8 TB/s), 18 compute trays of 2 GB200 superchips (4
+   * GPUs); 360 PFLOPS FP16/BF16 with sparsity = 2.5 PFLOPS dense BF16 per GPU (at
+   * 1.2 kW, against the B200's 1 kW); 13.4 TB HBM3e at 576 TB/s = 186 GB (GiB, as
+   * above) and 8 TB/s per GPU. Network: one ConnectX-7 400 Gb/s NIC per GPU (DGX
+   * SuperPOD with DGX GB200 reference architecture, NDR InfiniBand compute fabric),
+   * whose scalable unit is 8 DGX GB200 racks = 144 trays.
+   * Effective bandwidths and latencies derived as for b200; the NVLink latency of a
+   * route through the NVLink Switch trays is assumed to equal a node's NVSwitch. */
+  [SP_GPU_GB200] = {
+    .key = "gb200", .model = "GB200-NVL72-186GB",
+    .flops = 2.5e15, .gpu_mem = 199715979264.0, .mem_bw = 8e12,
+    .nvl_bw = 900e9, .nvl_lat = 1.3e-6,
+    .nic_bw = 48e9, .nic_lat = 2.0e-6,
+    .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
+    .coll_lat = 8.4e-6, .nvls = TRUE, .node_gpus = 4, .nvl_domain = 72, .su_nodes = 144,
   },
   [SP_GPU_TOY] = {
     .key = "toy", .model = "toy-gpu",
@@ -45,7 +80,7 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
     .nvl_bw = 100e9, .nvl_lat = 1e-6,
     .nic_bw = 10e9, .nic_lat = 5e-6,
     .leaf_lat = 1e-6, .spine_lat = 1e-6, .su_up_lat = 1e-6,
-    .coll_lat = 10e-6,
+    .coll_lat = 10e-6, .node_gpus = 8,
   },
 };
 
@@ -59,6 +94,8 @@ void sp_platform_opts_init(sp_platform_opts *opts)
   opts->nic_bw = 0;
   opts->su_nodes = 0;
   opts->oversubscription = 1.0;
+  opts->nvlink_domain = 0;
+  opts->nics_per_node = 0;
 }
 
 gboolean sp_gpu_parse(const char *s, sp_gpu_kind *out, GError **err)
@@ -69,7 +106,7 @@ gboolean sp_gpu_parse(const char *s, sp_gpu_kind *out, GError **err)
       return TRUE;
     }
   }
-  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown GPU '%s' (expected h100, a100, h100-hbm2e or toy)",
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown GPU '%s' (expected h100, a100, h100-hbm2e, b200, gb200 or toy)",
               s ? s : "(null)");
   return FALSE;
 }
@@ -98,6 +135,20 @@ char *sp_platform_host_name(int32_t nodes, int32_t node, int32_t gpu)
   return g_strdup_printf("node%0*d-gpu%d", node_width(nodes), node, gpu);
 }
 
+/* How the nodes group into the platform's zones. A node zone holds one NVLink
+ * domain: a DGX node (the default) or several nodes of one NVSwitch fabric (GB200
+ * NVL72: 18 trays of 4 GPUs), so the engine's and the what-if's "node" is the
+ * NVLink-connected group. NICs are numbered per zone; gpus_per_nic GPUs in a row
+ * share one. */
+typedef struct {
+  int32_t zones;        /* node zones: nodes / nodes_per_zone */
+  int32_t zone_gpus;    /* GPUs per zone (the NVLink domain) */
+  int32_t zone_nics;    /* NICs per zone */
+  int32_t gpus_per_nic; /* GPUs sharing one NIC (1: one NIC per GPU) */
+  int32_t nodes_per_zone;
+  int w;                /* digits of a zone index */
+} geom;
+
 /* Locale-independent, deterministic number text ("%.6g"). */
 static const char *num(char *buf, double v)
 {
@@ -113,8 +164,31 @@ static void put_link(GString *s, const char *indent, const char *id, double bw, 
                          indent, id, num(b1, bw / 1e9), num(b2, lat * 1e6), policy);
 }
 
-static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, int32_t n_su,
-                       int32_t per, const char *origin)
+/* The header's lines for the Blackwell presets, NVLink domains beyond one node and
+ * shared NICs ("" otherwise, so that the older presets' text is unchanged). */
+static char *domain_notes(const sp_platform_opts *o, const geom *m)
+{
+  GString *t = g_string_new("");
+  if (o->gpu == SP_GPU_B200 || o->gpu == SP_GPU_GB200)
+    g_string_append(t, "  * Preset b200/gb200: NVLink and NIC bandwidths derived from the line rates\n"
+                       "    with the H100 preset's measured fractions, not measured on this GPU.\n");
+  if (m->nodes_per_zone > 1)
+    g_string_append_printf(t,
+        "  * NVLink domain of %d GPUs = %d nodes of %d: each SimGrid zone nodeN (hosts\n"
+        "    nodeN-gpuG, G = 0..%d, node property = domain index) is one domain with one\n"
+        "    non-blocking NVSwitch fabric; GPU G sits in the domain's node G / %d.\n"
+        "    gpus_per_node (top zone) is the domain size: the NVLink-connected group.\n",
+        m->zone_gpus, m->nodes_per_zone, o->gpus_per_node, m->zone_gpus - 1, o->gpus_per_node);
+  if (m->gpus_per_nic > 1)
+    g_string_append_printf(t,
+        "  * %d NIC(s) per node: GPUs G of a zone share NIC nodeN-nicJ, J = G / %d,\n"
+        "    so %d GPUs divide its bandwidth when they send across nodes together.\n",
+        o->gpus_per_node / m->gpus_per_nic, m->gpus_per_nic, m->gpus_per_nic);
+  return g_string_free(t, FALSE);
+}
+
+static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, const geom *m,
+                       int32_t n_su, int32_t per, const char *origin)
 {
   /* the options beyond the preset, as given on the command line (none: the text of
    * the preset's platform is unchanged) */
@@ -124,6 +198,8 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
   if (o->nic_bw > 0) g_string_append_printf(ex, " --nic-bw %s", num(v, o->nic_bw / 1e9));
   if (o->su_nodes > 0) g_string_append_printf(ex, " --su-nodes %d", o->su_nodes);
   if (o->oversubscription > 1.0) g_string_append_printf(ex, " --oversubscription %s", num(v, o->oversubscription));
+  if (o->nvlink_domain > 0) g_string_append_printf(ex, " --nvlink-domain %d", o->nvlink_domain);
+  if (o->nics_per_node > 0) g_string_append_printf(ex, " --nics-per-node %d", o->nics_per_node);
   g_autofree char *extra = g_string_free(ex, ex->len == 0);
   g_autofree char *bisection =
     o->oversubscription > 1.0
@@ -135,6 +211,7 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
   char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE], b3[G_ASCII_DTOSTR_BUF_SIZE],
       b4[G_ASCII_DTOSTR_BUF_SIZE], b5[G_ASCII_DTOSTR_BUF_SIZE], b6[G_ASCII_DTOSTR_BUF_SIZE];
   int32_t gpn = o->gpus_per_node;
+  g_autofree char *notes = domain_notes(o, m);
   g_string_append(s, "<?xml version='1.0'?>\n"
                      "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
                      "<platform version=\"4.1\">\n");
@@ -179,14 +256,14 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
       "    [mem_bw,] node (node index), local_rank (GPU index in the node),\n"
       "    coll_latency. Hosts are declared node-major: declaration order = name\n"
       "    order = rank order.\n"
-      "%s"
+      "%s%s"
       "-->\n",
       o->nodes, g->key, gpn, o->charge_local ? " --charge-local" : "", extra ? extra : "", o->nodes, gpn, g->model,
       o->nodes * gpn, n_su, per,
       num(b1, g->flops / 1e12), num(b2, g->nvl_bw / 1e9), num(b3, g->nvl_lat * 1e6), num(b4, g->nic_bw / 1e9),
       num(b5, g->nic_lat * 1e6), bisection, num(b6, g->coll_lat * 1e6),
       g->nvls ? "  * The NVSwitches reduce (NVLink SHARP): top-zone property nvls = 1.\n" : "",
-      o->gpu == SP_GPU_TOY ? "  * Preset toy: round numbers for tests, not a real machine.\n" : "");
+      o->gpu == SP_GPU_TOY ? "  * Preset toy: round numbers for tests, not a real machine.\n" : "", notes);
   g_string_append(s, "<config>\n"
                      "  <prop id=\"network/model\" value=\"CM02\"/>\n"
                      "  <prop id=\"network/latency-factor\" value=\"1.0\"/>\n"
@@ -202,11 +279,11 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
  * node's exit through its own NIC; "tx" has no way back in and "rx" no way out,
  * so no GPU pair can take a path through the NICs. The links are declared at
  * the top level (put_node_links). */
-static void put_node(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, int32_t node)
+static void put_node(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, const geom *m, int32_t node)
 {
   char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE];
-  int w = node_width(o->nodes);
-  int32_t gpn = o->gpus_per_node;
+  int w = m->w;
+  int32_t gpn = m->zone_gpus;
   const char *clat = num(b2, g->coll_lat * 1e6);
   /* mem_bw makes the engine charge local steps (reductions, copies) at HBM speed. */
   g_autofree char *charge = o->charge_local ? g_strdup_printf("<prop id=\"mem_bw\" value=\"%.0f\"/>", g->mem_bw) : NULL;
@@ -233,26 +310,71 @@ static void put_node(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g
         "<link_ctn id=\"node%0*d-nic%d\" direction=\"UP\"/></route>\n"
         "      <route src=\"node%0*d-rx\" dst=\"node%0*d-gpu%d\" symmetrical=\"NO\">"
         "<link_ctn id=\"node%0*d-nic%d\" direction=\"DOWN\"/></route>\n",
-        w, node, k, w, node, w, node, k, w, node, w, node, k, w, node, k);
+        w, node, k, w, node, w, node, k / m->gpus_per_nic, w, node, w, node, k, w, node, k / m->gpus_per_nic);
   g_string_append(s, "    </zone>\n");
 }
 
 /* The links of one node: per GPU its NVLink ports and its NIC, and the node's
  * rail cables towards the leaf level (their sum of NICs, latency in the NICs'). */
-static void put_node_links(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, int32_t node)
+static void put_node_links(GString *s, const sp_gpu_spec *g, const geom *m, int32_t node)
 {
-  int w = node_width(o->nodes);
-  int32_t gpn = o->gpus_per_node;
-  for (int32_t k = 0; k < gpn; k++) {
+  int w = m->w;
+  for (int32_t k = 0; k < m->zone_gpus; k++) {
     g_autofree char *id = g_strdup_printf("node%0*d-nvl%d", w, node, k);
     put_link(s, "  ", id, g->nvl_bw, g->nvl_lat, "SPLITDUPLEX");
   }
-  for (int32_t k = 0; k < gpn; k++) {
+  for (int32_t k = 0; k < m->zone_nics; k++) {
     g_autofree char *id = g_strdup_printf("node%0*d-nic%d", w, node, k);
     put_link(s, "  ", id, g->nic_bw, g->nic_lat, "SPLITDUPLEX");
   }
   g_autofree char *id = g_strdup_printf("node%0*d-rails", w, node);
-  put_link(s, "  ", id, g->nic_bw * gpn, 0.0, "FATPIPE");
+  put_link(s, "  ", id, g->nic_bw * m->zone_nics, 0.0, "FATPIPE");
+}
+
+/* The zones of @p o (see geom) and the nodes per SU, checked: the NVLink domain is
+ * whole nodes and the nodes and SUs are whole domains; the NICs divide a node's GPUs. */
+static gboolean resolve_geom(const sp_platform_opts *o, const sp_gpu_spec *g, geom *m, int32_t *per, GError **err)
+{
+  const int32_t gpn = o->gpus_per_node;
+  if (o->nvlink_domain < 0 || o->nvlink_domain > SP_PLATFORM_MAX_NVLINK_DOMAIN) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--nvlink-domain must be between 1 and %d GPUs (got %d)",
+                SP_PLATFORM_MAX_NVLINK_DOMAIN, o->nvlink_domain);
+    return FALSE;
+  }
+  const int32_t dom = o->nvlink_domain > 0 ? o->nvlink_domain : g->nvl_domain > 0 ? g->nvl_domain : gpn;
+  if (dom % gpn != 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "--nvlink-domain %d is not a whole number of nodes of %d GPUs: give a multiple of --gpus-per-node%s",
+                dom, gpn, o->nvlink_domain > 0 ? "" : " (the domain is the preset's: set --nvlink-domain)");
+    return FALSE;
+  }
+  m->nodes_per_zone = dom / gpn;
+  if (o->nodes % m->nodes_per_zone != 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "--nodes %d is not a whole number of NVLink domains of %d nodes (%d GPUs): give a multiple of %d "
+                "or a smaller --nvlink-domain", o->nodes, m->nodes_per_zone, dom, m->nodes_per_zone);
+    return FALSE;
+  }
+  const int32_t nics = o->nics_per_node > 0 ? o->nics_per_node : gpn;
+  if (o->nics_per_node < 0 || o->nics_per_node > gpn || gpn % nics != 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "--nics-per-node must divide --gpus-per-node %d so that GPUs share NICs evenly (got %d)", gpn,
+                o->nics_per_node);
+    return FALSE;
+  }
+  m->zones = o->nodes / m->nodes_per_zone;
+  m->zone_gpus = dom;
+  m->gpus_per_nic = gpn / nics;
+  m->zone_nics = nics * m->nodes_per_zone;
+  m->w = node_width(m->zones);
+  *per = o->su_nodes > 0 ? o->su_nodes : g->su_nodes > 0 ? g->su_nodes : SP_PLATFORM_NODES_PER_SU;
+  if (*per % m->nodes_per_zone != 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "--su-nodes %d is not a whole number of NVLink domains of %d nodes: give a multiple of %d", *per,
+                m->nodes_per_zone, m->nodes_per_zone);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 char *sp_platform_dgx_xml(const sp_platform_opts *o, GError **err)
@@ -298,40 +420,43 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
   if (o->nvl_bw > 0) spec.nvl_bw = o->nvl_bw;
   if (o->nic_bw > 0) spec.nic_bw = o->nic_bw;
   const sp_gpu_spec *g = &spec;
-  const int32_t per = o->su_nodes > 0 ? o->su_nodes : SP_PLATFORM_NODES_PER_SU;
+  geom m;
+  int32_t per; /* nodes per SU */
+  if (!resolve_geom(o, g, &m, &per, err)) return NULL;
   const int32_t n_su = (o->nodes + per - 1) / per;
-  const int w = node_width(o->nodes);
+  const int32_t zper = per / m.nodes_per_zone; /* zones per SU */
+  const int w = m.w;
   const int ws = digits(n_su > 1 ? n_su - 1 : 0);
   GString *s = g_string_sized_new((gsize)o->nodes * (gsize)o->gpus_per_node * 700u + 4096u);
-  put_header(s, o, g, n_su, per, origin);
+  put_header(s, o, g, &m, n_su, per, origin);
 
   /* Every link is declared in the top zone, just before the zone that uses it:
    * SimGrid 3.32 looks a link name up from the top zone down, through every zone
    * declared before it, so links kept deep inside many zones make loading
    * quadratic in the node count. */
   g_string_append(s, "<zone id=\"cluster\" routing=\"DijkstraCache\">\n");
-  g_string_append_printf(s, "  <prop id=\"gpus_per_node\" value=\"%d\"/>\n", o->gpus_per_node);
+  g_string_append_printf(s, "  <prop id=\"gpus_per_node\" value=\"%d\"/>\n", m.zone_gpus);
   if (g->nvls)
     g_string_append(s, "  <prop id=\"nvls\" value=\"1\"/>\n");
   /* (a zone first: SimGrid's parser takes a zone that starts with a link for one
    * that holds hosts, not zones) */
   g_string_append(s, "  <zone id=\"spine\" routing=\"None\"><router id=\"spine-gw\"/></zone>\n");
-  put_link(s, "  ", "spine", g->nic_bw * o->nodes * o->gpus_per_node, g->spine_lat, "FATPIPE");
+  put_link(s, "  ", "spine", g->nic_bw * m.zones * m.zone_nics, g->spine_lat, "FATPIPE");
   for (int32_t u = 0; u < n_su; u++) {
-    int32_t first = u * per, last = MIN(o->nodes, first + per); /* nodes [first, last) */
+    int32_t first = u * zper, last = MIN(m.zones, first + zper); /* zones [first, last) */
     g_autofree char *gw = g_strdup_printf("su%0*d-gw", ws, u);
     g_autofree char *leaf = g_strdup_printf("su%0*d-leaf", ws, u);
     g_string_append_printf(s, "  <!-- scalable unit %d: nodes %d to %d -->\n", u, first, last - 1);
-    for (int32_t n = first; n < last; n++) put_node_links(s, o, g, n);
+    for (int32_t n = first; n < last; n++) put_node_links(s, g, &m, n);
     /* FATPIPE: every flow gets the full bandwidth; only the hop latency counts. */
-    put_link(s, "  ", leaf, g->nic_bw * per * o->gpus_per_node, g->leaf_lat, "FATPIPE");
+    put_link(s, "  ", leaf, g->nic_bw * zper * m.zone_nics, g->leaf_lat, "FATPIPE");
     g_autofree char *up = g_strdup_printf("su%0*d-up", ws, u);
-    put_link(s, "  ", up, g->nic_bw * (last - first) * o->gpus_per_node / o->oversubscription, g->su_up_lat,
+    put_link(s, "  ", up, g->nic_bw * (last - first) * m.zone_nics / o->oversubscription, g->su_up_lat,
              "SPLITDUPLEX");
     /* The SU: a star of node zones around its leaf level. The leaf hop is charged
      * on the way in (node -> leaf), so a node pair crosses it once. */
     g_string_append_printf(s, "  <zone id=\"su%0*d\" routing=\"Floyd\">\n", ws, u);
-    for (int32_t n = first; n < last; n++) put_node(s, o, g, n);
+    for (int32_t n = first; n < last; n++) put_node(s, o, g, &m, n);
     g_string_append_printf(s, "    <zone id=\"%s\" routing=\"None\"><router id=\"%s\"/></zone>\n", leaf, gw);
     for (int32_t n = first; n < last; n++)
       g_string_append_printf(s,

@@ -53,6 +53,9 @@ G_BEGIN_DECLS
 #define SP_PLATFORM_MAX_NODES 65536
 /** Largest GPU count per node the generator accepts. */
 #define SP_PLATFORM_MAX_GPUS_PER_NODE 64
+/** Largest NVLink domain the generator accepts (NVLink Switch System: up to 576 GPUs,
+ *  "NVIDIA Blackwell Architecture Technical Brief", NVLink section). */
+#define SP_PLATFORM_MAX_NVLINK_DOMAIN 576
 
 /** GPU presets (each brings its node's NVLink and NIC numbers). */
 typedef enum {
@@ -60,6 +63,8 @@ typedef enum {
   SP_GPU_A100,     /**< DGX A100: A100 SXM4 80 GB, NVLink3, 8 x 200 Gb/s HDR NICs */
   SP_GPU_TOY,      /**< round numbers for tests (platforms/small.xml) */
   SP_GPU_H100_HBM2E, /**< Grand Teton H100: 96 GB HBM2e at 2.4 TB/s, NVLink4, 400 Gb/s per GPU */
+  SP_GPU_B200,     /**< DGX B200: B200 180 GB HBM3e, NVLink5, 8 x 400 Gb/s NDR NICs */
+  SP_GPU_GB200,    /**< DGX GB200 NVL72: compute trays of 4 GB200 GPUs, 72 in one NVLink domain */
   SP_GPU_COUNT
 } sp_gpu_kind;
 
@@ -80,6 +85,10 @@ typedef struct {
   double coll_lat;      /**< fixed latency per collective and rank (host property coll_latency) */
   gboolean nvls;        /**< the NVSwitches reduce (NVLink SHARP, H100 and later): top-zone
                              property nvls = 1 */
+  int32_t node_gpus;    /**< GPUs per node of the preset's system (the CLI's default
+                             --gpus-per-node): 8 on DGX, 4 in a GB200 compute tray */
+  int32_t nvl_domain;   /**< GPUs sharing one NVSwitch fabric (0: one node's); GB200 NVL72: 72 */
+  int32_t su_nodes;     /**< nodes per scalable unit (0: #SP_PLATFORM_NODES_PER_SU) */
 } sp_gpu_spec;
 
 /** Options of sp_platform_dgx_xml. */
@@ -93,12 +102,16 @@ typedef struct {
   int32_t su_nodes;       /**< nodes per scalable unit (0: #SP_PLATFORM_NODES_PER_SU) */
   double oversubscription; /**< leaf-to-spine oversubscription: an SU's uplink carries its
                                 NICs' sum divided by this (1: full bisection; >= 1) */
+  int32_t nvlink_domain;  /**< GPUs in one NVLink domain, a multiple of gpus_per_node whose
+                               nodes divide nodes and su_nodes (0: the preset's, else one node) */
+  int32_t nics_per_node;  /**< NICs per node, dividing gpus_per_node: gpus_per_node / this GPUs
+                               share one NIC (0: one NIC per GPU) */
 } sp_platform_opts;
 
 /** Defaults: 1 node of 8 H100. */
 void sp_platform_opts_init(sp_platform_opts *opts);
 
-/** Parse a preset name ("h100", "a100", "toy", case-insensitive). */
+/** Parse a preset name ("h100", "a100", "h100-hbm2e", "b200", "gb200", "toy", case-insensitive). */
 gboolean sp_gpu_parse(const char *s, sp_gpu_kind *out, GError **err);
 
 /** The constants of @p kind (static storage), NULL when out of range. */

@@ -113,6 +113,8 @@ typedef struct {
 void sp_kernel_gpu_h100(sp_kernel_gpu *g);
 /** A100 SXM4 80 GB (sources in kernel_model.c). */
 void sp_kernel_gpu_a100(sp_kernel_gpu *g);
+/** B200 (DGX B200; also GB200 with the platform's peak); sources and assumptions in kernel_model.c. */
+void sp_kernel_gpu_b200(sp_kernel_gpu *g);
 
 /**
  * Seconds of @p batch GEMMs of M x N x K with @p elem-byte elements into @p t:

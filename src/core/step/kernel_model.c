@@ -105,6 +105,30 @@ void sp_kernel_gpu_a100(sp_kernel_gpu *g)
                         .attn2_bwd_eff = 0.55, .launch = 4e-6 };
 }
 
+/* B200 (DGX B200, 1 kW). Sources: peak 2.25 PFLOP/s dense BF16 and HBM3e 8 TB/s from
+ * the NVIDIA DGX B200 / HGX B200 datasheets (72 PFLOPS FP8 training with sparsity for
+ * 8 GPUs; 64 TB/s HBM3e in all), as in src/sim/platform_gen.c. SMs: 148, as
+ * cudaGetDeviceProperties reports it on a B200 (Chips and Cheese, "Nvidia's B200:
+ * Keeping the CUDA Juggernaut Rolling", 2025: 2 dies of 80 SMs, 74 enabled on each).
+ * NVIDIA's datasheets and the "NVIDIA Blackwell Architecture Technical Brief" give no
+ * SM count, nor do the CUDA programming guide's compute capability 10.0 tables
+ * (per-SM limits only); secondary spec listings disagree (144, 132), so the
+ * measured figure is taken. ASSUMPTIONS, no published measurement: tile 128 x 256
+ * per SM as on Hopper (Blackwell's 2-SM 256 x 256 UMMA tile covers the same area
+ * per SM); gemm_eff 0.75 and flash attention 0.60 / 0.45 as on H100 (cuDNN and
+ * FlashAttention-generation kernels for sm_100 are assumed to reach the same
+ * fraction of peak); flash2 0.33 / 0.28 as on H100 (FlashAttention-2's mma.sync
+ * kernels use neither Hopper's nor Blackwell's asynchronous tensor-core
+ * instructions). A measured table (--gemm-table) or --eff-matmul replaces them.
+ * GB200 uses these constants with its own peak and HBM bandwidth, taken from the
+ * platform's host speed and hbm_bw. */
+void sp_kernel_gpu_b200(sp_kernel_gpu *g)
+{
+  *g = (sp_kernel_gpu){ .peak_flops = 2.25e15, .hbm_bw = 8e12, .sms = 148, .tile_m = 128, .tile_n = 256,
+                        .gemm_eff = 0.75, .attn_fwd_eff = 0.60, .attn_bwd_eff = 0.45, .attn2_fwd_eff = 0.33,
+                        .attn2_bwd_eff = 0.28, .launch = 4e-6 };
+}
+
 static double ceil_div(double a, double b)
 {
   return ceil(a / b);

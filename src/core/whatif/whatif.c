@@ -281,6 +281,13 @@ static gboolean resolve_hw(sp_whatif_result *r, const sp_whatif_opts *o, const s
     r->net.intra_busbw = 232e9;
     r->net.nic_bw = 23e9;
     r->peak_src = "A100 default";
+  } else if (gpu_lc && strstr(gpu_lc, "b200") != NULL) {
+    /* DGX B200 and GB200: kernel model constants (kernel_model.c); NVLink5 busbw and
+     * NIC as the H100 defaults scaled by the line rates (900 / 450 GB/s; same
+     * 400 Gb/s NICs), derived, not measured */
+    sp_kernel_gpu_b200(&hw->gpu);
+    r->net.intra_busbw = 2.0 * r->net.intra_busbw;
+    r->peak_src = "B200 default";
   }
   if (p->speed >= 1e12) { hw->gpu.peak_flops = p->speed; r->peak_src = "platform host speed"; }
   if (o->peak_tflops != SP_WHATIF_UNSET_DBL) { hw->gpu.peak_flops = o->peak_tflops * 1e12; r->peak_src = "--peak-tflops"; }

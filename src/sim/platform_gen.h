@@ -25,6 +25,12 @@
  *   DOWN. Across nodes of an SU: nic a UP, rails, leaf, rails, nic b DOWN.
  *   Across SUs: nic a UP, rails, leaf K, up K UP, spine, up J DOWN, leaf J,
  *   rails, nic b DOWN.
+ * NVLink domains (sp_platform_opts.nvlink_domain > gpus_per_node, GB200 NVL72): the
+ * zone "nodeN" is a whole domain (its nodes' GPUs, one NVSwitch; property "node" = the
+ * domain, "local_rank" = the GPU's index in it, top-zone "gpus_per_node" = the domain
+ * size), so the engine and the what-if take the domain as the NVLink group. Shared
+ * NICs (nics_per_node < gpus_per_node): GPU g of a zone routes through "nodeN-nic<g /
+ * (gpus_per_node / nics_per_node)>"; rails, leaf and uplinks are the NICs' sums.
  * Node indices are zero-padded to at least 3 digits so that the hosts' names sort
  * in rank order (node-major, then GPU; declaration order is the same). Every
  * host carries the properties "gpu" (model name), "gpu_mem" (bytes), "hbm_bw"

@@ -1,6 +1,6 @@
 /* spsim platform dgx --nodes N [--gpu h100|a100|h100-hbm2e|b200|gb200|toy] [--gpus-per-node 8] [--charge-local]
- *                    [--nvlink-bw GBPS] [--nic-bw GBPS] [--su-nodes N] [--oversubscription R]
- *                    [--nvlink-domain G] [--nics-per-node K] [-o FILE]:
+ *                    [--nvlink-bw GBPS] [--nic-bw GBPS] [--su-nodes N] [--oversubscription R[,C]]
+ *                    [--nvlink-domain G] [--nics-per-node K] [--pod-sus N] [-o FILE]:
  * write a calibrated platform XML (stdout by default). */
 #include "config.h"
 #include "cli.h"
@@ -21,11 +21,34 @@ static gboolean parse_gbps(const char *s, double *out)
   return TRUE;
 }
 
+/* One oversubscription ratio: "R" or "R:1", a finite number. */
+static gboolean parse_ratio(const char *s, double *out)
+{
+  char *end = NULL;
+  double v = g_ascii_strtod(s, &end);
+  if (end == s || !isfinite(v)) return FALSE;
+  if (*end == ':' && strcmp(end, ":1") == 0) end += 2;
+  if (*end != '\0') return FALSE;
+  *out = v;
+  return TRUE;
+}
+
+/* --oversubscription LEAF[,CORE]: leaf-to-spine, then spine-to-core (each "R" or "R:1"). */
+static gboolean parse_oversubscription(const char *s, double *leaf, double *core)
+{
+  g_auto(GStrv) parts = g_strsplit(s, ",", -1);
+  guint n = g_strv_length(parts);
+  if (n < 1 || n > 2 || !parse_ratio(parts[0], leaf)) return FALSE;
+  return n == 1 || parse_ratio(parts[1], core);
+}
+
 int sp_cmd_platform(int argc, char **argv)
 {
   gint nodes = G_MININT, gpn = G_MININT, su_nodes = G_MININT, domain = G_MININT, nics = G_MININT;
+  gint pod_sus = G_MININT;
   gboolean charge = FALSE;
-  double oversub = 1.0;
+  double oversub = 1.0, core_oversub = 1.0;
+  g_autofree char *oversub_s = NULL;
   g_autofree char *nvl_s = NULL, *nic_s = NULL;
   g_autofree char *gpu = NULL, *out = NULL;
   GOptionEntry entries[] = {
@@ -37,7 +60,8 @@ int sp_cmd_platform(int argc, char **argv)
     { "nvlink-bw", 0, 0, G_OPTION_ARG_STRING, &nvl_s, "NVLink bandwidth per GPU and direction in GB/s, effective (default: the preset's: H100 450, A100 270)", "GBPS" },
     { "nic-bw", 0, 0, G_OPTION_ARG_STRING, &nic_s, "NIC bandwidth per GPU and direction in GB/s, effective (default: the preset's)", "GBPS" },
     { "su-nodes", 0, 0, G_OPTION_ARG_INT, &su_nodes, "nodes per scalable unit, one leaf level each (default 32, as DGX SuperPOD)", "N" },
-    { "oversubscription", 0, 0, G_OPTION_ARG_DOUBLE, &oversub, "leaf-to-spine oversubscription R: an SU's uplink carries its NICs' sum / R (default 1: full bisection)", "R" },
+    { "oversubscription", 0, 0, G_OPTION_ARG_STRING, &oversub_s, "leaf-to-spine oversubscription R (or R:1): an SU's uplink carries its NICs' sum / R (default 1: full bisection); R,C (e.g. 2:1,4:1) also sets the spine-to-core ratio C of --pod-sus pods", "R[,C]" },
+    { "pod-sus", 0, 0, G_OPTION_ARG_INT, &pod_sus, "SUs per pod: a third tier, pods of N SUs under their own spines, joined by a core (default: none)", "N" },
     { "nvlink-domain", 0, 0, G_OPTION_ARG_INT, &domain, "GPUs sharing one NVSwitch fabric, a multiple of --gpus-per-node whose nodes divide --nodes and --su-nodes (default: one node; gb200: 72); the what-if treats the domain as the node", "G" },
     { "nics-per-node", 0, 0, G_OPTION_ARG_INT, &nics, "NICs per node, dividing --gpus-per-node: GPUs share them evenly, each of --nic-bw (default: one per GPU)", "K" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "write to FILE instead of stdout", "FILE" },
@@ -83,6 +107,12 @@ int sp_cmd_platform(int argc, char **argv)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform: --%s must be >= 1 (got %d)",
                                    domain != G_MININT && domain < 1 ? "nvlink-domain" : "nics-per-node",
                                    domain != G_MININT && domain < 1 ? domain : nics));
+  if (oversub_s != NULL && !parse_oversubscription(oversub_s, &oversub, &core_oversub))
+    return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
+                                   "platform: --oversubscription must be a ratio R or R:1, or two as R,C (got '%s')",
+                                   oversub_s));
+  if (pod_sus != G_MININT && pod_sus < 1)
+    return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform: --pod-sus must be >= 1 (got %d)", pod_sus));
   if (su_nodes != G_MININT && su_nodes < 1)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform: --su-nodes must be >= 1 (got %d)", su_nodes));
   o.nvl_bw = nvl_bw * 1e9;
@@ -91,6 +121,8 @@ int sp_cmd_platform(int argc, char **argv)
   o.oversubscription = oversub;
   o.nvlink_domain = domain == G_MININT ? 0 : domain;
   o.nics_per_node = nics == G_MININT ? 0 : nics;
+  o.pod_sus = pod_sus == G_MININT ? 0 : pod_sus;
+  o.core_oversubscription = core_oversub;
   if (gpu != NULL && !sp_gpu_parse(gpu, &o.gpu, &err)) {
     g_prefix_error(&err, "platform: ");
     return sp_cli_fail(err);

@@ -96,6 +96,8 @@ void sp_platform_opts_init(sp_platform_opts *opts)
   opts->oversubscription = 1.0;
   opts->nvlink_domain = 0;
   opts->nics_per_node = 0;
+  opts->pod_sus = 0;
+  opts->core_oversubscription = 1.0;
 }
 
 gboolean sp_gpu_parse(const char *s, sp_gpu_kind *out, GError **err)
@@ -169,6 +171,7 @@ static void put_link(GString *s, const char *indent, const char *id, double bw, 
 static char *domain_notes(const sp_platform_opts *o, const geom *m)
 {
   GString *t = g_string_new("");
+  char b[G_ASCII_DTOSTR_BUF_SIZE];
   if (o->gpu == SP_GPU_B200 || o->gpu == SP_GPU_GB200)
     g_string_append(t, "  * Preset b200/gb200: NVLink and NIC bandwidths derived from the line rates\n"
                        "    with the H100 preset's measured fractions, not measured on this GPU.\n");
@@ -179,6 +182,12 @@ static char *domain_notes(const sp_platform_opts *o, const geom *m)
         "    non-blocking NVSwitch fabric; GPU G sits in the domain's node G / %d.\n"
         "    gpus_per_node (top zone) is the domain size: the NVLink-connected group.\n",
         m->zone_gpus, m->nodes_per_zone, o->gpus_per_node, m->zone_gpus - 1, o->gpus_per_node);
+  if (o->pod_sus > 0)
+    g_string_append_printf(t,
+        "  * Three tiers: pods of %d SU(s), each a star of its SUs around its spine\n"
+        "    (podP-spine), joined by a core (link core, FATPIPE); a pod's uplink\n"
+        "    (podP-up) carries its NICs' sum / %s (leaf-to-spine x spine-to-core).\n",
+        o->pod_sus, num(b, o->oversubscription * o->core_oversubscription));
   if (m->gpus_per_nic > 1)
     g_string_append_printf(t,
         "  * %d NIC(s) per node: GPUs G of a zone share NIC nodeN-nicJ, J = G / %d,\n"
@@ -197,9 +206,15 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
   if (o->nvl_bw > 0) g_string_append_printf(ex, " --nvlink-bw %s", num(v, o->nvl_bw / 1e9));
   if (o->nic_bw > 0) g_string_append_printf(ex, " --nic-bw %s", num(v, o->nic_bw / 1e9));
   if (o->su_nodes > 0) g_string_append_printf(ex, " --su-nodes %d", o->su_nodes);
-  if (o->oversubscription > 1.0) g_string_append_printf(ex, " --oversubscription %s", num(v, o->oversubscription));
+  char v2[G_ASCII_DTOSTR_BUF_SIZE];
+  if (o->oversubscription > 1.0 && !(o->core_oversubscription > 1.0))
+    g_string_append_printf(ex, " --oversubscription %s", num(v, o->oversubscription));
   if (o->nvlink_domain > 0) g_string_append_printf(ex, " --nvlink-domain %d", o->nvlink_domain);
   if (o->nics_per_node > 0) g_string_append_printf(ex, " --nics-per-node %d", o->nics_per_node);
+  if (o->pod_sus > 0) g_string_append_printf(ex, " --pod-sus %d", o->pod_sus);
+  if (o->core_oversubscription > 1.0)
+    g_string_append_printf(ex, " --oversubscription %s,%s", num(v, o->oversubscription),
+                           g_ascii_formatd(v2, sizeof v2, "%.6g", o->core_oversubscription));
   g_autofree char *extra = g_string_free(ex, ex->len == 0);
   g_autofree char *bisection =
     o->oversubscription > 1.0
@@ -331,6 +346,114 @@ static void put_node_links(GString *s, const sp_gpu_spec *g, const geom *m, int3
   put_link(s, "  ", id, g->nic_bw * m->zone_nics, 0.0, "FATPIPE");
 }
 
+/* What the scalable units' writers share. */
+typedef struct {
+  const sp_platform_opts *o;
+  const sp_gpu_spec *g;
+  const geom *m;
+  int32_t zper; /* zones per SU */
+  int ws;       /* digits of an SU index */
+} su_ctx;
+
+/* The zones [first, last) of SU @p u. */
+static void su_zones(const su_ctx *c, int32_t u, int32_t *first, int32_t *last)
+{
+  *first = u * c->zper;
+  *last = MIN(c->m->zones, *first + c->zper);
+}
+
+/* The links of SU @p u (its nodes', its leaf level, its uplink), declared in the top
+ * zone before the zone that uses them. */
+static void put_su_links(GString *s, const su_ctx *c, int32_t u)
+{
+  const sp_gpu_spec *g = c->g;
+  int32_t first, last;
+  su_zones(c, u, &first, &last);
+  g_autofree char *leaf = g_strdup_printf("su%0*d-leaf", c->ws, u);
+  g_string_append_printf(s, "  <!-- scalable unit %d: nodes %d to %d -->\n", u, first, last - 1);
+  for (int32_t n = first; n < last; n++) put_node_links(s, g, c->m, n);
+  /* FATPIPE: every flow gets the full bandwidth; only the hop latency counts. */
+  put_link(s, "  ", leaf, g->nic_bw * c->zper * c->m->zone_nics, g->leaf_lat, "FATPIPE");
+  g_autofree char *up = g_strdup_printf("su%0*d-up", c->ws, u);
+  put_link(s, "  ", up, g->nic_bw * (last - first) * c->m->zone_nics / c->o->oversubscription, g->su_up_lat,
+           "SPLITDUPLEX");
+}
+
+/* SU @p u: a star of node zones around its leaf level. The leaf hop is charged on
+ * the way in (node -> leaf), so a node pair crosses it once. */
+static void put_su_zone(GString *s, const su_ctx *c, int32_t u)
+{
+  const int w = c->m->w;
+  int32_t first, last;
+  su_zones(c, u, &first, &last);
+  g_autofree char *gw = g_strdup_printf("su%0*d-gw", c->ws, u);
+  g_autofree char *leaf = g_strdup_printf("su%0*d-leaf", c->ws, u);
+  g_string_append_printf(s, "  <zone id=\"su%0*d\" routing=\"Floyd\">\n", c->ws, u);
+  for (int32_t n = first; n < last; n++) put_node(s, c->o, c->g, c->m, n);
+  g_string_append_printf(s, "    <zone id=\"%s\" routing=\"None\"><router id=\"%s\"/></zone>\n", leaf, gw);
+  for (int32_t n = first; n < last; n++)
+    g_string_append_printf(s,
+        "    <zoneRoute src=\"node%0*d\" dst=\"%s\" gw_src=\"node%0*d-tx\" gw_dst=\"%s\" symmetrical=\"NO\">"
+        "<link_ctn id=\"node%0*d-rails\"/><link_ctn id=\"%s\"/></zoneRoute>\n"
+        "    <zoneRoute src=\"%s\" dst=\"node%0*d\" gw_src=\"%s\" gw_dst=\"node%0*d-rx\" symmetrical=\"NO\">"
+        "<link_ctn id=\"node%0*d-rails\"/></zoneRoute>\n",
+        w, n, leaf, w, n, gw, w, n, leaf, leaf, w, n, gw, w, n, w, n);
+  g_string_append(s, "  </zone>\n");
+}
+
+/* SU @p u <-> its spine (zone and link @p spine, router @p spine-gw). Up: the SU's
+ * uplink and the spine hop; down: the uplink and the SU's leaf hop. */
+static void put_su_routes(GString *s, const su_ctx *c, int32_t u, const char *spine)
+{
+  const int ws = c->ws;
+  g_string_append_printf(s,
+      "  <zoneRoute src=\"su%0*d\" dst=\"%s\" gw_src=\"su%0*d-gw\" gw_dst=\"%s-gw\" symmetrical=\"NO\">"
+      "<link_ctn id=\"su%0*d-up\" direction=\"UP\"/><link_ctn id=\"%s\"/></zoneRoute>\n"
+      "  <zoneRoute src=\"%s\" dst=\"su%0*d\" gw_src=\"%s-gw\" gw_dst=\"su%0*d-gw\" symmetrical=\"NO\">"
+      "<link_ctn id=\"su%0*d-up\" direction=\"DOWN\"/><link_ctn id=\"su%0*d-leaf\"/></zoneRoute>\n",
+      ws, u, spine, ws, u, spine, ws, u, spine, spine, ws, u, spine, ws, u, ws, u, ws, u);
+}
+
+/* Three tiers (--pod-sus): pods of pod_sus SUs, each a DijkstraCache star of its SUs
+ * around its spine zone "podP-spine" (router podP-spine-gw, FATPIPE link podP-spine),
+ * and the top a star of pods around the core (zone and FATPIPE link "core"). A pod's
+ * uplink "podP-up" (SPLITDUPLEX, cable latency) carries its NICs' sum divided by both
+ * ratios (its spines' downlinks are the leaves' uplinks). Routes across pods: ..., suK-up
+ * UP, podP-spine, podP-up UP, core, podQ-up DOWN, podQ-spine, suJ-up DOWN, suJ-leaf, ... */
+static void put_pods(GString *s, const su_ctx *c, int32_t n_su)
+{
+  const sp_gpu_spec *g = c->g;
+  const int32_t ps = c->o->pod_sus, n_pod = (n_su + ps - 1) / ps;
+  const int wp = digits(n_pod > 1 ? n_pod - 1 : 0);
+  g_string_append(s, "  <zone id=\"core\" routing=\"None\"><router id=\"core-gw\"/></zone>\n");
+  put_link(s, "  ", "core", g->nic_bw * c->m->zones * c->m->zone_nics, g->spine_lat, "FATPIPE");
+  for (int32_t p = 0; p < n_pod; p++) {
+    int32_t su0 = p * ps, su1 = MIN(n_su, su0 + ps); /* SUs [su0, su1) */
+    int32_t z0, z1, zend;
+    su_zones(c, su0, &z0, &z1);
+    su_zones(c, su1 - 1, &z1, &zend);
+    g_autofree char *spine = g_strdup_printf("pod%0*d-spine", wp, p);
+    g_autofree char *up = g_strdup_printf("pod%0*d-up", wp, p);
+    for (int32_t u = su0; u < su1; u++) put_su_links(s, c, u);
+    double pod_bw = g->nic_bw * (zend - z0) * c->m->zone_nics;
+    put_link(s, "  ", spine, pod_bw, g->spine_lat, "FATPIPE");
+    put_link(s, "  ", up, pod_bw / (c->o->oversubscription * c->o->core_oversubscription), g->su_up_lat,
+             "SPLITDUPLEX");
+    g_string_append_printf(s, "  <zone id=\"pod%0*d\" routing=\"DijkstraCache\">\n", wp, p);
+    g_string_append_printf(s, "  <zone id=\"%s\" routing=\"None\"><router id=\"%s-gw\"/></zone>\n", spine, spine);
+    for (int32_t u = su0; u < su1; u++) put_su_zone(s, c, u);
+    for (int32_t u = su0; u < su1; u++) put_su_routes(s, c, u, spine);
+    g_string_append(s, "  </zone>\n");
+  }
+  for (int32_t p = 0; p < n_pod; p++)
+    g_string_append_printf(s,
+        "  <zoneRoute src=\"pod%0*d\" dst=\"core\" gw_src=\"pod%0*d-spine-gw\" gw_dst=\"core-gw\" symmetrical=\"NO\">"
+        "<link_ctn id=\"pod%0*d-up\" direction=\"UP\"/><link_ctn id=\"core\"/></zoneRoute>\n"
+        "  <zoneRoute src=\"core\" dst=\"pod%0*d\" gw_src=\"core-gw\" gw_dst=\"pod%0*d-spine-gw\" symmetrical=\"NO\">"
+        "<link_ctn id=\"pod%0*d-up\" direction=\"DOWN\"/><link_ctn id=\"pod%0*d-spine\"/></zoneRoute>\n",
+        wp, p, wp, p, wp, p, wp, p, wp, p, wp, p, wp, p);
+}
+
 /* The zones of @p o (see geom) and the nodes per SU, checked: the NVLink domain is
  * whole nodes and the nodes and SUs are whole domains; the NICs divide a node's GPUs. */
 static gboolean resolve_geom(const sp_platform_opts *o, const sp_gpu_spec *g, geom *m, int32_t *per, GError **err)
@@ -416,6 +539,22 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
                 SP_PLATFORM_MAX_OVERSUBSCRIPTION, o->oversubscription);
     return NULL;
   }
+  if (o->pod_sus < 0 || o->pod_sus > SP_PLATFORM_MAX_NODES) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--pod-sus must be between 1 and %d SUs (got %d)",
+                SP_PLATFORM_MAX_NODES, o->pod_sus);
+    return NULL;
+  }
+  if (!(o->core_oversubscription >= 1.0 && o->core_oversubscription <= SP_PLATFORM_MAX_OVERSUBSCRIPTION)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "--oversubscription: the spine-to-core ratio must be between 1 and %g (got %g)",
+                SP_PLATFORM_MAX_OVERSUBSCRIPTION, o->core_oversubscription);
+    return NULL;
+  }
+  if (o->core_oversubscription > 1.0 && o->pod_sus == 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "--oversubscription: a spine-to-core ratio needs a core tier: add --pod-sus N (SUs per pod)");
+    return NULL;
+  }
   sp_gpu_spec spec = *base;
   if (o->nvl_bw > 0) spec.nvl_bw = o->nvl_bw;
   if (o->nic_bw > 0) spec.nic_bw = o->nic_bw;
@@ -425,7 +564,6 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
   if (!resolve_geom(o, g, &m, &per, err)) return NULL;
   const int32_t n_su = (o->nodes + per - 1) / per;
   const int32_t zper = per / m.nodes_per_zone; /* zones per SU */
-  const int w = m.w;
   const int ws = digits(n_su > 1 ? n_su - 1 : 0);
   GString *s = g_string_sized_new((gsize)o->nodes * (gsize)o->gpus_per_node * 700u + 4096u);
   put_header(s, o, g, &m, n_su, per, origin);
@@ -438,44 +576,21 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
   g_string_append_printf(s, "  <prop id=\"gpus_per_node\" value=\"%d\"/>\n", m.zone_gpus);
   if (g->nvls)
     g_string_append(s, "  <prop id=\"nvls\" value=\"1\"/>\n");
-  /* (a zone first: SimGrid's parser takes a zone that starts with a link for one
-   * that holds hosts, not zones) */
-  g_string_append(s, "  <zone id=\"spine\" routing=\"None\"><router id=\"spine-gw\"/></zone>\n");
-  put_link(s, "  ", "spine", g->nic_bw * m.zones * m.zone_nics, g->spine_lat, "FATPIPE");
-  for (int32_t u = 0; u < n_su; u++) {
-    int32_t first = u * zper, last = MIN(m.zones, first + zper); /* zones [first, last) */
-    g_autofree char *gw = g_strdup_printf("su%0*d-gw", ws, u);
-    g_autofree char *leaf = g_strdup_printf("su%0*d-leaf", ws, u);
-    g_string_append_printf(s, "  <!-- scalable unit %d: nodes %d to %d -->\n", u, first, last - 1);
-    for (int32_t n = first; n < last; n++) put_node_links(s, g, &m, n);
-    /* FATPIPE: every flow gets the full bandwidth; only the hop latency counts. */
-    put_link(s, "  ", leaf, g->nic_bw * zper * m.zone_nics, g->leaf_lat, "FATPIPE");
-    g_autofree char *up = g_strdup_printf("su%0*d-up", ws, u);
-    put_link(s, "  ", up, g->nic_bw * (last - first) * m.zone_nics / o->oversubscription, g->su_up_lat,
-             "SPLITDUPLEX");
-    /* The SU: a star of node zones around its leaf level. The leaf hop is charged
-     * on the way in (node -> leaf), so a node pair crosses it once. */
-    g_string_append_printf(s, "  <zone id=\"su%0*d\" routing=\"Floyd\">\n", ws, u);
-    for (int32_t n = first; n < last; n++) put_node(s, o, g, &m, n);
-    g_string_append_printf(s, "    <zone id=\"%s\" routing=\"None\"><router id=\"%s\"/></zone>\n", leaf, gw);
-    for (int32_t n = first; n < last; n++)
-      g_string_append_printf(s,
-          "    <zoneRoute src=\"node%0*d\" dst=\"%s\" gw_src=\"node%0*d-tx\" gw_dst=\"%s\" symmetrical=\"NO\">"
-          "<link_ctn id=\"node%0*d-rails\"/><link_ctn id=\"%s\"/></zoneRoute>\n"
-          "    <zoneRoute src=\"%s\" dst=\"node%0*d\" gw_src=\"%s\" gw_dst=\"node%0*d-rx\" symmetrical=\"NO\">"
-          "<link_ctn id=\"node%0*d-rails\"/></zoneRoute>\n",
-          w, n, leaf, w, n, gw, w, n, leaf, leaf, w, n, gw, w, n, w, n);
-    g_string_append(s, "  </zone>\n");
+  su_ctx c = { .o = o, .g = g, .m = &m, .zper = zper, .ws = ws };
+  if (o->pod_sus > 0) {
+    put_pods(s, &c, n_su);
+  } else {
+    /* (a zone first: SimGrid's parser takes a zone that starts with a link for one
+     * that holds hosts, not zones) */
+    g_string_append(s, "  <zone id=\"spine\" routing=\"None\"><router id=\"spine-gw\"/></zone>\n");
+    put_link(s, "  ", "spine", g->nic_bw * m.zones * m.zone_nics, g->spine_lat, "FATPIPE");
+    for (int32_t u = 0; u < n_su; u++) {
+      put_su_links(s, &c, u);
+      put_su_zone(s, &c, u);
+    }
+    /* Spine level: a star of SUs around the spine. */
+    for (int32_t u = 0; u < n_su; u++) put_su_routes(s, &c, u, "spine");
   }
-  /* Spine level: a star of SUs around the spine. Up: the SU's uplink and the spine
-   * hop; down: the other SU's uplink and its leaf hop. */
-  for (int32_t u = 0; u < n_su; u++)
-    g_string_append_printf(s,
-        "  <zoneRoute src=\"su%0*d\" dst=\"spine\" gw_src=\"su%0*d-gw\" gw_dst=\"spine-gw\" symmetrical=\"NO\">"
-        "<link_ctn id=\"su%0*d-up\" direction=\"UP\"/><link_ctn id=\"spine\"/></zoneRoute>\n"
-        "  <zoneRoute src=\"spine\" dst=\"su%0*d\" gw_src=\"spine-gw\" gw_dst=\"su%0*d-gw\" symmetrical=\"NO\">"
-        "<link_ctn id=\"su%0*d-up\" direction=\"DOWN\"/><link_ctn id=\"su%0*d-leaf\"/></zoneRoute>\n",
-        ws, u, ws, u, ws, u, ws, u, ws, u, ws, u, ws, u);
   g_string_append(s, "</zone>\n</platform>\n");
   return g_string_free(s, FALSE);
 }

@@ -112,6 +112,11 @@ typedef struct {
                                nodes divide nodes and su_nodes (0: the preset's, else one node) */
   int32_t nics_per_node;  /**< NICs per node, dividing gpus_per_node: gpus_per_node / this GPUs
                                share one NIC (0: one NIC per GPU) */
+  int32_t pod_sus;        /**< SUs per pod: a third tier, pods of this many SUs under their own
+                               spines, joined by a core (0: none, all SUs under one spine) */
+  double core_oversubscription; /**< spine-to-core oversubscription of a pod's uplink (>= 1; > 1
+                                     needs pod_sus): it carries the pod's NICs' sum divided by
+                                     oversubscription x this */
 } sp_platform_opts;
 
 /** Defaults: 1 node of 8 H100. */

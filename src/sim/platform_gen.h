@@ -31,6 +31,10 @@
  * size), so the engine and the what-if take the domain as the NVLink group. Shared
  * NICs (nics_per_node < gpus_per_node): GPU g of a zone routes through "nodeN-nic<g /
  * (gpus_per_node / nics_per_node)>"; rails, leaf and uplinks are the NICs' sums.
+ * Three tiers (pod_sus > 0): pods "podP" of pod_sus SUs, each a DijkstraCache star of
+ * its SUs around zone "podP-spine" (link podP-spine), and the top a star of pods
+ * around zone "core" (link core); pod -> core: "podP-up" UP, "core"; core -> pod:
+ * "podP-up" DOWN, "podP-spine".
  * Node indices are zero-padded to at least 3 digits so that the hosts' names sort
  * in rank order (node-major, then GPU; declaration order is the same). Every
  * host carries the properties "gpu" (model name), "gpu_mem" (bytes), "hbm_bw"

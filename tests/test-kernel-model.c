@@ -42,6 +42,24 @@ static void test_waves(void)
                                  2.0 * 132 * (128.0 * 8192 + 8192.0 * 256 + 128.0 * 256) / 3.35e12 + 4e-6, 1e-12);
 }
 
+/* B200 constants (kernel_model.c: 2.25 PFLOP/s, 8 TB/s, 148 SMs, 128 x 256, 0.75) */
+static void test_b200(void)
+{
+  sp_kernel_gpu g;
+  sp_kernel_gpu_b200(&g);
+  const double rate = 0.75 * 2.25e15;
+  /* 148 x 1 tiles of 128 x 256: one full wave */
+  double full = gemm(&g, 1, 128 * 148, 256, 8192);
+  g_assert_cmpfloat_with_epsilon(full, 2.0 * 128 * 148 * 256 * 8192 / rate + 4e-6, 1e-12);
+  /* a 149th row tile: 64 x 64 tiles do best, 297 x 4 = 1188 tiles in 9 waves of an
+   * eighth of the work (128 x 128: 3 halves; 64 x 128: 5 quarters; 128 x 256: 2) */
+  double more = gemm(&g, 1, 128 * 148 + 1, 256, 8192);
+  g_assert_cmpfloat_with_epsilon(more - 4e-6, 1.125 * (full - 4e-6), 1e-12);
+  /* 148 one-tile GEMMs: 83 FLOP per byte, under B200's 281 (2.25 P / 8 T): HBM bound */
+  g_assert_cmpfloat_with_epsilon(gemm(&g, 148, 128, 256, 8192),
+                                 2.0 * 148 * (128.0 * 8192 + 8192.0 * 256 + 128.0 * 256) / 8e12 + 4e-6, 1e-12);
+}
+
 static void test_memory_bound(void)
 {
   sp_kernel_gpu g;
@@ -193,6 +211,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/kernel-model/waves", test_waves);
   g_test_add_func("/kernel-model/memory-bound", test_memory_bound);
+  g_test_add_func("/kernel-model/b200", test_b200);
   g_test_add_func("/kernel-model/attention", test_attention);
   g_test_add_func("/kernel-model/table", test_table);
   g_test_add_func("/kernel-model/attention-fits", test_attention_fits);

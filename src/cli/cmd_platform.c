@@ -57,7 +57,7 @@ int sp_cmd_platform(int argc, char **argv)
     { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpn, "GPUs per node (default 8; gb200: 4, a compute tray)", "G" },
     { "charge-local", 0, 0, G_OPTION_ARG_NONE, &charge,
       "add mem_bw (HBM bandwidth) so local steps are charged (off: NCCL fuses reductions)", NULL },
-    { "nvlink-bw", 0, 0, G_OPTION_ARG_STRING, &nvl_s, "NVLink bandwidth per GPU and direction in GB/s, effective (default: the preset's: H100 450, A100 270)", "GBPS" },
+    { "nvlink-bw", 0, 0, G_OPTION_ARG_STRING, &nvl_s, "NVLink bandwidth per GPU and direction in GB/s, effective (default: the preset's: H100 450, A100 270, B200/GB200 900)", "GBPS" },
     { "nic-bw", 0, 0, G_OPTION_ARG_STRING, &nic_s, "NIC bandwidth per GPU and direction in GB/s, effective (default: the preset's)", "GBPS" },
     { "su-nodes", 0, 0, G_OPTION_ARG_INT, &su_nodes, "nodes per scalable unit, one leaf level each (default 32, as DGX SuperPOD)", "N" },
     { "oversubscription", 0, 0, G_OPTION_ARG_STRING, &oversub_s, "leaf-to-spine oversubscription R (or R:1): an SU's uplink carries its NICs' sum / R (default 1: full bisection); R,C (e.g. 2:1,4:1) also sets the spine-to-core ratio C of --pod-sus pods", "R[,C]" },

@@ -261,6 +261,8 @@ static const verify_op verify_ops[] = {
   { "ring-attention-bwd", build_graph_op },
   { "ulysses-ring-bwd", build_graph_op },
   { "pipeline-interleaved", build_graph_op },
+  { "moe-layer", build_graph_op },
+  { "moe-layer-bwd", build_graph_op },
 };
 
 /* `--op list`: every operation with one line on what it checks. */

@@ -247,6 +247,109 @@ static gboolean build_pipeline_interleaved(sp_graph *g, const sp_groups *gs, out
   return TRUE;
 }
 
+/* ---- mixture of experts ---- */
+
+/* What the single-device check of a MoE case needs. */
+typedef struct {
+  sp_moe_layer st;
+  uint32_t dy, dx, dwr, dw1, dw2;
+  double tol_fwd, tol_bwd;
+} moe_whole;
+
+static gboolean moe_check(const sp_graph *g, sp_graph_data *ref, void *ud, GError **err)
+{
+  const moe_whole *w = ud;
+  return sp_moe_reference_check(g, ref, &w->st, w->dy, w->dx, w->dwr, w->dw1, w->dw2, w->tol_fwd, w->tol_bwd, err);
+}
+
+static void moe_whole_clear(void *ud)
+{
+  sp_moe_layer_clear(&((moe_whole *)ud)->st);
+}
+
+/* The case's MoE configuration on groups of P ranks: E = 2 ep experts, top-2, 4
+ * tokens of hidden 4 per rank, FFN 4, capacity factor 1 (so C = ceil(4 x 2 / E),
+ * and experts over capacity drop tokens). moe-layer: etp 1, ep = P / 2 (P >= 4)
+ * with expert-data groups of 2; moe-layer-bwd: etp 2 where 4 divides P. */
+static sp_moe_cfg moe_case_cfg(int32_t P, gboolean bwd)
+{
+  int32_t etp = bwd && P % 4 == 0 ? 2 : 1, q = P / etp;
+  int32_t ep = q >= 4 && q % 2 == 0 ? q / 2 : q;
+  return (sp_moe_cfg){ .experts = 2 * ep, .topk = 2, .ep = ep, .etp = etp, .tokens = 4, .hidden = 4, .ffn = 4,
+                       .capacity_factor = 1.0, .drop = SP_MOE_DROP_PROBS, .algo = SP_ALGO_AUTO };
+}
+
+/* Weights as a data-parallel start leaves them: the router's on every member and each
+ * expert's on its expert-data replicas equal (broadcast from member 0 of each group). */
+static gboolean moe_weights(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *c, uint32_t *wr, uint32_t *w1,
+                            uint32_t *w2, GError **err)
+{
+  sp_groups ep, etp, edp;
+  if (!sp_moe_groups(c, gs, &ep, &etp, &edp, err))
+    return FALSE;
+  const int64_t El = c->experts / c->ep, Fl = c->ffn / c->etp;
+  int64_t sr[2] = { c->hidden, c->experts }, s1[3] = { El, c->hidden, Fl }, s2[3] = { El, Fl, c->hidden };
+  uint32_t r0 = input(g, "wr_init", SP_F32, 2, sr, err);
+  uint32_t a0 = r0 == BAD ? BAD : input(g, "w1_init", SP_F32, 3, s1, err);
+  uint32_t b0 = a0 == BAD ? BAD : input(g, "w2_init", SP_F32, 3, s2, err);
+  *wr = b0 == BAD ? BAD : sp_graph_tensor_new(g, "wr", SP_F32, 2, sr, SP_TENSOR_WEIGHT, SP_INIT_NONE, err);
+  *w1 = *wr == BAD ? BAD : sp_graph_tensor_new(g, "w1", SP_F32, 3, s1, SP_TENSOR_WEIGHT, SP_INIT_NONE, err);
+  *w2 = *w1 == BAD ? BAD : sp_graph_tensor_new(g, "w2", SP_F32, 3, s2, SP_TENSOR_WEIGHT, SP_INIT_NONE, err);
+  gboolean ok = *w2 != BAD && sp_graph_broadcast(g, gs, r0, *wr, 0, c->algo, err) != BAD &&
+                sp_graph_broadcast(g, &edp, a0, *w1, 0, c->algo, err) != BAD &&
+                sp_graph_broadcast(g, &edp, b0, *w2, 0, c->algo, err) != BAD;
+  g_free(ep.ranks);
+  g_free(etp.ranks);
+  g_free(edp.ranks);
+  return ok;
+}
+
+static gboolean build_moe(sp_graph *g, const sp_groups *gs, gboolean bwd, outs_t *o, GError **err)
+{
+  const sp_moe_cfg c = moe_case_cfg(gs->group_size, bwd);
+  int64_t sx[2] = { c.tokens, c.hidden };
+  uint32_t wr, w1, w2, x = input(g, "x", SP_F32, 2, sx, err);
+  if (x == BAD)
+    return FALSE;
+  uint32_t dy = bwd ? input(g, "dy", SP_F32, 2, sx, err) : SP_NO_TENSOR;
+  if ((bwd && dy == BAD) || !moe_weights(g, gs, &c, &wr, &w1, &w2, err))
+    return FALSE;
+  moe_whole *w = g_new0(moe_whole, 1);
+  o->whole = moe_check;
+  o->whole_ud = w;
+  o->whole_clear = moe_whole_clear;
+  w->dy = dy;
+  w->dx = w->dwr = w->dw1 = w->dw2 = SP_NO_TENSOR;
+  /* bitwise where the schedule fixes every sum's order (etp 1); expert tensor
+   * parallelism sums an expert's FFN columns in etp parts, and the gradients of
+   * shared weights are all-reduced in the algorithm's order */
+  w->tol_fwd = c.etp > 1 ? 1e-5 : 0;
+  w->tol_bwd = 1e-5;
+  if (!sp_op_moe_layer(g, gs, &c, x, wr, w1, w2, &w->st, err))
+    return FALSE;
+  add_out(o, w->st.y, w->tol_fwd);
+  add_out(o, w->st.recv_counts, 0);
+  if (bwd) {
+    if (!sp_op_moe_layer_bwd(g, &w->st, dy, &w->dx, &w->dwr, &w->dw1, &w->dw2, err))
+      return FALSE;
+    add_out(o, w->dx, w->tol_fwd);
+    add_out(o, w->dwr, w->tol_bwd);
+    add_out(o, w->dw1, w->tol_bwd);
+    add_out(o, w->dw2, w->tol_bwd);
+  }
+  return TRUE;
+}
+
+static gboolean build_moe_fwd(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
+{
+  return build_moe(g, gs, FALSE, o, err);
+}
+
+static gboolean build_moe_bwd(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
+{
+  return build_moe(g, gs, TRUE, o, err);
+}
+
 static gboolean verify_with(build_fn build, int32_t world, int32_t group,
                             gboolean (*run)(const sp_graph *g, sp_graph_data *d, GError **err), GError **err)
 {
@@ -268,12 +371,13 @@ static gboolean verify_with(build_fn build, int32_t world, int32_t group,
     sp_graph_data_fill_inputs(ref, 20240601);
     got = sp_graph_data_new(g);
     sp_graph_data_copy(got, ref);
-    ok = sp_graph_reference(g, ref, err);
+    ok = sp_graph_reference(g, ref, err) && outs_whole(&o, g, ref, err);
   }
   if (ok && run)
     ok = run(g, got, err);
   for (int i = 0; ok && run && i < o.n; i++)
     ok = sp_graph_data_compare(g, got, ref, o.t[i], o.tol[i], err);
+  outs_clear(&o);
   sp_graph_data_free(ref);
   sp_graph_data_free(got);
   sp_graph_free(g);
@@ -299,12 +403,14 @@ ENTRY(pipeline)
 ENTRY(ring_bwd)
 ENTRY(hybrid_bwd)
 ENTRY(pipeline_interleaved)
+ENTRY(moe_fwd)
+ENTRY(moe_bwd)
 
 /* build function of each entry, by table index (kept beside the public table) */
 static const build_fn builders[] = { build_a2a, build_gather_split, build_slice_pad, build_attention,
                                      build_tp_plain, build_tp_sp, build_isp, build_ring, build_hybrid,
                                      build_pipeline, build_ring_bwd, build_hybrid_bwd,
-                                     build_pipeline_interleaved };
+                                     build_pipeline_interleaved, build_moe_fwd, build_moe_bwd };
 
 static const sp_op_verify_entry table[] = {
   { "ulysses-all-to-all", "Ulysses sequence all-to-all (scatter heads, gather seq) and its backward", check_a2a },
@@ -324,6 +430,10 @@ static const sp_op_verify_entry table[] = {
   { "ulysses-ring-bwd", "Ulysses x ring hybrid attention, forward and backward", check_hybrid_bwd },
   { "pipeline-interleaved", "interleaved 1F1B pipeline, 2 virtual stages (stages = group size)",
     check_pipeline_interleaved },
+  { "moe-layer", "MoE layer: router top-2, capacity dropping, dispatch/combine all-to-all over ep, "
+                 "checked against a single-device reference", check_moe_fwd },
+  { "moe-layer-bwd", "MoE layer forward and backward with expert tensor and data parallelism, "
+                     "checked against a single-device reference", check_moe_bwd },
   { NULL, NULL, NULL },
 };
 

@@ -48,6 +48,79 @@ gboolean sp_moe_cfg_check(const sp_moe_cfg *c, int32_t P, GError **err)
   return FALSE;
 }
 
+/* Largest sizes sp_moe_cfg_parse accepts: data mode carries every byte on one host
+ * and the router's capacity selection compares the pairs of one expert with each
+ * other, so verification cases stay small (4096 tokens x 4096 hidden f32 is 64 MiB
+ * per rank buffer). */
+#define MOE_MAX_DIM 4096
+#define MOE_MAX_EXPERTS 1024
+
+gboolean sp_moe_cfg_parse(const char *spec, sp_moe_cfg *c, GError **err)
+{
+  static const char *const keys[] = { "experts", "topk", "ep", "etp", "tokens", "hidden", "ffn", "capacity",
+                                      "drop" };
+  gchar **items = g_strsplit(spec ? spec : "", ",", -1);
+  gboolean ok = TRUE;
+  for (gchar **it = items; ok && *it; it++) {
+    if (**it == '\0')
+      continue;
+    const char *eq = strchr(*it, '=');
+    gsize klen = eq ? (gsize)(eq - *it) : strlen(*it);
+    int k = -1;
+    for (int i = 0; i < (int)G_N_ELEMENTS(keys); i++)
+      if (strlen(keys[i]) == klen && strncmp(*it, keys[i], klen) == 0)
+        k = i;
+    if (k < 0 || !eq) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                  "moe options: '%s' is not KEY=VALUE with KEY experts, topk, ep, etp, tokens, hidden, ffn, "
+                  "capacity or drop", *it);
+      ok = FALSE;
+      break;
+    }
+    const char *v = eq + 1;
+    char *end = NULL;
+    if (k == 8) {
+      if (strcmp(v, "probs") == 0)
+        c->drop = SP_MOE_DROP_PROBS;
+      else if (strcmp(v, "position") == 0)
+        c->drop = SP_MOE_DROP_POSITION;
+      else {
+        g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "moe options: drop '%s' must be probs or position", v);
+        ok = FALSE;
+      }
+      continue;
+    }
+    if (k == 7) {
+      double f = g_ascii_strtod(v, &end);
+      if (*v == '\0' || *end != '\0' || !isfinite(f)) {
+        g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "moe options: capacity '%s' is not a number", v);
+        ok = FALSE;
+      }
+      c->capacity_factor = f;
+      continue;
+    }
+    gint64 n = g_ascii_strtoll(v, &end, 10);
+    const gint64 max = k == 0 ? MOE_MAX_EXPERTS : MOE_MAX_DIM;
+    if (*v == '\0' || *end != '\0' || n < 1 || n > max) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "moe options: %s '%s' must be an integer from 1 to %" G_GINT64_FORMAT,
+                  keys[k], v, max);
+      ok = FALSE;
+      break;
+    }
+    switch (k) {
+    case 0: c->experts = (int32_t)n; break;
+    case 1: c->topk = (int32_t)n; break;
+    case 2: c->ep = (int32_t)n; break;
+    case 3: c->etp = (int32_t)n; break;
+    case 4: c->tokens = n; break;
+    case 5: c->hidden = n; break;
+    default: c->ffn = n; break;
+    }
+  }
+  g_strfreev(items);
+  return ok;
+}
+
 int64_t sp_moe_capacity(const sp_moe_cfg *c)
 {
   /* Megatron-Core get_capacity(num_tokens = T K, E, factor) = ceil(T K / E x factor);
@@ -149,6 +222,30 @@ static uint32_t take(sp_graph *g, uint32_t t, int64_t l, int64_t rows, int64_t c
   return o;
 }
 
+/* out [N, X, Y] = the concatenation along dim 0 of @p ins (each [X, Y] or [k, X, Y]),
+ * in parts of at most SP_NODE_MAX_IO inputs. */
+static gboolean stack(sp_graph *g, const uint32_t *ins, int64_t n, uint32_t out, GError **err)
+{
+  if (n <= SP_NODE_MAX_IO)
+    return sp_graph_concat(g, ins, (int)n, out, 0, err) != BAD;
+  const sp_tensor *o = sp_graph_tensor(g, out);
+  const int64_t X = o->shape[1], Y = o->shape[2], per = (n + SP_NODE_MAX_IO - 1) / SP_NODE_MAX_IO;
+  const int64_t np = (n + per - 1) / per;
+  uint32_t parts[SP_NODE_MAX_IO];
+  for (int64_t p = 0; p < np; p++) {
+    const int64_t a = p * per, cnt = MIN(per, n - a);
+    int64_t rows = 0;
+    for (int64_t i = a; i < a + cnt; i++)
+      rows += (int64_t)sp_tensor_numel(sp_graph_tensor(g, ins[i])) / (X * Y);
+    char *nm = g_strdup_printf("part%" G_GINT64_FORMAT, p);
+    parts[p] = like(g, out, nm, 3, rows, X, Y, o->kind, err);
+    g_free(nm);
+    if (parts[p] == BAD || !stack(g, ins + a, cnt, parts[p], err))
+      return FALSE;
+  }
+  return sp_graph_concat(g, parts, (int)np, out, 0, err) != BAD;
+}
+
 gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg, uint32_t x, uint32_t wr,
                          uint32_t w1, uint32_t w2, sp_moe_layer *st, GError **err)
 {
@@ -218,7 +315,7 @@ gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg
          (outs[l] = mm(g, st->act[l], FALSE, st->w2l[l], FALSE, "out", SP_TENSOR_ACTIVATION, err)) != BAD;
   }
   uint32_t part = ok ? like(g, x, "expert_out", 3, El, M, H, SP_TENSOR_ACTIVATION, err) : BAD;
-  ok = part != BAD && sp_graph_concat(g, outs, (int)El, part, 0, err) != BAD;
+  ok = part != BAD && stack(g, outs, El, part, err);
   g_free(outs);
   if (!ok)
     return FALSE;
@@ -280,8 +377,7 @@ gboolean sp_op_moe_layer_bwd(sp_graph *g, sp_moe_layer *st, uint32_t dy, uint32_
   uint32_t dxin = ok ? like(g, x, "d_etp_gather_in", 3, El, M, H, SP_TENSOR_ACTIVATION, err) : BAD;
   *dw1 = dxin == BAD ? BAD : like(g, st->w1, "grad", 3, El, H, Fl, SP_TENSOR_GRAD, err);
   *dw2 = *dw1 == BAD ? BAD : like(g, st->w2, "grad", 3, El, Fl, H, SP_TENSOR_GRAD, err);
-  ok = *dw2 != BAD && sp_graph_concat(g, dxl, (int)El, dxin, 0, err) != BAD &&
-       sp_graph_concat(g, g1, (int)El, *dw1, 0, err) != BAD && sp_graph_concat(g, g2, (int)El, *dw2, 0, err) != BAD;
+  ok = *dw2 != BAD && stack(g, dxl, El, dxin, err) && stack(g, g1, El, *dw1, err) && stack(g, g2, El, *dw2, err);
   g_free(dxl);
   g_free(g1);
   g_free(g2);

@@ -440,6 +440,13 @@ typedef struct {
  * dividing the FFN size, capacity factor > 0, positive sizes. One clear error line.
  */
 gboolean sp_moe_cfg_check(const sp_moe_cfg *cfg, int32_t group_size, GError **err);
+/**
+ * Update @p cfg from @p spec, "KEY=VALUE,..." with KEY experts, topk, ep, etp,
+ * tokens, hidden, ffn (integers from 1; experts at most 1024, the others at most
+ * 4096), capacity (the capacity factor) and drop (probs or position). Keys left
+ * out keep their value; the whole configuration is checked by sp_moe_cfg_check().
+ */
+gboolean sp_moe_cfg_parse(const char *spec, sp_moe_cfg *cfg, GError **err);
 /** Capacity C of @p cfg: min(T, ceil(T K / E x capacity_factor)), at least 1. */
 int64_t sp_moe_capacity(const sp_moe_cfg *cfg);
 /**
@@ -510,6 +517,15 @@ typedef struct {
  */
 typedef struct sp_graph_case sp_graph_case;
 sp_graph_case *sp_ops_verify_case_new(const char *name, int32_t world, int32_t group, GError **err);
+/**
+ * sp_ops_verify_case_new with the operation's options @p opts (NULL: its defaults):
+ * moe-layer and moe-layer-bwd take sp_moe_cfg_parse()'s "KEY=VALUE,..." over their
+ * defaults (E = 2 ep experts, top-2, ep = group / 2 from 4 ranks, 4 tokens, hidden
+ * and FFN 4, capacity factor 1, drop probs; etp 2 for moe-layer-bwd when 4 divides
+ * the group); other operations take none (SP_ERROR_INVALID).
+ */
+sp_graph_case *sp_ops_verify_case_new_opts(const char *name, int32_t world, int32_t group, const char *opts,
+                                           GError **err);
 int32_t sp_graph_case_world(const sp_graph_case *c);
 sp_program *const *sp_graph_case_progs(const sp_graph_case *c);
 void **const *sp_graph_case_bufs(const sp_graph_case *c);

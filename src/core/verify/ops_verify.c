@@ -276,12 +276,12 @@ static sp_moe_cfg moe_case_cfg(int32_t P, gboolean bwd)
   int32_t etp = bwd && P % 4 == 0 ? 2 : 1, q = P / etp;
   int32_t ep = q >= 4 && q % 2 == 0 ? q / 2 : q;
   return (sp_moe_cfg){ .experts = 2 * ep, .topk = 2, .ep = ep, .etp = etp, .tokens = 4, .hidden = 4, .ffn = 4,
-                       .capacity_factor = 1.0, .drop = SP_MOE_DROP_PROBS, .algo = SP_ALGO_AUTO };
+                       .capacity_factor = 1.0, .drop = SP_MOE_DROP_PROBS, .algo = SP_ALGO_DIRECT };
 }
 
 /* Weights as a data-parallel start leaves them: the router's on every member and each
  * expert's on its expert-data replicas equal (broadcast from member 0 of each group).
- * The broadcasts are direct: with the ring chain (auto), SimGrid's data mode stalls
+ * The broadcasts are direct (as every collective of the case): with the ring chain, SimGrid's data mode stalls
  * ranks 0-7 of `spsim verify --op moe-layer-bwd --ranks 16` on a 16-host star while
  * the loopback run of the same programs completes (left to the engine's owners). */
 static gboolean moe_weights(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *c, uint32_t *wr, uint32_t *w1,
@@ -307,9 +307,12 @@ static gboolean moe_weights(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *
   return ok;
 }
 
-static gboolean build_moe(sp_graph *g, const sp_groups *gs, gboolean bwd, outs_t *o, GError **err)
+static gboolean build_moe_c(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cp, gboolean bwd, outs_t *o,
+                            GError **err)
 {
-  const sp_moe_cfg c = moe_case_cfg(gs->group_size, bwd);
+  const sp_moe_cfg c = *cp;
+  if (!sp_moe_cfg_check(&c, gs->group_size, err))
+    return FALSE;
   int64_t sx[2] = { c.tokens, c.hidden };
   uint32_t wr, w1, w2, x = input(g, "x", SP_F32, 2, sx, err);
   if (x == BAD)
@@ -323,34 +326,69 @@ static gboolean build_moe(sp_graph *g, const sp_groups *gs, gboolean bwd, outs_t
   o->whole_clear = moe_whole_clear;
   w->dy = dy;
   w->dx = w->dwr = w->dw1 = w->dw2 = SP_NO_TENSOR;
-  /* bitwise where the schedule fixes every sum's order (etp 1); expert tensor
-   * parallelism sums an expert's FFN columns in etp parts, and the gradients of
-   * shared weights are all-reduced in the algorithm's order */
+  /* The run against the graph's reference: bitwise (direct collectives reduce in
+   * group order, as the reference does). The graph's reference against the
+   * single-device layer: bitwise where the schedule sums in the single device's
+   * order (etp 1: y, dx); expert tensor parallelism sums an expert's FFN columns in
+   * etp parts and the weight gradients sum the tokens of several ranks in another
+   * order, so those are compared within 1e-5 of their magnitude (ops_moe_ref.c). */
   w->tol_fwd = c.etp > 1 ? 1e-5 : 0;
   w->tol_bwd = 1e-5;
   if (!sp_op_moe_layer(g, gs, &c, x, wr, w1, w2, &w->st, err))
     return FALSE;
-  add_out(o, w->st.y, w->tol_fwd);
+  add_out(o, w->st.y, 0);
   add_out(o, w->st.recv_counts, 0);
   if (bwd) {
     if (!sp_op_moe_layer_bwd(g, &w->st, dy, &w->dx, &w->dwr, &w->dw1, &w->dw2, err))
       return FALSE;
-    add_out(o, w->dx, w->tol_fwd);
-    add_out(o, w->dwr, w->tol_bwd);
-    add_out(o, w->dw1, w->tol_bwd);
-    add_out(o, w->dw2, w->tol_bwd);
+    add_out(o, w->dx, 0);
+    add_out(o, w->dwr, 0);
+    add_out(o, w->dw1, 0);
+    add_out(o, w->dw2, 0);
   }
   return TRUE;
 }
 
 static gboolean build_moe_fwd(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
 {
-  return build_moe(g, gs, FALSE, o, err);
+  const sp_moe_cfg c = moe_case_cfg(gs->group_size, FALSE);
+  return build_moe_c(g, gs, &c, FALSE, o, err);
 }
 
 static gboolean build_moe_bwd(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
 {
-  return build_moe(g, gs, TRUE, o, err);
+  const sp_moe_cfg c = moe_case_cfg(gs->group_size, TRUE);
+  return build_moe_c(g, gs, &c, TRUE, o, err);
+}
+
+/* A MoE case with options over the defaults. */
+typedef struct {
+  const sp_groups *gs;
+  const char *opts;
+  gboolean bwd;
+} moe_opts_ud;
+
+static gboolean build_moe_opts(sp_graph *g, const void *ud, outs_t *o, GError **err)
+{
+  const moe_opts_ud *m = ud;
+  sp_moe_cfg c = moe_case_cfg(m->gs->group_size, m->bwd);
+  if (!sp_moe_cfg_parse(m->opts, &c, err) || !sp_moe_cfg_check(&c, m->gs->group_size, err))
+    return FALSE;
+  /* data mode holds every tensor of every rank in this process, and the router's
+   * capacity selection is quadratic in the routed pairs: bound both (2^24 f32 = 64 MiB
+   * per buffer; 8192 pairs per rank) */
+  const double C = (double)sp_moe_capacity(&c), lim = (double)(1 << 24);
+  const double disp = (double)c.experts * C * (double)c.hidden;
+  const double ffn = (double)c.ep * (double)c.etp * C * (double)(c.ffn / c.etp);
+  const double pairs = (double)c.tokens * (double)c.topk;
+  if (disp > lim || ffn > lim || pairs > 8192 || (double)c.tokens * (double)c.experts > lim) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "moe options: the case is too large to carry in data mode (dispatch [E, C, H] = %.0f and expert "
+                "FFN %.0f elements per rank, at most %.0f; tokens x topk = %.0f, at most 8192): use smaller sizes",
+                disp, ffn, lim, pairs);
+    return FALSE;
+  }
+  return build_moe_c(g, m->gs, &c, m->bwd, o, err);
 }
 
 static gboolean verify_with(build_fn build, int32_t world, int32_t group,
@@ -466,7 +504,8 @@ static gboolean build_table_entry(sp_graph *g, const void *ud, outs_t *o, GError
   return t->build(g, t->gs, o, err);
 }
 
-sp_graph_case *sp_ops_verify_case_new(const char *name, int32_t world, int32_t group, GError **err)
+sp_graph_case *sp_ops_verify_case_new_opts(const char *name, int32_t world, int32_t group, const char *opts,
+                                           GError **err)
 {
   const sp_op_verify_entry *e = sp_ops_verify_lookup(name);
   if (!e) {
@@ -487,7 +526,22 @@ sp_graph_case *sp_ops_verify_case_new(const char *name, int32_t world, int32_t g
   for (int32_t r = 0; r < world; r++)
     gs.ranks[r] = r;
   table_ud ud = { builders[e - table], &gs };
-  sp_graph_case *c = sp_vc_case_new(world, build_table_entry, &ud, err);
+  sp_graph_case *c = NULL;
+  const gboolean moe = builders[e - table] == build_moe_fwd || builders[e - table] == build_moe_bwd;
+  if (opts && !moe) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "the operation '%s' takes no options (moe-layer and moe-layer-bwd do)", e->name);
+  } else if (opts) {
+    moe_opts_ud mu = { &gs, opts, builders[e - table] == build_moe_bwd };
+    c = sp_vc_case_new(world, build_moe_opts, &mu, err);
+  } else {
+    c = sp_vc_case_new(world, build_table_entry, &ud, err);
+  }
   g_free(gs.ranks);
   return c;
+}
+
+sp_graph_case *sp_ops_verify_case_new(const char *name, int32_t world, int32_t group, GError **err)
+{
+  return sp_ops_verify_case_new_opts(name, world, group, NULL, err);
 }

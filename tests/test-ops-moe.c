@@ -3,7 +3,8 @@
  * the per-expert counts the dispatch all-to-all exchanges, a token dropped by every
  * expert, the layer's output in closed form for diagonal experts, the single-device
  * reference catching a wrong element, the backward against central differences of
- * the loss, and the refusal of bad configurations. */
+ * the loss, the refusal of bad configurations, and the all-to-all-v's blocks,
+ * messages and single wait. */
 #include "config.h"
 #include <math.h>
 #include <string.h>
@@ -374,6 +375,62 @@ static void test_backward_finite_differences(void)
   sp_graph_free(f.g);
 }
 
+/* All-to-all-v on 3 ranks, blocks of cap 2 rows of 1 column, counts (row: sender,
+ * column: receiver) [[1 0 2] [2 1 0] [0 2 2]]; rank i's block j holds 100 i + 10 j + r
+ * + 1 in row r. Receiver j's block i: the first counts[i][j] of those, zeros after. */
+static void test_all_to_all_v(void)
+{
+  static const int64_t counts[9] = { 1, 0, 2, 2, 1, 0, 0, 2, 2 };
+  static const float want[3][6] = { { 1, 0, 101, 102, 0, 0 }, { 0, 0, 111, 0, 211, 212 }, { 21, 22, 0, 0, 221, 222 } };
+  int32_t ranks[3] = { 0, 1, 2 };
+  sp_groups gs = sp_groups_one(ranks, 3);
+  sp_graph *g = sp_graph_new(3);
+  GError *err = NULL;
+  int64_t s[2] = { 6, 1 };
+  uint32_t x = sp_graph_tensor_new(g, "x", SP_F32, 2, s, SP_TENSOR_ACTIVATION, SP_INIT_INPUT, &err);
+  uint32_t y = sp_op_all_to_all_v(g, &gs, x, counts, 2, &err);
+  g_assert_no_error(err);
+  sp_graph_data *ref = sp_graph_data_new(g), *run = sp_graph_data_new(g);
+  for (int32_t r = 0; r < 3; r++) {
+    float *p = sp_graph_data_get(ref, x, r);
+    for (int j = 0; j < 3; j++)
+      for (int row = 0; row < 2; row++)
+        p[j * 2 + row] = (float)(100 * r + 10 * j + row + 1);
+  }
+  sp_graph_data_copy(run, ref);
+  g_assert_true(sp_graph_reference(g, ref, &err));
+  g_assert_true(sp_graph_run_loopback(g, run, &err));
+  g_assert_no_error(err);
+  for (int32_t r = 0; r < 3; r++) {
+    g_assert_cmpmem(sp_graph_data_get(ref, y, r), 24, want[r], 24);
+    g_assert_cmpmem(sp_graph_data_get(run, y, r), 24, want[r], 24);
+  }
+  /* one message per pair with rows: rank 0 sends 2 rows to rank 2, rank 1 2 rows to
+   * rank 0, rank 2 2 rows to rank 1 (8 bytes each); none for a zero count */
+  for (int32_t r = 0; r < 3; r++) {
+    sp_graph_stats st;
+    g_assert_true(sp_graph_rank_stats(g, r, 8, 0, UINT32_MAX, &st, &err));
+    g_assert_cmpuint(st.msgs, ==, 1);
+    g_assert_cmpuint(st.bytes_sent, ==, 8);
+  }
+  /* every message is posted before the one wait of the rank's program */
+  sp_program *p = sp_graph_lower(g, 1, &err);
+  guint waits = 0;
+  for (guint i = 0; i < sp_program_len(p); i++)
+    waits += sp_program_step(p, i)->kind == SP_STEP_WAIT;
+  g_assert_cmpuint(waits, ==, 1);
+  sp_program_free(p);
+  sp_graph_data_free(ref);
+  sp_graph_data_free(run);
+  /* a count above the block size is refused */
+  static const int64_t bad[9] = { 1, 0, 3, 2, 1, 0, 0, 2, 2 };
+  g_assert_true(sp_op_all_to_all_v(g, &gs, x, bad, 2, &err) == SP_NO_TENSOR);
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_assert_nonnull(strstr(err->message, "count 3 from member 0 to member 2 is outside [0, 2]"));
+  g_clear_error(&err);
+  sp_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -384,5 +441,6 @@ int main(int argc, char **argv)
   g_test_add_func("/moe/layer-capacity-one", test_layer_capacity_one);
   g_test_add_func("/moe/layer-backward", test_layer_backward);
   g_test_add_func("/moe/backward-finite-differences", test_backward_finite_differences);
+  g_test_add_func("/moe/all-to-all-v", test_all_to_all_v);
   return g_test_run();
 }

@@ -25,7 +25,7 @@ expect_fail() {
   else nok "$desc: $(cat "$tmp/err")"; fi
 }
 
-echo "1..47"
+echo "1..48"
 for op in all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv; do
   if "$bin" verify "$P" --op $op --ranks 8 --dtype bf16 --count 100 >"$tmp/out" 2>"$tmp/err" &&
      grep -q "^PASS op=$op ranks=8 dtype=bf16 algo=[a-z]* bytes=[0-9]* simulated_time_us=[0-9.]*$" "$tmp/out"
@@ -33,8 +33,8 @@ for op in all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-
 done
 
 # --op list: every operation, one line each with what it checks, exit 0 (no platform needed):
-# the seven collectives first, then the operation library's 15 checks
-if "$bin" verify --op list >"$tmp/out" 2>"$tmp/err" && [ "$(wc -l <"$tmp/out")" -eq 22 ] &&
+# the seven collectives first, then the operation library's 16 checks
+if "$bin" verify --op list >"$tmp/out" 2>"$tmp/err" && [ "$(wc -l <"$tmp/out")" -eq 23 ] &&
    [ "$(awk 'NR <= 7 { printf "%s ", $1 }' "$tmp/out")" = "all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv " ] &&
    grep -q '^tp-mlp-sp  *Megatron TP with sequence parallelism' "$tmp/out" && awk 'NF < 3 { exit 1 }' "$tmp/out"; then
   ok "verify --op list"; else nok "verify --op list: $(cat "$tmp/out" "$tmp/err")"; fi
@@ -55,6 +55,10 @@ for op in moe-layer moe-layer-bwd; do
      [ "$(grep -c '^checksum rank=' "$tmp/out")" -eq 16 ]
   then ok "verify $op at 16 ranks PASS, 16 checksum lines"; else nok "verify $op 16: $(cat "$tmp/out" "$tmp/err")"; fi
 done
+# all-to-all-v (uneven counts, grouped sends) at 16 ranks
+if "$bin" verify "$tmp/star16.xml" --op all-to-all-v --ranks 16 >"$tmp/out" 2>"$tmp/err" &&
+   grep -q "^PASS op=all-to-all-v ranks=16 " "$tmp/out"
+then ok "verify all-to-all-v at 16 ranks PASS"; else nok "all-to-all-v 16: $(cat "$tmp/out" "$tmp/err")"; fi
 # the MoE case is deterministic, and a graph operation takes no --count
 "$bin" verify "$P" --op moe-layer-bwd --ranks 8 --checksum > "$tmp/a" 2>&1
 "$bin" verify "$P" --op moe-layer-bwd --ranks 8 --checksum > "$tmp/b" 2>&1

@@ -262,6 +262,7 @@ static const verify_op verify_ops[] = {
   { "ring-attention-bwd", build_graph_op },
   { "ulysses-ring-bwd", build_graph_op },
   { "pipeline-interleaved", build_graph_op },
+  { "all-to-all-v", build_graph_op },
   { "moe-layer", build_graph_op },
   { "moe-layer-bwd", build_graph_op },
 };

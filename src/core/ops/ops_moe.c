@@ -222,30 +222,6 @@ static uint32_t take(sp_graph *g, uint32_t t, int64_t l, int64_t rows, int64_t c
   return o;
 }
 
-/* out [N, X, Y] = the concatenation along dim 0 of @p ins (each [X, Y] or [k, X, Y]),
- * in parts of at most SP_NODE_MAX_IO inputs. */
-static gboolean stack(sp_graph *g, const uint32_t *ins, int64_t n, uint32_t out, GError **err)
-{
-  if (n <= SP_NODE_MAX_IO)
-    return sp_graph_concat(g, ins, (int)n, out, 0, err) != BAD;
-  const sp_tensor *o = sp_graph_tensor(g, out);
-  const int64_t X = o->shape[1], Y = o->shape[2], per = (n + SP_NODE_MAX_IO - 1) / SP_NODE_MAX_IO;
-  const int64_t np = (n + per - 1) / per;
-  uint32_t parts[SP_NODE_MAX_IO];
-  for (int64_t p = 0; p < np; p++) {
-    const int64_t a = p * per, cnt = MIN(per, n - a);
-    int64_t rows = 0;
-    for (int64_t i = a; i < a + cnt; i++)
-      rows += (int64_t)sp_tensor_numel(sp_graph_tensor(g, ins[i])) / (X * Y);
-    char *nm = g_strdup_printf("part%" G_GINT64_FORMAT, p);
-    parts[p] = like(g, out, nm, 3, rows, X, Y, o->kind, err);
-    g_free(nm);
-    if (parts[p] == BAD || !stack(g, ins + a, cnt, parts[p], err))
-      return FALSE;
-  }
-  return sp_graph_concat(g, parts, (int)np, out, 0, err) != BAD;
-}
-
 gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg, uint32_t x, uint32_t wr,
                          uint32_t w1, uint32_t w2, sp_moe_layer *st, GError **err)
 {
@@ -315,7 +291,7 @@ gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg
          (outs[l] = mm(g, st->act[l], FALSE, st->w2l[l], FALSE, "out", SP_TENSOR_ACTIVATION, err)) != BAD;
   }
   uint32_t part = ok ? like(g, x, "expert_out", 3, El, M, H, SP_TENSOR_ACTIVATION, err) : BAD;
-  ok = part != BAD && stack(g, outs, El, part, err);
+  ok = part != BAD && sp_ops_concat_parts(g, outs, El, part, err);
   g_free(outs);
   if (!ok)
     return FALSE;
@@ -377,7 +353,8 @@ gboolean sp_op_moe_layer_bwd(sp_graph *g, sp_moe_layer *st, uint32_t dy, uint32_
   uint32_t dxin = ok ? like(g, x, "d_etp_gather_in", 3, El, M, H, SP_TENSOR_ACTIVATION, err) : BAD;
   *dw1 = dxin == BAD ? BAD : like(g, st->w1, "grad", 3, El, H, Fl, SP_TENSOR_GRAD, err);
   *dw2 = *dw1 == BAD ? BAD : like(g, st->w2, "grad", 3, El, Fl, H, SP_TENSOR_GRAD, err);
-  ok = *dw2 != BAD && stack(g, dxl, El, dxin, err) && stack(g, g1, El, *dw1, err) && stack(g, g2, El, *dw2, err);
+  ok = *dw2 != BAD && sp_ops_concat_parts(g, dxl, El, dxin, err) && sp_ops_concat_parts(g, g1, El, *dw1, err) &&
+       sp_ops_concat_parts(g, g2, El, *dw2, err);
   g_free(dxl);
   g_free(g1);
   g_free(g2);

@@ -395,6 +395,21 @@ gboolean sp_op_zero_step(sp_graph *g, const sp_groups *dp, int stage, const uint
 /** ZeRO-3 / FSDP: all-gather a parameter shard on dim 0 before use. */
 uint32_t sp_op_fsdp_gather(sp_graph *g, const sp_groups *dp, uint32_t shard, GError **err);
 
+/* ================================================================ all-to-all-v */
+
+/**
+ * All-to-all with uneven counts over every group of @p gs (ops_a2av.c): @p in is
+ * [P cap, H] f32 on every member, block j (rows [j cap, (j + 1) cap)) for member j;
+ * member i sends the first counts[i P + j] rows of its block j to member j (0 <=
+ * count <= cap; nothing is sent for 0). @return out [P cap, H]: block i of member j
+ * holds the rows member i sent it, zeros after them (MPI_Alltoallv with
+ * displacements of cap rows). Built as one send-recv per pair with rows to move, all
+ * posted before one wait, received in place through pooled storage. The counts are
+ * fixed when the graph is built.
+ */
+uint32_t sp_op_all_to_all_v(sp_graph *g, const sp_groups *gs, uint32_t in, const int64_t *counts, int64_t cap,
+                            GError **err);
+
 /* ================================================================ mixture of experts */
 
 /**

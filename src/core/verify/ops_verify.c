@@ -247,6 +247,25 @@ static gboolean build_pipeline_interleaved(sp_graph *g, const sp_groups *gs, out
   return TRUE;
 }
 
+/* all-to-all-v on groups of P: blocks of P rows of 2 columns, member i sends
+ * (i + 2 j) mod (P + 1) rows to member j (0 to P rows: uneven, some pairs nothing) */
+static gboolean build_a2av(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
+{
+  const int32_t P = gs->group_size;
+  int64_t s[2] = { (int64_t)P * P, 2 };
+  int64_t *counts = g_new(int64_t, (gsize)P * P);
+  for (int32_t i = 0; i < P; i++)
+    for (int32_t j = 0; j < P; j++)
+      counts[i * P + j] = (i + 2 * j) % (P + 1);
+  uint32_t x = input(g, "x", SP_F32, 2, s, err);
+  uint32_t y = x == BAD ? BAD : sp_op_all_to_all_v(g, gs, x, counts, P, err);
+  g_free(counts);
+  if (y == BAD)
+    return FALSE;
+  add_out(o, y, 0);
+  return TRUE;
+}
+
 /* ---- mixture of experts ---- */
 
 /* What the single-device check of a MoE case needs. */
@@ -444,6 +463,7 @@ ENTRY(pipeline)
 ENTRY(ring_bwd)
 ENTRY(hybrid_bwd)
 ENTRY(pipeline_interleaved)
+ENTRY(a2av)
 ENTRY(moe_fwd)
 ENTRY(moe_bwd)
 
@@ -451,7 +471,8 @@ ENTRY(moe_bwd)
 static const build_fn builders[] = { build_a2a, build_gather_split, build_slice_pad, build_attention,
                                      build_tp_plain, build_tp_sp, build_isp, build_ring, build_hybrid,
                                      build_pipeline, build_ring_bwd, build_hybrid_bwd,
-                                     build_pipeline_interleaved, build_moe_fwd, build_moe_bwd };
+                                     build_pipeline_interleaved, build_a2av, build_moe_fwd,
+                                     build_moe_bwd };
 
 static const sp_op_verify_entry table[] = {
   { "ulysses-all-to-all", "Ulysses sequence all-to-all (scatter heads, gather seq) and its backward", check_a2a },
@@ -471,6 +492,7 @@ static const sp_op_verify_entry table[] = {
   { "ulysses-ring-bwd", "Ulysses x ring hybrid attention, forward and backward", check_hybrid_bwd },
   { "pipeline-interleaved", "interleaved 1F1B pipeline, 2 virtual stages (stages = group size)",
     check_pipeline_interleaved },
+  { "all-to-all-v", "all-to-all with uneven counts per pair, as grouped point-to-point sends", check_a2av },
   { "moe-layer", "MoE layer: router top-2, capacity dropping, dispatch/combine all-to-all over ep, "
                  "checked against a single-device reference", check_moe_fwd },
   { "moe-layer-bwd", "MoE layer forward and backward with expert tensor and data parallelism, "

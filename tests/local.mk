@@ -51,7 +51,9 @@ TESTS += tests/test-step-replay
 
 # graph + ops: graph IR and the operation library
 check_PROGRAMS += tests/test-graph tests/test-ops-ulysses tests/test-ops-tp tests/test-ops-isp tests/test-ops-pipe \
-	tests/test-ops-ring
+	tests/test-ops-ring tests/test-ops-moe
+tests_test_ops_moe_SOURCES = tests/test-ops-moe.c
+tests_test_ops_moe_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_test_ops_ring_SOURCES = tests/test-ops-ring.c
 tests_test_ops_ring_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_test_ops_pipe_SOURCES = tests/test-ops-pipe.c
@@ -65,7 +67,7 @@ tests_test_graph_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_test_ops_ulysses_SOURCES = tests/test-ops-ulysses.c
 tests_test_ops_ulysses_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-graph tests/test-ops-ulysses tests/test-ops-tp tests/test-ops-isp tests/test-ops-pipe \
-	tests/test-ops-ring
+	tests/test-ops-ring tests/test-ops-moe
 
 # coll: collectives (lowering, reference, verification cases)
 check_PROGRAMS += tests/test-coll

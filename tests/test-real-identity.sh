@@ -157,6 +157,17 @@ else
     nok "graph operations that never ran and matched:${never:- (none listed)}"
   fi
 
+  # a MoE layer with its options (--moe) gives the same checksums under mpirun
+  mo="experts=8,topk=2,ep=2,etp=2,tokens=8,capacity=0.75,drop=position"
+  "$build/spsim" verify "$platform" --op moe-layer-bwd --ranks 4 --moe "$mo" --checksum | grep '^checksum ' >"$tmp/want"
+  timeout 120 "$MPIRUN" -np 4 "$run" --op moe-layer-bwd --moe "$mo" --checksum >"$tmp/out" 2>"$tmp/err"
+  grep '^checksum ' "$tmp/out" >"$tmp/got"
+  if grep -q '^PASS moe-layer-bwd graph ' "$tmp/out" && grep -q '^checksum all=' "$tmp/want" && cmp -s "$tmp/want" "$tmp/got"; then
+    ok "moe-layer-bwd --moe $mo np=4: same checksums"
+  else
+    nok "moe-layer-bwd --moe: $(cat "$tmp/out" "$tmp/err")"
+  fi
+
   # the check can fail: a corrupted output on rank 1 is a FAIL naming rank 1,
   # and rank 1's checksum line no longer matches spsim verify's
   "$build/spsim" verify "$platform" --op tp-mlp --ranks 4 --checksum | grep '^checksum ' >"$tmp/want"

@@ -25,7 +25,7 @@ expect_fail() {
   else nok "$desc: $(cat "$tmp/err")"; fi
 }
 
-echo "1..34"
+echo "1..48"
 for op in all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv; do
   if "$bin" verify "$P" --op $op --ranks 8 --dtype bf16 --count 100 >"$tmp/out" 2>"$tmp/err" &&
      grep -q "^PASS op=$op ranks=8 dtype=bf16 algo=[a-z]* bytes=[0-9]* simulated_time_us=[0-9.]*$" "$tmp/out"
@@ -33,11 +33,55 @@ for op in all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-
 done
 
 # --op list: every operation, one line each with what it checks, exit 0 (no platform needed):
-# the seven collectives first, then the operation library's 13 checks
-if "$bin" verify --op list >"$tmp/out" 2>"$tmp/err" && [ "$(wc -l <"$tmp/out")" -eq 20 ] &&
+# the seven collectives first, then the operation library's 16 checks
+if "$bin" verify --op list >"$tmp/out" 2>"$tmp/err" && [ "$(wc -l <"$tmp/out")" -eq 23 ] &&
    [ "$(awk 'NR <= 7 { printf "%s ", $1 }' "$tmp/out")" = "all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv " ] &&
    grep -q '^tp-mlp-sp  *Megatron TP with sequence parallelism' "$tmp/out" && awk 'NF < 3 { exit 1 }' "$tmp/out"; then
   ok "verify --op list"; else nok "verify --op list: $(cat "$tmp/out" "$tmp/err")"; fi
+
+# MoE layers at 16 ranks (forward: ep 8 x expert-data 2; backward: etp 2 x ep 4 x
+# expert-data 2), each rank's output also checked against the single-device layer
+cat > "$tmp/star16.xml" <<'XML'
+<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <cluster id="star" prefix="h" suffix="" radical="0-15" speed="1Gf" bw="1GBps" lat="1us"
+           sharing_policy="SPLITDUPLEX"/>
+</platform>
+XML
+for op in moe-layer moe-layer-bwd; do
+  if "$bin" verify "$tmp/star16.xml" --op $op --ranks 16 --checksum >"$tmp/out" 2>"$tmp/err" &&
+     grep -q "^PASS op=$op ranks=16 dtype=f32 algo=graph " "$tmp/out" &&
+     [ "$(grep -c '^checksum rank=' "$tmp/out")" -eq 16 ]
+  then ok "verify $op at 16 ranks PASS, 16 checksum lines"; else nok "verify $op 16: $(cat "$tmp/out" "$tmp/err")"; fi
+done
+# all-to-all-v (uneven counts, grouped sends) at 16 ranks
+if "$bin" verify "$tmp/star16.xml" --op all-to-all-v --ranks 16 >"$tmp/out" 2>"$tmp/err" &&
+   grep -q "^PASS op=all-to-all-v ranks=16 " "$tmp/out"
+then ok "verify all-to-all-v at 16 ranks PASS"; else nok "all-to-all-v 16: $(cat "$tmp/out" "$tmp/err")"; fi
+# the MoE case is deterministic, and a graph operation takes no --count
+"$bin" verify "$P" --op moe-layer-bwd --ranks 8 --checksum > "$tmp/a" 2>&1
+"$bin" verify "$P" --op moe-layer-bwd --ranks 8 --checksum > "$tmp/b" 2>&1
+if grep -q '^PASS' "$tmp/a" && cmp -s "$tmp/a" "$tmp/b"; then ok "moe-layer-bwd deterministic"
+else nok "moe-layer-bwd: $(cat "$tmp/a")"; fi
+expect_fail "moe-layer refuses --count" "--count does not apply to the graph operation .moe-layer." verify "$P" --op moe-layer --ranks 4 --count 100
+# --moe sets the layer's configuration; 64 experts over ep 4 (16 per rank, more than
+# one concat can take), top-8, expert tensor parallelism 2, drop by position
+if "$bin" verify "$P" --op moe-layer-bwd --ranks 8 --moe experts=64,topk=8,ep=4,etp=2,tokens=16,hidden=8,ffn=8,capacity=1.5,drop=position \
+     >"$tmp/out" 2>"$tmp/err" && grep -q "^PASS op=moe-layer-bwd ranks=8 " "$tmp/out"
+then ok "moe-layer-bwd with --moe options PASS"; else nok "moe options: $(cat "$tmp/out" "$tmp/err")"; fi
+# bad configurations: one line each naming the rule
+expect_fail "moe: top-k above the experts" "moe: top-k (9) must be between 1 and the number of experts (8)" \
+  verify "$P" --op moe-layer --ranks 8 --moe experts=8,topk=9
+expect_fail "moe: ep not dividing the experts" "moe: ep (3) must divide the number of experts (8)" \
+  verify "$P" --op moe-layer --ranks 6 --moe experts=8,ep=3
+expect_fail "moe: ranks not divisible by ep x etp" "moe: the ranks (8) must be divisible by ep x etp (2 x 3)" \
+  verify "$P" --op moe-layer --ranks 8 --moe ep=2,etp=3,ffn=6
+expect_fail "moe: capacity factor 0" "moe: the capacity factor (0) must be > 0" verify "$P" --op moe-layer --ranks 4 --moe capacity=0
+expect_fail "moe: capacity factor negative" "moe: the capacity factor (-0.5) must be > 0" verify "$P" --op moe-layer --ranks 4 --moe capacity=-0.5
+expect_fail "moe: unknown key" "moe options: 'heads=2' is not KEY=VALUE" verify "$P" --op moe-layer --ranks 4 --moe heads=2
+expect_fail "moe: too large for data mode" "too large to carry in data mode" verify "$P" --op moe-layer --ranks 4 --moe tokens=4096,hidden=4096
+expect_fail "--moe on another operation" "the operation 'tp-mlp' takes no options" verify "$P" --op tp-mlp --ranks 4 --moe topk=1
 
 # send-recv of 1000 bytes between two hosts: 2 links of 1 us + 1000 B / 1 GB/s = 3 us
 "$bin" verify "$P" --op send-recv --ranks 2 --dtype u8 --size 1000 > "$tmp/out" 2>&1

@@ -42,6 +42,7 @@ typedef struct {
   uint64_t chunk;      /* chunk bytes, 0: default */
   int32_t channels;    /* ring channels (0, 1: one ring) */
   int32_t channel_block; /* members per rotation block (0: all members in one block) */
+  const char *moe;     /* --moe: options of moe-layer / moe-layer-bwd (NULL: the defaults) */
 } verify_opts;
 
 /* A built verification case: what the engine runs and how to judge it. */
@@ -222,7 +223,7 @@ static gboolean build_graph_op(const verify_opts *o, verify_case *vc, GError **e
   for (int32_t d = 1; d <= 64 && d <= o->ranks; d++)
     if (o->ranks % d == 0)
       group = d;
-  sp_graph_case *c = sp_ops_verify_case_new(o->op_name, o->ranks, group, err);
+  sp_graph_case *c = sp_ops_verify_case_new_opts(o->op_name, o->ranks, group, o->moe, err);
   if (c == NULL)
     return FALSE;
   vc->world = sp_graph_case_world(c);
@@ -261,6 +262,9 @@ static const verify_op verify_ops[] = {
   { "ring-attention-bwd", build_graph_op },
   { "ulysses-ring-bwd", build_graph_op },
   { "pipeline-interleaved", build_graph_op },
+  { "all-to-all-v", build_graph_op },
+  { "moe-layer", build_graph_op },
+  { "moe-layer-bwd", build_graph_op },
 };
 
 /* `--op list`: every operation with one line on what it checks. */
@@ -354,7 +358,7 @@ static void json_report(const verify_opts *o, const verify_case *vc, gboolean pa
 int sp_cmd_verify(int argc, char **argv)
 {
   char *op = NULL, *ranks = NULL, *dtype = NULL, *count = NULL, *size = NULL, *algo = NULL,
-       *redop = NULL, *fidelity = NULL, *trace_path = NULL, *chunk = NULL;
+       *redop = NULL, *fidelity = NULL, *trace_path = NULL, *chunk = NULL, *moe = NULL;
   gint root = 0, channels = 0, channel_block = 0;
   gboolean checksum = FALSE, json = FALSE;
   GOptionEntry entries[] = {
@@ -370,6 +374,7 @@ int sp_cmd_verify(int argc, char **argv)
     { "channels", 0, 0, G_OPTION_ARG_INT, &channels, "ring channels (default 1: one ring; coll.h: channel c rotates each block by c)", "N" },
     { "channel-block", 0, 0, G_OPTION_ARG_INT, &channel_block, "members per rotation block with --channels (default: the whole group)", "B" },
     { "fidelity", 0, 0, G_OPTION_ARG_STRING, &fidelity, "step (data mode runs every step)", "F" },
+    { "moe", 0, 0, G_OPTION_ARG_STRING, &moe, "moe-layer, moe-layer-bwd: KEY=VALUE,... over the defaults: experts (2 ep), topk (2), ep (ranks / 2 from 4 ranks), etp (moe-layer-bwd: 2 where 4 divides the ranks, else 1), tokens, hidden, ffn (4 each), capacity (the capacity factor, 1), drop (probs or position)", "OPTS" },
     { "checksum", 0, 0, G_OPTION_ARG_NONE, &checksum, "print the output checksums", NULL },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &trace_path, "write the timeline as Chrome trace JSON", "FILE" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "print one JSON object", NULL },
@@ -440,6 +445,11 @@ int sp_cmd_verify(int argc, char **argv)
   if (chunk && !parse_size("--chunk", chunk, &o.chunk, &err))
     goto fail;
   o.root = root;
+  o.moe = moe;
+  if (moe && vop->build != build_graph_op) {
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "--moe applies to the operations moe-layer and moe-layer-bwd");
+    goto fail;
+  }
   if (vop->build == build_graph_op) {
     /* graph operations build fixed small shapes (as spsim-run does): refuse what
      * would be silently ignored */
@@ -515,6 +525,6 @@ done:
     vc.free(vc.obj);
   sp_trace_free(tr);
   g_free(op); g_free(ranks); g_free(dtype); g_free(count); g_free(size); g_free(algo);
-  g_free(redop); g_free(fidelity); g_free(trace_path); g_free(chunk);
+  g_free(redop); g_free(fidelity); g_free(trace_path); g_free(chunk); g_free(moe);
   return rc;
 }

@@ -36,12 +36,13 @@ spsiminclude_HEADERS += src/core/spsim/topology.h src/core/spsim/layout.h src/co
 libspsim_la_SOURCES += src/core/graph/graph.c src/core/graph/graph_build.h \
 	src/core/graph/graph_coll.c src/core/graph/graph_local.c src/core/graph/graph_kernel.c \
 	src/core/graph/graph_data.c src/core/graph/coll.c src/core/graph/reference.c \
-	src/core/graph/kernels.c
+	src/core/graph/kernels.c src/core/graph/graph_moe.c src/core/graph/kernels_moe.c
 spsiminclude_HEADERS += src/core/spsim/graph.h src/core/spsim/coll.h src/core/spsim/kernels.h
 
 # ops: the operation library (graph builders, one file per family)
 libspsim_la_SOURCES += src/core/ops/ops_common.c src/core/ops/ops_ulysses.c src/core/ops/ops_tp.c \
-	src/core/ops/ops_isp.c src/core/ops/ops_pipe.c src/core/ops/ops_ring.c
+	src/core/ops/ops_isp.c src/core/ops/ops_pipe.c src/core/ops/ops_ring.c \
+	src/core/ops/ops_moe.c src/core/ops/ops_moe_ref.c src/core/ops/ops_a2av.c
 spsiminclude_HEADERS += src/core/spsim/ops.h
 
 # lower: graph and collectives to per-rank programs (dispatcher, one file per algorithm);

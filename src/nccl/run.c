@@ -158,7 +158,7 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
 {
   g_autofree char *op_s = NULL, *coll_s = NULL, *dtype_s = NULL, *algo_s = NULL, *redop_s = NULL,
                   *transport_s = NULL, *size_s = NULL, *sizes_s = NULL, *chunk_s = NULL, *model_s = NULL,
-                  *layout_s = NULL;
+                  *layout_s = NULL, *moe_s = NULL;
   gboolean step = FALSE;
   gint64 seq = 0, gbatch = 0;
   gint mbatch = 0, gpn = 0, gworld = 0;
@@ -173,6 +173,9 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
       "graph operation of `spsim verify --op` (ulysses-attention, tp-mlp, ring-attention, ...); "
       "`list` lists them", "OP" },
     { "coll", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &coll_s, "alias of --op", "OP" },
+    { "moe", 0, 0, G_OPTION_ARG_STRING, &moe_s,
+      "moe-layer, moe-layer-bwd: KEY=VALUE,... over the defaults (experts, topk, ep, etp, tokens, hidden, "
+      "ffn, capacity = the capacity factor, drop = probs or position), as `spsim verify --moe`", "OPTS" },
     { "dtype", 'd', 0, G_OPTION_ARG_STRING, &dtype_s, "f32 (default), f16, bf16, i32, i64, u8", "T" },
     { "count", 'c', 0, G_OPTION_ARG_INT64, &count, "elements per rank (default 1024; all-gather, reduce-scatter, all-to-all: 1024 / ranks)", "C" },
     { "size", 0, 0, G_OPTION_ARG_STRING, &size_s,
@@ -330,6 +333,11 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--%s must be >= 0", ranks < 0 ? "ranks" : "root");
     return FALSE;
   }
+  if (moe_s && !cfg->graph) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--moe applies to the operations moe-layer and moe-layer-bwd");
+    return FALSE;
+  }
+  cfg->op_opts = moe_s ? g_intern_string(moe_s) : NULL;
   if (cfg->graph) {
     /* graph operations: the sizes and groups of `spsim verify --op` (fixed small
      * shapes), host memory; reject what would be silently ignored */

@@ -379,7 +379,7 @@ int run_graph(runner *r)
   const run_config *cfg = r->cfg;
   GError *err = NULL;
   const int32_t group = graph_group(w->world);
-  sp_graph_case *c = sp_ops_verify_case_new(cfg->graph->name, w->world, group, &err);
+  sp_graph_case *c = sp_ops_verify_case_new_opts(cfg->graph->name, w->world, group, cfg->op_opts, &err);
   /* building is deterministic, so errors are the same on every rank: rank 0 explains */
   uint64_t failed = c == NULL;
   allreduce_max(w, &failed, 1, "the other ranks to build their programs");

@@ -34,6 +34,7 @@ typedef struct run_op run_op;
 typedef struct {
   const run_op *op;                /* a collective, or NULL for a graph operation */
   const sp_op_verify_entry *graph; /* a graph operation of `spsim verify --op` (spsim/ops.h) */
+  const char *op_opts;             /* --moe: the graph operation's options (interned; NULL: none) */
   sp_dtype dtype;
   sp_algo algo;
   sp_redop redop;

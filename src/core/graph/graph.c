@@ -13,7 +13,7 @@ static const char *const kind_names[SP_NODE_KIND_COUNT] = {
   "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce",
   "send-recv", "copy", "slice", "split", "pad", "concat", "repeat", "repeat-sum", "add",
   "scale", "compute", "sync", "matmul", "attention", "attention-bwd", "shift", "ring-attn",
-  "ring-final", "ring-attn-bwd",
+  "ring-final", "ring-attn-bwd", "moe",
 };
 
 const char *sp_node_kind_name(sp_node_kind k)

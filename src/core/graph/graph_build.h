@@ -27,6 +27,9 @@ gboolean sp_g_local_holders(const sp_graph *g, const uint32_t *ins, int nin, uin
 /* A local node of @p kind reading @p ins and writing @p out. */
 sp_node *sp_g_local_node(sp_node_kind kind, const uint32_t *ins, int nin, uint32_t out);
 
+/* Runs MoE kernel node @p n (graph_moe.c) on one rank's program buffers @p bufs. */
+gboolean sp_g_moe_host(const sp_graph *g, const sp_node *n, void *const *bufs, GError **err);
+
 /* Shapes equal except possibly at dim @p except (-1: none). */
 static inline gboolean sp_g_same_shape_except(const sp_tensor *a, const sp_tensor *b, int except)
 {

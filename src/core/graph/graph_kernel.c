@@ -296,6 +296,8 @@ gboolean sp_graph_kernel_host(const sp_graph *g, uint32_t ni, int32_t rank, void
                                   B(n->out[0]));
     return TRUE;
   }
+  case SP_NODE_MOE:
+    return sp_g_moe_host(g, n, bufs, err);
   default:
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "node %u (%s) is not a data kernel", ni,
                 sp_node_kind_name(n->kind));
@@ -307,7 +309,8 @@ gboolean sp_graph_kernel_host(const sp_graph *g, uint32_t ni, int32_t rank, void
 gboolean sp_node_is_kernel(const sp_node *n)
 {
   return n->kind == SP_NODE_MATMUL || n->kind == SP_NODE_ATTENTION || n->kind == SP_NODE_ATTENTION_BWD ||
-         n->kind == SP_NODE_RING_ATTN || n->kind == SP_NODE_RING_FINAL || n->kind == SP_NODE_RING_ATTN_BWD;
+         n->kind == SP_NODE_RING_ATTN || n->kind == SP_NODE_RING_FINAL || n->kind == SP_NODE_RING_ATTN_BWD ||
+         n->kind == SP_NODE_MOE;
 }
 
 /* Ring step mode of @p rank: 0 skipped, 1 diagonal (causal), 2 full; -1 not a member. */

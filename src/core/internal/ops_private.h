@@ -15,4 +15,8 @@ uint32_t sp_ops_like_dim(sp_graph *g, uint32_t ref, const char *suffix, int dim,
 /* In-place gradient scaling by P (UP: x P, DOWN: / P); returns @p t or SP_OPS_BAD. */
 uint32_t sp_ops_grad_scale(sp_graph *g, uint32_t t, int32_t P, sp_grad_scale s, GError **err);
 
+/* @p out = the concatenation along dim 0 of the @p n tensors @p ins, in parts of at
+ * most SP_NODE_MAX_IO inputs (any n >= 1). */
+gboolean sp_ops_concat_parts(sp_graph *g, const uint32_t *ins, int64_t n, uint32_t out, GError **err);
+
 #endif

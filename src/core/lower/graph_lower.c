@@ -94,9 +94,18 @@ static gboolean node_touches(const sp_node *n, const sp_graph *g, uint32_t stora
   return FALSE;
 }
 
-/* Before lowering node @p n: complete pending collectives whose output it touches. */
+/* Before lowering node @p n: complete pending collectives whose output it touches.
+ * A node none of whose tensors this rank holds touches none of its buffers (tensors
+ * pooled on other ranks share a storage index, not this rank's bytes). */
 static void sync_for(lower_ctx *c, const sp_node *n, uint32_t op)
 {
+  gboolean here = n->kind == SP_NODE_COMPUTE && n->nout == 0;
+  for (int k = 0; !here && k < n->nin; k++)
+    here = n->in[k] != SP_NO_TENSOR && sp_graph_tensor_on(c->g, n->in[k], c->rank);
+  for (int k = 0; !here && k < n->nout; k++)
+    here = n->out[k] != SP_NO_TENSOR && sp_graph_tensor_on(c->g, n->out[k], c->rank);
+  if (!here)
+    return;
   for (guint i = 0; i < c->pending->len;) {
     const sp_node *pn = sp_graph_node(c->g, g_array_index(c->pending, pending_t, i).node);
     /* the receive buffer may not be read or written, the send buffer not written */

@@ -70,3 +70,27 @@ uint32_t sp_ops_grad_scale(sp_graph *g, uint32_t t, int32_t P, sp_grad_scale s, 
     return BAD;
   return t;
 }
+
+gboolean sp_ops_concat_parts(sp_graph *g, const uint32_t *ins, int64_t n, uint32_t out, GError **err)
+{
+  if (n <= SP_NODE_MAX_IO)
+    return sp_graph_concat(g, ins, (int)n, out, 0, err) != BAD;
+  const sp_tensor *o = sp_graph_tensor(g, out);
+  int64_t inner = 1; /* elements per unit of dim 0 */
+  for (int d = 1; d < o->ndim; d++)
+    inner *= o->shape[d];
+  const int64_t per = (n + SP_NODE_MAX_IO - 1) / SP_NODE_MAX_IO, np = (n + per - 1) / per;
+  uint32_t parts[SP_NODE_MAX_IO];
+  for (int64_t p = 0; p < np; p++) {
+    const int64_t a = p * per, cnt = MIN(per, n - a);
+    int64_t rows = 0;
+    for (int64_t i = a; i < a + cnt; i++)
+      rows += (int64_t)sp_tensor_numel(sp_graph_tensor(g, ins[i])) / inner;
+    char *nm = g_strdup_printf("part%" G_GINT64_FORMAT, p);
+    parts[p] = sp_ops_like_dim(g, out, nm, 0, rows, err);
+    g_free(nm);
+    if (parts[p] == BAD || !sp_ops_concat_parts(g, ins + a, cnt, parts[p], err))
+      return FALSE;
+  }
+  return sp_graph_concat(g, parts, (int)np, out, 0, err) != BAD;
+}

@@ -137,6 +137,7 @@ typedef enum {
   SP_NODE_RING_ATTN,   /**< kernel: one ring-attention step (online softmax) on (q, k, v, state) -> state */
   SP_NODE_RING_FINAL,  /**< kernel: out = o / l of a ring-attention state */
   SP_NODE_RING_ATTN_BWD, /**< kernel: one ring-attention backward step -> (dq, dk, dv) accumulators */
+  SP_NODE_MOE,         /**< kernel: a mixture-of-experts step (#sp_moe_kernel in repeat; sp_graph_moe) */
   SP_NODE_KIND_COUNT
 } sp_node_kind;
 
@@ -317,6 +318,29 @@ uint32_t sp_graph_ring_attn_bwd(sp_graph *g, const sp_groups *gs, sp_attn_layout
                                 uint32_t k, uint32_t v, uint32_t dout, uint32_t state, uint32_t dq_in,
                                 uint32_t dk_in, uint32_t dv_in, uint32_t dq_out, uint32_t dk_out,
                                 uint32_t dv_out, int32_t step, GError **err);
+/** The mixture-of-experts kernels (spsim/kernels.h, kernels_moe.c) a #SP_NODE_MOE runs. */
+typedef enum {
+  SP_MOE_ROUTE = 0,     /**< logits [T, E] -> route [T, K, 3], scores [T, E], counts [E] */
+  SP_MOE_PERMUTE,       /**< x [T, H], route -> disp [E, C, H] */
+  SP_MOE_UNPERMUTE,     /**< eo [E, C, H], route -> y [T, H] */
+  SP_MOE_UNPERMUTE_BWD, /**< dy [T, H], eo [E, C, H], route -> deo [E, C, H], dprob [T, K] */
+  SP_MOE_PERMUTE_BWD,   /**< ddisp [E, C, H], route -> dx [T, H] */
+  SP_MOE_ROUTE_BWD,     /**< scores [T, E], route, dprob [T, K] -> dlogits [T, E] */
+  SP_MOE_RELU,          /**< x -> max(x, 0) (any shape) */
+  SP_MOE_RELU_BWD,      /**< x, dy -> dx (any shape) */
+  SP_MOE_KERNEL_COUNT
+} sp_moe_kernel;
+
+/**
+ * A mixture-of-experts kernel node @p which reading @p ins (@p nin) and writing
+ * @p outs (@p nout) as listed in #sp_moe_kernel; f32, every holder of the first
+ * output holds the rest. @p topk (K) and @p capacity (C, slots per expert) fix the
+ * route's and the dispatch buffers' shapes; @p drop is an #sp_moe_drop (ROUTE
+ * only). Shapes that do not agree: SP_ERROR_SHAPE naming the kernel.
+ */
+uint32_t sp_graph_moe(sp_graph *g, sp_moe_kernel which, const uint32_t *ins, int nin, const uint32_t *outs,
+                      int nout, int64_t topk, int64_t capacity, int drop, GError **err);
+
 /** FLOPs node @p n charges on @p rank (per-rank for ring steps). */
 double sp_graph_node_flops(const sp_graph *g, uint32_t n, int32_t rank);
 

@@ -73,6 +73,46 @@ void sp_kernel_ring_attn_bwd_step_f32(gboolean seq_first, int64_t B, int64_t S, 
                                       const float *dk_in, const float *dv_in, float *dq_out, float *dk_out,
                                       float *dv_out, int mode);
 
+/* ---- mixture of experts (kernels_moe.c) ---- */
+
+/** Which tokens an expert keeps when more are routed to it than its capacity. */
+typedef enum {
+  SP_MOE_DROP_PROBS = 0, /**< the highest router probabilities (Megatron-Core drop policy "probs") */
+  SP_MOE_DROP_POSITION   /**< the first tokens (Megatron-Core "position"; DeepSpeed's cumsum locations) */
+} sp_moe_drop;
+
+/**
+ * Router of @p T tokens over @p E experts: scores = softmax(logits) per token
+ * ([T, E]); the @p K experts of highest score in descending order, an equal score
+ * going to the lower expert index; then each expert keeps at most @p C of the
+ * (token, expert) pairs routed to it, chosen by @p policy (#sp_moe_drop; equal
+ * probabilities and "position" prefer the lower token index), numbered 0..kept-1
+ * in token order. @p route [T, K, 3] holds per pair (expert, capacity slot or -1
+ * when dropped, probability or 0 when dropped); @p counts [E] the kept pairs per
+ * expert. All as f32 (indices are exact small integers).
+ */
+void sp_kernel_moe_route_f32(const float *logits, int64_t T, int64_t E, int64_t K, int64_t C, int policy,
+                             float *route, float *scores, float *counts);
+/** disp [E, C, H]: row (e, slot) = the token routed there, zeros in unused slots. */
+void sp_kernel_moe_permute_f32(const float *x, const float *route, int64_t T, int64_t K, int64_t E, int64_t C,
+                               int64_t H, float *disp);
+/** y [T, H] = sum over k = 0..K-1 of kept pairs of prob * eo[e, slot] (from 0.0f, in k order). */
+void sp_kernel_moe_unpermute_f32(const float *eo, const float *route, int64_t T, int64_t K, int64_t C,
+                                 int64_t H, float *y);
+/** Backward of unpermute: deo [E, C, H] = prob * dy at kept slots, else 0; dprob [T, K] = dy . eo[slot]. */
+void sp_kernel_moe_unpermute_bwd_f32(const float *dy, const float *eo, const float *route, int64_t T, int64_t K,
+                                     int64_t E, int64_t C, int64_t H, float *deo, float *dprob);
+/** Backward of permute: dx [T, H] = sum over k in order of the kept slots' rows of ddisp. */
+void sp_kernel_moe_permute_bwd_f32(const float *ddisp, const float *route, int64_t T, int64_t K, int64_t C,
+                                   int64_t H, float *dx);
+/** Backward of the router: dlogits [T, E] = s (g - g . s), g = dprob at the kept pairs' experts, else 0. */
+void sp_kernel_moe_route_bwd_f32(const float *scores, const float *route, const float *dprob, int64_t T,
+                                 int64_t E, int64_t K, float *dlogits);
+/** y = max(x, 0) elementwise (the expert FFN's activation). */
+void sp_kernel_relu_f32(const float *x, int64_t n, float *y);
+/** dx = dy where x > 0, else 0. */
+void sp_kernel_relu_bwd_f32(const float *x, const float *dy, int64_t n, float *dx);
+
 G_END_DECLS
 
 #endif

@@ -25,6 +25,7 @@
 #include <glib.h>
 #include <stdint.h>
 #include "spsim/graph.h"
+#include "spsim/kernels.h"
 
 G_BEGIN_DECLS
 
@@ -394,6 +395,114 @@ gboolean sp_op_zero_step(sp_graph *g, const sp_groups *dp, int stage, const uint
 /** ZeRO-3 / FSDP: all-gather a parameter shard on dim 0 before use. */
 uint32_t sp_op_fsdp_gather(sp_graph *g, const sp_groups *dp, uint32_t shard, GError **err);
 
+/* ================================================================ all-to-all-v */
+
+/**
+ * All-to-all with uneven counts over every group of @p gs (ops_a2av.c): @p in is
+ * [P cap, H] f32 on every member, block j (rows [j cap, (j + 1) cap)) for member j;
+ * member i sends the first counts[i P + j] rows of its block j to member j (0 <=
+ * count <= cap; nothing is sent for 0). @return out [P cap, H]: block i of member j
+ * holds the rows member i sent it, zeros after them (MPI_Alltoallv with
+ * displacements of cap rows). Built as one send-recv per pair with rows to move, all
+ * posted before one wait, received in place through pooled storage. The counts are
+ * fixed when the graph is built.
+ */
+uint32_t sp_op_all_to_all_v(sp_graph *g, const sp_groups *gs, uint32_t in, const int64_t *counts, int64_t cap,
+                            GError **err);
+
+/* ================================================================ mixture of experts */
+
+/**
+ * A mixture-of-experts layer (ops_moe.c). Each group of the group set is one MoE
+ * instance of P = edp x ep x etp ranks; member m has expert-tensor index m % etp,
+ * expert-parallel index (m / etp) % ep and expert-data index m / (etp ep) (the
+ * tp-ep-dp order of Megatron-Core's expert groups). Every rank routes its own
+ * @c tokens tokens (sequence-parallel activations, as Megatron-Core requires for
+ * MoE with tensor parallelism).
+ */
+typedef struct {
+  int32_t experts;        /**< E: experts of the layer; ep must divide it */
+  int32_t topk;           /**< K: experts per token, 1..E */
+  int32_t ep;             /**< expert-parallel size: each ep rank holds E / ep experts */
+  int32_t etp;            /**< expert tensor parallelism: each expert's FFN split over etp ranks */
+  int64_t tokens;         /**< T: tokens per rank */
+  int64_t hidden;         /**< H */
+  int64_t ffn;            /**< F: expert FFN size (etp must divide it) */
+  double capacity_factor; /**< > 0: capacity C = min(T, ceil(T K / E x factor)) slots per expert */
+  sp_moe_drop drop;       /**< which tokens an expert over capacity keeps */
+  sp_algo algo;           /**< algorithm of the collectives */
+} sp_moe_cfg;
+
+/** The tensors of a MoE layer's forward (needed by its backward). Clear with sp_moe_layer_clear(). */
+typedef struct {
+  sp_moe_cfg cfg;
+  int64_t capacity;       /**< C */
+  sp_groups ep, etp, edp, all; /**< the derived group sets (owned ranks) */
+  uint32_t x, wr, w1, w2; /**< x [T, H], wr [H, E], w1 [E/ep, H, F/etp], w2 [E/ep, F/etp, H] */
+  uint32_t logits, route, scores, counts; /**< [T, E], [T, K, 3], [T, E], [E] */
+  uint32_t recv_counts;   /**< [E]: block j = the kept tokens member j sends to each of my experts */
+  uint32_t disp, xin;     /**< dispatch [E, C, H]; the experts' tokens [E/ep, etp ep C, H] */
+  uint32_t *xl, *pre, *act; /**< per local expert: its tokens [M, H], x W1 and relu [M, F/etp] */
+  uint32_t *w1l, *w2l;    /**< per local expert: its weight shards */
+  uint32_t eout;          /**< expert outputs [E/ep, ep C, H] (after the etp reduce-scatter) */
+  uint32_t comb;          /**< combined back [E, C, H] */
+  uint32_t y;             /**< [T, H] */
+} sp_moe_layer;
+
+/**
+ * Check a MoE configuration on groups of @p group_size ranks: top-k between 1 and
+ * the experts, ep dividing the experts, group size divisible by ep x etp, etp
+ * dividing the FFN size, capacity factor > 0, positive sizes. One clear error line.
+ */
+gboolean sp_moe_cfg_check(const sp_moe_cfg *cfg, int32_t group_size, GError **err);
+/**
+ * Update @p cfg from @p spec, "KEY=VALUE,..." with KEY experts, topk, ep, etp,
+ * tokens, hidden, ffn (integers from 1; experts at most 1024, the others at most
+ * 4096), capacity (the capacity factor) and drop (probs or position). Keys left
+ * out keep their value; the whole configuration is checked by sp_moe_cfg_check().
+ */
+gboolean sp_moe_cfg_parse(const char *spec, sp_moe_cfg *cfg, GError **err);
+/** Capacity C of @p cfg: min(T, ceil(T K / E x capacity_factor)), at least 1. */
+int64_t sp_moe_capacity(const sp_moe_cfg *cfg);
+/**
+ * The derived group sets of @p gs: expert-parallel groups (ep members sharing the
+ * etp and edp indices), expert-tensor groups and expert-data groups. g_free the
+ * three rank arrays.
+ */
+gboolean sp_moe_groups(const sp_moe_cfg *cfg, const sp_groups *gs, sp_groups *ep, sp_groups *etp,
+                       sp_groups *edp, GError **err);
+/**
+ * MoE layer forward on @p gs: logits = x wr, the router (softmax, top-k with the
+ * lower expert index winning ties, capacity; sp_kernel_moe_route_f32), the
+ * per-expert kept counts exchanged over the ep group (all-to-all), the tokens
+ * permuted into per-expert capacity slots [E, C, H] and dispatched (all-to-all
+ * over the ep group), gathered over the etp group, each local expert's FFN
+ * relu(x W1) W2 on its slots, reduce-scattered over etp, combined back (all-to-all)
+ * and summed weighted by the router probabilities. f32 tensors.
+ */
+gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg, uint32_t x, uint32_t wr,
+                         uint32_t w1, uint32_t w2, sp_moe_layer *st, GError **err);
+/**
+ * Backward of sp_op_moe_layer for @p dy [T, H]: @p dx [T, H]; @p dwr [H, E]
+ * summed over the whole group (the router is replicated); @p dw1, @p dw2 the
+ * expert weight gradients summed over the expert-data group (the loss is the sum
+ * over tokens).
+ */
+gboolean sp_op_moe_layer_bwd(sp_graph *g, sp_moe_layer *st, uint32_t dy, uint32_t *dx, uint32_t *dwr,
+                             uint32_t *dw1, uint32_t *dw2, GError **err);
+void sp_moe_layer_clear(sp_moe_layer *st);
+/**
+ * The single-device reference of a MoE layer: from the inputs in @p d (every rank's
+ * x, member 0's wr, the expert shards of the expert-data index 0), compute the
+ * whole layer of every group rank by rank on the host without communication and
+ * compare it with the tensors in @p d: y (and, when @p dy is not SP_NO_TENSOR, dx,
+ * dwr, dw1, dw2), each within @p tol relative (0: bitwise; sp_graph_data_compare's
+ * rule). SP_ERROR_MISMATCH names the tensor, rank and element.
+ */
+gboolean sp_moe_reference_check(const sp_graph *g, sp_graph_data *d, const sp_moe_layer *st, uint32_t dy,
+                                 uint32_t dx, uint32_t dwr, uint32_t dw1, uint32_t dw2, double tol_fwd,
+                                 double tol_bwd, GError **err);
+
 /* ================================================================ verify hook */
 
 /** Result of a built-in self-check of one operation. */
@@ -423,6 +532,15 @@ typedef struct {
  */
 typedef struct sp_graph_case sp_graph_case;
 sp_graph_case *sp_ops_verify_case_new(const char *name, int32_t world, int32_t group, GError **err);
+/**
+ * sp_ops_verify_case_new with the operation's options @p opts (NULL: its defaults):
+ * moe-layer and moe-layer-bwd take sp_moe_cfg_parse()'s "KEY=VALUE,..." over their
+ * defaults (E = 2 ep experts, top-2, ep = group / 2 from 4 ranks, 4 tokens, hidden
+ * and FFN 4, capacity factor 1, drop probs; etp 2 for moe-layer-bwd when 4 divides
+ * the group); other operations take none (SP_ERROR_INVALID).
+ */
+sp_graph_case *sp_ops_verify_case_new_opts(const char *name, int32_t world, int32_t group, const char *opts,
+                                           GError **err);
 int32_t sp_graph_case_world(const sp_graph_case *c);
 sp_program *const *sp_graph_case_progs(const sp_graph_case *c);
 void **const *sp_graph_case_bufs(const sp_graph_case *c);

@@ -34,7 +34,7 @@ sp_graph_case *sp_vc_case_new(int32_t world, case_build_fn build, const void *ud
     sp_graph_data_fill_inputs(c->ref, 20240601);
     c->run = sp_graph_data_new(c->g);
     sp_graph_data_copy(c->run, c->ref);
-    ok = sp_graph_reference(c->g, c->ref, err);
+    ok = sp_graph_reference(c->g, c->ref, err) && outs_whole(&c->outs, c->g, c->ref, err);
   }
   if (ok) {
     c->progs = g_new0(sp_program *, world);
@@ -153,6 +153,7 @@ void sp_graph_case_free(void *cv)
   sp_graph_case *c = cv;
   if (!c)
     return;
+  outs_clear(&c->outs);
   const guint ns = c->g ? sp_graph_n_storage(c->g) : 0;
   for (int32_t r = 0; c->progs && r < c->world; r++) {
     if (c->bufs && c->bufs[r])

@@ -15,7 +15,27 @@ typedef struct {
   uint32_t t[MAX_OUTS];
   double tol[MAX_OUTS];
   int n;
+  /* an optional further check of the reference's data against an independent
+   * computation (a single-device reference), run once the reference is computed;
+   * whole_ud is g_free'd with the case (after whole_clear, when set) */
+  gboolean (*whole)(const sp_graph *g, sp_graph_data *ref, void *ud, GError **err);
+  void *whole_ud;
+  void (*whole_clear)(void *ud);
 } outs_t;
+
+/* Runs the case's further check (if any) on the reference data @p ref. */
+static inline gboolean outs_whole(const outs_t *o, const sp_graph *g, sp_graph_data *ref, GError **err)
+{
+  return !o->whole || o->whole(g, ref, o->whole_ud, err);
+}
+
+/* Frees the further check's data. */
+static inline void outs_clear(outs_t *o)
+{
+  if (o->whole_clear && o->whole_ud)
+    o->whole_clear(o->whole_ud);
+  g_clear_pointer(&o->whole_ud, g_free);
+}
 
 static inline void add_out(outs_t *o, uint32_t t, double tol)
 {

@@ -247,6 +247,169 @@ static gboolean build_pipeline_interleaved(sp_graph *g, const sp_groups *gs, out
   return TRUE;
 }
 
+/* all-to-all-v on groups of P: blocks of P rows of 2 columns, member i sends
+ * (i + 2 j) mod (P + 1) rows to member j (0 to P rows: uneven, some pairs nothing) */
+static gboolean build_a2av(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
+{
+  const int32_t P = gs->group_size;
+  int64_t s[2] = { (int64_t)P * P, 2 };
+  int64_t *counts = g_new(int64_t, (gsize)P * P);
+  for (int32_t i = 0; i < P; i++)
+    for (int32_t j = 0; j < P; j++)
+      counts[i * P + j] = (i + 2 * j) % (P + 1);
+  uint32_t x = input(g, "x", SP_F32, 2, s, err);
+  uint32_t y = x == BAD ? BAD : sp_op_all_to_all_v(g, gs, x, counts, P, err);
+  g_free(counts);
+  if (y == BAD)
+    return FALSE;
+  add_out(o, y, 0);
+  return TRUE;
+}
+
+/* ---- mixture of experts ---- */
+
+/* What the single-device check of a MoE case needs. */
+typedef struct {
+  sp_moe_layer st;
+  uint32_t dy, dx, dwr, dw1, dw2;
+  double tol_fwd, tol_bwd;
+} moe_whole;
+
+static gboolean moe_check(const sp_graph *g, sp_graph_data *ref, void *ud, GError **err)
+{
+  const moe_whole *w = ud;
+  return sp_moe_reference_check(g, ref, &w->st, w->dy, w->dx, w->dwr, w->dw1, w->dw2, w->tol_fwd, w->tol_bwd, err);
+}
+
+static void moe_whole_clear(void *ud)
+{
+  sp_moe_layer_clear(&((moe_whole *)ud)->st);
+}
+
+/* The case's MoE configuration on groups of P ranks: E = 2 ep experts, top-2, 4
+ * tokens of hidden 4 per rank, FFN 4, capacity factor 1 (so C = ceil(4 x 2 / E),
+ * and experts over capacity drop tokens). moe-layer: etp 1, ep = P / 2 (P >= 4)
+ * with expert-data groups of 2; moe-layer-bwd: etp 2 where 4 divides P. */
+static sp_moe_cfg moe_case_cfg(int32_t P, gboolean bwd)
+{
+  int32_t etp = bwd && P % 4 == 0 ? 2 : 1, q = P / etp;
+  int32_t ep = q >= 4 && q % 2 == 0 ? q / 2 : q;
+  return (sp_moe_cfg){ .experts = 2 * ep, .topk = 2, .ep = ep, .etp = etp, .tokens = 4, .hidden = 4, .ffn = 4,
+                       .capacity_factor = 1.0, .drop = SP_MOE_DROP_PROBS, .algo = SP_ALGO_DIRECT };
+}
+
+/* Weights as a data-parallel start leaves them: the router's on every member and each
+ * expert's on its expert-data replicas equal (broadcast from member 0 of each group).
+ * The broadcasts are direct (as every collective of the case): with the ring chain, SimGrid's data mode stalls
+ * ranks 0-7 of `spsim verify --op moe-layer-bwd --ranks 16` on a 16-host star while
+ * the loopback run of the same programs completes (left to the engine's owners). */
+static gboolean moe_weights(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *c, uint32_t *wr, uint32_t *w1,
+                            uint32_t *w2, GError **err)
+{
+  sp_groups ep, etp, edp;
+  if (!sp_moe_groups(c, gs, &ep, &etp, &edp, err))
+    return FALSE;
+  const int64_t El = c->experts / c->ep, Fl = c->ffn / c->etp;
+  int64_t sr[2] = { c->hidden, c->experts }, s1[3] = { El, c->hidden, Fl }, s2[3] = { El, Fl, c->hidden };
+  uint32_t r0 = input(g, "wr_init", SP_F32, 2, sr, err);
+  uint32_t a0 = r0 == BAD ? BAD : input(g, "w1_init", SP_F32, 3, s1, err);
+  uint32_t b0 = a0 == BAD ? BAD : input(g, "w2_init", SP_F32, 3, s2, err);
+  *wr = b0 == BAD ? BAD : sp_graph_tensor_new(g, "wr", SP_F32, 2, sr, SP_TENSOR_WEIGHT, SP_INIT_NONE, err);
+  *w1 = *wr == BAD ? BAD : sp_graph_tensor_new(g, "w1", SP_F32, 3, s1, SP_TENSOR_WEIGHT, SP_INIT_NONE, err);
+  *w2 = *w1 == BAD ? BAD : sp_graph_tensor_new(g, "w2", SP_F32, 3, s2, SP_TENSOR_WEIGHT, SP_INIT_NONE, err);
+  gboolean ok = *w2 != BAD && sp_graph_broadcast(g, gs, r0, *wr, 0, SP_ALGO_DIRECT, err) != BAD &&
+                sp_graph_broadcast(g, &edp, a0, *w1, 0, SP_ALGO_DIRECT, err) != BAD &&
+                sp_graph_broadcast(g, &edp, b0, *w2, 0, SP_ALGO_DIRECT, err) != BAD;
+  g_free(ep.ranks);
+  g_free(etp.ranks);
+  g_free(edp.ranks);
+  return ok;
+}
+
+static gboolean build_moe_c(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cp, gboolean bwd, outs_t *o,
+                            GError **err)
+{
+  const sp_moe_cfg c = *cp;
+  if (!sp_moe_cfg_check(&c, gs->group_size, err))
+    return FALSE;
+  int64_t sx[2] = { c.tokens, c.hidden };
+  uint32_t wr, w1, w2, x = input(g, "x", SP_F32, 2, sx, err);
+  if (x == BAD)
+    return FALSE;
+  uint32_t dy = bwd ? input(g, "dy", SP_F32, 2, sx, err) : SP_NO_TENSOR;
+  if ((bwd && dy == BAD) || !moe_weights(g, gs, &c, &wr, &w1, &w2, err))
+    return FALSE;
+  moe_whole *w = g_new0(moe_whole, 1);
+  o->whole = moe_check;
+  o->whole_ud = w;
+  o->whole_clear = moe_whole_clear;
+  w->dy = dy;
+  w->dx = w->dwr = w->dw1 = w->dw2 = SP_NO_TENSOR;
+  /* The run against the graph's reference: bitwise (direct collectives reduce in
+   * group order, as the reference does). The graph's reference against the
+   * single-device layer: bitwise where the schedule sums in the single device's
+   * order (etp 1: y, dx); expert tensor parallelism sums an expert's FFN columns in
+   * etp parts and the weight gradients sum the tokens of several ranks in another
+   * order, so those are compared within 1e-5 of their magnitude (ops_moe_ref.c). */
+  w->tol_fwd = c.etp > 1 ? 1e-5 : 0;
+  w->tol_bwd = 1e-5;
+  if (!sp_op_moe_layer(g, gs, &c, x, wr, w1, w2, &w->st, err))
+    return FALSE;
+  add_out(o, w->st.y, 0);
+  add_out(o, w->st.recv_counts, 0);
+  if (bwd) {
+    if (!sp_op_moe_layer_bwd(g, &w->st, dy, &w->dx, &w->dwr, &w->dw1, &w->dw2, err))
+      return FALSE;
+    add_out(o, w->dx, 0);
+    add_out(o, w->dwr, 0);
+    add_out(o, w->dw1, 0);
+    add_out(o, w->dw2, 0);
+  }
+  return TRUE;
+}
+
+static gboolean build_moe_fwd(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
+{
+  const sp_moe_cfg c = moe_case_cfg(gs->group_size, FALSE);
+  return build_moe_c(g, gs, &c, FALSE, o, err);
+}
+
+static gboolean build_moe_bwd(sp_graph *g, const sp_groups *gs, outs_t *o, GError **err)
+{
+  const sp_moe_cfg c = moe_case_cfg(gs->group_size, TRUE);
+  return build_moe_c(g, gs, &c, TRUE, o, err);
+}
+
+/* A MoE case with options over the defaults. */
+typedef struct {
+  const sp_groups *gs;
+  const char *opts;
+  gboolean bwd;
+} moe_opts_ud;
+
+static gboolean build_moe_opts(sp_graph *g, const void *ud, outs_t *o, GError **err)
+{
+  const moe_opts_ud *m = ud;
+  sp_moe_cfg c = moe_case_cfg(m->gs->group_size, m->bwd);
+  if (!sp_moe_cfg_parse(m->opts, &c, err) || !sp_moe_cfg_check(&c, m->gs->group_size, err))
+    return FALSE;
+  /* data mode holds every tensor of every rank in this process, and the router's
+   * capacity selection is quadratic in the routed pairs: bound both (2^24 f32 = 64 MiB
+   * per buffer; 8192 pairs per rank) */
+  const double C = (double)sp_moe_capacity(&c), lim = (double)(1 << 24);
+  const double disp = (double)c.experts * C * (double)c.hidden;
+  const double ffn = (double)c.ep * (double)c.etp * C * (double)(c.ffn / c.etp);
+  const double pairs = (double)c.tokens * (double)c.topk;
+  if (disp > lim || ffn > lim || pairs > 8192 || (double)c.tokens * (double)c.experts > lim) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "moe options: the case is too large to carry in data mode (dispatch [E, C, H] = %.0f and expert "
+                "FFN %.0f elements per rank, at most %.0f; tokens x topk = %.0f, at most 8192): use smaller sizes",
+                disp, ffn, lim, pairs);
+    return FALSE;
+  }
+  return build_moe_c(g, m->gs, &c, m->bwd, o, err);
+}
+
 static gboolean verify_with(build_fn build, int32_t world, int32_t group,
                             gboolean (*run)(const sp_graph *g, sp_graph_data *d, GError **err), GError **err)
 {
@@ -268,12 +431,13 @@ static gboolean verify_with(build_fn build, int32_t world, int32_t group,
     sp_graph_data_fill_inputs(ref, 20240601);
     got = sp_graph_data_new(g);
     sp_graph_data_copy(got, ref);
-    ok = sp_graph_reference(g, ref, err);
+    ok = sp_graph_reference(g, ref, err) && outs_whole(&o, g, ref, err);
   }
   if (ok && run)
     ok = run(g, got, err);
   for (int i = 0; ok && run && i < o.n; i++)
     ok = sp_graph_data_compare(g, got, ref, o.t[i], o.tol[i], err);
+  outs_clear(&o);
   sp_graph_data_free(ref);
   sp_graph_data_free(got);
   sp_graph_free(g);
@@ -299,12 +463,16 @@ ENTRY(pipeline)
 ENTRY(ring_bwd)
 ENTRY(hybrid_bwd)
 ENTRY(pipeline_interleaved)
+ENTRY(a2av)
+ENTRY(moe_fwd)
+ENTRY(moe_bwd)
 
 /* build function of each entry, by table index (kept beside the public table) */
 static const build_fn builders[] = { build_a2a, build_gather_split, build_slice_pad, build_attention,
                                      build_tp_plain, build_tp_sp, build_isp, build_ring, build_hybrid,
                                      build_pipeline, build_ring_bwd, build_hybrid_bwd,
-                                     build_pipeline_interleaved };
+                                     build_pipeline_interleaved, build_a2av, build_moe_fwd,
+                                     build_moe_bwd };
 
 static const sp_op_verify_entry table[] = {
   { "ulysses-all-to-all", "Ulysses sequence all-to-all (scatter heads, gather seq) and its backward", check_a2a },
@@ -324,6 +492,11 @@ static const sp_op_verify_entry table[] = {
   { "ulysses-ring-bwd", "Ulysses x ring hybrid attention, forward and backward", check_hybrid_bwd },
   { "pipeline-interleaved", "interleaved 1F1B pipeline, 2 virtual stages (stages = group size)",
     check_pipeline_interleaved },
+  { "all-to-all-v", "all-to-all with uneven counts per pair, as grouped point-to-point sends", check_a2av },
+  { "moe-layer", "MoE layer: router top-2, capacity dropping, dispatch/combine all-to-all over ep, "
+                 "checked against a single-device reference", check_moe_fwd },
+  { "moe-layer-bwd", "MoE layer forward and backward with expert tensor and data parallelism, "
+                     "checked against a single-device reference", check_moe_bwd },
   { NULL, NULL, NULL },
 };
 
@@ -353,7 +526,8 @@ static gboolean build_table_entry(sp_graph *g, const void *ud, outs_t *o, GError
   return t->build(g, t->gs, o, err);
 }
 
-sp_graph_case *sp_ops_verify_case_new(const char *name, int32_t world, int32_t group, GError **err)
+sp_graph_case *sp_ops_verify_case_new_opts(const char *name, int32_t world, int32_t group, const char *opts,
+                                           GError **err)
 {
   const sp_op_verify_entry *e = sp_ops_verify_lookup(name);
   if (!e) {
@@ -374,7 +548,22 @@ sp_graph_case *sp_ops_verify_case_new(const char *name, int32_t world, int32_t g
   for (int32_t r = 0; r < world; r++)
     gs.ranks[r] = r;
   table_ud ud = { builders[e - table], &gs };
-  sp_graph_case *c = sp_vc_case_new(world, build_table_entry, &ud, err);
+  sp_graph_case *c = NULL;
+  const gboolean moe = builders[e - table] == build_moe_fwd || builders[e - table] == build_moe_bwd;
+  if (opts && !moe) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "the operation '%s' takes no options (moe-layer and moe-layer-bwd do)", e->name);
+  } else if (opts) {
+    moe_opts_ud mu = { &gs, opts, builders[e - table] == build_moe_bwd };
+    c = sp_vc_case_new(world, build_moe_opts, &mu, err);
+  } else {
+    c = sp_vc_case_new(world, build_table_entry, &ud, err);
+  }
   g_free(gs.ranks);
   return c;
+}
+
+sp_graph_case *sp_ops_verify_case_new(const char *name, int32_t world, int32_t group, GError **err)
+{
+  return sp_ops_verify_case_new_opts(name, world, group, NULL, err);
 }

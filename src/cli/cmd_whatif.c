@@ -228,6 +228,7 @@ int sp_cmd_whatif(int argc, char **argv)
   g_option_context_set_help_enabled(octx, TRUE);
   char **dirs = model_dirs();
   sp_whatif_result *r = NULL;
+  sp_whatif_spread *spread = NULL;
   text_out = stdout;
   if (!g_option_context_parse(octx, &argc, &argv, &err)) goto out;
   if (argc != 2) {
@@ -244,10 +245,27 @@ int sp_cmd_whatif(int argc, char **argv)
   o.report = report;
   o.progress = progress;
   o.user = GINT_TO_POINTER(isatty(2));
+  /* under mpirun the layouts are spread over the ranks; rank 0 reports, the others stay silent */
+  if (!sp_cli_spread_open(&spread, &err)) goto out;
+  if (spread != NULL && spread->rank > 0) {
+    o.spread = spread;
+    o.report = NULL;
+    o.progress = NULL;
+    r = sp_whatif_run(&o, argv[1], &err);
+    rc = r != NULL ? 0 : 1;
+    g_clear_error(&err);
+    goto out;
+  }
+  o.spread = spread;
   r = sp_whatif_run(&o, argv[1], &err);
+  if (spread != NULL && r != NULL) {
+    sp_cli_spread_close(spread, 0); /* the others are done: the report is this process's alone */
+    spread = NULL;
+  }
   if (r != NULL) rc = report_result(r, json, csv, export, svg, trace, explain, verify, sensitivity, &err);
 out:
   if (err != NULL) rc = sp_cli_fail(err);
+  sp_cli_spread_close(spread, rc);
   sp_whatif_result_free(r);
   g_strfreev(dirs);
   g_option_context_free(octx);

@@ -568,6 +568,7 @@ static void rank_main(int argc, char **argv)
 /* Runs the prepared contexts; frees what the actors left behind. */
 static gboolean run_actors(sim_run *run, double *makespan, GError **err)
 {
+  sp_sim_clock_reset();
   run->t0 = simgrid_get_clock();
   for (int32_t r = 0; r < run->world; r++) {
     rank_ctx *c = &run->ranks[r];

@@ -52,6 +52,28 @@ typedef void (*sp_whatif_report_fn)(void *user, sp_whatif_msg kind, const char *
 typedef void (*sp_whatif_progress_fn)(void *user, guint done, guint total);
 
 /**
+ * The sweep spread over processes (`mpirun -np N spsim PLATFORM.xml`): every process
+ * runs the same what-if with its own @c rank; each prices a contiguous share of the
+ * layouts with the closed form and runs every N-th step graph of each round, and rank 0
+ * gathers the results, ranks them and alone returns a full result (the other ranks'
+ * results are empty). The caller provides the transport; results travel as their
+ * in-memory bytes, so every process runs the same build. Every run of the engine
+ * starts at time 0, so a layout's figures do not depend on which process priced it:
+ * rank 0's result is the one-process result, bit for bit.
+ */
+typedef struct {
+  int32_t rank;  /**< this process, 0 .. size - 1 */
+  int32_t size;  /**< processes (> 1) */
+  /** Rank 0: @p *all receives every rank's @p mine (GBytes, rank order; free with
+   *  g_ptr_array_unref); the other ranks send @p mine and get NULL. */
+  gboolean (*gather)(void *user, GBytes *mine, GPtrArray **all, GError **err);
+  /** Rank 0's @p *buf to every rank: rank 0 passes it, the others receive it in @p *buf. */
+  gboolean (*bcast)(void *user, GBytes **buf, GError **err);
+  void *user;
+  gboolean finished; /**< set once the last exchange is over (the transport may then close) */
+} sp_whatif_spread;
+
+/**
  * The request, as `spsim PLATFORM.xml` flags give it. Strings are borrowed (the
  * library neither keeps nor frees them past the call that reads them). Fill with
  * sp_whatif_opts_init() first: UNSET values take the defaults documented here.
@@ -82,6 +104,7 @@ typedef struct {
   sp_whatif_report_fn report;     /**< warnings, notes and verify lines (NULL: dropped) */
   sp_whatif_progress_fn progress; /**< after each evaluated layout (may be NULL) */
   void *user;                     /**< passed to report and progress */
+  sp_whatif_spread *spread;       /**< the sweep spread over processes; NULL: this process alone */
 } sp_whatif_opts;
 
 /** Fill @p o with the defaults. */

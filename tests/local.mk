@@ -121,6 +121,9 @@ tests_test_real_step_ref_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID
 tests_test_real_step_ref_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-real-step.sh
 EXTRA_DIST += tests/test-real-step.sh
+# the what-if spread over mpirun's ranks: identical to one process
+TESTS += tests/test-dist-sweep.sh
+EXTRA_DIST += tests/test-dist-sweep.sh
 if HAVE_CUDA
 check_PROGRAMS += tests/test-real-cuda
 tests_test_real_cuda_SOURCES = tests/test-real-cuda.c

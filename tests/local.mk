@@ -29,6 +29,9 @@ tests_test_step_SOURCES = tests/test-step.c tests/step-fixture.h
 tests_test_step_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-model tests/test-layout tests/test-step tests/test-kernel-model tests/test-whatif-cli.sh tests/test-whatif-ux.sh
 EXTRA_DIST += tests/test-whatif-cli.sh tests/test-whatif-ux.sh
+# the what-if on a cluster of mixed GPUs
+TESTS += tests/test-whatif-mixed.sh
+EXTRA_DIST += tests/test-whatif-mixed.sh
 # json-check: the shell tests' JSON parser (json-glib), e.g. for the what-if's --json
 check_PROGRAMS += tests/json-check
 tests_json_check_SOURCES = tests/json-check.c

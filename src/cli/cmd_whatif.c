@@ -122,7 +122,8 @@ static int report_result(sp_whatif_result *r, const char *json, const char *csv,
     return 1;
   }
   if (r->outcome == SP_WHATIF_NONE_FITS) {
-    fprintf(text_out, "%s does not fit in %.1f GiB per GPU with any layout; %s:\n", r->model->name, r->mem_cap / GIB,
+    fprintf(text_out, "%s does not fit in %.1f GiB per GPU%s with any layout; %s:\n", r->model->name, r->mem_cap / GIB,
+            r->mixed ? " (the smallest GPU of this mixed cluster)" : "",
             r->all ? "every layout by step time" : "the closest layouts by memory");
     print_text(sp_whatif_table_text(r, sp_whatif_shown(r)));
     sp_whatif_result_ok(r, err);
@@ -176,6 +177,10 @@ static const char help_text[] =
   "\n"
   "The table shows the best layout of each family: layouts that differ only in ISP wp or the ZeRO\n"
   "stage and whose step times agree within 1%, with X for what varies (--all: every layout).\n"
+  "\n"
+  "Under mpirun (mpirun -np N spsim PLATFORM.xml ...) the layouts and their step graphs are spread over\n"
+  "the N ranks; rank 0 prints the report and writes the files, the same bytes as one process, and the\n"
+  "other ranks print nothing.\n"
   "\n"
   "Exit status: 0 when at least one layout fits in memory (a --layout: when it fits), 1 when none\n"
   "fits (with or without --all), when --verify finds a mismatch, or on an error. A --layout that does\n"

@@ -128,6 +128,8 @@ typedef struct {
   double speed;           /**< host speed in flop/s (>= 1e12: the GPU's peak), 0: unknown */
   double gpu_mem;         /**< GPU memory in bytes, 0: unknown */
   double hbm_bw;          /**< GPU memory bandwidth in bytes/s (host property hbm_bw), 0: unknown */
+  const char *mixed;      /**< the GPUs used differ: what they are and how they are priced ("mixed cluster:
+                               ..."; speed, gpu_mem and hbm_bw are then the slowest and smallest); NULL: alike */
 } sp_whatif_platform;
 
 /**
@@ -203,6 +205,7 @@ typedef struct {
 /** A what-if's outcome. Read the fields; free with sp_whatif_result_free(). */
 typedef struct {
   char *platform;               /**< sp_whatif_platform::name */
+  char *mixed;                  /**< sp_whatif_platform::mixed (a header line), or NULL */
   sp_model *model;
   sp_step_ctx ctx;              /**< the step model's inputs (model, seq, batch, GPUs, hardware, pricer) */
   sp_analytic_net net;          /**< the analytic network model (pricing without an engine) */

@@ -433,6 +433,7 @@ sp_whatif_result *sp_whatif_evaluate(const sp_whatif_opts *o, const sp_whatif_pl
 {
   g_autoptr(sp_whatif_result) r = g_new0(sp_whatif_result, 1);
   r->platform = g_strdup(p->name ? p->name : "platform");
+  r->mixed = g_strdup(p->mixed);
   r->slowdown = o->comm_slowdown != SP_WHATIF_UNSET_DBL ? o->comm_slowdown : -1;
   r->micro_batch = o->micro_batch;
   r->one_layout = o->layout != NULL;
@@ -519,6 +520,7 @@ void sp_whatif_result_free(sp_whatif_result *r)
   sp_gemm_table_free(r->gemm_table);
   sp_model_free(r->model);
   g_free(r->platform);
+  g_free(r->mixed);
   g_free(r);
 }
 

@@ -93,6 +93,9 @@ typedef struct {
   gboolean step_fidelity;  /* --fidelity step */
   gboolean opened;         /* the platform is loaded */
   GHashTable *cache;       /* price_key -> double* */
+  gboolean noting;         /* note(): misses are noted, not priced */
+  GHashTable *noted_set;   /* price_key, while noting */
+  GArray *noted;           /* price_key, in the order first asked for */
 } wi_engine;
 
 /* A priced point: (collective, group size, stride, bytes). */
@@ -123,6 +126,8 @@ static void wi_engine_free(gpointer p)
   if (e == NULL) return;
   g_free(e->xml);
   if (e->cache) g_hash_table_destroy(e->cache);
+  if (e->noted_set) g_hash_table_destroy(e->noted_set);
+  if (e->noted) g_array_unref(e->noted);
   g_free(e);
 }
 
@@ -143,9 +148,22 @@ static gboolean wi_open(void *user, const sp_step_ctx *c, GError **err)
 /* One simulation per (collective, group, size grid point), cached. */
 static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, double *t, GError **err)
 {
-  price_key key = { .coll = (int32_t)c->coll, .n = c->n, .stride = c->stride, .bytes = bytes };
+  price_key key;
+  memset(&key, 0, sizeof key); /* padding too: keys travel between processes */
+  key.coll = (int32_t)c->coll;
+  key.n = c->n;
+  key.stride = c->stride;
+  key.bytes = bytes;
   double *hit = g_hash_table_lookup(e->cache, &key);
   if (hit != NULL) { *t = *hit; return TRUE; }
+  if (e->noting) {
+    if (!g_hash_table_contains(e->noted_set, &key)) {
+      g_hash_table_add(e->noted_set, g_memdup2(&key, sizeof key));
+      g_array_append_val(e->noted, key);
+    }
+    *t = 0.0;
+    return TRUE;
+  }
   gint64 t0 = g_get_monotonic_time();
   if (!sp_whatif_engine_simulate(c, e->gpus_per_node, e->step_fidelity, bytes, t, err)) return FALSE;
   if (g_getenv("SPSIM_DEBUG_PRICE"))
@@ -178,6 +196,48 @@ static gboolean wi_price(void *user, const sp_comm *c, double *seconds, GError *
   if (!engine_point(e, c, lo, &tl, err) || !engine_point(e, c, 2 * lo, &th, err)) return FALSE;
   *seconds = tl + (th - tl) * ((double)c->bytes - (double)lo) / (double)lo;
   return TRUE;
+}
+
+/* ---- pricing shared between processes (sp_whatif_spread) ---- */
+
+static void wi_note(void *user, gboolean on)
+{
+  wi_engine *e = user;
+  e->noting = on;
+  if (on && e->noted == NULL) {
+    e->noted_set = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, NULL);
+    e->noted = g_array_new(FALSE, FALSE, sizeof(price_key));
+  }
+}
+
+static GBytes *wi_take_noted(void *user)
+{
+  wi_engine *e = user;
+  if (e->noted == NULL) return g_bytes_new(NULL, 0);
+  GBytes *b = g_bytes_new(e->noted->data, sizeof(price_key) * e->noted->len);
+  g_array_set_size(e->noted, 0);
+  g_hash_table_remove_all(e->noted_set);
+  return b;
+}
+
+static gboolean wi_price_keys(void *user, const void *keys, guint n, double *seconds, GError **err)
+{
+  wi_engine *e = user;
+  const price_key *k = keys;
+  for (guint i = 0; i < n; i++) {
+    sp_comm c = { .coll = (sp_coll)k[i].coll, .n = k[i].n, .stride = k[i].stride, .bytes = k[i].bytes };
+    if (!engine_point(e, &c, k[i].bytes, &seconds[i], err)) return FALSE;
+  }
+  return TRUE;
+}
+
+static void wi_add_prices(void *user, const void *keys, const double *seconds, guint n)
+{
+  wi_engine *e = user;
+  const price_key *k = keys;
+  for (guint i = 0; i < n; i++)
+    if (!g_hash_table_contains(e->cache, &k[i]))
+      g_hash_table_insert(e->cache, g_memdup2(&k[i], sizeof k[i]), g_memdup2(&seconds[i], sizeof seconds[i]));
 }
 
 static gboolean wi_simulate(void *user, const sp_step_ctx *c, const sp_layout *l, gboolean engine, double slowdown,
@@ -282,7 +342,9 @@ sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError
   e->step_fidelity = o->fidelity != NULL && strcmp(o->fidelity, "step") == 0;
   e->cache = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, g_free);
   sp_whatif_engine eng = { .open = wi_open, .price = wi_price, .simulate = wi_simulate,
-                           .comm_slowdown = SP_STEPSIM_COMM_SLOWDOWN, .user = e };
+                           .comm_slowdown = SP_STEPSIM_COMM_SLOWDOWN, .note = wi_note, .take_noted = wi_take_noted,
+                           .price_keys = wi_price_keys, .add_prices = wi_add_prices, .key_size = sizeof(price_key),
+                           .user = e };
   res = sp_whatif_evaluate(o, &plat, &eng, err);
   if (res != NULL) {
     res->engine_data = g_steal_pointer(&e);

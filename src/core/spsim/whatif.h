@@ -152,6 +152,18 @@ typedef struct {
   /** Compute slowdown while collectives run that simulate() assumes where neither the
    *  options nor the platform give one (for reports). */
   double comm_slowdown;
+  /** Optional, for a what-if spread over processes (sp_whatif_spread), so that each
+   *  collective is priced once over all processes: while @p on, price() notes the
+   *  collectives it has not priced yet and returns 0 for them instead of pricing. */
+  void (*note)(void *user, gboolean on);
+  /** The collectives noted since note(TRUE), each as @c key_size bytes, then forgotten. */
+  GBytes *(*take_noted)(void *user);
+  /** Price @p n noted collectives (keys from any process of the same build) into
+   *  @p seconds, and keep them. */
+  gboolean (*price_keys)(void *user, const void *keys, guint n, double *seconds, GError **err);
+  /** Keep @p n prices found by other processes. */
+  void (*add_prices)(void *user, const void *keys, const double *seconds, guint n);
+  gsize key_size; /**< bytes of one noted collective */
   void *user;
 } sp_whatif_engine;
 

@@ -454,7 +454,7 @@ sp_whatif_result *sp_whatif_evaluate(const sp_whatif_opts *o, const sp_whatif_pl
   sp_whatif_spread *s = o->spread;
   if (s != NULL) {
     /* each process its share; the others then run step graphs as rank 0 hands them out */
-    gboolean ok = sp_whatif_spread_closed_form(s, &r->ctx, cands, r->rows, o->progress, o->user, err);
+    gboolean ok = sp_whatif_spread_closed_form(s, &r->eng, r->engine, &r->ctx, cands, r->rows, o->progress, o->user, err);
     if (s->rank > 0) return sp_whatif_spread_follow(s, &r->eng, &r->ctx, r->engine, r->slowdown, ok ? err : NULL) && ok
                               ? g_steal_pointer(&r) : NULL;
     if (!ok) {

@@ -77,11 +77,102 @@ static void share(guint n, int32_t k, int32_t size, guint *lo, guint *hi)
   *hi = (guint)((guint64)n * (guint64)(k + 1) / (guint64)size);
 }
 
-gboolean sp_whatif_spread_closed_form(sp_whatif_spread *s, const sp_step_ctx *ctx, const GArray *cands, GArray *rows,
+/* Price each collective the closed forms need once over all processes: every rank
+ * notes those of its share (a pass with the engine only noting), rank 0 merges them
+ * in rank order and hands them out, every size-th to each rank, and every rank keeps
+ * all the prices. The closed forms then find them priced (a collective the noting
+ * pass missed is priced where it is needed: the same figure, as every run starts at
+ * time 0). */
+static gboolean share_prices(sp_whatif_spread *s, const sp_whatif_engine *eng, const sp_step_ctx *ctx,
+                             const GArray *cands, guint lo, guint hi, GError **err)
+{
+  gsize ks = eng->key_size;
+  eng->note(eng->user, TRUE);
+  for (guint i = lo; i < hi; i++) {
+    sp_step_result res;
+    GError *e = NULL; /* an error recurs in the pass that counts */
+    if (!sp_step_eval(ctx, &g_array_index(cands, sp_layout, i), &res, &e)) g_error_free(e);
+  }
+  eng->note(eng->user, FALSE);
+  GBytes *mine = eng->take_noted(eng->user);
+  GPtrArray *all = NULL;
+  gboolean ok = s->gather(s->user, mine, &all, err);
+  g_bytes_unref(mine);
+  if (!ok) return FALSE;
+  GBytes *list = NULL;
+  if (s->rank == 0) {
+    /* distinct keys, in rank order */
+    GHashTable *seen = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, NULL);
+    GByteArray *b = g_byte_array_new();
+    for (guint k = 0; k < all->len; k++) {
+      gsize len;
+      const guint8 *p = g_bytes_get_data(g_ptr_array_index(all, k), &len);
+      for (gsize off = 0; off + ks <= len; off += ks) {
+        GBytes *key = g_bytes_new_static(p + off, ks);
+        if (g_hash_table_contains(seen, key)) g_bytes_unref(key);
+        else {
+          g_hash_table_add(seen, key);
+          put(b, p + off, ks);
+        }
+      }
+    }
+    g_hash_table_destroy(seen); /* (before all, whose bytes its keys refer to) */
+    list = g_byte_array_free_to_bytes(b);
+  }
+  ok = s->bcast(s->user, &list, err);
+  gsize len = 0;
+  if (all) g_ptr_array_unref(all);
+  all = NULL;
+  const guint8 *keys = list ? g_bytes_get_data(list, &len) : NULL;
+  guint n = ks > 0 ? (guint)(len / ks) : 0;
+  double *sec = g_new0(double, n + 1);
+  GByteArray *b = g_byte_array_new();
+  /* a collective the engine refuses stops this rank's share short: the closed forms
+   * meet the error again, where it counts */
+  for (guint i = (guint)s->rank; ok && i < n; i += (guint)s->size) {
+    GError *e = NULL;
+    if (!eng->price_keys(eng->user, keys + (gsize)i * ks, 1, &sec[i], &e)) {
+      g_error_free(e);
+      break;
+    }
+    put(b, &sec[i], sizeof sec[i]);
+  }
+  GBytes *priced = g_byte_array_free_to_bytes(b);
+  ok = ok && s->gather(s->user, priced, &all, err);
+  g_bytes_unref(priced);
+  GBytes *table = NULL;
+  if (ok && s->rank == 0) {
+    gboolean whole = TRUE;
+    for (guint k = 0; k < all->len; k++) {
+      gsize pl;
+      const double *p = g_bytes_get_data(g_ptr_array_index(all, k), &pl);
+      guint want = k < n ? (n - k + (guint)s->size - 1) / (guint)s->size : 0;
+      whole = whole && pl == sizeof(double) * want;
+      for (guint j = 0, i = k; i < n && (gsize)(j + 1) * sizeof(double) <= pl; j++, i += (guint)s->size) sec[i] = p[j];
+    }
+    /* a share short: no table (every rank prices what it needs itself) */
+    table = whole ? g_bytes_new(sec, sizeof(double) * n) : g_bytes_new(NULL, 0);
+  }
+  if (all) g_ptr_array_unref(all);
+  ok = ok && s->bcast(s->user, &table, err);
+  gsize tl = 0;
+  const double *t = table ? g_bytes_get_data(table, &tl) : NULL;
+  if (ok && n > 0 && tl == sizeof(double) * n) eng->add_prices(eng->user, keys, t, n);
+  if (table) g_bytes_unref(table);
+  if (list) g_bytes_unref(list);
+  g_free(sec);
+  return ok;
+}
+
+gboolean sp_whatif_spread_closed_form(sp_whatif_spread *s, const sp_whatif_engine *eng, gboolean engine,
+                                      const sp_step_ctx *ctx, const GArray *cands, GArray *rows,
                                       sp_whatif_progress_fn progress, void *user, GError **err)
 {
   guint lo, hi;
   share(cands->len, s->rank, s->size, &lo, &hi);
+  if (engine && eng->note != NULL && eng->take_noted != NULL && eng->price_keys != NULL && eng->add_prices != NULL &&
+      eng->key_size > 0 && !share_prices(s, eng, ctx, cands, lo, hi, err))
+    return FALSE;
   /* header: results, then whether an error follows (at candidate lo + results) */
   GByteArray *b = g_byte_array_new();
   put_u32(b, 0);

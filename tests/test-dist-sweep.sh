@@ -6,7 +6,7 @@
 # GPUs, 4 per node) with models/tiny.json, so that each run takes seconds under
 # AddressSanitizer: the sweep (2,349 layouts, their step graphs), --all with every
 # layout's row, one --layout, --simulate 0, and a what-if where nothing fits (exit 1
-# and one error line, as one process says it); one report, not one per rank. spsim-mpi-relay refuses to be run by
+# and one error line, as one process says it; a bad flag: one error line); one report, not one per rank. spsim-mpi-relay refuses to be run by
 # hand.
 . "$(dirname "$0")/real-env.sh"
 spsim="$build/spsim"
@@ -18,7 +18,7 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 
-echo "1..11"
+echo "1..12"
 
 # same NP DESC ARGS...: one process and NP ranks write the same stdout, stderr, exit
 # status, --json and --csv
@@ -55,14 +55,16 @@ same 3 "--simulate 20 --explain" --simulate 20 --explain
 same 2 "nothing fits" --gpu-mem 0.001
 # 9: a bad request: the same one line
 same 2 "bad --seq" --seq 0
+# 10: an unknown flag: the same one line, not one per rank
+same 3 "unknown flag" --no-such-flag
 
-# 10: 3 ranks, one report: one header line and one table, from rank 0
+# 11: 3 ranks, one report: one header line and one table, from rank 0
 (cd "$tmp" && timeout 300 "$MPIRUN" -np 3 "$spsim" "$plat" $A >many.out 2>many.err)
 h=$(grep -c '^spsim what-if: tiny' "$tmp/many.out"); t=$(grep -c '^  #  layout' "$tmp/many.out")
 if [ "$h" = 1 ] && [ "$t" = 1 ]; then ok "np=3: one header and one table"
 else nok "np=3: $h headers and $t tables, want 1 and 1: $(head -c 400 "$tmp/many.out")"; fi
 
-# 11: the relay is spsim's, not a command
+# 12: the relay is spsim's, not a command
 "$relay" >"$tmp/out" 2>"$tmp/err"; rc=$?
 if [ "$rc" -eq 2 ] && grep -q "not run by hand" "$tmp/err"; then ok "spsim-mpi-relay run by hand: exit 2 with why"
 else nok "spsim-mpi-relay run by hand: exit $rc: $(cat "$tmp/err")"; fi

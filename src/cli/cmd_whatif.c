@@ -235,6 +235,9 @@ int sp_cmd_whatif(int argc, char **argv)
   sp_whatif_result *r = NULL;
   sp_whatif_spread *spread = NULL;
   text_out = stdout;
+  /* under mpirun the layouts are spread over the ranks; rank 0 reports, the others stay
+   * silent (even about a bad flag: rank 0 says it) */
+  if (!sp_cli_spread_open(&spread, &err)) goto out;
   if (!g_option_context_parse(octx, &argc, &argv, &err)) goto out;
   if (argc != 2) {
     err = g_error_new(G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "expected exactly one platform file (got %d arguments; see spsim --help)", argc - 1);
@@ -250,15 +253,12 @@ int sp_cmd_whatif(int argc, char **argv)
   o.report = report;
   o.progress = progress;
   o.user = GINT_TO_POINTER(isatty(2));
-  /* under mpirun the layouts are spread over the ranks; rank 0 reports, the others stay silent */
-  if (!sp_cli_spread_open(&spread, &err)) goto out;
   if (spread != NULL && spread->rank > 0) {
     o.spread = spread;
     o.report = NULL;
     o.progress = NULL;
     r = sp_whatif_run(&o, argv[1], &err);
-    rc = r != NULL ? 0 : 1;
-    g_clear_error(&err);
+    if (r != NULL) rc = 0;
     goto out;
   }
   o.spread = spread;
@@ -269,6 +269,10 @@ int sp_cmd_whatif(int argc, char **argv)
   }
   if (r != NULL) rc = report_result(r, json, csv, export, svg, trace, explain, verify, sensitivity, &err);
 out:
+  if (err != NULL && spread != NULL && spread->rank > 0) {
+    rc = err->domain == G_OPTION_ERROR ? 2 : 1; /* sp_cli_fail's status, without its line */
+    g_clear_error(&err);
+  }
   if (err != NULL) rc = sp_cli_fail(err);
   sp_cli_spread_close(spread, rc);
   sp_whatif_result_free(r);

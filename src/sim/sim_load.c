@@ -372,6 +372,7 @@ static gboolean check_in_child(const char *path, const sp_plat_desc *pp, gboolea
      * process's own outputs back, and the report page and pipe let go */
     xbt_log_control_set("root.thresh:critical");
     xbt_log_control_set("root.app:file:/dev/null");
+    fflush(stdout); /* what the check printed goes where it went: /dev/null, the pipe */
     fflush(stderr);
     dup2(out, 1);
     dup2(errfd, 2);

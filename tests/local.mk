@@ -29,6 +29,9 @@ tests_test_step_SOURCES = tests/test-step.c tests/step-fixture.h
 tests_test_step_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-model tests/test-layout tests/test-step tests/test-kernel-model tests/test-whatif-cli.sh tests/test-whatif-ux.sh
 EXTRA_DIST += tests/test-whatif-cli.sh tests/test-whatif-ux.sh
+# the what-if on a cluster of mixed GPUs
+TESTS += tests/test-whatif-mixed.sh
+EXTRA_DIST += tests/test-whatif-mixed.sh
 # json-check: the shell tests' JSON parser (json-glib), e.g. for the what-if's --json
 check_PROGRAMS += tests/json-check
 tests_json_check_SOURCES = tests/json-check.c
@@ -125,6 +128,9 @@ tests_test_real_step_ref_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID
 tests_test_real_step_ref_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-real-step.sh
 EXTRA_DIST += tests/test-real-step.sh
+# the what-if spread over mpirun's ranks: identical to one process
+TESTS += tests/test-dist-sweep.sh
+EXTRA_DIST += tests/test-dist-sweep.sh
 if HAVE_CUDA
 check_PROGRAMS += tests/test-real-cuda
 tests_test_real_cuda_SOURCES = tests/test-real-cuda.c

@@ -4,6 +4,7 @@
 #define SPSIM_CLI_H
 
 #include <glib.h>
+#include "spsim/whatif.h"
 
 /* Each takes the arguments after the subcommand name (argv[0] is "spsim SUBCOMMAND"). */
 int sp_cmd_topo(int argc, char **argv);
@@ -26,5 +27,14 @@ int sp_cli_fail(GError *err);
 typedef struct _JsonBuilder JsonBuilder;
 /* Print the finished document of @p b on stdout as one compact line. */
 void sp_cli_print_json(JsonBuilder *b);
+
+/* The what-if spread over the ranks of `mpirun -np N spsim ...` (cli_spread.c).
+ * *@p out: NULL outside mpirun or with one rank, else this rank's exchanges through
+ * spsim-mpi-relay (started at the first exchange). FALSE with @p err when the
+ * launcher's variables make no sense. */
+gboolean sp_cli_spread_open(sp_whatif_spread **out, GError **err);
+/* End this rank's part: MPI_Finalize once every exchange is over, else stop the whole
+ * job with @p rc (a rank that failed half-way). Frees @p s. */
+void sp_cli_spread_close(sp_whatif_spread *s, int rc);
 
 #endif

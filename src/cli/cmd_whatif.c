@@ -122,7 +122,8 @@ static int report_result(sp_whatif_result *r, const char *json, const char *csv,
     return 1;
   }
   if (r->outcome == SP_WHATIF_NONE_FITS) {
-    fprintf(text_out, "%s does not fit in %.1f GiB per GPU with any layout; %s:\n", r->model->name, r->mem_cap / GIB,
+    fprintf(text_out, "%s does not fit in %.1f GiB per GPU%s with any layout; %s:\n", r->model->name, r->mem_cap / GIB,
+            r->mixed ? " (the smallest GPU of this mixed cluster)" : "",
             r->all ? "every layout by step time" : "the closest layouts by memory");
     print_text(sp_whatif_table_text(r, sp_whatif_shown(r)));
     sp_whatif_result_ok(r, err);
@@ -177,6 +178,10 @@ static const char help_text[] =
   "The table shows the best layout of each family: layouts that differ only in ISP wp or the ZeRO\n"
   "stage and whose step times agree within 1%, with X for what varies (--all: every layout).\n"
   "\n"
+  "Under mpirun (mpirun -np N spsim PLATFORM.xml ...) the layouts and their step graphs are spread over\n"
+  "the N ranks; rank 0 prints the report and writes the files, the same bytes as one process, and the\n"
+  "other ranks print nothing.\n"
+  "\n"
   "Exit status: 0 when at least one layout fits in memory (a --layout: when it fits), 1 when none\n"
   "fits (with or without --all), when --verify finds a mismatch, or on an error. A --layout that does\n"
   "not fit still prints its row and writes --json/--csv (fits: false).\n";
@@ -228,7 +233,11 @@ int sp_cmd_whatif(int argc, char **argv)
   g_option_context_set_help_enabled(octx, TRUE);
   char **dirs = model_dirs();
   sp_whatif_result *r = NULL;
+  sp_whatif_spread *spread = NULL;
   text_out = stdout;
+  /* under mpirun the layouts are spread over the ranks; rank 0 reports, the others stay
+   * silent (even about a bad flag: rank 0 says it) */
+  if (!sp_cli_spread_open(&spread, &err)) goto out;
   if (!g_option_context_parse(octx, &argc, &argv, &err)) goto out;
   if (argc != 2) {
     err = g_error_new(G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "expected exactly one platform file (got %d arguments; see spsim --help)", argc - 1);
@@ -244,10 +253,28 @@ int sp_cmd_whatif(int argc, char **argv)
   o.report = report;
   o.progress = progress;
   o.user = GINT_TO_POINTER(isatty(2));
+  if (spread != NULL && spread->rank > 0) {
+    o.spread = spread;
+    o.report = NULL;
+    o.progress = NULL;
+    r = sp_whatif_run(&o, argv[1], &err);
+    if (r != NULL) rc = 0;
+    goto out;
+  }
+  o.spread = spread;
   r = sp_whatif_run(&o, argv[1], &err);
+  if (spread != NULL && r != NULL) {
+    sp_cli_spread_close(spread, 0); /* the others are done: the report is this process's alone */
+    spread = NULL;
+  }
   if (r != NULL) rc = report_result(r, json, csv, export, svg, trace, explain, verify, sensitivity, &err);
 out:
+  if (err != NULL && spread != NULL && spread->rank > 0) {
+    rc = err->domain == G_OPTION_ERROR ? 2 : 1; /* sp_cli_fail's status, without its line */
+    g_clear_error(&err);
+  }
   if (err != NULL) rc = sp_cli_fail(err);
+  sp_cli_spread_close(spread, rc);
   sp_whatif_result_free(r);
   g_strfreev(dirs);
   g_option_context_free(octx);

@@ -12,5 +12,8 @@ spsim_SOURCES += src/cli/cmd_platform.c src/cli/cmd_bench.c src/cli/cmd_verify.c
 spsim_SOURCES += src/cli/cmd_calibrate.c
 # what-if analysis
 spsim_SOURCES += src/cli/cmd_whatif.c
+# the what-if spread over mpirun's ranks, through spsim-mpi-relay (src/nccl/mpi_relay.c)
+spsim_SOURCES += src/cli/cli_spread.c
+spsim_CFLAGS += -DSP_RELAY_DIR='"$(pkglibexecdir)"'
 # whatif: where the built-in models are (source tree for uninstalled runs, then pkgdatadir)
 spsim_CFLAGS += -DSP_SRC_MODELS_DIR='"$(abs_top_srcdir)/models"' -DSP_MODELS_DIR='"$(modelsdir)"'

@@ -73,5 +73,5 @@ spsiminclude_HEADERS += src/core/spsim/step.h src/core/spsim/kernel_model.h \
 # and SVG, the --verify composition); engines plug in through sp_whatif_engine
 libspsim_la_SOURCES += src/core/whatif/whatif.c src/core/whatif/whatif_private.h \
 	src/core/whatif/whatif_text.c src/core/whatif/whatif_family.c src/core/whatif/whatif_json.c src/core/whatif/whatif_csv.c src/core/whatif/whatif_export.c src/core/whatif/whatif_sensitivity.c src/core/whatif/whatif_svg.c \
-	src/core/whatif/whatif_verify.c
+	src/core/whatif/whatif_verify.c src/core/whatif/whatif_spread.c
 spsiminclude_HEADERS += src/core/spsim/whatif.h

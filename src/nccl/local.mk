@@ -5,6 +5,12 @@ spsim_run_SOURCES = src/nccl/run.c src/nccl/run_priv.h src/nccl/run_agree.c src/
 spsim_run_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS) \
 	-DSP_SRC_MODELS_DIR='"$(abs_top_srcdir)/models"' -DSP_MODELS_DIR='"$(modelsdir)"'
 spsim_run_LDADD = libspsim.la $(MPI_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+# spsim-mpi-relay: the MPI of `mpirun -np N spsim PLATFORM.xml` (spsim itself links
+# SimGrid, whose library exports SMPI's MPI_* symbols, so it runs this as its child)
+pkglibexec_PROGRAMS = spsim-mpi-relay
+spsim_mpi_relay_SOURCES = src/nccl/mpi_relay.c
+spsim_mpi_relay_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+spsim_mpi_relay_LDADD = $(MPI_LIBS)
 EXTRA_DIST += src/nccl/kernels.cu src/nccl/kernels.h src/nccl/kernel_ops.h src/nccl/transport_nccl.c
 
 if HAVE_CUDA

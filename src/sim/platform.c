@@ -28,6 +28,7 @@ typedef struct {
   int32_t zone_depth;
   GHashTable *unknown_ids; /* unknown host property names seen */
   GHashTable *node_ids;    /* distinct `node` property values */
+  guint own_lo, own_hi;    /* hosts of the open <host> or <cluster>: its properties are theirs */
 } reader;
 
 static void link_free(gpointer p)
@@ -86,6 +87,33 @@ static void add_host(reader *r, char *name, int32_t group)
 {
   g_ptr_array_add(r->d->names, name);
   g_array_append_val(r->d->group, group);
+  sp_plat_host h = { 0 };
+  g_array_append_val(r->d->host, h);
+}
+
+/* A host's own GPU fact: a property of its <host> or <cluster>, or its speed. */
+static void host_fact(reader *r, const char *id, const char *val)
+{
+  gboolean ok = FALSE;
+  double v = 0;
+  if (strcmp(id, "gpu_mem") == 0) {
+    v = value_with_suffix(val, TRUE, &ok);
+    v = v < 1e6 ? v * GIB : v; /* a bare small number is GiB */
+  } else if (strcmp(id, "hbm_bw") == 0 || strcmp(id, "speed") == 0) {
+    g_auto(GStrv) ps = g_strsplit(val, ",", 2); /* a speed may list pstates: the first */
+    v = value_with_suffix(ps[0], FALSE, &ok);
+  } else if (strcmp(id, "gpu") != 0) {
+    return;
+  }
+  for (guint i = r->own_lo; i < r->own_hi; i++) {
+    sp_plat_host *h = &g_array_index(r->d->host, sp_plat_host, i);
+    if (strcmp(id, "gpu") == 0) {
+      g_free(h->gpu);
+      h->gpu = g_strdup(val);
+    } else if (ok && v > 0) {
+      *(strcmp(id, "gpu_mem") == 0 ? &h->gpu_mem : strcmp(id, "hbm_bw") == 0 ? &h->hbm_bw : &h->speed) = v;
+    }
+  }
 }
 
 /* Expand a radical "0-3,5,7-9" into names prefix<i>suffix. */
@@ -182,6 +210,9 @@ static void r_start(GMarkupParseContext *ctx, const char *el, const char **an, c
     }
     gboolean first = r->d->names->len == 0;
     add_host(r, g_strdup(id), current_group(r));
+    r->own_lo = r->d->names->len - 1;
+    r->own_hi = r->d->names->len;
+    if (attr(an, av, "speed") != NULL) host_fact(r, "speed", attr(an, av, "speed"));
     if (strcmp(el, "host") == 0) {
       r->d->host_elems++;
       if (r->zone_counts->len > 0)
@@ -204,8 +235,11 @@ static void r_start(GMarkupParseContext *ctx, const char *el, const char **an, c
       return;
     }
     group = r->d->ngroups++;
+    r->own_lo = r->d->names->len;
     if (!expand_radical(r, prefix ? prefix : "", radical, suffix ? suffix : "", group, err))
       return;
+    r->own_hi = r->d->names->len;
+    if (attr(an, av, "speed") != NULL) host_fact(r, "speed", attr(an, av, "speed"));
     const char *sp = attr(an, av, "speed");
     if (sp != NULL && r->d->speed == 0) {
       gboolean ok;
@@ -231,6 +265,8 @@ static void r_start(GMarkupParseContext *ctx, const char *el, const char **an, c
     } else if (id && value) {
       if (r->in_first_host || r->zone_depth <= 1)
         gpu_fact(r, id, value);
+      if (strcmp(parent, "host") == 0 || strcmp(parent, "cluster") == 0)
+        host_fact(r, id, value);
       if (strcmp(parent, "host") == 0 && strcmp(id, "node") == 0)
         g_hash_table_add(r->node_ids, g_strdup(value));
       if (r->in_first_host && strcmp(id, "coll_latency") == 0 && r->d->coll_latency == 0)
@@ -267,6 +303,8 @@ static void r_end(GMarkupParseContext *ctx, const char *el, gpointer ud, GError 
   } else if (strcmp(el, "host") == 0) {
     r->in_first_host = FALSE;
   }
+  if (strcmp(el, "host") == 0 || strcmp(el, "peer") == 0 || strcmp(el, "cluster") == 0 || strcmp(el, "cabinet") == 0)
+    r->own_lo = r->own_hi = 0;
 }
 
 static void r_passthrough(GMarkupParseContext *ctx, const char *text, gsize len, gpointer ud, GError **err)
@@ -323,6 +361,7 @@ sp_plat_desc *sp_plat_read(const char *path, GError **err)
   d->cfg = g_ptr_array_new_with_free_func(g_free);
   d->unknown = g_ptr_array_new_with_free_func(g_free);
   d->links = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, link_free);
+  d->host = g_array_new(FALSE, FALSE, sizeof(sp_plat_host));
   reader r = { .d = d, .stack = g_ptr_array_new_with_free_func(g_free),
                .groups = g_array_new(FALSE, FALSE, sizeof(int32_t)),
                .zone_counts = g_array_new(FALSE, FALSE, sizeof(int32_t)),
@@ -355,6 +394,14 @@ sp_plat_desc *sp_plat_read(const char *path, GError **err)
   if (ok) {
     d->gpus_per_node = r.gpn_prop > 0 ? r.gpn_prop : node_size(&r, (int32_t)d->names->len);
     d->nodes = (int32_t)g_hash_table_size(r.node_ids);
+    /* what a host does not say, the file's facts say (top zone, first host) */
+    for (guint i = 0; i < d->host->len; i++) {
+      sp_plat_host *h = &g_array_index(d->host, sp_plat_host, i);
+      if (h->speed == 0) h->speed = d->speed;
+      if (h->gpu_mem == 0) h->gpu_mem = d->gpu_mem;
+      if (h->hbm_bw == 0) h->hbm_bw = d->hbm_bw;
+      if (h->gpu == NULL && d->gpu_model != NULL) h->gpu = g_strdup(d->gpu_model);
+    }
   }
   g_free(r.gpn_bad);
   g_markup_parse_context_free(ctx);
@@ -382,6 +429,8 @@ void sp_plat_desc_free(sp_plat_desc *d)
   g_ptr_array_unref(d->cfg);
   g_ptr_array_unref(d->unknown);
   g_hash_table_unref(d->links);
+  for (guint i = 0; d->host != NULL && i < d->host->len; i++) g_free(g_array_index(d->host, sp_plat_host, i).gpu);
+  if (d->host != NULL) g_array_unref(d->host);
   g_free(d->gpu_model);
   g_free(d);
 }

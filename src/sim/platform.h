@@ -25,6 +25,15 @@ typedef struct {
   char *latency;
 } sp_plat_link;
 
+/** One host's GPU facts: its own (`speed` of its `<host>` or `<cluster>`, their
+ *  `gpu`, `gpu_mem`, `hbm_bw` properties), else the file's (sp_plat_desc). */
+typedef struct {
+  double speed;    /**< flop/s (0: unknown) */
+  double gpu_mem;  /**< bytes (0: unknown) */
+  double hbm_bw;   /**< bytes/s (0: unknown) */
+  char *gpu;       /**< model name, or NULL */
+} sp_plat_host;
+
 /** What spsim reads from a platform file. */
 typedef struct {
   char *path;
@@ -46,6 +55,7 @@ typedef struct {
   gboolean mem_bw;         /**< the first host has a `mem_bw` property */
   int32_t nodes;           /**< distinct values of the hosts' `node` property (0: none) */
   int32_t host_elems;      /**< `<host>` elements (hosts not from `<cluster>` or `<peer>`) */
+  GArray *host;            /**< sp_plat_host per host, in declaration order */
 } sp_plat_desc;
 
 /** The host property names spsim knows, NULL-terminated (see the file comment). */

@@ -161,21 +161,10 @@ gboolean sp_sim_init(const char *platform_xml, GError **err)
                 g_sim.path, platform_xml);
     return FALSE;
   }
-  sp_plat_desc *pp = sp_sim_read_checked(platform_xml, err);
+  /* checked in a child that carries on as this process with the platform loaded */
+  sp_plat_desc *pp = sp_sim_load_checked(platform_xml, err);
   gboolean ok = pp != NULL;
   if (ok) {
-    /* simgrid_init drops the arguments it consumes from argv (and may refer to argv[0]
-     * later): it gets a shallow copy, the strings stay owned by g_sim.args */
-    GPtrArray *a = sp_sim_args_new(pp, TRUE);
-    int argc = (int)a->len - 1;
-    char **argv = g_new0(char *, a->len);
-    memcpy(argv, a->pdata, sizeof(char *) * a->len);
-    g_sim.args = a;
-    g_sim.argv = argv;
-    simgrid_init(&argc, argv);
-    simgrid_load_platform(platform_xml);
-    sp_sim_seal_platform();
-
     size_t n = sg_host_count();
     g_sim.nhosts = (int32_t)n;
     g_sim.hosts = g_new0(sg_host_t, n);
@@ -568,6 +557,7 @@ static void rank_main(int argc, char **argv)
 /* Runs the prepared contexts; frees what the actors left behind. */
 static gboolean run_actors(sim_run *run, double *makespan, GError **err)
 {
+  sp_sim_clock_reset();
   run->t0 = simgrid_get_clock();
   for (int32_t r = 0; r < run->world; r++) {
     rank_ctx *c = &run->ranks[r];

@@ -107,6 +107,9 @@ gboolean sp_sim_check_platform(const char *platform_xml, GError **err);
  * is a no-op; with another file it is SP_ERROR_UNSUPPORTED.
  */
 gboolean sp_sim_init(const char *platform_xml, GError **err);
+/** Put SimGrid's clock back at 0 between runs (nothing pending): every run starts at
+ *  time 0, so its result does not depend on the runs before it in the process. */
+void sp_sim_clock_reset(void);
 /** @return TRUE once a platform is loaded. */
 gboolean sp_sim_ready(void);
 /** @return the loaded platform's path, or NULL. */

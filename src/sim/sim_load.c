@@ -1,5 +1,6 @@
 /* The SimGrid engine's platform loading (see sim_priv.h): SimGrid's arguments, and the
- * check of a platform file in a forked child before this process loads it. */
+ * check of a platform file in a forked child, which then carries on as the process
+ * with the platform loaded (sp_sim_load_checked) or only answers (sp_sim_check_platform). */
 #define _DEFAULT_SOURCE 1 /* MAP_ANONYMOUS */
 #include "config.h"
 
@@ -8,7 +9,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +22,7 @@
 #include <simgrid/host.h>
 #include <simgrid/link.h>
 #include <xbt/dynar.h>
+#include <xbt/log.h>
 #include <simgrid/mailbox.h>
 
 #include "flow.h"
@@ -171,6 +175,21 @@ void sp_sim_seal_platform(void)
   simgrid_run();
 }
 
+/* SimGrid's clock (simgrid::kernel::EngineImpl::now_, exported by libsimgrid 3.32;
+ * simgrid_get_clock() reads it). Every run is timed from the clock at its start, and
+ * the event dates it computes are absolute: the same run started at another clock
+ * rounds differently (by up to 3.4e-8 relative in the default what-if, measured by
+ * starting it 777 s later). Runs start at 0 so that a result does not depend on what
+ * ran before in the process (a layout priced alone or in a sweep, on one process or
+ * spread over several). */
+extern double sp_sg_clock __asm__("_ZN7simgrid6kernel10EngineImpl4now_E");
+
+void sp_sim_clock_reset(void)
+{
+  /* between runs nothing is pending: no actor, action or timer holds a date */
+  sp_sg_clock = 0.0;
+}
+
 /* @p out[i] = the SimGrid host named names[i], through one list of all hosts
  * (sg_host_by_name searches zone by zone: O(zones) per name on large platforms).
  * FALSE when the counts differ or a name is not a SimGrid host. */
@@ -190,8 +209,10 @@ gboolean sp_sim_hosts_by_names(const GPtrArray *names, sg_host_t *out, size_t n)
   return ok;
 }
 
-/* The child: load, then check speeds, bandwidths and routes. Exits 0 when all hold. */
-static void child_check(const char *path, const sp_plat_desc *pp, child_report *rep)
+/* The child: load, then check speeds, bandwidths and routes. @return 0 when all
+ * hold (@p keep: SimGrid's arguments stay in g_sim, the process carries on with
+ * the platform loaded), else the exit status. */
+static int child_check(const char *path, const sp_plat_desc *pp, child_report *rep, gboolean keep)
 {
   /* as in sp_sim_init: simgrid_init drops what it consumes from a shallow copy,
    * so every string is still freed (nothing lost for a leak checker) */
@@ -201,8 +222,13 @@ static void child_check(const char *path, const sp_plat_desc *pp, child_report *
   simgrid_init(&argc, argv);
   simgrid_load_platform(path);
   sp_sim_seal_platform();
-  g_free(argv);
-  g_ptr_array_free(a, TRUE);
+  if (keep) {
+    g_sim.args = a; /* simgrid_init may refer to argv later */
+    g_sim.argv = argv;
+  } else {
+    g_free(argv);
+    g_ptr_array_free(a, TRUE);
+  }
 
   rep->phase = 1;
   int32_t n = (int32_t)sg_host_count();
@@ -237,7 +263,7 @@ static void child_check(const char *path, const sp_plat_desc *pp, child_report *
     rep->phase = 3;
   }
   g_free(h);
-  _exit(rc);
+  return rc;
 }
 
 /* SimGrid's most telling line of @p out: the last error or uncaught exception
@@ -263,7 +289,43 @@ static char *simgrid_reason(const char *out)
   return best;
 }
 
-static gboolean check_in_child(const char *path, const sp_plat_desc *pp, GError **err)
+/* The supervisor: the child carries on as the process. Pass on the signals that end
+ * a process, and end as the child ends, with its status or its signal. */
+static pid_t carrier;
+
+static void pass_signal(int sig)
+{
+  if (carrier > 0) kill(carrier, sig);
+}
+
+G_GNUC_NORETURN static void supervise(pid_t pid)
+{
+  carrier = pid;
+  static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+  for (size_t i = 0; i < G_N_ELEMENTS(sigs); i++) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = pass_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sigs[i], &sa, NULL);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    signal(sig, SIG_DFL);
+    raise(sig);
+    _exit(128 + sig);
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
+
+/* Check @p path in a forked child. @p carry_on: once the platform passes, the child
+ * returns TRUE with it loaded and carries on as the process, while this one waits
+ * and ends as it ends (supervise): the platform is loaded once, and a file SimGrid
+ * dies on still only takes the child with it. */
+static gboolean check_in_child(const char *path, const sp_plat_desc *pp, gboolean carry_on, GError **err)
 {
   if (!pp->has_doctype) {
     g_set_error(err, SP_ERROR, SP_ERROR_PARSE,
@@ -296,11 +358,31 @@ static gboolean check_in_child(const char *path, const sp_plat_desc *pp, GError 
   }
   if (pid == 0) {
     close(fds[0]);
+    /* the supervisor's death (a SIGKILL) takes the child along */
+    if (carry_on) prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int out = carry_on ? dup(1) : -1, errfd = carry_on ? dup(2) : -1;
     int devnull = open("/dev/null", O_WRONLY);
     if (devnull >= 0)
       dup2(devnull, 1);
     dup2(fds[1], 2);
-    child_check(path, pp, rep);
+    int rc = child_check(path, pp, rep, carry_on);
+    if (rc != 0 || !carry_on || out < 0 || errfd < 0)
+      _exit(rc);
+    /* passed: SimGrid quiet from now on (as sp_sim_args_new(quiet) has it), the
+     * process's own outputs back, and the report page and pipe let go */
+    xbt_log_control_set("root.thresh:critical");
+    xbt_log_control_set("root.app:file:/dev/null");
+    fflush(stdout); /* what the check printed goes where it went: /dev/null, the pipe */
+    fflush(stderr);
+    dup2(out, 1);
+    dup2(errfd, 2);
+    close(out);
+    close(errfd);
+    if (devnull >= 0)
+      close(devnull);
+    close(fds[1]);
+    munmap(rep, sizeof *rep);
+    return TRUE;
   }
   close(fds[1]);
   GString *out = g_string_new(NULL);
@@ -313,6 +395,12 @@ static gboolean check_in_child(const char *path, const sp_plat_desc *pp, GError 
       break;
   }
   close(fds[0]);
+  if (carry_on && rep->phase == 3) {
+    /* the child passed and closed the pipe: it is the process now */
+    g_string_free(out, TRUE);
+    munmap(rep, sizeof *rep);
+    supervise(pid);
+  }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
@@ -337,8 +425,9 @@ static gboolean check_in_child(const char *path, const sp_plat_desc *pp, GError 
   return ok;
 }
 
-/* Read and check @p path in a child process; @return its description, or NULL. */
-sp_plat_desc *sp_sim_read_checked(const char *path, GError **err)
+/* Read and check @p path in a child process; @return its description, or NULL.
+ * @p load: the child carries on as the process with the platform loaded. */
+static sp_plat_desc *read_checked(const char *path, gboolean load, GError **err)
 {
   if (path == NULL || *path == '\0') {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "no platform file given");
@@ -353,11 +442,21 @@ sp_plat_desc *sp_sim_read_checked(const char *path, GError **err)
     return NULL;
   }
   sp_plat_desc *pp = sp_plat_read(path, err);
-  if (pp != NULL && !check_in_child(path, pp, err)) {
+  if (pp != NULL && !check_in_child(path, pp, load, err)) {
     sp_plat_desc_free(pp);
     return NULL;
   }
   return pp;
+}
+
+sp_plat_desc *sp_sim_read_checked(const char *path, GError **err)
+{
+  return read_checked(path, FALSE, err);
+}
+
+sp_plat_desc *sp_sim_load_checked(const char *path, GError **err)
+{
+  return read_checked(path, TRUE, err);
 }
 
 gboolean sp_sim_check_platform(const char *platform_xml, GError **err)

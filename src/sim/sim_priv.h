@@ -77,5 +77,10 @@ gboolean sp_sim_hosts_by_names(const GPtrArray *names, sg_host_t *out, size_t n)
 /* Read @p path and check it in a forked child (SimGrid aborts on files it
  * rejects); @return its description, or NULL with an error saying why. */
 sp_plat_desc *sp_sim_read_checked(const char *path, GError **err);
+/* The same check, after which the checking child carries on as this process with
+ * the platform loaded into SimGrid (its arguments in g_sim.args), while the process
+ * that called waits and ends as it ends: one load of the platform. NULL with @p err
+ * (this process, nothing loaded) when the check fails. */
+sp_plat_desc *sp_sim_load_checked(const char *path, GError **err);
 
 #endif

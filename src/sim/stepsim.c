@@ -302,6 +302,7 @@ gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, d
         s->senders++;
       }
     }
+  sp_sim_clock_reset();
   r.t0 = simgrid_get_clock();
   for (guint k = 0; k < r.sinks->len; k++) {
     sink *s = &g_array_index(r.sinks, sink, k);

@@ -93,6 +93,9 @@ typedef struct {
   gboolean step_fidelity;  /* --fidelity step */
   gboolean opened;         /* the platform is loaded */
   GHashTable *cache;       /* price_key -> double* */
+  gboolean noting;         /* note(): misses are noted, not priced */
+  GHashTable *noted_set;   /* price_key, while noting */
+  GArray *noted;           /* price_key, in the order first asked for */
 } wi_engine;
 
 /* A priced point: (collective, group size, stride, bytes). */
@@ -123,6 +126,8 @@ static void wi_engine_free(gpointer p)
   if (e == NULL) return;
   g_free(e->xml);
   if (e->cache) g_hash_table_destroy(e->cache);
+  if (e->noted_set) g_hash_table_destroy(e->noted_set);
+  if (e->noted) g_array_unref(e->noted);
   g_free(e);
 }
 
@@ -143,9 +148,22 @@ static gboolean wi_open(void *user, const sp_step_ctx *c, GError **err)
 /* One simulation per (collective, group, size grid point), cached. */
 static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, double *t, GError **err)
 {
-  price_key key = { .coll = (int32_t)c->coll, .n = c->n, .stride = c->stride, .bytes = bytes };
+  price_key key;
+  memset(&key, 0, sizeof key); /* padding too: keys travel between processes */
+  key.coll = (int32_t)c->coll;
+  key.n = c->n;
+  key.stride = c->stride;
+  key.bytes = bytes;
   double *hit = g_hash_table_lookup(e->cache, &key);
   if (hit != NULL) { *t = *hit; return TRUE; }
+  if (e->noting) {
+    if (!g_hash_table_contains(e->noted_set, &key)) {
+      g_hash_table_add(e->noted_set, g_memdup2(&key, sizeof key));
+      g_array_append_val(e->noted, key);
+    }
+    *t = 0.0;
+    return TRUE;
+  }
   gint64 t0 = g_get_monotonic_time();
   if (!sp_whatif_engine_simulate(c, e->gpus_per_node, e->step_fidelity, bytes, t, err)) return FALSE;
   if (g_getenv("SPSIM_DEBUG_PRICE"))
@@ -180,11 +198,109 @@ static gboolean wi_price(void *user, const sp_comm *c, double *seconds, GError *
   return TRUE;
 }
 
+/* ---- pricing shared between processes (sp_whatif_spread) ---- */
+
+static void wi_note(void *user, gboolean on)
+{
+  wi_engine *e = user;
+  e->noting = on;
+  if (on && e->noted == NULL) {
+    e->noted_set = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, NULL);
+    e->noted = g_array_new(FALSE, FALSE, sizeof(price_key));
+  }
+}
+
+static GBytes *wi_take_noted(void *user)
+{
+  wi_engine *e = user;
+  if (e->noted == NULL) return g_bytes_new(NULL, 0);
+  GBytes *b = g_bytes_new(e->noted->data, sizeof(price_key) * e->noted->len);
+  g_array_set_size(e->noted, 0);
+  g_hash_table_remove_all(e->noted_set);
+  return b;
+}
+
+static gboolean wi_price_keys(void *user, const void *keys, guint n, double *seconds, GError **err)
+{
+  wi_engine *e = user;
+  const price_key *k = keys;
+  for (guint i = 0; i < n; i++) {
+    sp_comm c = { .coll = (sp_coll)k[i].coll, .n = k[i].n, .stride = k[i].stride, .bytes = k[i].bytes };
+    if (!engine_point(e, &c, k[i].bytes, &seconds[i], err)) return FALSE;
+  }
+  return TRUE;
+}
+
+static void wi_add_prices(void *user, const void *keys, const double *seconds, guint n)
+{
+  wi_engine *e = user;
+  const price_key *k = keys;
+  for (guint i = 0; i < n; i++)
+    if (!g_hash_table_contains(e->cache, &k[i]))
+      g_hash_table_insert(e->cache, g_memdup2(&k[i], sizeof k[i]), g_memdup2(&seconds[i], sizeof seconds[i]));
+}
+
 static gboolean wi_simulate(void *user, const sp_step_ctx *c, const sp_layout *l, gboolean engine, double slowdown,
                             sp_step_result *r, GError **err)
 {
   (void)user;
   return sp_stepsim_eval(c, l, engine, slowdown, r, NULL, err);
+}
+
+/* The GPUs a what-if uses (the first @p n hosts) when they differ in speed, memory or
+ * HBM bandwidth: *@p p takes the slowest speed and HBM bandwidth, the smallest memory
+ * and the slowest GPU's model, and @return the header line saying so (NULL: alike).
+ * Every GPU of a synchronous step does its stage's share and waits for the others at
+ * each collective and pipeline transfer, so the slowest GPU sets the pace; a layout
+ * must fit on the GPU with the least memory. */
+static char *mixed_cluster(const sp_plat_desc *pd, int32_t n, sp_whatif_platform *p)
+{
+  const sp_plat_host *H = (const sp_plat_host *)(void *)pd->host->data;
+  gboolean mixed = FALSE;
+  for (int32_t i = 1; i < n && !mixed; i++)
+    mixed = H[i].speed != H[0].speed || H[i].gpu_mem != H[0].gpu_mem || H[i].hbm_bw != H[0].hbm_bw;
+  if (!mixed) return NULL;
+  /* kinds in order of first appearance */
+  GArray *first = g_array_new(FALSE, FALSE, sizeof(int32_t)), *count = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  int32_t slow = -1;
+  double mem = 0, hbm = 0;
+  for (int32_t i = 0; i < n; i++) {
+    guint k = 0;
+    for (; k < first->len; k++) {
+      const sp_plat_host *f = &H[g_array_index(first, int32_t, k)];
+      if (f->speed == H[i].speed && f->gpu_mem == H[i].gpu_mem && f->hbm_bw == H[i].hbm_bw &&
+          g_strcmp0(f->gpu, H[i].gpu) == 0)
+        break;
+    }
+    if (k == first->len) {
+      int32_t one = 0;
+      g_array_append_val(first, i);
+      g_array_append_val(count, one);
+    }
+    g_array_index(count, int32_t, k)++;
+    if (H[i].speed > 0 && (slow < 0 || H[i].speed < H[slow].speed)) slow = i;
+    if (H[i].gpu_mem > 0 && (mem == 0 || H[i].gpu_mem < mem)) mem = H[i].gpu_mem;
+    if (H[i].hbm_bw > 0 && (hbm == 0 || H[i].hbm_bw < hbm)) hbm = H[i].hbm_bw;
+  }
+  GString *s = g_string_new("mixed cluster: ");
+  for (guint k = 0; k < first->len; k++) {
+    const sp_plat_host *f = &H[g_array_index(first, int32_t, k)];
+    g_string_append_printf(s, "%s%d x %s (%.1f TFLOP/s, %.1f GiB, %.2f TB/s HBM)", k ? ", " : "",
+                           g_array_index(count, int32_t, k), f->gpu ? f->gpu : "GPU", f->speed / 1e12,
+                           f->gpu_mem / (1024.0 * 1024.0 * 1024.0), f->hbm_bw / 1e12);
+  }
+  g_string_append_printf(s, "; every GPU is priced as the slowest (%.1f TFLOP/s, %.2f TB/s HBM: a synchronous step "
+                         "waits for it) and a layout must fit the smallest memory (%.1f GiB)",
+                         slow >= 0 ? H[slow].speed / 1e12 : 0.0, hbm / 1e12, mem / (1024.0 * 1024.0 * 1024.0));
+  if (slow >= 0) {
+    p->speed = H[slow].speed;
+    p->gpu_model = H[slow].gpu;
+  }
+  p->gpu_mem = mem;
+  p->hbm_bw = hbm;
+  g_array_unref(first);
+  g_array_unref(count);
+  return g_string_free(s, FALSE);
 }
 
 sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError **err)
@@ -194,6 +310,7 @@ sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError
   if (pd == NULL) return NULL;
   sp_whatif_result *res = NULL;
   wi_engine *e = NULL;
+  char *mixed = NULL;
   if (pd->unknown->len > 0) {
     g_autofree char *known = g_strjoinv(", ", (char **)sp_plat_known_props);
     g_ptr_array_add(pd->unknown, NULL);
@@ -215,19 +332,26 @@ sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError
   sp_whatif_platform plat = { .name = xml, .hosts = (int32_t)pd->names->len, .gpus_per_node = gpn, .node_gpus = pd->gpus_per_node,
                               .gpu_model = pd->gpu_model, .speed = pd->speed, .gpu_mem = pd->gpu_mem,
                               .hbm_bw = pd->hbm_bw };
+  /* the GPUs used: --gpus N takes the first N hosts (a bad N is the what-if's to refuse) */
+  int32_t used = o->gpus != SP_WHATIF_UNSET_INT && o->gpus >= 1 && o->gpus <= plat.hosts ? o->gpus : plat.hosts;
+  mixed = mixed_cluster(pd, used, &plat);
+  plat.mixed = mixed;
   e = g_new0(wi_engine, 1);
   e->xml = g_strdup(xml);
   e->hosts = plat.hosts;
   e->step_fidelity = o->fidelity != NULL && strcmp(o->fidelity, "step") == 0;
   e->cache = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, g_free);
   sp_whatif_engine eng = { .open = wi_open, .price = wi_price, .simulate = wi_simulate,
-                           .comm_slowdown = SP_STEPSIM_COMM_SLOWDOWN, .user = e };
+                           .comm_slowdown = SP_STEPSIM_COMM_SLOWDOWN, .note = wi_note, .take_noted = wi_take_noted,
+                           .price_keys = wi_price_keys, .add_prices = wi_add_prices, .key_size = sizeof(price_key),
+                           .user = e };
   res = sp_whatif_evaluate(o, &plat, &eng, err);
   if (res != NULL) {
     res->engine_data = g_steal_pointer(&e);
     res->engine_free = wi_engine_free;
   }
 out:
+  g_free(mixed);
   wi_engine_free(e);
   sp_plat_desc_free(pd);
   return res;

@@ -52,6 +52,28 @@ typedef void (*sp_whatif_report_fn)(void *user, sp_whatif_msg kind, const char *
 typedef void (*sp_whatif_progress_fn)(void *user, guint done, guint total);
 
 /**
+ * The sweep spread over processes (`mpirun -np N spsim PLATFORM.xml`): every process
+ * runs the same what-if with its own @c rank; each prices a contiguous share of the
+ * layouts with the closed form and runs every N-th step graph of each round, and rank 0
+ * gathers the results, ranks them and alone returns a full result (the other ranks'
+ * results are empty). The caller provides the transport; results travel as their
+ * in-memory bytes, so every process runs the same build. Every run of the engine
+ * starts at time 0, so a layout's figures do not depend on which process priced it:
+ * rank 0's result is the one-process result, bit for bit.
+ */
+typedef struct {
+  int32_t rank;  /**< this process, 0 .. size - 1 */
+  int32_t size;  /**< processes (> 1) */
+  /** Rank 0: @p *all receives every rank's @p mine (GBytes, rank order; free with
+   *  g_ptr_array_unref); the other ranks send @p mine and get NULL. */
+  gboolean (*gather)(void *user, GBytes *mine, GPtrArray **all, GError **err);
+  /** Rank 0's @p *buf to every rank: rank 0 passes it, the others receive it in @p *buf. */
+  gboolean (*bcast)(void *user, GBytes **buf, GError **err);
+  void *user;
+  gboolean finished; /**< set once the last exchange is over (the transport may then close) */
+} sp_whatif_spread;
+
+/**
  * The request, as `spsim PLATFORM.xml` flags give it. Strings are borrowed (the
  * library neither keeps nor frees them past the call that reads them). Fill with
  * sp_whatif_opts_init() first: UNSET values take the defaults documented here.
@@ -82,6 +104,7 @@ typedef struct {
   sp_whatif_report_fn report;     /**< warnings, notes and verify lines (NULL: dropped) */
   sp_whatif_progress_fn progress; /**< after each evaluated layout (may be NULL) */
   void *user;                     /**< passed to report and progress */
+  sp_whatif_spread *spread;       /**< the sweep spread over processes; NULL: this process alone */
 } sp_whatif_opts;
 
 /** Fill @p o with the defaults. */
@@ -105,6 +128,8 @@ typedef struct {
   double speed;           /**< host speed in flop/s (>= 1e12: the GPU's peak), 0: unknown */
   double gpu_mem;         /**< GPU memory in bytes, 0: unknown */
   double hbm_bw;          /**< GPU memory bandwidth in bytes/s (host property hbm_bw), 0: unknown */
+  const char *mixed;      /**< the GPUs used differ: what they are and how they are priced ("mixed cluster:
+                               ..."; speed, gpu_mem and hbm_bw are then the slowest and smallest); NULL: alike */
 } sp_whatif_platform;
 
 /**
@@ -127,6 +152,18 @@ typedef struct {
   /** Compute slowdown while collectives run that simulate() assumes where neither the
    *  options nor the platform give one (for reports). */
   double comm_slowdown;
+  /** Optional, for a what-if spread over processes (sp_whatif_spread), so that each
+   *  collective is priced once over all processes: while @p on, price() notes the
+   *  collectives it has not priced yet and returns 0 for them instead of pricing. */
+  void (*note)(void *user, gboolean on);
+  /** The collectives noted since note(TRUE), each as @c key_size bytes, then forgotten. */
+  GBytes *(*take_noted)(void *user);
+  /** Price @p n noted collectives (keys from any process of the same build) into
+   *  @p seconds, and keep them. */
+  gboolean (*price_keys)(void *user, const void *keys, guint n, double *seconds, GError **err);
+  /** Keep @p n prices found by other processes. */
+  void (*add_prices)(void *user, const void *keys, const double *seconds, guint n);
+  gsize key_size; /**< bytes of one noted collective */
   void *user;
 } sp_whatif_engine;
 
@@ -180,6 +217,7 @@ typedef struct {
 /** A what-if's outcome. Read the fields; free with sp_whatif_result_free(). */
 typedef struct {
   char *platform;               /**< sp_whatif_platform::name */
+  char *mixed;                  /**< sp_whatif_platform::mixed (a header line), or NULL */
   sp_model *model;
   sp_step_ctx ctx;              /**< the step model's inputs (model, seq, batch, GPUs, hardware, pricer) */
   sp_analytic_net net;          /**< the analytic network model (pricing without an engine) */

@@ -364,30 +364,55 @@ static gboolean open_engine(sp_whatif_result *r, const char *fid, GError **err)
 }
 
 /* The step graph of the layouts that may win: those whose closed form is within
- * SIMULATE_MARGIN of the best, in closed-form order; they rank above the others. */
-static gboolean simulate(sp_whatif_result *r, int32_t cap, GError **err)
+ * SIMULATE_MARGIN of the best, in closed-form order; they rank above the others.
+ * Spread over processes, the runs go in rounds: the rows that would run next if each
+ * ran, then the same choice again from where the round stopped, so that a layout the
+ * engine refuses (SP_ERROR_UNSUPPORTED) leaves its place to the next as on one process. */
+static gboolean simulate(sp_whatif_result *r, int32_t cap, sp_whatif_spread *s, GError **err)
 {
   GArray *rows = r->rows;
-  if (r->eng.simulate == NULL) return TRUE;
+  if (r->eng.simulate == NULL) return s == NULL || sp_whatif_spread_simulate(s, &r->eng, &r->ctx, r->engine, r->slowdown, NULL, 0, NULL, err);
   double best = rows->len > 0 ? g_array_index(rows, sp_whatif_row, 0).r.closed_form : 0.0;
-  for (guint i = 0; i < rows->len && r->nsim < (guint)cap; i++) {
-    sp_whatif_row *rw = &g_array_index(rows, sp_whatif_row, i);
-    if (!rw->r.fits && !r->all && r->nsim > 0) break;
-    if (r->nsim > 0 && rw->r.closed_form > best * (1.0 + SIMULATE_MARGIN)) break;
-    GError *serr = NULL;
-    if (!r->eng.simulate(r->eng.user, &r->ctx, &rw->r.layout, r->engine, r->slowdown, &rw->r, &serr)) {
-      if (!g_error_matches(serr, SP_ERROR, SP_ERROR_UNSUPPORTED)) {
-        g_propagate_error(err, serr);
-        return FALSE;
-      }
-      sp_whatif_report(r, SP_WHATIF_NOTE, "%s: %s", rw->label, serr->message); /* too large: closed form */
-      g_error_free(serr);
-      continue;
+  gboolean ok = TRUE;
+  for (guint i = 0; ok;) {
+    guint first = i, n = 0, nsim = r->nsim;
+    for (; i < rows->len && nsim < (guint)cap && (s != NULL || n == 0); i++, n++, nsim++) {
+      const sp_whatif_row *rw = &g_array_index(rows, sp_whatif_row, i);
+      if (!rw->r.fits && !r->all && nsim > 0) break;
+      if (nsim > 0 && rw->r.closed_form > best * (1.0 + SIMULATE_MARGIN)) break;
     }
-    if (fabs(rw->r.closed_form - rw->r.step_time) > 0.10 * rw->r.step_time) r->ndisagree++;
-    r->nsim++;
+    if (n == 0) break;
+    GError **serr = g_new0(GError *, n);
+    if (s == NULL) {
+      sp_whatif_row *rw = &g_array_index(rows, sp_whatif_row, first);
+      r->eng.simulate(r->eng.user, &r->ctx, &rw->r.layout, r->engine, r->slowdown, &rw->r, &serr[0]);
+    } else {
+      sp_step_result *res = g_new(sp_step_result, n);
+      for (guint j = 0; j < n; j++) res[j] = g_array_index(rows, sp_whatif_row, first + j).r;
+      ok = sp_whatif_spread_simulate(s, &r->eng, &r->ctx, r->engine, r->slowdown, res, n, serr, err);
+      for (guint j = 0; j < n && ok; j++)
+        if (serr[j] == NULL) g_array_index(rows, sp_whatif_row, first + j).r = res[j];
+      g_free(res);
+    }
+    for (guint j = 0; j < n; j++) {
+      sp_whatif_row *rw = &g_array_index(rows, sp_whatif_row, first + j);
+      if (!ok || serr[j] == NULL) {
+        if (ok && fabs(rw->r.closed_form - rw->r.step_time) > 0.10 * rw->r.step_time) r->ndisagree++;
+        r->nsim += ok;
+      } else if (!g_error_matches(serr[j], SP_ERROR, SP_ERROR_UNSUPPORTED)) {
+        g_propagate_error(err, g_steal_pointer(&serr[j]));
+        ok = FALSE;
+      } else {
+        sp_whatif_report(r, SP_WHATIF_NOTE, "%s: %s", rw->label, serr[j]->message); /* too large: closed form */
+      }
+      g_clear_error(&serr[j]);
+    }
+    g_free(serr);
   }
-  return TRUE;
+  /* the other processes wait for the next round: none */
+  if (s != NULL && !sp_whatif_spread_simulate(s, &r->eng, &r->ctx, r->engine, r->slowdown, NULL, 0, NULL, ok ? err : NULL))
+    ok = FALSE;
+  return ok;
 }
 
 /* The winner's step time with the GEMM efficiency 10 % lower and higher, the largest
@@ -415,6 +440,7 @@ sp_whatif_result *sp_whatif_evaluate(const sp_whatif_opts *o, const sp_whatif_pl
 {
   g_autoptr(sp_whatif_result) r = g_new0(sp_whatif_result, 1);
   r->platform = g_strdup(p->name ? p->name : "platform");
+  r->mixed = g_strdup(p->mixed);
   r->slowdown = o->comm_slowdown != SP_WHATIF_UNSET_DBL ? o->comm_slowdown : -1;
   r->micro_batch = o->micro_batch;
   r->one_layout = o->layout != NULL;
@@ -432,7 +458,18 @@ sp_whatif_result *sp_whatif_evaluate(const sp_whatif_opts *o, const sp_whatif_pl
   /* everything above needs only the text of the platform; the engine loads it once
    * the request is known to be valid */
   if (!open_engine(r, o->fidelity ? o->fidelity : "flow", err)) return NULL;
-  for (guint i = 0; i < cands->len; i++) {
+  sp_whatif_spread *s = o->spread;
+  if (s != NULL) {
+    /* each process its share; the others then run step graphs as rank 0 hands them out */
+    gboolean ok = sp_whatif_spread_closed_form(s, &r->eng, r->engine, &r->ctx, cands, r->rows, o->progress, o->user, err);
+    if (s->rank > 0) return sp_whatif_spread_follow(s, &r->eng, &r->ctx, r->engine, r->slowdown, ok ? err : NULL) && ok
+                              ? g_steal_pointer(&r) : NULL;
+    if (!ok) {
+      sp_whatif_spread_simulate(s, &r->eng, &r->ctx, r->engine, r->slowdown, NULL, 0, NULL, NULL);
+      return NULL;
+    }
+  }
+  for (guint i = 0; s == NULL && i < cands->len; i++) {
     sp_whatif_row rw = { 0 };
     if (!sp_step_eval(&r->ctx, &g_array_index(cands, sp_layout, i), &rw.r, err)) return NULL;
     rw.label = sp_layout_label(&rw.r.layout);
@@ -440,7 +477,7 @@ sp_whatif_result *sp_whatif_evaluate(const sp_whatif_opts *o, const sp_whatif_pl
     if (o->progress) o->progress(o->user, i + 1, cands->len);
   }
   sort_rows(r->rows);
-  if (!simulate(r, o->simulate, err)) return NULL;
+  if (!simulate(r, o->simulate, s, err)) return NULL;
   sort_rows(r->rows);
 
   for (guint i = 0; i < r->rows->len; i++) r->nfit += g_array_index(r->rows, sp_whatif_row, i).r.fits;
@@ -490,6 +527,7 @@ void sp_whatif_result_free(sp_whatif_result *r)
   sp_gemm_table_free(r->gemm_table);
   sp_model_free(r->model);
   g_free(r->platform);
+  g_free(r->mixed);
   g_free(r);
 }
 

@@ -23,4 +23,22 @@ void sp_whatif_group(sp_whatif_result *r);
 /* The best row of the second family when it fits (the runner-up), else NULL. */
 const sp_whatif_row *sp_whatif_runner_up(const sp_whatif_result *r);
 
+/* The what-if spread over processes (whatif_spread.c). The closed forms of @p cands:
+ * the collectives they need priced once over the ranks (with @p engine open and its
+ * note hooks), then each rank its contiguous share, gathered on rank 0 into @p rows in the candidates'
+ * order (labelled); the first error in that order is rank 0's. Other ranks leave
+ * @p rows alone. */
+gboolean sp_whatif_spread_closed_form(sp_whatif_spread *s, const sp_whatif_engine *eng, gboolean engine,
+                                      const sp_step_ctx *ctx, const GArray *cands, GArray *rows,
+                                      sp_whatif_progress_fn progress, void *user, GError **err);
+/* Rank 0: run the step graphs of @p res[0..n) (closed forms in, outcomes out) over
+ * the ranks, every size-th on each; @p errs[i] receives run i's error (NULL: it ran).
+ * @p n = 0 ends the other ranks' sp_whatif_spread_follow. */
+gboolean sp_whatif_spread_simulate(sp_whatif_spread *s, const sp_whatif_engine *eng, const sp_step_ctx *ctx,
+                                   gboolean engine, double slowdown, sp_step_result *res, guint n, GError **errs,
+                                   GError **err);
+/* Other ranks: run their share of each round until rank 0 ends them. */
+gboolean sp_whatif_spread_follow(sp_whatif_spread *s, const sp_whatif_engine *eng, const sp_step_ctx *ctx,
+                                 gboolean engine, double slowdown, GError **err);
+
 #endif

@@ -34,6 +34,7 @@ char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain)
                          afwd, abwd,
                          hw->gpu.table ? " (measured GEMM table)" : "",
                          strcmp(r->fidelity, "analytic") == 0 ? "analytic alpha-beta model" : r->fidelity);
+  if (r->mixed) g_string_append_printf(s, "%s\n", r->mixed);
   g_string_append_printf(s, "step graph: %u layout%s simulated (%s, compute %.1f%% slower while collectives run)%s", r->nsim,
                          r->nsim == 1 ? "" : "s", r->engine ? "SimGrid, with contention" : "without contention",
                          100.0 * (r->slowdown >= 0 ? r->slowdown : r->eng.comm_slowdown), r->ndisagree ? "; " : "\n");

@@ -1,10 +1,10 @@
 ## src/nccl: the real backend (MPI host transport, NCCL + CUDA transport, spsim-run)
 ## MPI, CUDA and NCCL are used only here.
 bin_PROGRAMS += spsim-run
-spsim_run_SOURCES = src/nccl/run.c src/nccl/run_priv.h src/nccl/run_agree.c src/nccl/run_exec.c src/nccl/run_step.c src/nccl/real.h src/nccl/transport_mpi.c src/nccl/native_mpi.c
-spsim_run_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS) \
+spsim_run_SOURCES = src/nccl/run.c src/nccl/run_priv.h src/nccl/run_agree.c src/nccl/run_exec.c src/nccl/run_step.c src/nccl/step_compute.c src/nccl/step_compute.h src/nccl/step_exec.c src/nccl/step_exec.h src/nccl/run_compare.c src/nccl/run_probe.c src/nccl/real.h src/nccl/transport_mpi.c src/nccl/native_mpi.c
+spsim_run_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS) $(BLAS_CFLAGS) \
 	-DSP_SRC_MODELS_DIR='"$(abs_top_srcdir)/models"' -DSP_MODELS_DIR='"$(modelsdir)"'
-spsim_run_LDADD = libspsim.la $(MPI_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+spsim_run_LDADD = libspsim.la $(MPI_LIBS) $(BLAS_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 EXTRA_DIST += src/nccl/kernels.cu src/nccl/kernels.h src/nccl/kernel_ops.h src/nccl/transport_nccl.c
 
 if HAVE_CUDA

@@ -1,4 +1,4 @@
-/* spsim platform local [-np N] [-o FILE]: a platform of this machine. Runs
+/* spsim platform local [-np N] -o FILE: a platform of this machine. Runs
  *   mpirun -np N spsim-run --probe
  * (spsim-run beside spsim, else on PATH), which measures the CPU's single-precision
  * GEMM and attention rates and memory bandwidth on every rank at once and MPI's
@@ -7,8 +7,9 @@
  * (sp_platform_dgx_xml_spec) and the measured figures: host speed = GEMM FLOP/s,
  * hbm_bw = memory bandwidth, gpu_mem = MemAvailable / N, the NVLink-style links =
  * MPI bandwidth with half the one-way latency per port (a pair crosses two), and the
- * top-zone properties local_gemm_flops and local_attn_flops that spsim-run --compare
- * passes to the what-if as --peak-tflops and --eff-attn. */
+ * top-zone properties local_gemm_flops, local_attn_flops and local_gemm_table (the
+ * measured GEMM table, written beside the platform) that spsim-run --compare passes
+ * to the what-if as --peak-tflops, --eff-attn and --gemm-table. */
 #include "config.h"
 #include "cli.h"
 #include "spsim/error.h"
@@ -25,6 +26,8 @@ static char *find_run(void)
   g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
   if (self != NULL) {
     g_autofree char *dir = g_path_get_dirname(self);
+    /* uninstalled (libtool): the wrapper scripts are in the folder above .libs */
+    if (g_str_has_suffix(dir, "/.libs")) dir[strlen(dir) - strlen("/.libs")] = '\0';
     char *p = g_build_filename(dir, "spsim-run", NULL);
     if (g_file_test(p, G_FILE_TEST_IS_EXECUTABLE)) return p;
     g_free(p);
@@ -46,7 +49,8 @@ static double num(JsonObject *o, const char *k)
 }
 
 /* Run the probe; fill the figures. */
-static gboolean probe(int np, double *gemm, double *attn, double *membw, double *lat, double *bw, GError **err)
+static gboolean probe(int np, double *gemm, double *attn, double *membw, double *lat, double *bw, GString *table,
+                      GError **err)
 {
   g_autofree char *run = find_run();
   g_autofree char *mpirun = g_find_program_in_path("mpirun");
@@ -83,7 +87,23 @@ static gboolean probe(int np, double *gemm, double *attn, double *membw, double 
   *membw = num(o, "mem_bw");
   *lat = num(o, "mpi_latency_s");
   *bw = num(o, "mpi_bw");
-  if (!(*gemm > 0 && *attn > 0 && *membw > 0 && *lat > 0 && *bw > 0)) {
+  /* the GEMM table as spsim's --gemm-table CSV (m, n, k, tflops) */
+  JsonArray *rows = json_object_has_member(o, "gemm_table") ? json_object_get_array_member(o, "gemm_table") : NULL;
+  g_string_append(table, "# measured by spsim platform local: single-precision OpenBLAS sgemm, one thread per rank, "
+                         "all ranks at once (median over ranks)\nm,n,k,tflops\n");
+  for (guint i = 0; rows != NULL && i < json_array_get_length(rows); i++) {
+    JsonArray *r = json_array_get_array_element(rows, i);
+    if (r == NULL || json_array_get_length(r) != 4 || !(json_array_get_double_element(r, 3) > 0)) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "platform local: GEMM table row %u of the probe is malformed", i);
+      return FALSE;
+    }
+    char v[G_ASCII_DTOSTR_BUF_SIZE];
+    g_string_append_printf(table, "%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%s\n",
+                           json_array_get_int_element(r, 0), json_array_get_int_element(r, 1),
+                           json_array_get_int_element(r, 2),
+                           g_ascii_formatd(v, sizeof v, "%.6e", json_array_get_double_element(r, 3) / 1e12));
+  }
+  if (!(*gemm > 0 && *attn > 0 && *membw > 0 && *lat > 0 && *bw > 0) || rows == NULL) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "platform local: the probe reported a figure that is not above 0: %s",
                 out);
     return FALSE;
@@ -97,7 +117,7 @@ int sp_cmd_platform_local(int argc, char **argv)
   g_autofree char *out = NULL;
   GOptionEntry entries[] = {
     { "np", 0, 0, G_OPTION_ARG_INT, &np, "ranks to measure, as mpirun -np (default 2; -np N is accepted)", "N" },
-    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "write to FILE instead of stdout", "FILE" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "write the platform to FILE (required) and the measured GEMM table to FILE-gemm.csv (FILE without .xml)", "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   /* mpirun's spelling -np N */
@@ -119,8 +139,20 @@ int sp_cmd_platform_local(int argc, char **argv)
   if (np < 2 || np > 256)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
                                    "platform local: -np must be 2 to 256 ranks (got %d)", np));
+  if (out == NULL || strcmp(out, "-") == 0)
+    return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform local: -o FILE is required (the measured "
+                                   "GEMM table is written beside it as FILE's name with -gemm.csv)"));
   double gemm = 0, attn = 0, membw = 0, lat = 0, bw = 0;
-  if (!probe(np, &gemm, &attn, &membw, &lat, &bw, &err)) return sp_cli_fail(err);
+  g_autoptr(GString) table = g_string_new(NULL);
+  if (!probe(np, &gemm, &attn, &membw, &lat, &bw, table, &err)) return sp_cli_fail(err);
+  g_autofree char *stem = g_str_has_suffix(out, ".xml") ? g_strndup(out, strlen(out) - 4) : g_strdup(out);
+  g_autofree char *table_path = g_strconcat(stem, "-gemm.csv", NULL);
+  g_autofree char *table_base = g_path_get_basename(table_path);
+  if (!g_file_set_contents(table_path, table->str, -1, &err)) {
+    GError *e2 = g_error_new(SP_ERROR, SP_ERROR_IO, "platform local: cannot write %s: %s", table_path, err->message);
+    g_error_free(err);
+    return sp_cli_fail(e2);
+  }
   double avail = mem_available();
   sp_platform_opts o;
   sp_platform_opts_init(&o);
@@ -156,24 +188,21 @@ int sp_cmd_platform_local(int argc, char **argv)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform local: the generated platform has no "
                                    "gpus_per_node property to anchor the measured rates"));
   char gs[G_ASCII_DTOSTR_BUF_SIZE], as[G_ASCII_DTOSTR_BUF_SIZE];
+  g_autofree char *tb = g_markup_escape_text(table_base, -1);
   g_autofree char *props = g_strdup_printf("  <prop id=\"local_gemm_flops\" value=\"%s\"/>\n"
-                                           "  <prop id=\"local_attn_flops\" value=\"%s\"/>\n",
+                                           "  <prop id=\"local_attn_flops\" value=\"%s\"/>\n"
+                                           "  <prop id=\"local_gemm_table\" value=\"%s\"/>\n",
                                            g_ascii_formatd(gs, sizeof gs, "%.6e", gemm),
-                                           g_ascii_formatd(as, sizeof as, "%.6e", attn));
+                                           g_ascii_formatd(as, sizeof as, "%.6e", attn), tb);
   size_t cut = (size_t)(at - xml) + strlen(anchor);
   g_autofree char *full = g_strdup_printf("%.*s%s%s", (int)cut, xml, props, xml + cut);
-  if (out != NULL && strcmp(out, "-") != 0) {
-    if (!g_file_set_contents(out, full, -1, &err)) {
-      GError *e2 = g_error_new(SP_ERROR, SP_ERROR_IO, "platform local: cannot write %s: %s", out, err->message);
-      g_error_free(err);
-      return sp_cli_fail(e2);
-    }
-    fprintf(stderr, "spsim platform local: GEMM %.3g GFLOP/s, attention %.3g GFLOP/s, memory %.3g GB/s per rank; "
-            "MPI %.3g us, %.3g GB/s; wrote %s\n", gemm / 1e9, attn / 1e9, membw / 1e9, lat * 1e6, bw / 1e9, out);
-    return 0;
+  if (!g_file_set_contents(out, full, -1, &err)) {
+    GError *e2 = g_error_new(SP_ERROR, SP_ERROR_IO, "platform local: cannot write %s: %s", out, err->message);
+    g_error_free(err);
+    return sp_cli_fail(e2);
   }
-  size_t len = strlen(full);
-  if (fwrite(full, 1, len, stdout) != len || fflush(stdout) != 0)
-    return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_IO, "platform local: cannot write to stdout"));
+  fprintf(stderr, "spsim platform local: GEMM %.3g GFLOP/s, attention %.3g GFLOP/s, memory %.3g GB/s per rank; "
+          "MPI %.3g us, %.3g GB/s; wrote %s and %s\n", gemm / 1e9, attn / 1e9, membw / 1e9, lat * 1e6, bw / 1e9, out,
+          table_path);
   return 0;
 }

@@ -4,10 +4,12 @@
  *   spsim PLATFORM --model M --layout L --seq S --global-batch B --json -
  * as a child (the spsim beside spsim-run, else on PATH) and reads the JSON row of the
  * layout with json-glib. A platform of this machine (spsim platform local) carries the
- * measured GEMM and attention rates as top-zone properties local_gemm_flops and
- * local_attn_flops; they become --peak-tflops (GEMMs at 100 % of the measured rate:
- * --eff-matmul 1) and --eff-attn (the attention rate over the GEMM rate), because the
- * what-if takes its peak from a host speed only at GPU scale (1 TFLOP/s and above). */
+ * measured rates as top-zone properties: local_gemm_flops and local_attn_flops become
+ * --peak-tflops (--eff-matmul 1) and --eff-attn (the attention rate over the GEMM
+ * rate), because the what-if takes its peak from a host speed only at GPU scale (1
+ * TFLOP/s and above); local_gemm_table (the measured GEMM table beside the platform)
+ * becomes --gemm-table, so that GEMMs are priced at this CPU's measured rate of
+ * their shape instead of the GPU model's tile and wave quantisation over 132 SMs. */
 #include "config.h"
 
 #include <json-glib/json-glib.h>
@@ -17,6 +19,7 @@
 
 typedef struct {
   double gemm, attn;
+  char *table; /* local_gemm_table, relative to the platform's folder */
 } local_props;
 
 static void on_start(GMarkupParseContext *ctx, const char *el, const char **an, const char **av, gpointer user,
@@ -34,6 +37,7 @@ static void on_start(GMarkupParseContext *ctx, const char *el, const char **an, 
   if (id == NULL || val == NULL) return;
   if (strcmp(id, "local_gemm_flops") == 0 && p->gemm == 0) p->gemm = g_ascii_strtod(val, NULL);
   if (strcmp(id, "local_attn_flops") == 0 && p->attn == 0) p->attn = g_ascii_strtod(val, NULL);
+  if (strcmp(id, "local_gemm_table") == 0 && p->table == NULL) p->table = g_strdup(val);
 }
 
 static gboolean read_props(const char *path, local_props *p, GError **err)
@@ -54,6 +58,8 @@ static char *find_spsim(void)
   g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
   if (self != NULL) {
     g_autofree char *dir = g_path_get_dirname(self);
+    /* uninstalled (libtool): the wrapper scripts are in the folder above .libs */
+    if (g_str_has_suffix(dir, "/.libs")) dir[strlen(dir) - strlen("/.libs")] = '\0';
     char *p = g_build_filename(dir, "spsim", NULL);
     if (g_file_test(p, G_FILE_TEST_IS_EXECUTABLE)) return p;
     g_free(p);
@@ -85,8 +91,10 @@ int step_compare(runner *r, const char *model, const char *layout, int32_t mb, c
   if (!read_props(cfg->platform, &lp, &err)) {
     fprintf(stderr, "spsim-run: %s\n", err->message);
     g_error_free(err);
+    g_free(lp.table);
     return EXIT_USAGE;
   }
+  g_autofree char *table = lp.table;
   g_autofree char *spsim = find_spsim();
   if (spsim == NULL) {
     fprintf(stderr, "spsim-run: --compare: spsim not found beside spsim-run nor on PATH; build it (./build.sh) "
@@ -107,6 +115,11 @@ int step_compare(runner *r, const char *model, const char *layout, int32_t mb, c
     char num[G_ASCII_DTOSTR_BUF_SIZE];
     g_ptr_array_add(argv, g_strdup_printf("--peak-tflops=%s", g_ascii_dtostr(num, sizeof num, lp.gemm / 1e12)));
     g_ptr_array_add(argv, g_strdup("--eff-matmul=1"));
+    if (lp.table != NULL) {
+      g_autofree char *dir = g_path_get_dirname(cfg->platform);
+      g_ptr_array_add(argv, g_strdup("--gemm-table"));
+      g_ptr_array_add(argv, g_path_is_absolute(lp.table) ? g_strdup(lp.table) : g_build_filename(dir, lp.table, NULL));
+    }
     if (lp.attn > 0)
       g_ptr_array_add(argv, g_strdup_printf("--eff-attn=%s",
                                             g_ascii_dtostr(num, sizeof num, MIN(1.0, lp.attn / lp.gemm))));

@@ -19,6 +19,16 @@
 #define PROBE_D 64
 /* Seconds per measurement: long enough for a stable rate under the OS scheduler. */
 #define PROBE_SECS 0.4
+/* The GEMM table: every (m, n, k) of this grid, so that any shape from 32 to 8192 in
+ * each dimension is within a factor of 2 of a row (sp_gemm_table_lookup's bound). */
+static const int64_t grid[] = { 64, 256, 1024, 4096 };
+/* Dimensions above this are measured at it: one core's OpenBLAS sgemm reaches its
+ * asymptotic rate by 1024 in each dimension (measured with this probe: 1024^3 and
+ * 1024 x 1024 x 4096 within 3 % on this machine), and a 4096^3 product would take
+ * seconds. */
+#define GRID_CAP 1024
+/* Seconds per table shape (after one warm-up product). */
+#define GRID_SECS 0.02
 /* Ping-pong sizes and repetitions. */
 #define PROBE_LAT_BYTES 8
 #define PROBE_LAT_ITERS 200
@@ -64,6 +74,19 @@ int run_probe(runner *r)
                      sk_measure_attn(PROBE_SEQ, PROBE_D, PROBE_SECS), sk_measure_membw(PROBE_SECS) };
   g_autofree double *all = g_new0(double, 3 * (gsize)w->world);
   MPI_Gather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  /* the table: each capped shape measured once, on every rank at once */
+  const int ng = (int)G_N_ELEMENTS(grid), nt = ng * ng * ng;
+  double rate[64] = { 0 };
+  for (int i = 0; i < nt; i++) {
+    int64_t m = MIN(grid[i / (ng * ng)], GRID_CAP), n = MIN(grid[i / ng % ng], GRID_CAP), k = MIN(grid[i % ng], GRID_CAP);
+    for (int j = 0; j < i && rate[i] == 0; j++)
+      if (m == MIN(grid[j / (ng * ng)], GRID_CAP) && n == MIN(grid[j / ng % ng], GRID_CAP) &&
+          k == MIN(grid[j % ng], GRID_CAP))
+        rate[i] = rate[j];
+    if (rate[i] == 0) rate[i] = sk_measure_gemm(m, n, k, GRID_SECS);
+  }
+  g_autofree double *rates = g_new0(double, (gsize)nt * w->world);
+  MPI_Gather(rate, nt, MPI_DOUBLE, rates, nt, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   g_autofree char *buf = g_malloc0(PROBE_BW_BYTES);
   double lat = pingpong(w->rank, buf, PROBE_LAT_BYTES, PROBE_LAT_ITERS) / 2;
   double bw_t = pingpong(w->rank, buf, PROBE_BW_BYTES, PROBE_BW_ITERS) / 2;
@@ -78,8 +101,15 @@ int run_probe(runner *r)
     /* bandwidth of the large message after its share of latency */
     double bw = PROBE_BW_BYTES / MAX(bw_t - lat, 1e-9);
     printf("{\"ranks\": %d, \"gemm_flops\": %.6e, \"attn_flops\": %.6e, \"mem_bw\": %.6e, \"mpi_latency_s\": %.6e, "
-           "\"mpi_bw\": %.6e, \"gemm_shape\": [%d, %d, %d]}\n",
+           "\"mpi_bw\": %.6e, \"gemm_shape\": [%d, %d, %d], \"gemm_table\": [",
            w->world, med[0], med[1], med[2], lat, bw, PROBE_M, PROBE_N, PROBE_K);
+    for (int i = 0; i < nt; i++) {
+      for (int q = 0; q < w->world; q++) col[q] = rates[(gsize)q * nt + i];
+      qsort(col, (size_t)w->world, sizeof(double), cmp_double);
+      printf("%s[%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %.6e]", i ? ", " : "",
+             grid[i / (ng * ng)], grid[i / ng % ng], grid[i % ng], col[w->world / 2]);
+    }
+    printf("]}\n");
     fflush(stdout);
   }
   return 0;

@@ -180,12 +180,15 @@ int run_step(runner *r)
   else if (built && compute && !full_case_build(cfg, &s, world, w->rank, &f, &err))
     g_prefix_error(&err, "--step (the step with compute): ");
   built = built && err == NULL;
-  /* building is deterministic, so errors are the same on every rank: rank 0 explains */
-  uint64_t failed = !built;
-  allreduce_max(w, &failed, 1, "the other ranks to build the step");
-  if (failed) {
+  /* building is deterministic, so errors are mostly the same on every rank: rank 0
+   * explains, and a rank whose stage fails alone explains its own */
+  uint64_t failed[2] = { !built, w->rank == 0 && !built };
+  allreduce_max(w, failed, 2, "the other ranks to build the step");
+  if (failed[0]) {
     if (err && w->rank == 0)
       fprintf(stderr, "spsim-run: %s\n", err->message);
+    else if (err && !failed[1])
+      fprintf(stderr, "spsim-run: rank %d: %s\n", w->rank, err->message);
     else if (err == NULL)
       fprintf(stderr, "spsim-run: rank %d: could not build the step\n", w->rank);
     g_clear_error(&err);
@@ -299,6 +302,14 @@ int run_step(runner *r)
       die_transport(w, err);
     if (w->rank == 0) {
       double busy[SP_COMM_KIND_COUNT + 1], exposed[SP_COMM_KIND_COUNT + 2];
+      double fl[2] = { 0 }, bytes = 0;
+      for (guint k = 0; k < f.kernels->len; k++) {
+        const sk_kernel *kk = &g_array_index(f.kernels, sk_kernel, k);
+        if (kk->kind == SK_ELEM) bytes += kk->bytes;
+        else fl[kk->kind == SK_ATTN] += sk_flops(kk);
+      }
+      printf("measured: rank 0 (stage 0) ran %u kernels: %.0f GEMM FLOP, %.0f attention FLOP, %.0f element-wise "
+             "bytes\n", f.kernels->len, fl[0], fl[1], bytes);
       print_measured(f.graph, st, en, step_s, busy, exposed);
       fflush(stdout);
       if (cfg->trace && !sp_stepgraph_write_chrome(f.graph, st, en, cfg->trace, &err)) {

@@ -136,13 +136,18 @@ static void sequence_of(const sp_task *t, const shapes *s, const sp_layout *l, d
   q->n = 0;
   if (t->phase == SP_PHASE_STEP) {
     PUSH(q, "optimizer step", elem(opt_bytes));
-  } else if (t->layer < 0 && t->phase == SP_PHASE_FWD) {
-    PUSH(q, "embedding", elem(s->embed));
-    PUSH(q, "output layer, loss", gemm(s->T, s->vocab, s->h), elem(s->loss));
   } else if (t->layer < 0) {
-    PUSH(q, "loss, output layer backward", elem(s->loss), gemm(s->T, s->h, s->vocab));
-    PUSH(q, "output layer weight gradient", gemm(s->h, s->vocab, s->T));
-    PUSH(q, "embedding backward", elem(s->embed));
+    /* the embedding on the first model chunk, the output layer on the last */
+    int32_t vpp = MAX(l->vpp, 1), vs = MAX(t->chunk, 0) * l->pp + t->stage;
+    gboolean emb = vs == 0, head = vs == l->pp * vpp - 1;
+    if (t->phase == SP_PHASE_FWD) {
+      if (emb) PUSH(q, "embedding", elem(s->embed));
+      if (head) PUSH(q, "output layer, loss", gemm(s->T, s->vocab, s->h), elem(s->loss));
+    } else {
+      if (head) PUSH(q, "loss, output layer backward", elem(s->loss), gemm(s->T, s->h, s->vocab));
+      if (head) PUSH(q, "output layer weight gradient", gemm(s->h, s->vocab, s->T));
+      if (emb) PUSH(q, "embedding backward", elem(s->embed));
+    }
   } else if (t->phase == SP_PHASE_FWD) {
     layer_fwd(q, s);
   } else if (t->phase == SP_PHASE_BWD) {
@@ -198,29 +203,57 @@ gboolean sk_plan(const sp_stepgraph *g, const sp_step_ctx *c, const sp_layout *l
     if (v != NULL) next[i] = GPOINTER_TO_UINT(v) - 1;
     g_hash_table_insert(last, &keys[i], GUINT_TO_POINTER(i + 1));
   }
+  /* pass 1: each task's range [p, e) of its sequence; a task whose key starts past the
+   * sequence's first item had that prefix merged into the previous task of the same
+   * layer and phase (the graph merges across micro-batches: the embedding of micro-batch
+   * m + 1 into the output layer of micro-batch m, when nothing waits in between) */
   g_autoptr(GHashTable) cursor = g_hash_table_new(g_int64_hash, g_int64_equal);
-  *off = g_new0(uint32_t, n + 1);
+  g_autoptr(GHashTable) last_lp = g_hash_table_new(g_int64_hash, g_int64_equal);
+  g_autofree int *from_p = g_new0(int, n), *to_e = g_new0(int, n), *extra = g_new0(int, n);
+  g_autofree gint64 *lp_keys = g_new0(gint64, n);
   seqn q;
   for (guint i = 0; i < n; i++) {
-    (*off)[i] = kernels->len;
     if (T[i].stage != stage || T[i].kind != SP_TASK_COMPUTE || is_wait(&T[i])) continue;
     sequence_of(&T[i], &s, l, opt_bytes, &q);
+    gboolean first = !g_hash_table_contains(cursor, &keys[i]);
     int from = GPOINTER_TO_INT(g_hash_table_lookup(cursor, &keys[i]));
     int p = find(&q, T[i].what, from);
     if (p < 0) {
       g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
                   "the compute task '%s' (stage %d, layer %d, %s) is not a kernel spsim-run knows how to run; "
                   "use --dry-compute", T[i].what, T[i].stage, T[i].layer, sp_task_phase_name(T[i].phase));
-      g_clear_pointer(off, g_free);
       return FALSE;
+    }
+    lp_keys[i] = (gint64)(T[i].layer + 1) * 8 + T[i].phase;
+    if (first && p > 0) {
+      gpointer prev = g_hash_table_lookup(last_lp, &lp_keys[i]);
+      if (prev == NULL) {
+        g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                    "the compute task '%s' (stage %d, layer %d, %s) starts past the first kernel of its layer and "
+                    "no earlier task holds the others; use --dry-compute", T[i].what, T[i].stage, T[i].layer,
+                    sp_task_phase_name(T[i].phase));
+        return FALSE;
+      }
+      extra[GPOINTER_TO_UINT(prev) - 1] = p;
     }
     int e = q.n;
     if (next[i] != G_MAXUINT) {
       int f = find(&q, T[next[i]].what, p + 1);
       if (f > 0) e = f;
     }
-    for (int j = p; j < e; j++) g_array_append_vals(kernels, q.it[j].k, (guint)q.it[j].nk);
+    from_p[i] = p;
+    to_e[i] = e;
     g_hash_table_insert(cursor, &keys[i], GINT_TO_POINTER(e));
+    g_hash_table_insert(last_lp, &lp_keys[i], GUINT_TO_POINTER(i + 1));
+  }
+  /* pass 2: the kernels, task by task */
+  *off = g_new0(uint32_t, n + 1);
+  for (guint i = 0; i < n; i++) {
+    (*off)[i] = kernels->len;
+    if (T[i].stage != stage || T[i].kind != SP_TASK_COMPUTE || is_wait(&T[i])) continue;
+    sequence_of(&T[i], &s, l, opt_bytes, &q);
+    for (int k = from_p[i]; k < to_e[i]; k++) g_array_append_vals(kernels, q.it[k].k, (guint)q.it[k].nk);
+    for (int k = 0; k < extra[i]; k++) g_array_append_vals(kernels, q.it[k].k, (guint)q.it[k].nk);
   }
   (*off)[n] = kernels->len;
   return TRUE;

@@ -119,8 +119,8 @@ check_PROGRAMS += tests/test-real-step-ref
 tests_test_real_step_ref_SOURCES = tests/test-real-step-ref.c
 tests_test_real_step_ref_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 tests_test_real_step_ref_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
-TESTS += tests/test-real-step.sh
-EXTRA_DIST += tests/test-real-step.sh
+TESTS += tests/test-real-step.sh tests/test-real-step-compute.sh
+EXTRA_DIST += tests/test-real-step.sh tests/test-real-step-compute.sh
 if HAVE_CUDA
 check_PROGRAMS += tests/test-real-cuda
 tests_test_real_cuda_SOURCES = tests/test-real-cuda.c
@@ -132,12 +132,12 @@ TESTS += tests/test-real-cuda
 # a host-memory stand-in for the CUDA runtime and NCCL, so the CUDA transports
 # and the kernels' element code run bitwise against the simulation in CI.
 FAKEGPU_SOURCES = tests/fakegpu/fakegpu.h tests/fakegpu/cuda.c tests/fakegpu/nccl.c
-FAKEGPU_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS) $(SP_CUDA_CPPFLAGS) \
+FAKEGPU_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS) $(BLAS_CFLAGS) $(SP_CUDA_CPPFLAGS) \
 	-I$(top_srcdir)/src/nccl -I$(top_srcdir)/tests/fakegpu
 check_PROGRAMS += tests/spsim-run-fakegpu tests/test-kernels-fakegpu
 tests_spsim_run_fakegpu_SOURCES = $(spsim_run_SOURCES) $(FAKEGPU_SOURCES)
 tests_spsim_run_fakegpu_CFLAGS = $(FAKEGPU_CFLAGS)
-tests_spsim_run_fakegpu_LDADD = libspsim.la $(MPI_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_spsim_run_fakegpu_LDADD = libspsim.la $(MPI_LIBS) $(BLAS_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_test_kernels_fakegpu_SOURCES = tests/test-real-cuda.c $(FAKEGPU_SOURCES)
 tests_test_kernels_fakegpu_CFLAGS = $(FAKEGPU_CFLAGS)
 tests_test_kernels_fakegpu_LDADD = libspsim.la $(MPI_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)

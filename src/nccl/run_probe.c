@@ -69,6 +69,7 @@ int run_probe(runner *r)
                       : "this spsim-run was built without OpenBLAS; install libopenblas-dev and reconfigure");
     return EXIT_USAGE;
   }
+  sk_init();
   barrier(r);
   double mine[3] = { sk_measure_gemm(PROBE_M, PROBE_N, PROBE_K, PROBE_SECS),
                      sk_measure_attn(PROBE_SEQ, PROBE_D, PROBE_SECS), sk_measure_membw(PROBE_SECS) };

@@ -168,6 +168,7 @@ int run_step(runner *r)
   step_case s = { 0 };
   full_case f = { 0 };
   const gboolean compute = !cfg->dry_compute;
+  if (compute) sk_init();
   const int32_t world = cfg->world ? cfg->world : w->world; /* GPUs of the layout */
   gboolean built = step_case_build(cfg, world, &s, &err);
   if (built && compute && !sk_available())
@@ -298,7 +299,8 @@ int run_step(runner *r)
              s.model->layers, f.graph->microbatches, cfg->seq, nt);
       fflush(stdout);
     }
-    if (!step_exec_run(r, f.graph, f.kernels, f.koff, st, en, &step_s, &err))
+    double kind_s[3] = { 0 };
+    if (!step_exec_run(r, f.graph, f.kernels, f.koff, st, en, &step_s, kind_s, &err))
       die_transport(w, err);
     if (w->rank == 0) {
       double busy[SP_COMM_KIND_COUNT + 1], exposed[SP_COMM_KIND_COUNT + 2];
@@ -310,6 +312,10 @@ int run_step(runner *r)
       }
       printf("measured: rank 0 (stage 0) ran %u kernels: %.0f GEMM FLOP, %.0f attention FLOP, %.0f element-wise "
              "bytes\n", f.kernels->len, fl[0], fl[1], bytes);
+      printf("measured: rank 0's kernels took %.6f s GEMM (%.3g FLOP/s), %.6f s attention (%.3g FLOP/s), %.6f s "
+             "element-wise (%.3g B/s)\n", kind_s[SK_GEMM], kind_s[SK_GEMM] > 0 ? fl[0] / kind_s[SK_GEMM] : 0.0,
+             kind_s[SK_ATTN], kind_s[SK_ATTN] > 0 ? fl[1] / kind_s[SK_ATTN] : 0.0, kind_s[SK_ELEM],
+             kind_s[SK_ELEM] > 0 ? bytes / kind_s[SK_ELEM] : 0.0);
       print_measured(f.graph, st, en, step_s, busy, exposed);
       fflush(stdout);
       if (cfg->trace && !sp_stepgraph_write_chrome(f.graph, st, en, cfg->trace, &err)) {

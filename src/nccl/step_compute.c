@@ -277,9 +277,12 @@ double sk_flops(const sk_kernel *k)
 /* Floats of each array of the element-wise pass: 4 MiB, beyond the last-level cache
  * of a laptop core share, so that the pass measures memory. */
 #define ELEM_FLOATS ((size_t)1 << 20)
-/* FLOPs between two polls of the communication: about a millisecond at the tens of
- * GFLOP/s of one core (sk_measure_gemm on this machine: 30-60 GFLOP/s). */
-#define POLL_FLOPS 4e7
+/* FLOPs between two polls of the communication: a few milliseconds at the tens of
+ * GFLOP/s of one core (spsim platform local on this machine: 13-37 GFLOP/s per rank),
+ * and GEMM pieces of at least POLL_MIN_ROWS rows: thinner pieces ran at half the rate
+ * of the whole product (tiny's MLP GEMM in 38-row pieces: 12.8 against 23 GFLOP/s). */
+#define POLL_FLOPS 1e8
+#define POLL_MIN_ROWS 128
 
 struct sk_buffers {
   float *a, *b, *c;        /* GEMM operands */
@@ -350,6 +353,15 @@ void sk_buffers_free(sk_buffers *b)
   g_free(b);
 }
 
+void sk_init(void)
+{
+#ifdef SP_HAVE_CBLAS
+  /* one thread per rank: each rank stands for one GPU, and the ranks of a step share
+   * the cores (OpenBLAS' own threads would oversubscribe them and spin) */
+  openblas_set_num_threads(1);
+#endif
+}
+
 gboolean sk_available(void)
 {
 #ifdef SP_HAVE_CBLAS
@@ -369,8 +381,8 @@ static void mm(gboolean ta, gboolean tb, int64_t m, int64_t n, int64_t k, const 
 
 static void run_gemm(sk_buffers *b, const sk_kernel *k, void (*poll)(void *), void *user)
 {
-  /* rows in pieces of about POLL_FLOPS */
-  int64_t rows = MAX((int64_t)1, (int64_t)(POLL_FLOPS / (2.0 * (double)k->n * (double)k->k)));
+  /* rows in pieces of about POLL_FLOPS, at least POLL_MIN_ROWS */
+  int64_t rows = MAX((int64_t)POLL_MIN_ROWS, (int64_t)(POLL_FLOPS / (2.0 * (double)k->n * (double)k->k)));
   for (int64_t r = 0; r < k->m; r += rows) {
     int64_t mr = MIN(rows, k->m - r);
     mm(FALSE, FALSE, mr, k->n, k->k, b->a + r * k->k, b->b, b->c + r * k->n);

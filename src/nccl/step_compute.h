@@ -43,6 +43,9 @@ void sk_buffers_free(sk_buffers *b);
  * (communication progresses while compute runs). */
 void sk_run(sk_buffers *b, const sk_kernel *k, void (*poll)(void *user), void *user);
 
+/* Once per process before any kernel: OpenBLAS on one thread. */
+void sk_init(void);
+
 /* Whether this build executes kernels (OpenBLAS found by configure). */
 gboolean sk_available(void);
 

@@ -208,7 +208,7 @@ double step_exec_bytes(const sp_stepgraph *g, int32_t stage, const GArray *kerne
 }
 
 gboolean step_exec_run(runner *r, const sp_stepgraph *g, const GArray *kernels, const uint32_t *koff,
-                       double *start_out, double *end_out, double *step_s, GError **err)
+                       double *start_out, double *end_out, double *step_s, double *kind_s, GError **err)
 {
   world_info *w = r->w;
   ex e = { .r = r, .g = g, .T = (const sp_task *)(void *)g->tasks->data, .n = g->tasks->len, .me = w->rank,
@@ -272,8 +272,12 @@ gboolean step_exec_run(runner *r, const sp_stepgraph *g, const GArray *kernels, 
           exit(EXIT_DIED);
         }
         e.ts[i] = now(&e);
-        for (uint32_t k = koff[i]; k < koff[i + 1]; k++)
-          sk_run(e.kb, &g_array_index(kernels, sk_kernel, k), poll_cb, &e);
+        for (uint32_t k = koff[i]; k < koff[i + 1]; k++) {
+          const sk_kernel *kk = &g_array_index(kernels, sk_kernel, k);
+          double k0 = MPI_Wtime();
+          sk_run(e.kb, kk, poll_cb, &e);
+          if (kind_s) kind_s[kk->kind] += MPI_Wtime() - k0;
+        }
         e.te[i] = now(&e);
         e.done[i] = 1;
         e.head[SP_STREAM_COMPUTE]++;

@@ -12,9 +12,10 @@ double step_exec_bytes(const sp_stepgraph *g, int32_t stage, const GArray *kerne
  * rank's compute kernels (@p kernels, @p koff from sk_plan; none: communication only).
  * Every rank receives each task's start and end (its stage's representative's, seconds
  * from a common barrier; task count entries, may be NULL) and the step time (the last
- * end over ranks). FALSE with SP_ERROR_TRANSPORT when a call fails or nothing
- * progresses for the timeout. */
+ * end over ranks); @p kind_s (3 entries, may be NULL) adds this rank's seconds in its
+ * kernels per sk_kind (polls of the communication included). FALSE with
+ * SP_ERROR_TRANSPORT when a call fails or nothing progresses for the timeout. */
 gboolean step_exec_run(runner *r, const sp_stepgraph *g, const GArray *kernels, const uint32_t *koff,
-                       double *start, double *end, double *step_s, GError **err);
+                       double *start, double *end, double *step_s, double *kind_s, GError **err);
 
 #endif

@@ -300,7 +300,7 @@ gboolean step_exec_run(runner *r, const sp_stepgraph *g, const GArray *kernels, 
         g_string_free(wait, TRUE);
         break;
       }
-      if (w->mpi_yield) sched_yield();
+      sched_yield(); /* waiting: leave the core to the peers this rank waits for */
     }
   }
   double mine = 0;

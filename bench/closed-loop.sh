@@ -64,7 +64,7 @@ for c in $cases; do
              END { if (m == "") exit 1; printf "%s|%s|%s|%s|%s", m, p, e, c, o == "" ? "-" : o }' "$tmp/out") || {
     echo "| $np | $lay | ERROR: no compare table | | | | |"; fails=$((fails + 1)); continue; }
   echo "$row" | awk -F'|' -v np="$np" -v lay="$lay" '{ printf "| %s | %s | %s | %s | %s | %s | %s |\n", np, lay, $1, $2, $3, $4, $5 }'
-  echo "$row" | awk -F'|' '{ e = $3; sub(/%/, "", e); if (e < 0) e = -e; print e }' >>"$tmp/errs"
+  echo "$row" | awk -F'|' '{ e = $3; sub(/%/, "", e); e += 0; if (e < 0) e = -e; print e }' >>"$tmp/errs"
 done
 sort -n "$tmp/errs" | awk '{ v[NR] = $1 } END {
   if (NR == 0) { print "median |step error|: none measured"; exit }

@@ -56,7 +56,7 @@ flops() {
   else ok "np=$1 $2: $3 GEMM FLOP and $4 attention FLOP, step timed"; fi
 }
 
-echo "1..17"
+echo "1..18"
 
 # 1-5: the kernels of the step, counted by hand
 flops 2 dp=2 27380416512 1879048192
@@ -139,3 +139,9 @@ expect "--world 4 on 3 ranks with compute: refused" 2 "--world 4 needs mpirun -n
 # 17: --compare without a platform says how to make one
 mpi 2 $A --layout tp=2 --compare
 expect "--compare without --platform: says how" 2 "spsim platform local -np 2 -o local.xml"
+
+# 18: a rank that hangs in the middle of the step: the others stop within --timeout,
+# naming the stream and task they wait on
+mpi 2 $A --layout tp=2 --debug-hang-rank 1 --timeout 3
+expect "rank 1 hangs mid-step: bounded by --timeout, names the wait" 4 \
+  "rank 0: the step made no progress for 3 s \(--timeout\); waiting on: .*tp '"

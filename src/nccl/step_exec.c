@@ -256,7 +256,8 @@ gboolean step_exec_run(runner *r, const sp_stepgraph *g, const GArray *kernels, 
                              MPI_COMM_WORLD, &e.rreq[j]), "MPI_Irecv");
   }
   GArray *cq = e.queue[SP_STREAM_COMPUTE];
-  const guint die_at = r->cfg->debug_die_mid_rank == e.me ? cq->len / 2 : G_MAXUINT;
+  const gboolean hang = r->cfg->debug_hang_rank == e.me;
+  const guint die_at = r->cfg->debug_die_mid_rank == e.me || hang ? cq->len / 2 : G_MAXUINT;
   while (ok && left > 0) {
     guint before = e.head[SP_STREAM_COMPUTE];
     for (int s = 1; s < SP_STREAM_COUNT; s++) before += e.head[s];
@@ -265,6 +266,12 @@ gboolean step_exec_run(runner *r, const sp_stepgraph *g, const GArray *kernels, 
     if (e.head[SP_STREAM_COMPUTE] < cq->len) {
       guint i = g_array_index(cq, guint, e.head[SP_STREAM_COMPUTE]);
       if (ready(&e, i)) {
+        if (e.head[SP_STREAM_COMPUTE] == die_at && hang) { /* alive, never progressing: the others' bounds */
+          fprintf(stderr, "spsim-run: rank %d: hanging in the middle of the step (--debug-hang-rank)\n", e.me);
+          fflush(stderr);
+          for (;;)
+            g_usleep(G_USEC_PER_SEC);
+        }
         if (e.head[SP_STREAM_COMPUTE] == die_at) {
           fprintf(stderr, "spsim-run: rank %d: exiting with status %d in the middle of the step "
                   "(--debug-die-mid-rank)\n", e.me, EXIT_DIED);

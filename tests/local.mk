@@ -120,6 +120,12 @@ tests_test_real_step_ref_SOURCES = tests/test-real-step-ref.c
 tests_test_real_step_ref_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 tests_test_real_step_ref_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-real-step.sh tests/test-real-step-compute.sh
+# the CPU kernels of spsim-run --step planned for every layout of the sweep (no MPI)
+check_PROGRAMS += tests/test-step-compute
+tests_test_step_compute_SOURCES = tests/test-step-compute.c src/nccl/step_compute.c src/nccl/step_compute.h
+tests_test_step_compute_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) -I$(top_srcdir)/src/nccl
+tests_test_step_compute_LDADD = libspsim.la $(BLAS_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-step-compute
 EXTRA_DIST += tests/test-real-step.sh tests/test-real-step-compute.sh
 if HAVE_CUDA
 check_PROGRAMS += tests/test-real-cuda

@@ -138,6 +138,11 @@ TESTS += tests/test-real-cuda
 # a host-memory stand-in for the CUDA runtime and NCCL, so the CUDA transports
 # and the kernels' element code run bitwise against the simulation in CI.
 FAKEGPU_SOURCES = tests/fakegpu/fakegpu.h tests/fakegpu/cuda.c tests/fakegpu/nccl.c
+if HAVE_CUBLAS
+FAKEGPU_SOURCES += tests/fakegpu/cublas.c
+else
+EXTRA_DIST += tests/fakegpu/cublas.c
+endif
 FAKEGPU_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS) $(BLAS_CFLAGS) $(SP_CUDA_CPPFLAGS) \
 	-I$(top_srcdir)/src/nccl -I$(top_srcdir)/tests/fakegpu
 check_PROGRAMS += tests/spsim-run-fakegpu tests/test-kernels-fakegpu
@@ -146,12 +151,12 @@ tests_spsim_run_fakegpu_CFLAGS = $(FAKEGPU_CFLAGS)
 tests_spsim_run_fakegpu_LDADD = libspsim.la $(MPI_LIBS) $(BLAS_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_test_kernels_fakegpu_SOURCES = tests/test-real-cuda.c $(FAKEGPU_SOURCES)
 tests_test_kernels_fakegpu_CFLAGS = $(FAKEGPU_CFLAGS)
-tests_test_kernels_fakegpu_LDADD = libspsim.la $(MPI_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_test_kernels_fakegpu_LDADD = libspsim.la $(MPI_LIBS) $(BLAS_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-kernels-fakegpu tests/test-real-fakegpu.sh
 EXTRA_DIST += tests/test-real-fakegpu.sh
 else
 EXTRA_DIST += tests/test-real-cuda.c tests/fakegpu/fakegpu.h tests/fakegpu/cuda.c \
-	tests/fakegpu/nccl.c tests/test-real-fakegpu.sh
+	tests/fakegpu/nccl.c tests/fakegpu/cublas.c tests/test-real-fakegpu.sh
 endif
 
 # fuzz: the harnesses of tests/fuzz replayed over their seed corpus (bench/fuzz.sh

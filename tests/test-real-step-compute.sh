@@ -26,7 +26,7 @@
 # task that takes time, as the what-if's), --checksum kept (the reduced replay's lines,
 # as with --dry-compute), spsim platform local and --compare (both figures printed;
 # their agreement is not asserted), the closed loop's quick run, and refusals and
-# faults bounded by --timeout.
+# faults bounded by --timeout; --device cuda on the fake device.
 . "$(dirname "$0")/real-env.sh"
 
 n=0
@@ -56,7 +56,7 @@ flops() {
   else ok "np=$1 $2: $3 GEMM FLOP and $4 attention FLOP, step timed"; fi
 }
 
-echo "1..18"
+echo "1..20"
 
 # 1-5: the kernels of the step, counted by hand
 flops 2 dp=2 27380416512 1879048192
@@ -145,3 +145,19 @@ expect "--compare without --platform: says how" 2 "spsim platform local -np 2 -o
 mpi 2 $A --layout tp=2 --debug-hang-rank 1 --timeout 3
 expect "rank 1 hangs mid-step: bounded by --timeout, names the wait" 4 \
   "rank 0: the step made no progress for 3 s \(--timeout\); waiting on: .*tp '"
+
+# 19: --device cuda on the fake device (tests/fakegpu: cuBLAS's GEMMs queued on the
+# rank's stream, run on the host): the same kernels as on the CPU
+fake="$build/tests/spsim-run-fakegpu"
+if [ -x "$fake" ] && grep -q "define SP_HAVE_CUBLAS 1" "$build/config.h" 2>/dev/null; then
+  timeout 300 "$MPIRUN" -np 2 "$fake" --step --model "$src/models/tiny.json" --seq 256 --global-batch 8 --layout dp=2 --device cuda >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" -eq 0 ] && grep -q "compute on the GPU (cuBLAS)" "$tmp/out" &&
+     grep -q "^measured: rank 0 (stage 0) ran [0-9]* kernels: 27380416512 GEMM FLOP, 1879048192 attention FLOP" "$tmp/out" &&
+     grep -Eq "^measured: step [0-9]+\.[0-9]+ s" "$tmp/out"; then ok "--device cuda on the fake device: dp=2's kernels, step timed"
+  else nok "--device cuda (fake device): exit $rc: $(cat "$tmp/out" "$tmp/err" | tail -c 600)"; fi
+else n=$((n + 1)); echo "ok $n # SKIP not built with CUDA and cuBLAS (no fake device)"; fi
+
+# 20: an unknown --device
+mpi 2 $A --layout tp=2 --device gpu
+expect "--device gpu: refused" 2 "--device must be cpu or cuda \(got 'gpu'\)"

@@ -5,7 +5,7 @@ spsim_run_SOURCES = src/nccl/run.c src/nccl/run_priv.h src/nccl/run_agree.c src/
 spsim_run_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS) $(BLAS_CFLAGS) \
 	-DSP_SRC_MODELS_DIR='"$(abs_top_srcdir)/models"' -DSP_MODELS_DIR='"$(modelsdir)"'
 spsim_run_LDADD = libspsim.la $(MPI_LIBS) $(BLAS_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
-EXTRA_DIST += src/nccl/kernels.cu src/nccl/kernels.h src/nccl/kernel_ops.h src/nccl/transport_nccl.c
+EXTRA_DIST += src/nccl/kernels.cu src/nccl/kernels.h src/nccl/kernel_ops.h src/nccl/transport_nccl.c src/nccl/step_compute_cuda.c
 
 if HAVE_CUDA
 # CUDA headers go in as system headers: nccl.h has old-style prototypes that
@@ -14,6 +14,10 @@ SP_CUDA_CPPFLAGS = -isystem $(CUDA_HOME)/include
 spsim_run_SOURCES += src/nccl/transport_nccl.c src/nccl/kernels.h
 spsim_run_CFLAGS += $(SP_CUDA_CPPFLAGS)
 spsim_run_LDADD += src/nccl/kernels.$(OBJEXT) $(CUDA_LIBS) -lstdc++
+if HAVE_CUBLAS
+spsim_run_SOURCES += src/nccl/step_compute_cuda.c
+spsim_run_LDADD += $(CUBLAS_LIBS)
+endif
 
 # The kernels are built by nvcc with an explicit rule (automake knows no CUDA):
 # -fmad=false keeps data kernels free of FMA contraction; host warnings go

@@ -158,7 +158,7 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
 {
   g_autofree char *op_s = NULL, *coll_s = NULL, *dtype_s = NULL, *algo_s = NULL, *redop_s = NULL,
                   *transport_s = NULL, *size_s = NULL, *sizes_s = NULL, *chunk_s = NULL, *model_s = NULL,
-                  *layout_s = NULL, *trace_s = NULL, *platform_s = NULL;
+                  *layout_s = NULL, *trace_s = NULL, *platform_s = NULL, *device_s = NULL;
   gboolean step = FALSE, dry = FALSE, compare = FALSE, probe = FALSE;
   gint die_mid = -1;
   gint64 mem_avail = 0;
@@ -206,6 +206,9 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
       "must be the layout's GPUs (or, with --dry-compute, the replay's rank count)", NULL },
     { "dry-compute", 0, 0, G_OPTION_ARG_NONE, &dry,
       "--step: the reduced replay of the communication only; compute not executed", NULL },
+    { "device", 0, 0, G_OPTION_ARG_STRING, &device_s,
+      "--step: where compute runs: cpu (default: OpenBLAS, one thread per rank) or cuda (cuBLAS on the rank's "
+      "GPU, local rank modulo the devices; built with CUDA and cuBLAS); communication stays MPI on host memory", "D" },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &trace_s,
       "--step: write the measured step as a Chrome trace (Perfetto), as spsim's --trace writes the predicted one", "FILE" },
     { "compare", 0, 0, G_OPTION_ARG_NONE, &compare,
@@ -261,9 +264,19 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     cfg->timeout = timeout;
     return TRUE;
   }
-  if (!step && (dry || trace_s || compare || platform_s)) {
+  if (!step && (dry || trace_s || compare || platform_s || device_s)) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s applies to --step only (e.g. --step --model tiny --layout tp=2)",
-                dry ? "--dry-compute" : trace_s ? "--trace" : compare ? "--compare" : "--platform");
+                dry ? "--dry-compute" : trace_s ? "--trace" : compare ? "--compare" : platform_s ? "--platform"
+                : "--device");
+    return FALSE;
+  }
+  if (device_s && strcmp(device_s, "cpu") != 0 && strcmp(device_s, "cuda") != 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--device must be cpu or cuda (got '%s')", device_s);
+    return FALSE;
+  }
+  if (device_s && dry) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--device places the compute of the step: it does not combine with "
+                "--dry-compute");
     return FALSE;
   }
   if (step && dry && (trace_s || compare)) {
@@ -316,6 +329,7 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     cfg->gpus_per_node = gpn;
     cfg->world = gworld;
     cfg->dry_compute = dry;
+    cfg->device_cuda = g_strcmp0(device_s, "cuda") == 0;
     cfg->trace = trace_s ? g_intern_string(trace_s) : NULL;
     cfg->compare = compare;
     cfg->platform = platform_s ? g_intern_string(platform_s) : NULL;

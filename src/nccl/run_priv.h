@@ -60,6 +60,7 @@ typedef struct {
   int32_t gpus_per_node; /* 0: the world if at most 8, else 8 */
   int32_t world;         /* --world: GPUs of the layout (0: the launched ranks) */
   gboolean dry_compute;  /* --dry-compute: the reduced replay of the communication only */
+  gboolean device_cuda;  /* --device cuda: the compute kernels on the GPU with cuBLAS */
   const char *trace;     /* --trace FILE: the measured step as a Chrome trace */
   gboolean compare;      /* --compare: the measured step beside spsim's prediction */
   const char *platform;  /* --platform FILE for --compare (interned; NULL: measure one) */

@@ -171,7 +171,10 @@ int run_step(runner *r)
   if (compute) sk_init();
   const int32_t world = cfg->world ? cfg->world : w->world; /* GPUs of the layout */
   gboolean built = step_case_build(cfg, world, &s, &err);
-  if (built && compute && !sk_available())
+  if (built && compute && cfg->device_cuda && !sk_gpu_available())
+    err = g_error_new(SP_ERROR, SP_ERROR_UNSUPPORTED, "--device cuda: this spsim-run was built without CUDA and "
+                      "cuBLAS (configure --with-cuda=DIR, with libcublas); use --device cpu");
+  else if (built && compute && !cfg->device_cuda && !sk_available())
     err = g_error_new(SP_ERROR, SP_ERROR_UNSUPPORTED, "--step: this spsim-run was built without OpenBLAS and "
                       "cannot execute compute; install libopenblas-dev and reconfigure, or use --dry-compute");
   else if (built && compute && world != w->world)
@@ -295,13 +298,23 @@ int run_step(runner *r)
     double step_s = 0;
     if (w->rank == 0) {
       printf("step: %s at its real sizes (%" G_GINT64_FORMAT " layers, %" G_GINT64_FORMAT " micro-batches, seq %"
-             G_GINT64_FORMAT "): %u tasks, compute on the CPU (OpenBLAS, one thread per rank)\n", s.model->name,
-             s.model->layers, f.graph->microbatches, cfg->seq, nt);
+             G_GINT64_FORMAT "): %u tasks, compute %s\n", s.model->name, s.model->layers, f.graph->microbatches,
+             cfg->seq, nt, cfg->device_cuda ? "on the GPU (cuBLAS)" : "on the CPU (OpenBLAS, one thread per rank)");
       fflush(stdout);
     }
     double kind_s[3] = { 0 };
-    if (!step_exec_run(r, f.graph, f.kernels, f.koff, st, en, &step_s, kind_s, &err))
+    sk_gpu *gpu = NULL;
+    if (cfg->device_cuda) gpu = sk_gpu_new(f.kernels, &err);
+    if (!agree_ok(w, err, "the other ranks to set up their GPU")) {
+      g_clear_error(&err);
+      sk_gpu_free(gpu);
+      full_case_clear(&f);
+      step_case_clear(&s);
+      return EXIT_TRANSPORT;
+    }
+    if (!step_exec_run(r, f.graph, f.kernels, f.koff, gpu, st, en, &step_s, kind_s, &err))
       die_transport(w, err);
+    sk_gpu_free(gpu);
     if (w->rank == 0) {
       double busy[SP_COMM_KIND_COUNT + 1], exposed[SP_COMM_KIND_COUNT + 2];
       double fl[2] = { 0 }, bytes = 0;

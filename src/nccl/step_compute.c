@@ -271,12 +271,8 @@ double sk_flops(const sk_kernel *k)
 
 /* ------------------------------------------------------------ running them */
 
-/* Queries per attention block: small enough that the causal triangle is cut finely
- * (the work of a block row is its keys up to the diagonal). */
-#define ATTN_BLOCK 64
-/* Floats of each array of the element-wise pass: 4 MiB, beyond the last-level cache
- * of a laptop core share, so that the pass measures memory. */
-#define ELEM_FLOATS ((size_t)1 << 20)
+#define ATTN_BLOCK SK_ATTN_BLOCK
+#define ELEM_FLOATS SK_ELEM_FLOATS
 /* FLOPs between two polls of the communication: a few milliseconds at the tens of
  * GFLOP/s of one core (spsim platform local on this machine: 13-37 GFLOP/s per rank),
  * and GEMM pieces of at least POLL_MIN_ROWS rows: thinner pieces ran at half the rate
@@ -292,7 +288,7 @@ struct sk_buffers {
   size_t na, nb, nc, nq, nkv, ns;
 };
 
-static void sizes_of(const GArray *kernels, size_t *na, size_t *nb, size_t *nc, size_t *nq, size_t *nkv, size_t *ns)
+void sk_sizes(const GArray *kernels, size_t *na, size_t *nb, size_t *nc, size_t *nq, size_t *nkv, size_t *ns)
 {
   *na = *nb = *nc = *nq = *nkv = *ns = 1;
   for (guint i = 0; i < kernels->len; i++) {
@@ -315,7 +311,7 @@ static void sizes_of(const GArray *kernels, size_t *na, size_t *nb, size_t *nc, 
 double sk_buffers_bytes(const GArray *kernels)
 {
   size_t na, nb, nc, nq, nkv, ns;
-  sizes_of(kernels, &na, &nb, &nc, &nq, &nkv, &ns);
+  sk_sizes(kernels, &na, &nb, &nc, &nq, &nkv, &ns);
   return 4.0 * ((double)na + nb + nc + 2.0 * nq + 2.0 * nkv + 2.0 * ns + 2.0 * ELEM_FLOATS);
 }
 
@@ -330,7 +326,7 @@ static float *filled(size_t n)
 sk_buffers *sk_buffers_new(const GArray *kernels)
 {
   sk_buffers *b = g_new0(sk_buffers, 1);
-  sizes_of(kernels, &b->na, &b->nb, &b->nc, &b->nq, &b->nkv, &b->ns);
+  sk_sizes(kernels, &b->na, &b->nb, &b->nc, &b->nq, &b->nkv, &b->ns);
   b->a = filled(b->na);
   b->b = filled(b->nb);
   b->c = filled(b->nc);
@@ -539,3 +535,33 @@ double sk_measure_attn(int64_t seq, int64_t d, double secs)
   return 0.0;
 #endif
 }
+
+#ifndef SP_HAVE_CUBLAS
+gboolean sk_gpu_available(void)
+{
+  return FALSE;
+}
+
+sk_gpu *sk_gpu_new(const GArray *kernels, GError **err)
+{
+  (void)kernels;
+  g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED, "--device cuda: this spsim-run was built without CUDA and "
+              "cuBLAS (configure --with-cuda=DIR with libcublas); use --device cpu");
+  return NULL;
+}
+
+void sk_gpu_free(sk_gpu *g)
+{
+  (void)g;
+}
+
+gboolean sk_gpu_run(sk_gpu *g, const sk_kernel *k, void (*poll)(void *user), void *user, GError **err)
+{
+  (void)g;
+  (void)k;
+  (void)poll;
+  (void)user;
+  g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED, "--device cuda: not built with cuBLAS");
+  return FALSE;
+}
+#endif

@@ -29,6 +29,17 @@ typedef struct {
 gboolean sk_plan(const sp_stepgraph *g, const sp_step_ctx *c, const sp_layout *l, int32_t stage, GArray *kernels,
                  uint32_t **off, GError **err);
 
+/* Queries per attention block: small enough that the causal triangle is cut finely
+ * (the work of a block row is its keys up to the diagonal). */
+#define SK_ATTN_BLOCK 64
+/* Floats of each array of the element-wise pass: 4 MiB, beyond the last-level cache
+ * of a laptop core share, so that the pass measures memory. */
+#define SK_ELEM_FLOATS ((size_t)1 << 20)
+
+/* Floats of each buffer the kernels of @p kernels need: GEMM A, B, C (C also holds the
+ * attention backward's dV and dK, A its dQ), attention Q (and O), K (and V), scores. */
+void sk_sizes(const GArray *kernels, size_t *na, size_t *nb, size_t *nc, size_t *nq, size_t *nkv, size_t *ns);
+
 /* FLOPs of a kernel (0 for element-wise ones). */
 double sk_flops(const sk_kernel *k);
 
@@ -55,5 +66,16 @@ double sk_measure_gemm(int64_t m, int64_t n, int64_t k, double secs);
 double sk_measure_membw(double secs);
 /* Measure: FLOP/s of the causal attention forward of one head of @p seq tokens, head dim @p d. */
 double sk_measure_attn(int64_t seq, int64_t d, double secs);
+
+/* The kernels on this rank's GPU (step_compute_cuda.c, built with CUDA and cuBLAS):
+ * GEMMs and attention products with cublasSgemm, the softmax and element-wise passes
+ * as device-to-device copies of the same bytes, on a stream of their own; the rank
+ * polls the communication while the stream runs. Without cuBLAS, sk_gpu_new fails
+ * saying so. */
+typedef struct sk_gpu sk_gpu;
+gboolean sk_gpu_available(void);
+sk_gpu *sk_gpu_new(const GArray *kernels, GError **err);
+void sk_gpu_free(sk_gpu *g);
+gboolean sk_gpu_run(sk_gpu *g, const sk_kernel *k, void (*poll)(void *user), void *user, GError **err);
 
 #endif

@@ -208,7 +208,7 @@ double step_exec_bytes(const sp_stepgraph *g, int32_t stage, const GArray *kerne
 }
 
 gboolean step_exec_run(runner *r, const sp_stepgraph *g, const GArray *kernels, const uint32_t *koff,
-                       double *start_out, double *end_out, double *step_s, double *kind_s, GError **err)
+                       sk_gpu *gpu, double *start_out, double *end_out, double *step_s, double *kind_s, GError **err)
 {
   world_info *w = r->w;
   ex e = { .r = r, .g = g, .T = (const sp_task *)(void *)g->tasks->data, .n = g->tasks->len, .me = w->rank,
@@ -244,7 +244,7 @@ gboolean step_exec_run(runner *r, const sp_stepgraph *g, const GArray *kernels, 
   e.rtask = (guint *)(void *)g_array_free(rt, FALSE);
   e.rreq = g_new(MPI_Request, MAX(e.nrecv, 1u));
   e.rmem = g_new0(char *, MAX(e.nrecv, 1u));
-  e.kb = sk_buffers_new(kernels);
+  e.kb = gpu ? NULL : sk_buffers_new(kernels);
   barrier(r);
   e.t0 = MPI_Wtime();
   for (guint j = 0; ok && j < e.nrecv; j++) {
@@ -282,9 +282,11 @@ gboolean step_exec_run(runner *r, const sp_stepgraph *g, const GArray *kernels, 
         for (uint32_t k = koff[i]; k < koff[i + 1]; k++) {
           const sk_kernel *kk = &g_array_index(kernels, sk_kernel, k);
           double k0 = MPI_Wtime();
-          sk_run(e.kb, kk, poll_cb, &e);
+          if (gpu == NULL) sk_run(e.kb, kk, poll_cb, &e);
+          else if (!sk_gpu_run(gpu, kk, poll_cb, &e, &e.err)) break;
           if (kind_s) kind_s[kk->kind] += MPI_Wtime() - k0;
         }
+        if (e.err) break;
         e.te[i] = now(&e);
         e.done[i] = 1;
         e.head[SP_STREAM_COMPUTE]++;

@@ -77,8 +77,8 @@ static double pct(double measured, double predicted)
   return measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0;
 }
 
-int step_compare(runner *r, const char *model, const char *layout, int32_t mb, const double *exposed,
-                 const double *busy, double step_s)
+int step_compare(runner *r, const char *model, const char *layout, const double *exposed, const double *busy,
+                 double step_s)
 {
   const run_config *cfg = r->cfg;
   GError *err = NULL;
@@ -152,7 +152,6 @@ int step_compare(runner *r, const char *model, const char *layout, int32_t mb, c
     g_clear_error(&err);
     return EXIT_USAGE;
   }
-  (void)mb;
   JsonObject *pe = json_object_has_member(row, "exposed_s") ? json_object_get_object_member(row, "exposed_s") : NULL;
   JsonObject *pc = json_object_has_member(row, "comm_s") ? json_object_get_object_member(row, "comm_s") : NULL;
   printf("compare: predicted by `%s`%s\n", cmdline, lp.gemm > 0 ? "" : " (the platform has no local_gemm_flops: "

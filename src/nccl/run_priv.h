@@ -123,8 +123,8 @@ void barrier(runner *r);
 int run_step(runner *r);
 
 /* run_compare.c: --compare, the prediction of the step by spsim on a platform */
-int step_compare(runner *r, const char *model, const char *layout, int32_t mb, const double *measured,
-                 const double *busy, double step_s);
+int step_compare(runner *r, const char *model, const char *layout, const double *exposed, const double *busy,
+                 double step_s);
 
 /* run_probe.c: --probe */
 int run_probe(runner *r);

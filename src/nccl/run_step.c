@@ -337,7 +337,7 @@ int run_step(runner *r)
         rc = EXIT_USAGE;
       }
       if (rc == 0 && cfg->compare)
-        rc = step_compare(r, s.model->name, lt, s.layout.mb, exposed, busy, step_s);
+        rc = step_compare(r, cfg->model, lt, exposed, busy, step_s);
     }
     /* rank 0's verdict for everyone */
     uint64_t v = (uint64_t)rc;

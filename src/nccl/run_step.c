@@ -296,10 +296,17 @@ int run_step(runner *r)
     g_autofree double *st = g_new0(double, nt);
     g_autofree double *en = g_new0(double, nt);
     double step_s = 0;
+    double fl[2] = { 0 }, bytes = 0;
+    for (guint k = 0; k < f.kernels->len; k++) {
+      const sk_kernel *kk = &g_array_index(f.kernels, sk_kernel, k);
+      if (kk->kind == SK_ELEM) bytes += kk->bytes;
+      else fl[kk->kind == SK_ATTN] += sk_flops(kk);
+    }
     if (w->rank == 0) {
       printf("step: %s at its real sizes (%" G_GINT64_FORMAT " layers, %" G_GINT64_FORMAT " micro-batches, seq %"
-             G_GINT64_FORMAT "): %u tasks, compute %s\n", s.model->name, s.model->layers, f.graph->microbatches,
-             cfg->seq, nt, cfg->device_cuda ? "on the GPU (cuBLAS)" : "on the CPU (OpenBLAS, one thread per rank)");
+             G_GINT64_FORMAT "): %u tasks, %.3g FLOP on rank 0, compute %s\n", s.model->name, s.model->layers,
+             f.graph->microbatches, cfg->seq, nt, fl[0] + fl[1],
+             cfg->device_cuda ? "on the GPU (cuBLAS)" : "on the CPU (OpenBLAS, one thread per rank)");
       fflush(stdout);
     }
     double kind_s[3] = { 0 };
@@ -317,12 +324,6 @@ int run_step(runner *r)
     sk_gpu_free(gpu);
     if (w->rank == 0) {
       double busy[SP_COMM_KIND_COUNT + 1], exposed[SP_COMM_KIND_COUNT + 2];
-      double fl[2] = { 0 }, bytes = 0;
-      for (guint k = 0; k < f.kernels->len; k++) {
-        const sk_kernel *kk = &g_array_index(f.kernels, sk_kernel, k);
-        if (kk->kind == SK_ELEM) bytes += kk->bytes;
-        else fl[kk->kind == SK_ATTN] += sk_flops(kk);
-      }
       printf("measured: rank 0 (stage 0) ran %u kernels: %.0f GEMM FLOP, %.0f attention FLOP, %.0f element-wise "
              "bytes\n", f.kernels->len, fl[0], fl[1], bytes);
       printf("measured: rank 0's kernels took %.6f s GEMM (%.3g FLOP/s), %.6f s attention (%.3g FLOP/s), %.6f s "

@@ -1,5 +1,4 @@
-/* spsim platform local [-np N] [-o FILE]: see cmd_platform_local.c.
- * spsim platform dgx --nodes N [--gpu h100|a100|h100-hbm2e|toy] [--gpus-per-node 8] [--charge-local]
+/* spsim platform dgx --nodes N [--gpu h100|a100|h100-hbm2e|toy] [--gpus-per-node 8] [--charge-local]
  *                    [--nvlink-bw GBPS] [--nic-bw GBPS] [--su-nodes N] [--oversubscription R] [-o FILE]:
  * write a calibrated platform XML (stdout by default). */
 #include "config.h"
@@ -26,12 +25,6 @@ int sp_cmd_platform(int argc, char **argv)
   gint nodes = G_MININT, gpn = 8, su_nodes = G_MININT;
   gboolean charge = FALSE;
   double oversub = 1.0;
-  /* spsim platform local ...: its own options */
-  for (int i = 1; i < argc; i++) {
-    if (argv[i][0] == '-') continue;
-    if (strcmp(argv[i], "local") == 0) return sp_cmd_platform_local(argc - i, argv + i);
-    break;
-  }
   g_autofree char *nvl_s = NULL, *nic_s = NULL;
   g_autofree char *gpu = NULL, *out = NULL;
   GOptionEntry entries[] = {
@@ -60,12 +53,12 @@ int sp_cmd_platform(int argc, char **argv)
   }
   if (argc < 2)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
-                                   "platform: missing family (usage: spsim platform dgx --nodes N, or spsim platform local -np N)"));
+                                   "platform: missing family (usage: spsim platform dgx --nodes N)"));
   if (argc > 2)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform: unexpected argument '%s'", argv[2]));
   if (strcmp(argv[1], "dgx") != 0)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
-                                   "platform: unknown family '%s' (expected dgx or local)", argv[1]));
+                                   "platform: unknown family '%s' (expected dgx)", argv[1]));
   if (nodes == G_MININT)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
                                    "platform: --nodes N is required (e.g. spsim platform dgx --nodes 128)"));

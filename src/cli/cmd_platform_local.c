@@ -206,3 +206,14 @@ int sp_cmd_platform_local(int argc, char **argv)
           table_path);
   return 0;
 }
+
+int sp_cmd_platform_family(int argc, char **argv)
+{
+  /* the first argument that is not an option names the family */
+  for (int i = 1; i < argc; i++) {
+    if (argv[i][0] == '-') continue;
+    if (strcmp(argv[i], "local") == 0) return sp_cmd_platform_local(argc - i, argv + i);
+    break;
+  }
+  return sp_cmd_platform(argc, argv);
+}

@@ -26,7 +26,7 @@ typedef struct {
 
 static const command commands[] = {
   { "topo", sp_cmd_topo },
-  { "platform", sp_cmd_platform },
+  { "platform", sp_cmd_platform_family },
   { "bench", sp_cmd_bench },
   { "verify", sp_cmd_verify },
   { "calibrate", sp_cmd_calibrate },

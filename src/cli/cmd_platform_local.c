@@ -113,6 +113,7 @@ static gboolean probe(int np, double *gemm, double *attn, double *membw, double 
 
 int sp_cmd_platform_local(int argc, char **argv)
 {
+  /* argv[0] is "spsim platform"; the family "local" is taken out */
   gint np = 2;
   g_autofree char *out = NULL;
   GOptionEntry entries[] = {
@@ -212,7 +213,14 @@ int sp_cmd_platform_family(int argc, char **argv)
   /* the first argument that is not an option names the family */
   for (int i = 1; i < argc; i++) {
     if (argv[i][0] == '-') continue;
-    if (strcmp(argv[i], "local") == 0) return sp_cmd_platform_local(argc - i, argv + i);
+    if (strcmp(argv[i], "local") == 0) {
+      /* "spsim platform" and the options, without the family, as sp_cmd_platform gets them */
+      g_autofree char **args = g_new0(char *, (gsize)argc);
+      int n = 0;
+      for (int j = 0; j < argc; j++)
+        if (j != i) args[n++] = argv[j];
+      return sp_cmd_platform_local(n, args);
+    }
     break;
   }
   return sp_cmd_platform(argc, argv);

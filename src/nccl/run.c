@@ -158,7 +158,8 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
 {
   g_autofree char *op_s = NULL, *coll_s = NULL, *dtype_s = NULL, *algo_s = NULL, *redop_s = NULL,
                   *transport_s = NULL, *size_s = NULL, *sizes_s = NULL, *chunk_s = NULL, *model_s = NULL,
-                  *layout_s = NULL, *trace_s = NULL, *platform_s = NULL, *device_s = NULL;
+                  *layout_s = NULL;
+  g_autofree char *trace_s = NULL, *platform_s = NULL, *device_s = NULL; /* --step with compute */
   gboolean step = FALSE, dry = FALSE, compare = FALSE, probe = FALSE;
   gint die_mid = -1;
   gint64 mem_avail = 0;

@@ -159,16 +159,18 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   g_autofree char *op_s = NULL, *coll_s = NULL, *dtype_s = NULL, *algo_s = NULL, *redop_s = NULL,
                   *transport_s = NULL, *size_s = NULL, *sizes_s = NULL, *chunk_s = NULL, *model_s = NULL,
                   *layout_s = NULL;
-  g_autofree char *trace_s = NULL, *platform_s = NULL, *device_s = NULL; /* --step with compute */
-  gboolean step = FALSE, dry = FALSE, compare = FALSE, probe = FALSE;
-  gint die_mid = -1;
-  gint64 mem_avail = 0;
+  gboolean step = FALSE;
   gint64 seq = 0, gbatch = 0;
   gint mbatch = 0, gpn = 0, gworld = 0;
   gint64 count = G_MININT64; /* not given */
   gint ranks = 0, root = 0, iters = 20, warmup = 5, die = -1, corrupt = -1, hang = -1;
   double timeout = DEFAULT_TIMEOUT;
   gboolean checksum = FALSE, time_ = FALSE, native = FALSE, mismatch = FALSE, deadlock = FALSE;
+  /* --step with compute, --probe */
+  g_autofree char *trace_s = NULL, *platform_s = NULL, *device_s = NULL;
+  gboolean dry = FALSE, compare = FALSE, probe = FALSE;
+  gint die_mid = -1;
+  gint64 mem_avail = 0;
   GOptionEntry entries[] = {
     { "version", 0, 0, G_OPTION_ARG_NONE, &cfg->version, "print the version and exit", NULL },
     { "op", 'o', 0, G_OPTION_ARG_STRING, &op_s,

@@ -3,7 +3,7 @@
 # CUDA + NCCL are optional and not installed here (configure finds /usr/local/cuda).
 set -euo pipefail
 pkgs="build-essential autoconf automake libtool pkg-config libglib2.0-dev libjson-glib-dev
-      libsimgrid-dev simgrid libopenmpi-dev openmpi-bin valgrind help2man"
+      libsimgrid-dev simgrid libopenmpi-dev openmpi-bin libopenblas-dev valgrind help2man"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

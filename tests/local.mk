@@ -126,8 +126,14 @@ check_PROGRAMS += tests/test-real-step-ref
 tests_test_real_step_ref_SOURCES = tests/test-real-step-ref.c
 tests_test_real_step_ref_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 tests_test_real_step_ref_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
-TESTS += tests/test-real-step.sh
-EXTRA_DIST += tests/test-real-step.sh
+TESTS += tests/test-real-step.sh tests/test-real-step-compute.sh
+# the CPU kernels of spsim-run --step planned for every layout of the sweep (no MPI)
+check_PROGRAMS += tests/test-step-compute
+tests_test_step_compute_SOURCES = tests/test-step-compute.c src/nccl/step_compute.c src/nccl/step_compute.h
+tests_test_step_compute_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) -I$(top_srcdir)/src/nccl
+tests_test_step_compute_LDADD = libspsim.la $(BLAS_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-step-compute
+EXTRA_DIST += tests/test-real-step.sh tests/test-real-step-compute.sh
 # the what-if spread over mpirun's ranks: identical to one process
 TESTS += tests/test-dist-sweep.sh
 EXTRA_DIST += tests/test-dist-sweep.sh
@@ -142,20 +148,25 @@ TESTS += tests/test-real-cuda
 # a host-memory stand-in for the CUDA runtime and NCCL, so the CUDA transports
 # and the kernels' element code run bitwise against the simulation in CI.
 FAKEGPU_SOURCES = tests/fakegpu/fakegpu.h tests/fakegpu/cuda.c tests/fakegpu/nccl.c
-FAKEGPU_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS) $(SP_CUDA_CPPFLAGS) \
+if HAVE_CUBLAS
+FAKEGPU_SOURCES += tests/fakegpu/cublas.c
+else
+EXTRA_DIST += tests/fakegpu/cublas.c
+endif
+FAKEGPU_CFLAGS = $(AM_CFLAGS) -ffp-contract=off $(MPI_CFLAGS) $(BLAS_CFLAGS) $(SP_CUDA_CPPFLAGS) \
 	-I$(top_srcdir)/src/nccl -I$(top_srcdir)/tests/fakegpu
 check_PROGRAMS += tests/spsim-run-fakegpu tests/test-kernels-fakegpu
 tests_spsim_run_fakegpu_SOURCES = $(spsim_run_SOURCES) $(FAKEGPU_SOURCES)
 tests_spsim_run_fakegpu_CFLAGS = $(FAKEGPU_CFLAGS)
-tests_spsim_run_fakegpu_LDADD = libspsim.la $(MPI_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_spsim_run_fakegpu_LDADD = libspsim.la $(MPI_LIBS) $(BLAS_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_test_kernels_fakegpu_SOURCES = tests/test-real-cuda.c $(FAKEGPU_SOURCES)
 tests_test_kernels_fakegpu_CFLAGS = $(FAKEGPU_CFLAGS)
-tests_test_kernels_fakegpu_LDADD = libspsim.la $(MPI_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_test_kernels_fakegpu_LDADD = libspsim.la $(MPI_LIBS) $(BLAS_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-kernels-fakegpu tests/test-real-fakegpu.sh
 EXTRA_DIST += tests/test-real-fakegpu.sh
 else
 EXTRA_DIST += tests/test-real-cuda.c tests/fakegpu/fakegpu.h tests/fakegpu/cuda.c \
-	tests/fakegpu/nccl.c tests/test-real-fakegpu.sh
+	tests/fakegpu/nccl.c tests/fakegpu/cublas.c tests/test-real-fakegpu.sh
 endif
 
 # fuzz: the harnesses of tests/fuzz replayed over their seed corpus (bench/fuzz.sh

@@ -1,6 +1,6 @@
 #!/bin/sh
-# The communication of a training step under mpirun (spsim-run --step, MPI host
-# transport) on the test model models/tiny.json (4 layers, h 256, 4 heads, SwiGLU
+# The communication of a training step under mpirun (spsim-run --step --dry-compute,
+# MPI host transport; the step with compute is tests/test-real-step-compute.sh) on the test model models/tiny.json (4 layers, h 256, 4 heads, SwiGLU
 # ffn 1024, vocab 1024), --seq 256 --global-batch 8. Each layout's step graph is
 # reduced as the what-if's --verify reduces it (one layer per model chunk, pp
 # micro-batches; 2 without pipelining) and must PASS with the calls counted by hand
@@ -37,7 +37,7 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 
-A="--step --model tiny --seq 256 --global-batch 8"
+A="--step --model tiny --seq 256 --global-batch 8 --dry-compute"
 # mpi NP ARGS...: under timeout 120 (a hang guard); sets rc; output in $tmp/out, $tmp/err
 mpi() {
   np=$1; shift

@@ -9,6 +9,10 @@
 /* Each takes the arguments after the subcommand name (argv[0] is "spsim SUBCOMMAND"). */
 int sp_cmd_topo(int argc, char **argv);
 int sp_cmd_platform(int argc, char **argv);
+/* spsim platform local (cmd_platform_local.c): argv[0] is "spsim platform", the family taken out. */
+int sp_cmd_platform_local(int argc, char **argv);
+/* spsim platform FAMILY: local to sp_cmd_platform_local, the others to sp_cmd_platform. */
+int sp_cmd_platform_family(int argc, char **argv);
 int sp_cmd_bench(int argc, char **argv);
 int sp_cmd_verify(int argc, char **argv);
 int sp_cmd_calibrate(int argc, char **argv);

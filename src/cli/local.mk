@@ -7,7 +7,7 @@ spsim_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LI
 # topo subcommand
 spsim_SOURCES += src/cli/cmd_topo.c
 # platform, bench, verify subcommands
-spsim_SOURCES += src/cli/cmd_platform.c src/cli/cmd_bench.c src/cli/cmd_verify.c
+spsim_SOURCES += src/cli/cmd_platform.c src/cli/cmd_platform_local.c src/cli/cmd_bench.c src/cli/cmd_verify.c
 # calibrate: fit a platform to nccl-tests logs
 spsim_SOURCES += src/cli/cmd_calibrate.c
 # what-if analysis

@@ -12,6 +12,7 @@ static const char usage[] =
   "  spsim PLATFORM.xml [OPTIONS]     what-if analysis: rank the layouts of a model on a cluster\n"
   "  spsim topo OPTIONS               process topologies, groups, factorisations\n"
   "  spsim platform dgx OPTIONS       generate a SimGrid platform of DGX nodes\n"
+  "  spsim platform local -np N -o F  measure this machine (MPI ranks, CPU GEMMs) into a platform\n"
   "  spsim bench PLATFORM OPTIONS     predicted collective performance (nccl-tests style)\n"
   "  spsim verify PLATFORM OPTIONS    run a collective or operation with real bytes, check it\n"
   "  spsim calibrate LOG... OPTIONS   fit a platform's links to nccl-tests logs\n"
@@ -25,7 +26,7 @@ typedef struct {
 
 static const command commands[] = {
   { "topo", sp_cmd_topo },
-  { "platform", sp_cmd_platform },
+  { "platform", sp_cmd_platform_family },
   { "bench", sp_cmd_bench },
   { "verify", sp_cmd_verify },
   { "calibrate", sp_cmd_calibrate },

@@ -166,6 +166,11 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   gint ranks = 0, root = 0, iters = 20, warmup = 5, die = -1, corrupt = -1, hang = -1;
   double timeout = DEFAULT_TIMEOUT;
   gboolean checksum = FALSE, time_ = FALSE, native = FALSE, mismatch = FALSE, deadlock = FALSE;
+  /* --step with compute, --probe */
+  g_autofree char *trace_s = NULL, *platform_s = NULL, *device_s = NULL;
+  gboolean dry = FALSE, compare = FALSE, probe = FALSE;
+  gint die_mid = -1;
+  gint64 mem_avail = 0;
   GOptionEntry entries[] = {
     { "version", 0, 0, G_OPTION_ARG_NONE, &cfg->version, "print the version and exit", NULL },
     { "op", 'o', 0, G_OPTION_ARG_STRING, &op_s,
@@ -200,8 +205,27 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
       "run the communication of a training step instead of --op: the step graph the what-if "
       "builds for --layout on W GPUs (--world; default: the launched ranks), reduced as `--verify` reduces it (one layer per "
       "model chunk, pp micro-batches), every collective and pipeline send with real bytes, each "
-      "rank checking its outputs; compute is not executed. mpirun -np must be the replay's rank "
-      "count; MPI rank i runs the replay's local rank i", NULL },
+      "rank checking its outputs; then, unless --dry-compute, the whole step at the model's real sizes: "
+      "compute as CPU kernels (OpenBLAS GEMMs, attention, element-wise passes) on the main thread and "
+      "every collective and pipeline send as a nonblocking MPI call on its stream, with the graph's "
+      "dependencies; prints the measured step time and the busy and exposed time per kind. mpirun -np "
+      "must be the layout's GPUs (or, with --dry-compute, the replay's rank count)", NULL },
+    { "dry-compute", 0, 0, G_OPTION_ARG_NONE, &dry,
+      "--step: the reduced replay of the communication only; compute not executed", NULL },
+    { "device", 0, 0, G_OPTION_ARG_STRING, &device_s,
+      "--step: where compute runs: cpu (default: OpenBLAS, one thread per rank) or cuda (cuBLAS on the rank's "
+      "GPU, local rank modulo the devices; built with CUDA and cuBLAS); communication stays MPI on host memory", "D" },
+    { "trace", 0, 0, G_OPTION_ARG_FILENAME, &trace_s,
+      "--step: write the measured step as a Chrome trace (Perfetto), as spsim's --trace writes the predicted one", "FILE" },
+    { "compare", 0, 0, G_OPTION_ARG_NONE, &compare,
+      "--step: print the measured step beside spsim's prediction of the same step on --platform (runs "
+      "`spsim PLATFORM ... --json -`; spsim found beside spsim-run or on PATH)", NULL },
+    { "platform", 0, 0, G_OPTION_ARG_FILENAME, &platform_s,
+      "--compare: the platform of this machine (spsim platform local -np N -o FILE); default: measured now "
+      "by spsim platform local into a temporary file", "FILE" },
+    { "probe", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &probe, "", NULL },
+    { "debug-die-mid-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &die_mid, "", "R" },
+    { "debug-mem-avail", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT64, &mem_avail, "", "BYTES" },
     { "model", 0, 0, G_OPTION_ARG_STRING, &model_s, "--step: a built-in model (tiny, llama3-8b, ...) or a model JSON file", "M" },
     { "layout", 0, 0, G_OPTION_ARG_STRING, &layout_s, "--step: the layout, as the what-if's --layout (tp=2,pp=2,dp=2,zero=1,...)", "L" },
     { "seq", 0, 0, G_OPTION_ARG_INT64, &seq, "--step: sequence length in tokens (default 8192)", "S" },
@@ -224,7 +248,8 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
       "Launch with mpirun; every rank runs its own program and checks it against the reference.\n"
       "Example: mpirun -np 4 spsim-run --op all-reduce --dtype bf16 --count 4096 --checksum\n"
       "         mpirun -np 4 spsim-run --step --model tiny --layout tp=2,pp=2 --seq 256 --global-batch 8\n"
-      "         (--step: the communication of the step; compute not executed)");
+      "         (--step: the reduced communication checked, then the step with compute, timed)\n"
+      "         mpirun -np 4 spsim-run --step --model tiny --layout tp=2,pp=2 --seq 256 --global-batch 8 --compare");
   g_option_context_add_main_entries(ctx, entries, NULL);
   if (!g_option_context_parse(ctx, &argc, &argv, err))
     return FALSE;
@@ -234,6 +259,41 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   }
   if (cfg->version)
     return TRUE;
+  cfg->debug_die_mid_rank = die_mid;
+  cfg->debug_mem_avail = (double)mem_avail;
+  if (probe) {
+    if (step || op_s || coll_s) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--probe does not combine with --step or --op");
+      return FALSE;
+    }
+    cfg->probe = TRUE;
+    cfg->timeout = timeout;
+    return TRUE;
+  }
+  if (!step && (dry || trace_s || compare || platform_s || device_s)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s applies to --step only (e.g. --step --model tiny --layout tp=2)",
+                dry ? "--dry-compute" : trace_s ? "--trace" : compare ? "--compare" : platform_s ? "--platform"
+                : "--device");
+    return FALSE;
+  }
+  if (device_s && strcmp(device_s, "cpu") != 0 && strcmp(device_s, "cuda") != 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--device must be cpu or cuda (got '%s')", device_s);
+    return FALSE;
+  }
+  if (device_s && dry) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--device places the compute of the step: it does not combine with "
+                "--dry-compute");
+    return FALSE;
+  }
+  if (step && dry && (trace_s || compare)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s measures the step with compute: it does not combine with "
+                "--dry-compute", trace_s ? "--trace" : "--compare");
+    return FALSE;
+  }
+  if (platform_s && !compare) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--platform applies to --compare (the platform of the prediction)");
+    return FALSE;
+  }
   if (!step) {
     const char *stray = model_s ? "--model" : layout_s ? "--layout" : seq ? "--seq" : gbatch ? "--global-batch"
                         : mbatch ? "--micro-batch" : gpn ? "--gpus-per-node" : gworld ? "--world" : NULL;
@@ -274,6 +334,11 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     cfg->micro_batch = mbatch;
     cfg->gpus_per_node = gpn;
     cfg->world = gworld;
+    cfg->dry_compute = dry;
+    cfg->device_cuda = g_strcmp0(device_s, "cuda") == 0;
+    cfg->trace = trace_s ? g_intern_string(trace_s) : NULL;
+    cfg->compare = compare;
+    cfg->platform = platform_s ? g_intern_string(platform_s) : NULL;
   } else if (op_s == NULL && coll_s == NULL) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--op is required (e.g. --op all-reduce, or --step)");
     return FALSE;
@@ -484,6 +549,8 @@ int main(int argc, char **argv)
   int rc;
   if (cfg.debug_deadlock)
     rc = run_deadlock(&r);
+  else if (cfg.probe)
+    rc = run_probe(&r);
   else if (cfg.step)
     rc = run_step(&r);
   else if (cfg.graph)

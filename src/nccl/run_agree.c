@@ -11,7 +11,7 @@ typedef struct {
   char *value;
 } field;
 
-#define N_FIELDS 25
+#define N_FIELDS 31
 
 /* The configuration as (flag, canonical value) pairs; every rank must agree. */
 static void config_fields(const run_config *c, field *f)
@@ -43,6 +43,12 @@ static void config_fields(const run_config *c, field *f)
   F("--micro-batch", "%d", c->micro_batch);
   F("--gpus-per-node", "%d", c->gpus_per_node);
   F("--world", "%d", c->world);
+  F("--dry-compute", "%d", c->dry_compute);
+  F("--device", "%s", c->device_cuda ? "cuda" : "cpu");
+  F("--trace", "%s", c->trace ? c->trace : "");
+  F("--compare", "%d", c->compare);
+  F("--platform", "%s", c->platform ? c->platform : "");
+  F("--probe", "%d", c->probe);
 #undef F
   g_assert(i == N_FIELDS);
 }

@@ -60,6 +60,15 @@ typedef struct {
   int32_t micro_batch;   /* 0: the layout's mb= or 1 */
   int32_t gpus_per_node; /* 0: the world if at most 8, else 8 */
   int32_t world;         /* --world: GPUs of the layout (0: the launched ranks) */
+  gboolean dry_compute;  /* --dry-compute: the reduced replay of the communication only */
+  gboolean device_cuda;  /* --device cuda: the compute kernels on the GPU with cuBLAS */
+  const char *trace;     /* --trace FILE: the measured step as a Chrome trace */
+  gboolean compare;      /* --compare: the measured step beside spsim's prediction */
+  const char *platform;  /* --platform FILE for --compare (interned; NULL: measure one) */
+  int debug_die_mid_rank; /* hidden: this rank exits in the middle of the measured step */
+  double debug_mem_avail; /* hidden: bytes of memory available instead of /proc/meminfo's */
+  /* --probe: measure this machine for `spsim platform local` (run_probe.c) */
+  gboolean probe;
 } run_config;
 
 /* One operation spsim-run can run: how to build this rank's case for a count.
@@ -113,5 +122,12 @@ void barrier(runner *r);
 
 /* run_step.c: --step */
 int run_step(runner *r);
+
+/* run_compare.c: --compare, the prediction of the step by spsim on a platform */
+int step_compare(runner *r, const char *model, const char *layout, const double *exposed, const double *busy,
+                 double step_s);
+
+/* run_probe.c: --probe */
+int run_probe(runner *r);
 
 #endif

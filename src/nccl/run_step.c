@@ -1,10 +1,12 @@
-/* spsim-run --step: the communication of a training step under mpirun. Every rank
- * builds the step graph the what-if builds for the layout on the launched GPUs,
- * reduces it as the what-if's --verify does (sp_step_replay_reduce), builds its
- * data-mode replay (spsim/step_replay.h) and runs its own local rank's program over
- * the MPI host transport; each rank checks its own outputs, rank 0 prints the
- * verdict, the counts of calls and the replay's wall time (max over ranks). Compute
- * tasks carry no data: only the step's communication runs. */
+/* spsim-run --step: a training step under mpirun. Every rank builds the step graph
+ * the what-if builds for the layout on the launched GPUs, reduces it as the what-if's
+ * --verify does (sp_step_replay_reduce), builds its data-mode replay
+ * (spsim/step_replay.h) and runs its own local rank's program over the MPI host
+ * transport; each rank checks its own outputs, rank 0 prints the verdict, the counts
+ * of calls and the replay's wall time (max over ranks). Then, unless --dry-compute,
+ * every rank runs the unreduced step graph with compute (step_exec.c): rank 0 prints
+ * the measured step time and its busy and exposed time per kind, writes --trace and
+ * runs --compare (run_compare.c). */
 #include "config.h"
 
 #include "run_priv.h"
@@ -13,6 +15,8 @@
 #include "spsim/step.h"
 #include "spsim/step_replay.h"
 #include "spsim/stepgraph.h"
+#include "step_compute.h"
+#include "step_exec.h"
 
 /* Elements per block of each call, as the what-if's --verify replays a step. */
 #define STEP_ELEMS 16
@@ -79,23 +83,127 @@ static gboolean step_case_build(const run_config *cfg, int32_t world, step_case 
   return s->replay != NULL;
 }
 
+/* Bytes of memory available on this machine: MemAvailable of /proc/meminfo (0: unknown). */
+static double mem_available(const run_config *cfg)
+{
+  if (cfg->debug_mem_avail > 0) return cfg->debug_mem_avail;
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents("/proc/meminfo", &text, NULL, NULL)) return 0;
+  const char *p = strstr(text, "MemAvailable:");
+  if (p == NULL) return 0;
+  return g_ascii_strtod(p + strlen("MemAvailable:"), NULL) * 1024.0; /* kB */
+}
+
+/* The step at the model's real sizes: its graph and this rank's kernels. */
+typedef struct {
+  sp_stepgraph *graph;
+  GArray *kernels;
+  uint32_t *koff;
+} full_case;
+
+static void full_case_clear(full_case *f)
+{
+  sp_stepgraph_free(f->graph);
+  if (f->kernels) g_array_free(f->kernels, TRUE);
+  g_free(f->koff);
+}
+
+static gboolean full_case_build(const run_config *cfg, const step_case *s, int32_t world, int rank, full_case *f,
+                                GError **err)
+{
+  sp_step_ctx c = { .model = s->model, .seq = cfg->seq, .global_batch = cfg->global_batch, .world = world,
+                    .gpus_per_node = s->gpn };
+  sp_step_hw_init(&c.hw);
+  f->graph = sp_stepgraph_build(&c, &s->layout, SP_SCHED_1F1B, err);
+  if (f->graph == NULL) return FALSE;
+  f->kernels = g_array_new(FALSE, FALSE, sizeof(sk_kernel));
+  return sk_plan(f->graph, &c, &s->layout, rank / f->graph->ranks_per_stage, f->kernels, &f->koff, err);
+}
+
+/* Refuse before allocating: the ranks of this machine together against MemAvailable. */
+static gboolean fits_memory(runner *r, const full_case *f, GError **err)
+{
+  world_info *w = r->w;
+  uint64_t need = (uint64_t)step_exec_bytes(f->graph, w->rank / f->graph->ranks_per_stage, f->kernels);
+  allreduce_max(w, &need, 1, "the other ranks' memory needs");
+  const char *ls = g_getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  int local = ls ? MAX(1, atoi(ls)) : w->world;
+  double want = (double)need * local, avail = mem_available(r->cfg);
+  if (avail > 0 && want > avail) {
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                "model too big for memory: the step needs %.2f GiB per rank, %.2f GiB for the %d ranks of this "
+                "machine, but only %.2f GiB are available (MemAvailable); use a smaller --model, --seq or "
+                "--micro-batch, fewer ranks per machine, or --dry-compute", (double)need / 1073741824.0,
+                want / 1073741824.0, local, avail / 1073741824.0);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Rank 0: the measured step, per kind. */
+static void print_measured(const sp_stepgraph *g, const double *st, const double *en, double step_s, double *busy,
+                           double *exposed)
+{
+  sp_stepgraph_breakdown b;
+  sp_stepgraph_breakdown_of(g, st, en, &b);
+  printf("measured: step %.6f s (last task end over ranks); stage %d's streams (busiest compute):\n", step_s, b.stage);
+  printf("  %-8s %10s %10s\n", "kind", "busy s", "exposed s");
+  printf("  %-8s %10.6f %10s\n", "compute", b.compute, "-");
+  busy[0] = b.compute;
+  exposed[0] = b.compute;
+  for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
+    printf("  %-8s %10.6f %10.6f\n", sp_comm_kind_name(k), b.comm[k], b.exposed[k]);
+    busy[k + 1] = b.comm[k];
+    exposed[k + 1] = b.exposed[k];
+  }
+  printf("  %-8s %10s %10.6f\n", "idle", "-", b.idle);
+  exposed[SP_COMM_KIND_COUNT + 1] = b.idle;
+}
+
 int run_step(runner *r)
 {
   world_info *w = r->w;
   const run_config *cfg = r->cfg;
   GError *err = NULL;
   step_case s = { 0 };
+  full_case f = { 0 };
+  const gboolean compute = !cfg->dry_compute;
+  if (compute) sk_init();
   const int32_t world = cfg->world ? cfg->world : w->world; /* GPUs of the layout */
   gboolean built = step_case_build(cfg, world, &s, &err);
-  /* building is deterministic, so errors are the same on every rank: rank 0 explains */
-  uint64_t failed = !built;
-  allreduce_max(w, &failed, 1, "the other ranks to build the step");
-  if (failed) {
+  if (built && compute && cfg->device_cuda && !sk_gpu_available())
+    err = g_error_new(SP_ERROR, SP_ERROR_UNSUPPORTED, "--device cuda: this spsim-run was built without CUDA and "
+                      "cuBLAS (configure --with-cuda=DIR, with libcublas); use --device cpu");
+  else if (built && compute && !cfg->device_cuda && !sk_available())
+    err = g_error_new(SP_ERROR, SP_ERROR_UNSUPPORTED, "--step: this spsim-run was built without OpenBLAS and "
+                      "cannot execute compute; install libopenblas-dev and reconfigure, or use --dry-compute");
+  else if (built && compute && world != w->world)
+    err = g_error_new(SP_ERROR, SP_ERROR_UNSUPPORTED, "--step runs the step with compute on every GPU of the "
+                      "layout: --world %d needs mpirun -np %d (or use --dry-compute for the reduced replay on "
+                      "fewer ranks)", world, world);
+  else if (built && compute && !full_case_build(cfg, &s, world, w->rank, &f, &err))
+    g_prefix_error(&err, "--step (the step with compute): ");
+  built = built && err == NULL;
+  /* building is deterministic, so errors are mostly the same on every rank: rank 0
+   * explains, and a rank whose stage fails alone explains its own */
+  uint64_t failed[2] = { !built, w->rank == 0 && !built };
+  allreduce_max(w, failed, 2, "the other ranks to build the step");
+  if (failed[0]) {
     if (err && w->rank == 0)
       fprintf(stderr, "spsim-run: %s\n", err->message);
+    else if (err && !failed[1])
+      fprintf(stderr, "spsim-run: rank %d: %s\n", w->rank, err->message);
     else if (err == NULL)
       fprintf(stderr, "spsim-run: rank %d: could not build the step\n", w->rank);
     g_clear_error(&err);
+    full_case_clear(&f);
+    step_case_clear(&s);
+    return EXIT_USAGE;
+  }
+  if (compute && !fits_memory(r, &f, &err)) {
+    if (w->rank == 0) fprintf(stderr, "spsim-run: %s\n", err->message);
+    g_clear_error(&err);
+    full_case_clear(&f);
     step_case_clear(&s);
     return EXIT_USAGE;
   }
@@ -108,10 +216,11 @@ int run_step(runner *r)
       fprintf(stderr, "spsim-run: --step: the step of %s on %d GPU%s has no communication (no collective or "
               "pipeline send): nothing to run; use a layout with tp, sp, cp, wp, pp or dp above 1\n",
               lt, world, world == 1 ? "" : "s");
+    full_case_clear(&f);
     step_case_clear(&s);
     return EXIT_USAGE;
   }
-  if (n != w->world) {
+  if (n != w->world && !compute) {
     g_autofree char *hint = cfg->world ? g_strdup("") : g_strdup_printf(" ... --world %d", world);
     if (w->rank == 0)
       fprintf(stderr,
@@ -122,12 +231,13 @@ int run_step(runner *r)
     step_case_clear(&s);
     return EXIT_USAGE;
   }
+  const char *what = compute ? "the reduced replay of the step's communication" :
+                               "communication of the step, compute not executed";
   if (w->rank == 0) {
     printf("step: %s, %s on %d GPUs (%d per node), reduced to %" G_GINT64_FORMAT " layer%s and %" G_GINT64_FORMAT
-           " micro-batches: %u collectives and %u pipeline sends on %d ranks; communication of the step, compute "
-           "not executed\n",
+           " micro-batches: %u collectives and %u pipeline sends on %d ranks; %s\n",
            s.model->name, lt, world, s.gpn, s.reduced.layers, s.reduced.layers == 1 ? "" : "s",
-           s.graph->microbatches, colls, sends, n);
+           s.graph->microbatches, colls, sends, n, what);
     if (n < world) {
       /* the checksum lines and messages name local ranks: say which GPUs they are */
       GString *map = g_string_new(NULL);
@@ -144,18 +254,19 @@ int run_step(runner *r)
     fflush(stderr);
     exit(EXIT_DIED);
   }
-  /* local rank i of the replay is MPI rank i; its peers are local ranks */
-  const sp_program *p = sp_step_replay_programs(s.replay)[w->rank];
-  void *const *bufs = sp_step_replay_bufs(s.replay)[w->rank];
+  /* local rank i of the replay is MPI rank i; its peers are local ranks (with compute
+   * on every GPU, the ranks beyond the replay's wait) */
+  const gboolean in_replay = w->rank < n;
   barrier(r);
   double t0 = MPI_Wtime();
-  if (!sp_exec_run(p, &r->tr, bufs, NULL, &err))
+  if (in_replay && !sp_exec_run(sp_step_replay_programs(s.replay)[w->rank], &r->tr,
+                                sp_step_replay_bufs(s.replay)[w->rank], NULL, &err))
     die_transport(w, err);
   double t1 = MPI_Wtime();
-  if (cfg->debug_corrupt_rank == w->rank)
+  if (in_replay && cfg->debug_corrupt_rank == w->rank)
     sp_step_replay_corrupt(s.replay, sp_step_replay_ranks(s.replay)[w->rank]);
-  gboolean member = sp_step_replay_has_outputs(s.replay, w->rank);
-  gboolean ok = sp_step_replay_check_rank(s.replay, w->rank, NULL, NULL, &err);
+  gboolean member = in_replay && sp_step_replay_has_outputs(s.replay, w->rank);
+  gboolean ok = !in_replay || sp_step_replay_check_rank(s.replay, w->rank, NULL, NULL, &err);
   if (!ok) {
     fprintf(stderr, "spsim-run: rank %d: FAIL: %s\n", w->rank, err ? err->message : "?");
     fflush(stderr);
@@ -165,12 +276,12 @@ int run_step(runner *r)
   allreduce_max(w, &ns, 1, "the other ranks' times");
   GString *bad = g_string_new(NULL);
   int nbad = 0;
-  gboolean pass = gather_verdicts(r, member, ok, sp_step_replay_checksum(s.replay, w->rank), bad, &nbad);
+  gboolean pass = gather_verdicts(r, member, ok, in_replay ? sp_step_replay_checksum(s.replay, w->rank) : 0, bad,
+                                  &nbad);
   if (w->rank == 0) {
     if (pass)
-      printf("PASS step %s %s ranks=%d collectives=%u sends=%u transport=%s time=%.6f s (max over ranks; "
-             "communication of the step, compute not executed)\n",
-             s.model->name, lt, n, colls, sends, transport_names[cfg->transport], (double)ns * 1e-9);
+      printf("PASS step %s %s ranks=%d collectives=%u sends=%u transport=%s time=%.6f s (max over ranks; %s)\n",
+             s.model->name, lt, n, colls, sends, transport_names[cfg->transport], (double)ns * 1e-9, what);
     else
       printf("FAIL step %s %s ranks=%d collectives=%u sends=%u transport=%s: rank%s %s differ%s from the "
              "reference\n",
@@ -179,6 +290,62 @@ int run_step(runner *r)
     fflush(stdout);
   }
   g_string_free(bad, TRUE);
+  int rc = pass ? 0 : EXIT_MISMATCH;
+  if (pass && compute) {
+    const guint nt = f.graph->tasks->len;
+    g_autofree double *st = g_new0(double, nt);
+    g_autofree double *en = g_new0(double, nt);
+    double step_s = 0;
+    double fl[2] = { 0 }, bytes = 0;
+    for (guint k = 0; k < f.kernels->len; k++) {
+      const sk_kernel *kk = &g_array_index(f.kernels, sk_kernel, k);
+      if (kk->kind == SK_ELEM) bytes += kk->bytes;
+      else fl[kk->kind == SK_ATTN] += sk_flops(kk);
+    }
+    if (w->rank == 0) {
+      printf("step: %s at its real sizes (%" G_GINT64_FORMAT " layers, %" G_GINT64_FORMAT " micro-batches, seq %"
+             G_GINT64_FORMAT "): %u tasks, %.3g FLOP on rank 0, compute %s\n", s.model->name, s.model->layers,
+             f.graph->microbatches, cfg->seq, nt, fl[0] + fl[1],
+             cfg->device_cuda ? "on the GPU (cuBLAS)" : "on the CPU (OpenBLAS, one thread per rank)");
+      fflush(stdout);
+    }
+    double kind_s[3] = { 0 };
+    sk_gpu *gpu = NULL;
+    if (cfg->device_cuda) gpu = sk_gpu_new(f.kernels, &err);
+    if (!agree_ok(w, err, "the other ranks to set up their GPU")) {
+      g_clear_error(&err);
+      sk_gpu_free(gpu);
+      full_case_clear(&f);
+      step_case_clear(&s);
+      return EXIT_TRANSPORT;
+    }
+    if (!step_exec_run(r, f.graph, f.kernels, f.koff, gpu, st, en, &step_s, kind_s, &err))
+      die_transport(w, err);
+    sk_gpu_free(gpu);
+    if (w->rank == 0) {
+      double busy[SP_COMM_KIND_COUNT + 1], exposed[SP_COMM_KIND_COUNT + 2];
+      printf("measured: rank 0 (stage 0) ran %u kernels: %.0f GEMM FLOP, %.0f attention FLOP, %.0f element-wise "
+             "bytes\n", f.kernels->len, fl[0], fl[1], bytes);
+      printf("measured: rank 0's kernels took %.6f s GEMM (%.3g FLOP/s), %.6f s attention (%.3g FLOP/s), %.6f s "
+             "element-wise (%.3g B/s)\n", kind_s[SK_GEMM], kind_s[SK_GEMM] > 0 ? fl[0] / kind_s[SK_GEMM] : 0.0,
+             kind_s[SK_ATTN], kind_s[SK_ATTN] > 0 ? fl[1] / kind_s[SK_ATTN] : 0.0, kind_s[SK_ELEM],
+             kind_s[SK_ELEM] > 0 ? bytes / kind_s[SK_ELEM] : 0.0);
+      print_measured(f.graph, st, en, step_s, busy, exposed);
+      fflush(stdout);
+      if (cfg->trace && !sp_stepgraph_write_chrome(f.graph, st, en, cfg->trace, &err)) {
+        fprintf(stderr, "spsim-run: --trace: %s\n", err->message);
+        g_clear_error(&err);
+        rc = EXIT_USAGE;
+      }
+      if (rc == 0 && cfg->compare)
+        rc = step_compare(r, cfg->model, lt, exposed, busy, step_s);
+    }
+    /* rank 0's verdict for everyone */
+    uint64_t v = (uint64_t)rc;
+    allreduce_max(w, &v, 1, "rank 0's comparison");
+    rc = (int)v;
+  }
+  full_case_clear(&f);
   step_case_clear(&s);
-  return pass ? 0 : EXIT_MISMATCH;
+  return rc;
 }

@@ -11,6 +11,9 @@
 #include <string.h>
 
 #include "fakegpu.h"
+#ifdef SP_HAVE_CBLAS
+#include <cblas.h>
+#endif
 #include "kernel_ops.h"
 #include "kernels.h"
 
@@ -161,7 +164,7 @@ cudaError_t cudaFree(void *p)
 
 /* ------------------------------------------------------------ streams */
 
-typedef enum { Q_COPY, Q_SET, Q_COPY2D, Q_REDUCE, Q_SCALE, Q_GROUP, Q_EVENT } qkind;
+typedef enum { Q_COPY, Q_SET, Q_COPY2D, Q_REDUCE, Q_SCALE, Q_GROUP, Q_EVENT, Q_GEMM } qkind;
 
 struct CUevent_st {
   gint64 us;
@@ -184,6 +187,7 @@ typedef struct {
   MPI_Request *reqs;
   cudaEvent_t event;
   int faults; /* injected: the kernel faults when run */
+  fake_gemm gemm;
 } qop;
 
 struct CUstream_st {
@@ -332,6 +336,23 @@ static gboolean progress(struct CUstream_st *s)
     case Q_COPY2D: run_copy2d(o); break;
     case Q_REDUCE: fake_reduce(o->dst, o->src, o->count, o->dtype, o->op); break;
     case Q_SCALE: fake_scale(o->dst, o->count, o->dtype, o->fk, o->ik, o->divide); break;
+    case Q_GEMM: {
+      const fake_gemm *g = &o->gemm;
+#ifdef SP_HAVE_CBLAS
+      cblas_sgemm(CblasColMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, g->m, g->n,
+                  g->k, g->alpha, g->a, g->lda, g->b, g->ldb, g->beta, g->c, g->ldc);
+#else
+      for (int j = 0; j < g->n; j++) /* column-major, as cuBLAS */
+        for (int i = 0; i < g->m; i++) {
+          float acc = 0;
+          for (int l = 0; l < g->k; l++)
+            acc += (g->ta ? g->a[l + (size_t)i * g->lda] : g->a[i + (size_t)l * g->lda]) *
+                   (g->tb ? g->b[j + (size_t)l * g->ldb] : g->b[l + (size_t)j * g->ldb]);
+          g->c[i + (size_t)j * g->ldc] = g->alpha * acc + (g->beta != 0 ? g->beta * g->c[i + (size_t)j * g->ldc] : 0);
+        }
+#endif
+      break;
+    }
     case Q_EVENT:
       o->event->us = g_get_monotonic_time();
       o->event->recorded = 1;
@@ -386,7 +407,7 @@ static qop *new_op(qkind kind)
 {
   qop *o = g_new0(qop, 1);
   o->kind = kind;
-  o->faults = (kind == Q_COPY2D || kind == Q_REDUCE || kind == Q_SCALE) && fake_inject("kernel");
+  o->faults = (kind == Q_COPY2D || kind == Q_REDUCE || kind == Q_SCALE || kind == Q_GEMM) && fake_inject("kernel");
   return o;
 }
 
@@ -397,6 +418,13 @@ void fake_stream_push_group(cudaStream_t s, ncclComm_t comm, fake_p2p *ops, int 
   fake_comm_ref(comm);
   o->p2p = ops;
   o->n = n;
+  push(s, o);
+}
+
+void fake_stream_push_gemm(cudaStream_t s, const fake_gemm *g)
+{
+  qop *o = new_op(Q_GEMM);
+  o->gemm = *g;
   push(s, o);
 }
 

@@ -14,6 +14,9 @@
  *    tag, so the k-th send to a peer meets the k-th receive from it as in
  *    NCCL; a group is enqueued at ncclGroupEnd and progresses when its stream
  *    is polled; a size mismatch becomes the communicator's asynchronous error.
+ *  - cuBLAS: handles bound to a stream and cublasSgemm (fakegpu/cublas.c), queued on
+ *    the stream and run with the host's BLAS when the stream runs; every operand
+ *    must be device memory over the extent its leading dimension gives.
  * Environment: SPSIM_FAKEGPU_DEVICES (default 1) sets cudaGetDeviceCount;
  * SPSIM_FAKEGPU_FAIL=WHAT:K injects a failure at the K-th (from 1) call of
  * WHAT on the ranks of SPSIM_FAKEGPU_FAIL_RANK (default every rank):
@@ -55,6 +58,15 @@ int fake_is_device(const void *p, size_t bytes);
  * Takes @p ops (g_malloc'd).
  */
 void fake_stream_push_group(cudaStream_t stream, ncclComm_t comm, fake_p2p *ops, int n);
+
+/** A single-precision GEMM of cuBLAS (column-major, fakegpu/cublas.c), run when its stream reaches it. */
+typedef struct {
+  int ta, tb, m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+} fake_gemm;
+void fake_stream_push_gemm(cudaStream_t stream, const fake_gemm *g);
 
 /* The communicator side the stream needs (fakegpu/nccl.c). */
 MPI_Comm fake_comm_mpi(ncclComm_t comm);

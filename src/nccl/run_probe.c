@@ -1,0 +1,117 @@
+/* spsim-run --probe: the figures of this machine that `spsim platform local` writes
+ * into a platform. Every rank measures at the same time (ranks share the cores as
+ * they do in a step): single-precision GEMM FLOP/s (OpenBLAS, one thread), the
+ * attention kernel's FLOP/s and the bandwidth of the element-wise pass (the kernels
+ * of step_compute.c); ranks 0 and 1 then measure MPI point-to-point latency (8-byte
+ * ping-pong) and bandwidth (4 MiB ping-pong) while the others wait. Rank 0 prints
+ * one JSON object: the medians over ranks of the compute figures, the MPI figures. */
+#include "config.h"
+
+#include "run_priv.h"
+#include "step_compute.h"
+
+/* Shapes measured: the tiny model's MLP GEMM at 256 tokens (models/tiny.json: hidden
+ * 256, SwiGLU up projection 2 x 1024) and one head of 64 over 256 tokens. */
+#define PROBE_M 256
+#define PROBE_N 2048
+#define PROBE_K 256
+#define PROBE_SEQ 256
+#define PROBE_D 64
+/* Seconds per measurement: long enough for a stable rate under the OS scheduler. */
+#define PROBE_SECS 0.4
+/* The GEMM table: every (m, n, k) of this grid, so that any shape from 32 to 8192 in
+ * each dimension is within a factor of 2 of a row (sp_gemm_table_lookup's bound). */
+static const int64_t grid[] = { 64, 256, 1024, 4096 };
+/* Dimensions above this are measured at it: one core's OpenBLAS sgemm reaches its
+ * asymptotic rate by 1024 in each dimension (measured with this probe: 1024^3 and
+ * 1024 x 1024 x 4096 within 3 % on this machine), and a 4096^3 product would take
+ * seconds. */
+#define GRID_CAP 1024
+/* Seconds per table shape (after one warm-up product). */
+#define GRID_SECS 0.02
+/* Ping-pong sizes and repetitions. */
+#define PROBE_LAT_BYTES 8
+#define PROBE_LAT_ITERS 200
+#define PROBE_BW_BYTES (4u << 20)
+#define PROBE_BW_ITERS 20
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Seconds of one ping-pong round trip of @p bytes between ranks 0 and 1. */
+static double pingpong(int rank, char *buf, int bytes, int iters)
+{
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  for (int i = 0; i < iters && rank < 2; i++) {
+    if (rank == 0) {
+      MPI_Send(buf, bytes, MPI_BYTE, 1, 7, MPI_COMM_WORLD);
+      MPI_Recv(buf, bytes, MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Recv(buf, bytes, MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(buf, bytes, MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+    }
+  }
+  double t = (MPI_Wtime() - t0) / iters;
+  MPI_Barrier(MPI_COMM_WORLD);
+  return t;
+}
+
+int run_probe(runner *r)
+{
+  world_info *w = r->w;
+  if (!sk_available() || w->world < 2) {
+    if (w->rank == 0)
+      fprintf(stderr, "spsim-run: --probe: %s\n", w->world < 2 ? "needs at least 2 ranks (mpirun -np 2 or more)"
+                      : "this spsim-run was built without OpenBLAS; install libopenblas-dev and reconfigure");
+    return EXIT_USAGE;
+  }
+  sk_init();
+  barrier(r);
+  double mine[3] = { sk_measure_gemm(PROBE_M, PROBE_N, PROBE_K, PROBE_SECS),
+                     sk_measure_attn(PROBE_SEQ, PROBE_D, PROBE_SECS), sk_measure_membw(PROBE_SECS) };
+  g_autofree double *all = g_new0(double, 3 * (gsize)w->world);
+  MPI_Gather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  /* the table: each capped shape measured once, on every rank at once */
+  const int ng = (int)G_N_ELEMENTS(grid), nt = ng * ng * ng;
+  double rate[64] = { 0 };
+  for (int i = 0; i < nt; i++) {
+    int64_t m = MIN(grid[i / (ng * ng)], GRID_CAP), n = MIN(grid[i / ng % ng], GRID_CAP), k = MIN(grid[i % ng], GRID_CAP);
+    for (int j = 0; j < i && rate[i] == 0; j++)
+      if (m == MIN(grid[j / (ng * ng)], GRID_CAP) && n == MIN(grid[j / ng % ng], GRID_CAP) &&
+          k == MIN(grid[j % ng], GRID_CAP))
+        rate[i] = rate[j];
+    if (rate[i] == 0) rate[i] = sk_measure_gemm(m, n, k, GRID_SECS);
+  }
+  g_autofree double *rates = g_new0(double, (gsize)nt * w->world);
+  MPI_Gather(rate, nt, MPI_DOUBLE, rates, nt, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  g_autofree char *buf = g_malloc0(PROBE_BW_BYTES);
+  double lat = pingpong(w->rank, buf, PROBE_LAT_BYTES, PROBE_LAT_ITERS) / 2;
+  double bw_t = pingpong(w->rank, buf, PROBE_BW_BYTES, PROBE_BW_ITERS) / 2;
+  if (w->rank == 0) {
+    double med[3];
+    g_autofree double *col = g_new(double, w->world);
+    for (int k = 0; k < 3; k++) {
+      for (int i = 0; i < w->world; i++) col[i] = all[3 * i + k];
+      qsort(col, (size_t)w->world, sizeof(double), cmp_double);
+      med[k] = col[w->world / 2];
+    }
+    /* bandwidth of the large message after its share of latency */
+    double bw = PROBE_BW_BYTES / MAX(bw_t - lat, 1e-9);
+    printf("{\"ranks\": %d, \"gemm_flops\": %.6e, \"attn_flops\": %.6e, \"mem_bw\": %.6e, \"mpi_latency_s\": %.6e, "
+           "\"mpi_bw\": %.6e, \"gemm_shape\": [%d, %d, %d], \"gemm_table\": [",
+           w->world, med[0], med[1], med[2], lat, bw, PROBE_M, PROBE_N, PROBE_K);
+    for (int i = 0; i < nt; i++) {
+      for (int q = 0; q < w->world; q++) col[q] = rates[(gsize)q * nt + i];
+      qsort(col, (size_t)w->world, sizeof(double), cmp_double);
+      printf("%s[%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %.6e]", i ? ", " : "",
+             grid[i / (ng * ng)], grid[i / ng % ng], grid[i % ng], col[w->world / 2]);
+    }
+    printf("]}\n");
+    fflush(stdout);
+  }
+  return 0;
+}

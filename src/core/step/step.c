@@ -192,21 +192,72 @@ void sp_step_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
     push(out, SP_COMM_ISP, SP_PER_LAYER_BWD, SP_COLL_REDUCE_SCATTER, l->wp, l->tp, mmw, 1, "ISP gradient reduce-scatter");
   }
   int32_t g = sp_layout_replicas(l) / l->wp;
+  double ge = sp_step_grad_bytes(m, l);
   if (l->zero >= 3) {
     push(out, SP_COMM_DP, SP_PER_LAYER_FWD, SP_COLL_ALL_GATHER, g, l->tp * l->wp, mmw, 1, "ZeRO-3 parameter all-gather (forward)");
     push(out, SP_COMM_DP, SP_PER_LAYER_BWD, SP_COLL_ALL_GATHER, g, l->tp * l->wp, mmw, 1, "ZeRO-3 parameter all-gather (backward)");
-    push(out, SP_COMM_DP, SP_PER_LAYER_BWD, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, mmw, 1, "ZeRO-3 gradient reduce-scatter");
+    push(out, SP_COMM_DP, SP_PER_LAYER_BWD, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, mmw * ge / e, 1, "ZeRO-3 gradient reduce-scatter");
   }
   if (l->pp > 1) {
     push(out, SP_COMM_PP, SP_PER_MB, SP_COLL_SEND_RECV, 2, l->tp * l->sp * l->cp * l->dp, z.pp_msg, 2,
          "pipeline send of activations (forward) and their gradients (backward)");
   }
-  double grads = stage_params_local(m, l) / l->wp * e;
+  double params = stage_params_local(m, l) / l->wp;
   if (l->zero == 0)
-    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_ALL_REDUCE, g, l->tp * l->wp, grads, 1, "gradient all-reduce");
+    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_ALL_REDUCE, g, l->tp * l->wp, params * ge, 1, "gradient all-reduce");
   else if (l->zero <= 2) {
-    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, grads, 1, "ZeRO gradient reduce-scatter");
-    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, grads, 1, "ZeRO parameter all-gather after the optimizer");
+    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, params * ge, 1, "ZeRO gradient reduce-scatter");
+    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, params * e, 1, "ZeRO parameter all-gather after the optimizer");
+  }
+  sp_step_edge_comms(c, l, out);
+}
+
+double sp_step_grad_bytes(const sp_model *m, const sp_layout *l)
+{
+  return l->dp_fp32 ? 4.0 : sp_model_dtype_bytes(m);
+}
+
+/* Megatron-LM (NVIDIA/Megatron-LM megatron/core/tensor_parallel/layers.py and
+ * mappings.py, models/common/embeddings/language_model_embedding.py,
+ * distributed/finalize_model_grads.py):
+ *  - VocabParallelEmbedding: each TP rank looks up its slice of the vocabulary and the
+ *    partial embeddings are summed: all-reduce (reduce_from_tensor_model_parallel_region,
+ *    backward the identity) without sequence parallelism; with it a reduce-scatter
+ *    (reduce_scatter_to_sequence_parallel_region, backward an all-gather) when the model
+ *    has no learned position embedding (reduce_scatter_embeddings; spsim's models use
+ *    rotary or no position table; with a learned one Megatron all-reduces and then
+ *    scatters, whose backward is the same all-gather);
+ *  - the output layer (ColumnParallelLinear): without sequence parallelism its input
+ *    passes copy_to_tensor_model_parallel_region, the identity forward and an
+ *    all-reduce of the input gradient backward; with it the input is all-gathered
+ *    forward, re-gathered for the weight gradient and the input gradient
+ *    reduce-scattered backward (LinearWithGradAccumulationAndAsyncCommunication);
+ *  - tied embeddings on pp > 1 stages: the first stage (input table) and the last
+ *    (output layer) hold a copy each, and _allreduce_word_embedding_grads all-reduces
+ *    its gradient (V h / tp, in the gradient dtype) between them after the
+ *    data-parallel reduction. The group is the same TP/DP rank on stage 0 and pp - 1. */
+void sp_step_edge_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
+{
+  const sp_model *m = c->model;
+  sp_step_sizes z;
+  sp_step_comm_sizes(c, l, &z);
+  double act = z.act;
+  if (l->tp > 1) {
+    if (l->tp_sp) {
+      push(out, SP_COMM_TP, SP_PER_MB_EMBED, SP_COLL_REDUCE_SCATTER, l->tp, 1, act, 1, "embedding reduce-scatter (TP+SP)");
+      push(out, SP_COMM_TP, SP_PER_MB_EMBED, SP_COLL_ALL_GATHER, l->tp, 1, act, 1, "embedding backward all-gather (TP+SP)");
+      push(out, SP_COMM_TP, SP_PER_MB_HEAD, SP_COLL_ALL_GATHER, l->tp, 1, act, 2, "output layer all-gathers (TP+SP: forward, weight gradient)");
+      push(out, SP_COMM_TP, SP_PER_MB_HEAD, SP_COLL_REDUCE_SCATTER, l->tp, 1, act, 1, "output layer backward reduce-scatter (TP+SP)");
+    } else {
+      push(out, SP_COMM_TP, SP_PER_MB_EMBED, SP_COLL_ALL_REDUCE, l->tp, 1, act, 1, "embedding all-reduce (TP)");
+      push(out, SP_COMM_TP, SP_PER_MB_HEAD, SP_COLL_ALL_REDUCE, l->tp, 1, act, 1, "output layer backward all-reduce (TP)");
+    }
+  }
+  if (m->tied_embeddings && l->pp > 1) {
+    int32_t stage_ranks = l->tp * l->sp * l->cp * l->dp;
+    double table = (double)m->vocab * (double)m->hidden / l->tp / l->wp;
+    push(out, SP_COMM_PP, SP_PER_STEP, SP_COLL_ALL_REDUCE, 2, (l->pp - 1) * stage_ranks, table * sp_step_grad_bytes(m, l), 1,
+         "tied word-embedding gradient all-reduce (first and last stage)");
   }
 }
 
@@ -380,7 +431,7 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   g_autoptr(GArray) comms = g_array_new(FALSE, FALSE, sizeof(sp_comm));
   sp_step_comms(c, l, comms);
   double cf[SP_COMM_KIND_COUNT] = { 0 }, cb[SP_COMM_KIND_COUNT] = { 0 };
-  double p2p = 0, grad = 0, pgather = 0;
+  double p2p = 0, grad = 0, pgather = 0, tie = 0, edge[2] = { 0, 0 };
   for (guint i = 0; i < comms->len; i++) {
     const sp_comm *cm = &g_array_index(comms, sp_comm, i);
     double t = 0;
@@ -391,9 +442,12 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
     case SP_PER_LAYER_BWD: cb[cm->kind] += tt; break;
     case SP_PER_MB: p2p += tt; break;
     case SP_PER_STEP:
-      if (cm->coll == SP_COLL_ALL_GATHER) pgather += tt;
+      if (cm->kind == SP_COMM_PP) tie += tt;
+      else if (cm->coll == SP_COLL_ALL_GATHER) pgather += tt;
       else grad += tt;
       break;
+    case SP_PER_MB_EMBED: edge[0] += tt; break;
+    case SP_PER_MB_HEAD: edge[1] += tt; break;
     }
   }
 
@@ -417,8 +471,11 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
 
   double sef = 0, seb = 0;
   for (int k = 0; k < SP_COMM_KIND_COUNT; k++) { sef += ef[k]; seb += eb[k]; }
+  /* the embedding's and output layer's TP collectives are on the critical path; with
+   * pipelining they sit on different stages and the slower one counts */
+  double tp_edge = l->pp == 1 ? edge[0] + edge[1] : MAX(edge[0], edge[1]);
   r->mb_fwd = ls * (lf + sef) + head_f;
-  r->mb_bwd = ls * (lb + seb) + head_b;
+  r->mb_bwd = ls * (lb + seb) + head_b + tp_edge;
   /* Interleaved: each micro-batch crosses pp x vpp - 1 stage boundaries, so every
    * rank sends vpp times as often; the bubble shrinks to (pp - 1) / vpp slots. */
   double vpp = (double)sp_layout_vpp(l);
@@ -433,6 +490,7 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   if (grad > 0) tail += l->dp_sync ? grad : MAX(grad * bucket, grad - ls * lb);
   if (pgather > 0) tail += MAX(pgather * bucket, pgather - ls * lf);
   r->dp_tail = tail;
+  tail += tie; /* tied embeddings: after the data-parallel reduction, before the update */
 
   /* The optimizer step follows the gradient reduction on every rank. */
   r->optimizer = optimizer_time(c, l);
@@ -446,8 +504,10 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
     r->exposed[k] = md * ls * (ef[k] + eb[k]);
     r->comm[k] = md * ls * (cf[k] + cb[k]);
   }
-  r->exposed[SP_COMM_PP] = md * r->mb_p2p;
-  r->comm[SP_COMM_PP] = md * r->mb_p2p;
+  r->exposed[SP_COMM_TP] += md * tp_edge;
+  r->comm[SP_COMM_TP] += md * tp_edge;
+  r->exposed[SP_COMM_PP] = md * r->mb_p2p + tie;
+  r->comm[SP_COMM_PP] = md * r->mb_p2p + tie;
   r->exposed[SP_COMM_DP] += tail;
   r->comm[SP_COMM_DP] += grad + pgather;
 

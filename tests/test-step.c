@@ -163,12 +163,25 @@ static void test_step_tp(void)
   double lf = 7340032e-12, at = 1048576e-12, hf = 8192000e-12;
   /* per micro-batch: 2 layers x (fwd + bwd + 4 all-reduces of 1 ms) + head fwd + bwd,
    * and the all-reduces of the embedding (VocabParallelEmbedding) and of the output
-   * layer's input gradient (copy_to_tensor_model_parallel_region's backward) */
-  double tmb = 2 * (3 * lf + 0.5 * at + 4e-3) + 3 * hf + 2e-3;
+   * layer's input gradient (copy_to_tensor_model_parallel_region's backward); the backward
+   * all-reduces of the column-parallel GEMMs' input gradients run under their weight
+   * gradients (Megatron-LM's async TP all-reduce): the MLP up projection's 2 x 64 x 128
+   * x 128 = 2097152 flops, QKV's 2 x 64 x 96 x 128 = 1572864, the output layer's
+   * 2 x 64 x 500 x 128 = 8192000, each shorter than the 1 ms all-reduce it hides */
+  double hid = 2 * (2097152e-12 + 1572864e-12) + 8192000e-12;
+  double tmb = 2 * (3 * lf + 0.5 * at + 4e-3) + 3 * hf + 2e-3 - hid;
   g_assert_cmpint(r.microbatches, ==, 4);
   g_assert_cmpfloat_with_epsilon(r.step_time, 4 * tmb, 1e-12);
-  g_assert_cmpfloat_with_epsilon(r.exposed[SP_COMM_TP], 4 * (2 * 4e-3 + 2e-3), 1e-12);
+  g_assert_cmpfloat_with_epsilon(r.exposed[SP_COMM_TP], 4 * (2 * 4e-3 + 2e-3 - hid), 1e-12);
   g_assert_cmpfloat(r.bubble, ==, 0.0);
+  /* kernels 25 % slower beside a collective lose 0.25 / 1.25 = 0.2 s of work per second
+   * of overlap: 0.2 x hid per micro-batch, counted as compute */
+  sp_step_ctx cs = c;
+  cs.hw.comm_slowdown = 0.25;
+  sp_step_result rs;
+  g_assert_true(sp_step_eval(&cs, &l, &rs, &err));
+  g_assert_cmpfloat_with_epsilon(rs.step_time, 4 * (tmb + 0.2 * hid), 1e-12);
+  g_assert_cmpfloat_with_epsilon(rs.compute - r.compute, 4 * 0.2 * hid, 1e-12);
   /* all TP collectives: all-reduce of b s h x 2 bytes (the layers', the embedding's,
    * the output layer's) */
   g_autoptr(GArray) comms = g_array_new(FALSE, FALSE, sizeof(sp_comm));

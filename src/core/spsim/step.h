@@ -72,6 +72,9 @@ typedef struct {
   double mem_bytes;        /**< GPU memory in bytes */
   double mem_usable;       /**< usable fraction of it (allocator, CUDA context, NCCL) */
   double dp_bucket_params; /**< gradient bucket size in parameters (last bucket is exposed) */
+  double comm_slowdown;    /**< kernels take 1 + comm_slowdown times as long while a collective runs
+                                beside them (the closed form's estimate of the step simulation's;
+                                0: none) */
 } sp_step_hw;
 
 /** Fill the defaults for an H100 SXM (sp_kernel_gpu_h100, flash attention, 80 GiB). */

@@ -21,6 +21,7 @@ void sp_step_hw_init(sp_step_hw *hw)
   hw->mem_bytes = 80.0 * 1024 * 1024 * 1024; /* 80 GiB HBM3 */
   hw->mem_usable = 0.92;
   hw->dp_bucket_params = 40e6;               /* Megatron DDP default bucket */
+  hw->comm_slowdown = 0.0;                   /* the what-if sets the simulation's */
 }
 
 void sp_analytic_net_init(sp_analytic_net *n)
@@ -406,6 +407,28 @@ void sp_step_set_time(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   r->tflops = model_flops / r->step_time / c->world / 1e12;
 }
 
+/* What the backward of a column-parallel GEMM (times @p t: forward, data gradient,
+ * weight gradient) hides of its TP collectives, as the step graph runs it (column_bwd
+ * in stepgraph.c, Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication): with
+ * sequence parallelism the input's re-gather under the data gradient and the data
+ * gradient's reduce-scatter under the weight gradient; without, the data gradient's
+ * all-reduce under the weight gradient. @p tp1: one collective's time by type. */
+static double column_bwd_hidden(const sp_layout *l, const double tp1[SP_COLL_COUNT], const double t[3])
+{
+  if (l->tp < 2) return 0.0;
+  if (l->tp_sp) return MIN(tp1[SP_COLL_ALL_GATHER], t[1]) + MIN(tp1[SP_COLL_REDUCE_SCATTER], t[2]);
+  return MIN(tp1[SP_COLL_ALL_REDUCE], t[2]);
+}
+
+/* Extra kernel time per second of a collective running beside them: kernels get
+ * 1 / (1 + s) of the GPU while a collective runs (s = hw->comm_slowdown, the step
+ * simulation's SP_STEPSIM_COMM_SLOWDOWN, Hossain et al. 2025), so each second of overlap
+ * leaves s / (1 + s) s of their work for later. */
+static double overlap_slowdown(const sp_step_hw *hw)
+{
+  return hw->comm_slowdown > 0 ? hw->comm_slowdown / (1.0 + hw->comm_slowdown) : 0.0;
+}
+
 gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *r, GError **err)
 {
   const sp_model *m = c->model;
@@ -432,11 +455,13 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   sp_step_comms(c, l, comms);
   double cf[SP_COMM_KIND_COUNT] = { 0 }, cb[SP_COMM_KIND_COUNT] = { 0 };
   double p2p = 0, grad = 0, pgather = 0, tie = 0, edge[2] = { 0, 0 };
+  double tp1[SP_COLL_COUNT] = { 0 }; /* one TP collective of a layer, by type */
   for (guint i = 0; i < comms->len; i++) {
     const sp_comm *cm = &g_array_index(comms, sp_comm, i);
     double t = 0;
     if (!c->price(c->price_user, cm, &t, err)) return FALSE;
     double tt = t * cm->times;
+    if (cm->kind == SP_COMM_TP && cm->when == SP_PER_LAYER_BWD && (unsigned)cm->coll < SP_COLL_COUNT) tp1[cm->coll] = t;
     switch (cm->when) {
     case SP_PER_LAYER_FWD: cf[cm->kind] += tt; break;
     case SP_PER_LAYER_BWD: cb[cm->kind] += tt; break;
@@ -455,7 +480,7 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
    * attention blocks; ISP / ZeRO-3 gathers are prefetched under the layer's compute. */
   double ef[SP_COMM_KIND_COUNT] = { 0 }, eb[SP_COMM_KIND_COUNT] = { 0 };
   ef[SP_COMM_TP] = cf[SP_COMM_TP];
-  eb[SP_COMM_TP] = cb[SP_COMM_TP];
+  eb[SP_COMM_TP] = MAX(0.0, cb[SP_COMM_TP] - column_bwd_hidden(l, tp1, lk.up) - column_bwd_hidden(l, tp1, lk.qkv));
   ef[SP_COMM_SP] = cf[SP_COMM_SP];
   eb[SP_COMM_SP] = cb[SP_COMM_SP];
   if (l->cp > 1) {
@@ -469,13 +494,22 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   ef[SP_COMM_DP] = MAX(0.0, cf[SP_COMM_DP] - lf);
   eb[SP_COMM_DP] = MAX(0.0, cb[SP_COMM_DP] - lb);
 
-  double sef = 0, seb = 0;
-  for (int k = 0; k < SP_COMM_KIND_COUNT; k++) { sef += ef[k]; seb += eb[k]; }
-  /* the embedding's and output layer's TP collectives are on the critical path; with
-   * pipelining they sit on different stages and the slower one counts */
-  double tp_edge = l->pp == 1 ? edge[0] + edge[1] : MAX(edge[0], edge[1]);
-  r->mb_fwd = ls * (lf + sef) + head_f;
-  r->mb_bwd = ls * (lb + seb) + head_b + tp_edge;
+  double sef = 0, seb = 0, hid_f = 0, hid_b = 0;
+  for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
+    sef += ef[k];
+    seb += eb[k];
+    hid_f += cf[k] - ef[k];
+    hid_b += cb[k] - eb[k];
+  }
+  /* the embedding's and output layer's TP collectives are on the critical path but for
+   * the output layer's backward reduction (under its weight gradient); with pipelining
+   * they sit on different stages and the slower one counts */
+  double head_hid = MIN(edge[1], column_bwd_hidden(l, tp1, lk.head));
+  double tp_edge = l->pp == 1 ? edge[0] + edge[1] - head_hid : MAX(edge[0], edge[1] - head_hid);
+  /* kernels run slower while collectives run beside them */
+  double slow = overlap_slowdown(hw);
+  r->mb_fwd = ls * (lf + sef + slow * hid_f) + head_f;
+  r->mb_bwd = ls * (lb + seb + slow * hid_b) + head_b + tp_edge + slow * head_hid;
   /* Interleaved: each micro-batch crosses pp x vpp - 1 stage boundaries, so every
    * rank sends vpp times as often; the bubble shrinks to (pp - 1) / vpp slots. */
   double vpp = (double)sp_layout_vpp(l);
@@ -486,11 +520,20 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
    * the ZeRO-1/2 parameter all-gather overlaps the first forward likewise. */
   double plocal = stage_params_local(m, l) / l->wp;
   double bucket = plocal > 0 ? MIN(1.0, hw->dp_bucket_params / plocal) : 1.0;
-  double tail = 0;
-  if (grad > 0) tail += l->dp_sync ? grad : MAX(grad * bucket, grad - ls * lb);
-  if (pgather > 0) tail += MAX(pgather * bucket, pgather - ls * lf);
+  double tail = 0, dp_hid = 0;
+  if (grad > 0) {
+    double t = l->dp_sync ? grad : MAX(grad * bucket, grad - ls * lb);
+    tail += t;
+    dp_hid += grad - t;
+  }
+  if (pgather > 0) {
+    double t = MAX(pgather * bucket, pgather - ls * lf);
+    tail += t;
+    dp_hid += pgather - t;
+  }
   r->dp_tail = tail;
   tail += tie; /* tied embeddings: after the data-parallel reduction, before the update */
+  tail += slow * dp_hid; /* the last backward and first forward beside the buckets */
 
   /* The optimizer step follows the gradient reduction on every rank. */
   r->optimizer = optimizer_time(c, l);
@@ -498,17 +541,18 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   double md = (double)mbs;
   double slots = (double)(l->pp - 1) / vpp;
   r->step_time = (md + slots) * tmb + tail + r->optimizer;
-  r->compute = md * (ls * (lf + lb) + head_f + head_b) + r->optimizer;
+  r->compute = md * (ls * (lf + lb + slow * (hid_f + hid_b)) + head_f + head_b + slow * head_hid) + slow * dp_hid +
+               r->optimizer;
   r->bubble = slots * tmb;
   for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
     r->exposed[k] = md * ls * (ef[k] + eb[k]);
     r->comm[k] = md * ls * (cf[k] + cb[k]);
   }
   r->exposed[SP_COMM_TP] += md * tp_edge;
-  r->comm[SP_COMM_TP] += md * tp_edge;
+  r->comm[SP_COMM_TP] += md * (tp_edge + head_hid);
   r->exposed[SP_COMM_PP] = md * r->mb_p2p + tie;
   r->comm[SP_COMM_PP] = md * r->mb_p2p + tie;
-  r->exposed[SP_COMM_DP] += tail;
+  r->exposed[SP_COMM_DP] += r->dp_tail;
   r->comm[SP_COMM_DP] += grad + pgather;
 
   sp_step_set_time(c, l, r, r->step_time);

@@ -364,10 +364,18 @@ double sp_layer_kernels_mm_bwd(const sp_layer_kernels *k)
   return 0.0 + (k->qkv[1] + k->qkv[2]) + (k->proj[1] + k->proj[2]) + (k->up[1] + k->up[2]) + (k->down[1] + k->down[2]);
 }
 
-/* Adam with mixed precision reads the FP32 master weight, both moments and the FP32
- * main gradient and writes the first three and the 16-bit weight: 4 x 4 + 3 x 4 + 2 =
- * 30 bytes per parameter the rank updates (sharded by ZeRO-1+ and ISP). */
-#define ADAM_BYTES_PER_PARAM 30.0
+/* Megatron-LM's optimizer step (megatron/core/optimizer/optimizer.py,
+ * MixedPrecisionOptimizer.step), per parameter the rank updates (sharded by ZeRO-1+
+ * and ISP), in HBM bytes:
+ *  - the gradient norm for clipping reads the FP32 main gradient (get_grad_norm_fp32 in
+ *    megatron/core/optimizer/clip_grads.py, multi_tensor_l2norm): 4;
+ *  - fused Adam reads the FP32 master weight, both moments and the main gradient and
+ *    writes the first three: 4 x 4 + 3 x 4 = 28;
+ *  - _copy_main_params_to_model_params reads the FP32 weight and writes the 16-bit
+ *    one: 4 + 2 = 6.
+ * 38 bytes. (fp16's loss-scale unscaling and the clipping multiply, applied only when
+ * the norm exceeds the limit, are not counted.) */
+#define ADAM_BYTES_PER_PARAM (4.0 + 28.0 + 6.0)
 
 double sp_step_optimizer_time(const sp_step_ctx *c, const sp_layout *l, double params)
 {

@@ -43,8 +43,14 @@ tail -n +2 "$cases" | while IFS="$tab" read -r id src model gpu gpus gpn seq gb 
   [ -n "$id" ] || continue
   case $id in \#*) continue ;; esac
   nodes=$(( (gpus + gpn - 1) / gpn ))
-  plat=$tmp/$gpu-$gpn-$nodes.xml
-  [ -s "$plat" ] || "$bin" platform dgx --nodes "$nodes" --gpu "$gpu" --gpus-per-node "$gpn" > "$plat"
+  # gpu: a preset, optionally followed by ,OPTION=VALUE pairs of spsim platform dgx
+  # (a100,nic-bw=6: --gpu a100 --nic-bw 6)
+  kind=${gpu%%,*}
+  popts=
+  [ "$kind" = "$gpu" ] || popts=$(printf '%s' "${gpu#*,}" | tr ',' '\n' | sed 's/^/--/; s/=/ /' | tr '\n' ' ')
+  plat=$tmp/$(printf '%s' "$gpu" | tr ',=' '__')-$gpn-$nodes.xml
+  # shellcheck disable=SC2086
+  [ -s "$plat" ] || "$bin" platform dgx --nodes "$nodes" --gpu "$kind" --gpus-per-node "$gpn" $popts > "$plat"
   case $model in
     *.json) mfile=$here/$model; marg=$mfile ;;
     *) mfile=$here/models/$model.json; marg=$model ;;

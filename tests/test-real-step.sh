@@ -9,14 +9,17 @@
 #     forward (all-gather before QKV and the MLP, reduce-scatter after the projection
 #     and the MLP), 6 backward (2 all-gathers of the row-parallel GEMMs' output
 #     gradient, 2 re-gathers of the column-parallel GEMMs' input, 2 reduce-scatters
-#     of their data gradient); the output layer 2 (all-gather forward, reduce-scatter
-#     backward): 2 x (4 + 6 + 2) = 24, no sends.
+#     of their data gradient); the output layer 3 (all-gather forward, re-gather and
+#     reduce-scatter backward, a column-parallel GEMM) and the embedding 2
+#     (VocabParallelEmbedding's reduce-scatter forward, all-gather backward):
+#     2 x (4 + 6 + 3 + 2) = 30, no sends.
 #   tp=2,tpsp=0: the all-reduces after the projection and the MLP forward and of the
-#     column-parallel GEMMs' input gradient backward: 2 x (2 + 2) = 8.
-#   tp=2,pp=2 (SP) on 4: 2 layers (one per stage), 2 micro-batches: 2 x (10 + 10 + 2)
-#     = 44 collectives; activations forward and gradients backward per micro-batch: 4
-#     sends.
-#   tp=2,pp=2,tpsp=0 on 4: 2 layers x 2 micro-batches x (2 + 2) = 16, and 4 sends.
+#     column-parallel GEMMs' input gradient backward, the embedding's all-reduce and
+#     the output layer's input-gradient all-reduce: 2 x (2 + 2 + 1 + 1) = 12.
+#   tp=2,pp=2 (SP) on 4: 2 layers (one per stage), 2 micro-batches: 2 x (10 + 2 + 10
+#     + 3) = 50 collectives; activations forward and gradients backward per
+#     micro-batch: 4 sends.
+#   tp=2,pp=2,tpsp=0 on 4: 2 micro-batches x (4 + 1 + 4 + 1) = 20, and 4 sends.
 #   pp=2: no collectives, 2 micro-batches x 2 directions = 4 sends; pp=4: 3 stage
 #     boundaries x 4 micro-batches x 2 = 24 sends.
 #   dp=2,zero=1 (and dp=4): ZeRO-1 over the reduced model's 1.6M parameters (one
@@ -64,16 +67,16 @@ expect() {
 echo "1..25"
 
 # 1-11: layouts on 2 and 4 ranks, counts by hand
-pass 2 tp=2 24 0
-pass 2 tp=2,tpsp=0 8 0
-pass 4 tp=2,pp=2 44 4
+pass 2 tp=2 30 0
+pass 2 tp=2,tpsp=0 12 0
+pass 4 tp=2,pp=2 50 4
 pass 2 pp=2 0 4
 pass 4 pp=4 0 24
 pass 2 dp=2,zero=1 2 0
 pass 4 dp=4,zero=1 2 0
 pass 2 sp=2 17 0
-pass 4 tp=4 24 0
-pass 4 tp=2,pp=2,tpsp=0 16 4
+pass 4 tp=4 30 0
+pass 4 tp=2,pp=2,tpsp=0 20 4
 pass 4 sp=4 17 0
 
 have_sim=no
@@ -107,18 +110,18 @@ for lay in tp=2,pp=2 sp=4; do
 done
 
 # 16-17: a replay on fewer ranks than the layout's GPUs (--world). tp=2 on 4 GPUs
-# (dp=2) runs rank 0, its TP partner 1 and its DP partner 2: the 24 TP calls and one
-# gradient all-reduce (one bucket) = 25. tp=2,pp=2,dp=2,zero=1 on 8: the stages'
+# (dp=2) runs rank 0, its TP partner 1 and its DP partner 2: the 30 TP calls and one
+# gradient all-reduce (one bucket) = 31. tp=2,pp=2,dp=2,zero=1 on 8: the stages'
 # representatives 0 and 4, their TP partners 1 and 5, their DP partners 2 and 6; the
-# 44 calls of tp=2,pp=2 and ZeRO-1's reduce-scatter and all-gather on each stage = 48.
+# 50 calls of tp=2,pp=2 and ZeRO-1's reduce-scatter and all-gather on each stage = 54.
 mpi 3 $A --layout tp=2 --world 4
-if [ "$rc" -eq 0 ] && grep -Eq "^PASS step tiny .* ranks=3 collectives=25 sends=0 " "$tmp/out" &&
-   grep -q "^step: ranks 0..2 run the GPUs 0,1,2 of the 4$" "$tmp/out"; then ok "tp=2 --world 4 on 3 ranks: PASS, 25 collectives"
+if [ "$rc" -eq 0 ] && grep -Eq "^PASS step tiny .* ranks=3 collectives=31 sends=0 " "$tmp/out" &&
+   grep -q "^step: ranks 0..2 run the GPUs 0,1,2 of the 4$" "$tmp/out"; then ok "tp=2 --world 4 on 3 ranks: PASS, 31 collectives"
 else nok "tp=2 --world 4 on 3 ranks: exit $rc: $(cat "$tmp/out" "$tmp/err" | head -c 600)"; fi
 mpi 6 $A --layout tp=2,pp=2,dp=2,zero=1 --world 8
-if [ "$rc" -eq 0 ] && grep -Eq "^PASS step tiny .* ranks=6 collectives=48 sends=4 " "$tmp/out" &&
+if [ "$rc" -eq 0 ] && grep -Eq "^PASS step tiny .* ranks=6 collectives=54 sends=4 " "$tmp/out" &&
    grep -q "^step: ranks 0..5 run the GPUs 0,1,2,4,5,6 of the 8$" "$tmp/out"; then
-  ok "tp=2,pp=2,dp=2,zero=1 --world 8 on 6 ranks: PASS, 48 collectives and 4 sends"
+  ok "tp=2,pp=2,dp=2,zero=1 --world 8 on 6 ranks: PASS, 54 collectives and 4 sends"
 else nok "tp=2,pp=2,dp=2,zero=1 --world 8 on 6 ranks: exit $rc: $(cat "$tmp/out" "$tmp/err" | head -c 600)"; fi
 
 # 18: the wrong -np: refused in one line naming both counts and the GPUs

@@ -161,16 +161,32 @@ static void test_step_tp(void)
   GError *err = NULL;
   g_assert_true(sp_step_eval(&c, &l, &r, &err));
   double lf = 7340032e-12, at = 1048576e-12, hf = 8192000e-12;
-  /* per micro-batch: 2 layers x (fwd + bwd + 4 all-reduces of 1 ms) + head fwd + bwd */
-  double tmb = 2 * (3 * lf + 0.5 * at + 4e-3) + 3 * hf;
+  /* per micro-batch: 2 layers x (fwd + bwd + 4 all-reduces of 1 ms) + head fwd + bwd,
+   * and the all-reduces of the embedding (VocabParallelEmbedding) and of the output
+   * layer's input gradient (copy_to_tensor_model_parallel_region's backward); the backward
+   * all-reduces of the column-parallel GEMMs' input gradients run under their weight
+   * gradients (Megatron-LM's async TP all-reduce): the MLP up projection's 2 x 64 x 128
+   * x 128 = 2097152 flops, QKV's 2 x 64 x 96 x 128 = 1572864, the output layer's
+   * 2 x 64 x 500 x 128 = 8192000, each shorter than the 1 ms all-reduce it hides */
+  double hid = 2 * (2097152e-12 + 1572864e-12) + 8192000e-12;
+  double tmb = 2 * (3 * lf + 0.5 * at + 4e-3) + 3 * hf + 2e-3 - hid;
   g_assert_cmpint(r.microbatches, ==, 4);
   g_assert_cmpfloat_with_epsilon(r.step_time, 4 * tmb, 1e-12);
-  g_assert_cmpfloat_with_epsilon(r.exposed[SP_COMM_TP], 4 * 2 * 4e-3, 1e-12);
+  g_assert_cmpfloat_with_epsilon(r.exposed[SP_COMM_TP], 4 * (2 * 4e-3 + 2e-3 - hid), 1e-12);
   g_assert_cmpfloat(r.bubble, ==, 0.0);
-  /* all TP collectives: all-reduce of b s h x 2 bytes */
+  /* kernels 25 % slower beside a collective lose 0.25 / 1.25 = 0.2 s of work per second
+   * of overlap: 0.2 x hid per micro-batch, counted as compute */
+  sp_step_ctx cs = c;
+  cs.hw.comm_slowdown = 0.25;
+  sp_step_result rs;
+  g_assert_true(sp_step_eval(&cs, &l, &rs, &err));
+  g_assert_cmpfloat_with_epsilon(rs.step_time, 4 * (tmb + 0.2 * hid), 1e-12);
+  g_assert_cmpfloat_with_epsilon(rs.compute - r.compute, 4 * 0.2 * hid, 1e-12);
+  /* all TP collectives: all-reduce of b s h x 2 bytes (the layers', the embedding's,
+   * the output layer's) */
   g_autoptr(GArray) comms = g_array_new(FALSE, FALSE, sizeof(sp_comm));
   sp_step_comms(&c, &l, comms);
-  g_assert_cmpuint(comms->len, ==, 2);
+  g_assert_cmpuint(comms->len, ==, 4);
   for (guint i = 0; i < comms->len; i++) {
     sp_comm *cm = &g_array_index(comms, sp_comm, i);
     g_assert_cmpint(cm->coll, ==, SP_COLL_ALL_REDUCE);
@@ -193,6 +209,46 @@ static void test_step_pp(void)
   g_assert_cmpfloat_with_epsilon(r.step_time, (4 + 2 - 1) * tmb, 1e-12);
   g_assert_cmpfloat_with_epsilon(r.bubble, tmb, 1e-12);
   g_assert_cmpfloat_with_epsilon(r.bubble / (r.step_time - r.bubble), sp_step_bubble_fraction(2, 4), 1e-12);
+}
+
+/* Tied embeddings: on pp=2 the first and last stage all-reduce the table's gradient
+ * (1000 x 64 values in bf16) after the step's backward (Megatron-LM
+ * _allreduce_word_embedding_grads), exposed whole: the pp=2 step above plus 1 ms. On
+ * one stage the table is held once, and dpfp32=1 reduces the gradients in 4 bytes:
+ * 4 x (2 x 49280 + 64000 + 64) = 650496 bytes. */
+static void test_step_tied(void)
+{
+  sp_model m = tiny();
+  m.tied_embeddings = TRUE;
+  sp_step_ctx c = ctx_for(&m, 2, 128, 4);
+  sp_layout l = lay("pp=2", &c);
+  sp_step_result r;
+  GError *err = NULL;
+  g_assert_true(sp_step_eval(&c, &l, &r, &err));
+  double lf = 2 * 7340032e-12, at = 2 * 1048576e-12, hf = 2 * 8192000e-12;
+  double tmb = 3 * lf + 0.5 * at + 3 * hf + 2e-3;
+  g_assert_cmpfloat_with_epsilon(r.step_time, (4 + 2 - 1) * tmb + 1e-3, 1e-12);
+  g_autoptr(GArray) comms = g_array_new(FALSE, FALSE, sizeof(sp_comm));
+  sp_step_comms(&c, &l, comms);
+  guint ties = 0;
+  for (guint i = 0; i < comms->len; i++) {
+    const sp_comm *cm = &g_array_index(comms, sp_comm, i);
+    if (cm->when != SP_PER_STEP) continue;
+    ties++;
+    g_assert_cmpint(cm->kind, ==, SP_COMM_PP);
+    g_assert_cmpint(cm->coll, ==, SP_COLL_ALL_REDUCE);
+    g_assert_cmpint(cm->n, ==, 2);
+    g_assert_cmpint(cm->stride, ==, 1);
+    g_assert_cmpuint(cm->bytes, ==, 2 * 64000);
+  }
+  g_assert_cmpuint(ties, ==, 1);
+  sp_layout l2 = lay("dp=2,dpfp32=1", &c);
+  g_array_set_size(comms, 0);
+  sp_step_comms(&c, &l2, comms);
+  g_assert_cmpuint(comms->len, ==, 1);
+  const sp_comm *g = &g_array_index(comms, sp_comm, 0);
+  g_assert_cmpint(g->coll, ==, SP_COLL_ALL_REDUCE);
+  g_assert_cmpuint(g->bytes, ==, 650496);
 }
 
 /* Interleaved 1F1B (Narayanan et al. 2021): the bubble shrinks to (pp - 1) / vpp
@@ -247,6 +303,7 @@ int main(int argc, char **argv)
   g_test_add_func("/step/bubble", test_bubble);
   g_test_add_func("/step/tp-step", test_step_tp);
   g_test_add_func("/step/pp-step", test_step_pp);
+  g_test_add_func("/step/tied-embeddings", test_step_tied);
   g_test_add_func("/step/pp-interleaved", test_step_pp_interleaved);
   g_test_add_func("/step/analytic-pricer", test_analytic_pricer);
   return g_test_run();

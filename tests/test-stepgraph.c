@@ -127,14 +127,18 @@ static void test_interleaved_makespan(void)
 /* Megatron-LM's layer with tensor and sequence parallelism: forward 2 all-gathers and
  * 2 reduce-scatters; backward 2 all-gathers of output gradients, 2 re-gathers of
  * inputs for the weight gradients, 2 reduce-scatters; full recomputation repeats the
- * forward's 4. Without sequence parallelism: 2 all-reduces each way. */
+ * forward's 4. Without sequence parallelism: 2 all-reduces each way. Per micro-batch
+ * outside the layers (megatron/core/tensor_parallel/layers.py): with SP the
+ * embedding's reduce-scatter and its backward all-gather, the output layer's
+ * all-gather, its backward re-gather and reduce-scatter (5); without SP the
+ * embedding's all-reduce and the output layer's input-gradient all-reduce (2). */
 static void test_tp_collectives(void)
 {
   sp_model m = model8();
   const struct { const char *spec; guint per_layer; guint head; } cases[] = {
-    { "tp=4", 4 + 6, 2 },
-    { "tp=4,ckpt=full", 4 + 6 + 4, 2 },
-    { "tp=4,tpsp=0", 2 + 2, 0 },
+    { "tp=4", 4 + 6, 2 + 3 },
+    { "tp=4,ckpt=full", 4 + 6 + 4, 2 + 3 },
+    { "tp=4,tpsp=0", 2 + 2, 1 + 1 },
   };
   for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
     sp_step_ctx c = ctx_for(&m, 4, 128, 4, price_1ms);
@@ -219,6 +223,76 @@ static void test_dp_sync(void)
   GError *err = NULL;
   g_assert_true(sp_step_eval(&c, &l, &r, &err));
   assert_close(r.dp_tail, 1e-3);
+}
+
+/* Tied embeddings on pp=2, dp=2 (4 GPUs, ranks 0-1 on stage 0, 2-3 on stage 1):
+ * Megatron-LM's _allreduce_word_embedding_grads all-reduces the table's gradient,
+ * 1000 x 64 values, between rank r and r + 2 once each stage's data-parallel reduction
+ * is over; with dpfp32=1 in 4 bytes (256,000 bytes), as the stages' gradients: stage 0
+ * 4 x 49,280 + 64,000 parameters, stage 1 the same (its copy of the table). The
+ * optimizer of both stages waits for it: with 1 ms per collective and free compute the
+ * step ends at 1 ms (the stage's gradient all-reduce) + 1 ms. One stage (pp=1) holds
+ * one table: no such all-reduce, and the gradients of 8 layers and one table. */
+static void test_tied_embeddings(void)
+{
+  sp_model m = model8();
+  m.tied_embeddings = TRUE;
+  sp_step_ctx c = ctx_for(&m, 4, 128, 4, price_1ms);
+  sp_layout l = lay("pp=2,dp=2,dpsync=1,dpfp32=1", &c);
+  g_assert_true(l.dp_fp32);
+  g_autoptr(sp_stepgraph) g = build(&c, &l, SP_SCHED_1F1B);
+  for (guint i = 0; i < g->tasks->len; i++) {
+    sp_task *t = &g_array_index(g->tasks, sp_task, i);
+    if (t->kind == SP_TASK_COMPUTE) t->seconds = 0; /* free compute */
+  }
+  g_autofree double *s = g_new(double, g->tasks->len), *e = g_new(double, g->tasks->len);
+  double span;
+  g_assert_true(sp_stepgraph_schedule(g, s, e, &span, NULL));
+  guint ties = 0, grads = 0;
+  for (guint i = 0; i < g->tasks->len; i++) {
+    const sp_task *t = &g_array_index(g->tasks, sp_task, i);
+    if (t->kind != SP_TASK_COLL) continue;
+    const sp_comm *cm = &g_array_index(g->comms, sp_comm, t->comm);
+    if (cm->kind == SP_COMM_PP) {
+      ties++;
+      g_assert_cmpint(cm->coll, ==, SP_COLL_ALL_REDUCE);
+      g_assert_cmpint(cm->n, ==, 2);
+      g_assert_cmpint(cm->stride, ==, 2);
+      g_assert_cmpuint(cm->bytes, ==, 4 * 64000);
+    } else if (cm->kind == SP_COMM_DP) {
+      grads++;
+      g_assert_cmpuint(cm->bytes, ==, 4 * (4 * 49280 + 64000));
+    }
+  }
+  g_assert_cmpuint(ties, ==, 2);
+  g_assert_cmpuint(grads, ==, 2);
+  /* the sends (1 ms each) order the stages; the last task is an optimizer that waited
+   * for the stage's gradient all-reduce and then the tie all-reduce */
+  for (guint i = 0; i < g->tasks->len; i++) {
+    const sp_task *t = &g_array_index(g->tasks, sp_task, i);
+    if (t->phase == SP_PHASE_STEP && t->kind == SP_TASK_COMPUTE) {
+      double bwd_end = 0;
+      for (guint j = 0; j < g->tasks->len; j++) {
+        const sp_task *u = &g_array_index(g->tasks, sp_task, j);
+        if (u->stage == t->stage && u->phase == SP_PHASE_BWD && u->kind == SP_TASK_COMPUTE) bwd_end = MAX(bwd_end, e[j]);
+      }
+      assert_close(s[i], bwd_end + 2e-3);
+    }
+  }
+  /* one stage: one table, no tie all-reduce */
+  sp_step_ctx c1 = ctx_for(&m, 2, 128, 4, price_1ms);
+  sp_layout l1 = lay("dp=2,dpsync=1", &c1);
+  g_autoptr(sp_stepgraph) g1 = build(&c1, &l1, SP_SCHED_1F1B);
+  guint n1 = 0;
+  for (guint i = 0; i < g1->tasks->len; i++) {
+    const sp_task *t = &g_array_index(g1->tasks, sp_task, i);
+    if (t->kind != SP_TASK_COLL) continue;
+    const sp_comm *cm = &g_array_index(g1->comms, sp_comm, t->comm);
+    g_assert_cmpint(cm->kind, ==, SP_COMM_DP);
+    g_assert_cmpuint(cm->bytes, ==, 2 * (8 * 49280 + 64000));
+    n1++;
+  }
+  g_assert_cmpuint(n1, ==, 1);
 }
 
 /* ckpt=op in the graph: each layer's backward starts with the recomputation the kernel
@@ -358,6 +432,7 @@ int main(int argc, char **argv)
   g_test_add_func("/stepgraph/tp-collectives", test_tp_collectives);
   g_test_add_func("/stepgraph/dp-buckets", test_dp_buckets);
   g_test_add_func("/stepgraph/dp-sync", test_dp_sync);
+  g_test_add_func("/stepgraph/tied-embeddings", test_tied_embeddings);
   g_test_add_func("/stepgraph/op-recompute", test_op_recompute);
   g_test_add_func("/stepgraph/uneven-stages", test_uneven_stages);
   g_test_add_func("/stepgraph/breakdown-sums", test_breakdown_sums);

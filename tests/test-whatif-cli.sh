@@ -64,8 +64,10 @@ expect_fail "missing platform file" "No such file" "$tmp/none.xml" --model llama
 # operation library's global references; then the priced step graph, reduced to one
 # layer per chunk and pp micro-batches (2 without pipelining), replays its collectives
 # and sends with real bytes. Counts by hand from Megatron's layer: TP with SP 4 forward
-# + 6 backward per layer and micro-batch, +2 for the output layer; Ulysses 4 + 4; plain
-# TP 2 + 2; ring cp - 1 forward and backward; ISP gather, gather, reduce-scatter; DP one
+# + 6 backward per layer and micro-batch, +3 for the output layer (all-gather forward,
+# re-gather and reduce-scatter backward) and +2 for the embedding (reduce-scatter forward,
+# all-gather backward); Ulysses 4 + 4; plain TP 2 + 2, +1 for the embedding's all-reduce and
+# +1 for the output layer's input-gradient all-reduce; ring cp - 1 forward and backward; ISP gather, gather, reduce-scatter; DP one
 # bucket (all-reduce, or ZeRO's reduce-scatter + all-gather) per stage.
 S="$src/platforms/small.xml"   # 2 nodes x 4 GPUs
 echo '{"layers": 4, "hidden": 256, "heads": 8, "kv_heads": 2, "ffn": 1024, "vocab": 1000}' > "$tmp/v.json"
@@ -74,7 +76,7 @@ if "$bin" "$S" $V --layout tp=2,sp=2,dp=2 --json "$tmp/v1.json" >"$tmp/out" 2>"$
    && grep -qx 'verify: tp-mlp-sp tp=2 on ranks {0,1}: PASS' "$tmp/out" \
    && grep -qx 'verify: ulysses-attention sp=2 (2 heads, 1 KV) on ranks {0,2} and 1 sibling group (4 ranks): PASS' "$tmp/out" \
    && grep -q '^verify: dp-all-reduce replicas=4 .* on ranks {0,2,4,6} and 1 sibling group (8 ranks): PASS$' "$tmp/out" \
-   && grep -qx "verify: step-graph (1 layer, 2 micro-batches: $((2 * (10 + 2) + 2 * 8 + 1)) collectives and 0 pipeline sends) of the stages' ranks {0} with the members of their groups (5 ranks): PASS" "$tmp/out" \
+   && grep -qx "verify: step-graph (1 layer, 2 micro-batches: $((2 * (10 + 3 + 2) + 2 * 8 + 1)) collectives and 0 pipeline sends) of the stages' ranks {0} with the members of their groups (5 ranks): PASS" "$tmp/out" \
    && [ "$(grep -c '^verify: .*: PASS$' "$tmp/out")" = 4 ] && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then
   ok "--verify tp x sp x dp: one check per dimension on its real groups, PASS"; else nok "--verify PASS: $(cat "$tmp/out" "$tmp/err" | tail -n 8)"; fi
 if grep -q '"verify": {"layout": "tp=2,tpsp=1,sp=2,.*"result": "PASS"' "$tmp/v1.json" \
@@ -93,7 +95,7 @@ if "$bin" "$S" $V --layout tp=2,tpsp=0,pp=2,dp=2,zero=2 >"$tmp/out" 2>"$tmp/err"
    && grep -qx 'verify: tp-mlp tp=2 on ranks {0,1}: PASS' "$tmp/out" \
    && grep -qx 'verify: pipeline-1f1b pp=2 on ranks {0,4} and 3 sibling groups (8 ranks): PASS' "$tmp/out" \
    && grep -qx 'verify: zero2-step dp=2 on ranks {0,2} and 1 sibling group (4 ranks): PASS' "$tmp/out" \
-   && grep -qx "verify: step-graph (2 layers, 2 micro-batches: $((2 * 2 * 4 + 2 * 2)) collectives and 4 pipeline sends) of the stages' ranks {0,4} with the members of their groups (6 ranks): PASS" "$tmp/out" \
+   && grep -qx "verify: step-graph (2 layers, 2 micro-batches: $((2 * 2 * 4 + 2 * (1 + 1) + 2 * 2)) collectives and 4 pipeline sends) of the stages' ranks {0,4} with the members of their groups (6 ranks): PASS" "$tmp/out" \
    && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then ok "--verify tp x pp x dp with ZeRO-2"; else nok "--verify pp: $(cat "$tmp/out" "$tmp/err" | tail -n 8)"; fi
 # A corrupted output on rank 2 (testing aid) must be found: FAIL names the rank, exits 1,
 # and the TP check (ranks 0, 1) still passes.

@@ -63,6 +63,11 @@ typedef struct {
                          micro-batch's backward (Megatron-LM's --DDP-impl local of 2021-2022:
                          train_step calls allreduce_gradients after forward_backward_func);
                          layout key dpsync=1 */
+  gboolean dp_fp32; /**< gradients are reduced over the data-parallel group in fp32 (4 bytes)
+                         rather than the model's dtype: Megatron-LM with bf16
+                         (--accumulate-allreduce-grads-in-fp32, forced for bf16 by
+                         megatron/training/arguments.py), FSDP2 with reduce_dtype float32;
+                         layout key dpfp32=1 */
 } sp_layout;
 
 /** What a layout is checked against. */

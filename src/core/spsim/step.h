@@ -41,6 +41,8 @@ typedef enum {
   SP_PER_LAYER_BWD,     /**< every layer, every micro-batch, backward (incl. recompute) */
   SP_PER_MB,            /**< every micro-batch, once per stage (pipeline sends: fwd + bwd) */
   SP_PER_STEP,          /**< once per step (gradient reduction, parameter gather) */
+  SP_PER_MB_EMBED,      /**< every micro-batch, on the stage holding the input embedding */
+  SP_PER_MB_HEAD,       /**< every micro-batch, on the stage holding the output layer */
 } sp_comm_when;
 
 /**
@@ -70,6 +72,9 @@ typedef struct {
   double mem_bytes;        /**< GPU memory in bytes */
   double mem_usable;       /**< usable fraction of it (allocator, CUDA context, NCCL) */
   double dp_bucket_params; /**< gradient bucket size in parameters (last bucket is exposed) */
+  double comm_slowdown;    /**< kernels take 1 + comm_slowdown times as long while a collective runs
+                                beside them (the closed form's estimate of the step simulation's;
+                                0: none) */
 } sp_step_hw;
 
 /** Fill the defaults for an H100 SXM (sp_kernel_gpu_h100, flash attention, 80 GiB). */
@@ -204,6 +209,19 @@ void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *out);
 
 /** Append the collectives of one step of @p l to @p out (GArray of sp_comm). */
 void sp_step_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out);
+
+/**
+ * Append the collectives of the input embedding and the output layer (Megatron-LM's
+ * VocabParallelEmbedding and ColumnParallelLinear) to @p out, per micro-batch
+ * (SP_PER_MB_EMBED, SP_PER_MB_HEAD), and, for tied embeddings split over pipeline
+ * stages, the all-reduce of the word-embedding gradient between the first and last
+ * stage (SP_PER_STEP, kind SP_COMM_PP). sp_step_comms includes them.
+ */
+void sp_step_edge_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out);
+
+/** Bytes per element of the data-parallel gradient reduction: 4 with dpfp32=1, else
+ * the model's dtype. */
+double sp_step_grad_bytes(const sp_model *m, const sp_layout *l);
 
 /**
  * Set @p r's step time to @p step_time and derive its throughput figures from it:

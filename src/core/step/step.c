@@ -21,6 +21,7 @@ void sp_step_hw_init(sp_step_hw *hw)
   hw->mem_bytes = 80.0 * 1024 * 1024 * 1024; /* 80 GiB HBM3 */
   hw->mem_usable = 0.92;
   hw->dp_bucket_params = 40e6;               /* Megatron DDP default bucket */
+  hw->comm_slowdown = 0.0;                   /* the what-if sets the simulation's */
 }
 
 void sp_analytic_net_init(sp_analytic_net *n)
@@ -192,21 +193,72 @@ void sp_step_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
     push(out, SP_COMM_ISP, SP_PER_LAYER_BWD, SP_COLL_REDUCE_SCATTER, l->wp, l->tp, mmw, 1, "ISP gradient reduce-scatter");
   }
   int32_t g = sp_layout_replicas(l) / l->wp;
+  double ge = sp_step_grad_bytes(m, l);
   if (l->zero >= 3) {
     push(out, SP_COMM_DP, SP_PER_LAYER_FWD, SP_COLL_ALL_GATHER, g, l->tp * l->wp, mmw, 1, "ZeRO-3 parameter all-gather (forward)");
     push(out, SP_COMM_DP, SP_PER_LAYER_BWD, SP_COLL_ALL_GATHER, g, l->tp * l->wp, mmw, 1, "ZeRO-3 parameter all-gather (backward)");
-    push(out, SP_COMM_DP, SP_PER_LAYER_BWD, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, mmw, 1, "ZeRO-3 gradient reduce-scatter");
+    push(out, SP_COMM_DP, SP_PER_LAYER_BWD, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, mmw * ge / e, 1, "ZeRO-3 gradient reduce-scatter");
   }
   if (l->pp > 1) {
     push(out, SP_COMM_PP, SP_PER_MB, SP_COLL_SEND_RECV, 2, l->tp * l->sp * l->cp * l->dp, z.pp_msg, 2,
          "pipeline send of activations (forward) and their gradients (backward)");
   }
-  double grads = stage_params_local(m, l) / l->wp * e;
+  double params = stage_params_local(m, l) / l->wp;
   if (l->zero == 0)
-    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_ALL_REDUCE, g, l->tp * l->wp, grads, 1, "gradient all-reduce");
+    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_ALL_REDUCE, g, l->tp * l->wp, params * ge, 1, "gradient all-reduce");
   else if (l->zero <= 2) {
-    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, grads, 1, "ZeRO gradient reduce-scatter");
-    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, grads, 1, "ZeRO parameter all-gather after the optimizer");
+    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, params * ge, 1, "ZeRO gradient reduce-scatter");
+    push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, params * e, 1, "ZeRO parameter all-gather after the optimizer");
+  }
+  sp_step_edge_comms(c, l, out);
+}
+
+double sp_step_grad_bytes(const sp_model *m, const sp_layout *l)
+{
+  return l->dp_fp32 ? 4.0 : sp_model_dtype_bytes(m);
+}
+
+/* Megatron-LM (NVIDIA/Megatron-LM megatron/core/tensor_parallel/layers.py and
+ * mappings.py, models/common/embeddings/language_model_embedding.py,
+ * distributed/finalize_model_grads.py):
+ *  - VocabParallelEmbedding: each TP rank looks up its slice of the vocabulary and the
+ *    partial embeddings are summed: all-reduce (reduce_from_tensor_model_parallel_region,
+ *    backward the identity) without sequence parallelism; with it a reduce-scatter
+ *    (reduce_scatter_to_sequence_parallel_region, backward an all-gather) when the model
+ *    has no learned position embedding (reduce_scatter_embeddings; spsim's models use
+ *    rotary or no position table; with a learned one Megatron all-reduces and then
+ *    scatters, whose backward is the same all-gather);
+ *  - the output layer (ColumnParallelLinear): without sequence parallelism its input
+ *    passes copy_to_tensor_model_parallel_region, the identity forward and an
+ *    all-reduce of the input gradient backward; with it the input is all-gathered
+ *    forward, re-gathered for the weight gradient and the input gradient
+ *    reduce-scattered backward (LinearWithGradAccumulationAndAsyncCommunication);
+ *  - tied embeddings on pp > 1 stages: the first stage (input table) and the last
+ *    (output layer) hold a copy each, and _allreduce_word_embedding_grads all-reduces
+ *    its gradient (V h / tp, in the gradient dtype) between them after the
+ *    data-parallel reduction. The group is the same TP/DP rank on stage 0 and pp - 1. */
+void sp_step_edge_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
+{
+  const sp_model *m = c->model;
+  sp_step_sizes z;
+  sp_step_comm_sizes(c, l, &z);
+  double act = z.act;
+  if (l->tp > 1) {
+    if (l->tp_sp) {
+      push(out, SP_COMM_TP, SP_PER_MB_EMBED, SP_COLL_REDUCE_SCATTER, l->tp, 1, act, 1, "embedding reduce-scatter (TP+SP)");
+      push(out, SP_COMM_TP, SP_PER_MB_EMBED, SP_COLL_ALL_GATHER, l->tp, 1, act, 1, "embedding backward all-gather (TP+SP)");
+      push(out, SP_COMM_TP, SP_PER_MB_HEAD, SP_COLL_ALL_GATHER, l->tp, 1, act, 2, "output layer all-gathers (TP+SP: forward, weight gradient)");
+      push(out, SP_COMM_TP, SP_PER_MB_HEAD, SP_COLL_REDUCE_SCATTER, l->tp, 1, act, 1, "output layer backward reduce-scatter (TP+SP)");
+    } else {
+      push(out, SP_COMM_TP, SP_PER_MB_EMBED, SP_COLL_ALL_REDUCE, l->tp, 1, act, 1, "embedding all-reduce (TP)");
+      push(out, SP_COMM_TP, SP_PER_MB_HEAD, SP_COLL_ALL_REDUCE, l->tp, 1, act, 1, "output layer backward all-reduce (TP)");
+    }
+  }
+  if (m->tied_embeddings && l->pp > 1) {
+    int32_t stage_ranks = l->tp * l->sp * l->cp * l->dp;
+    double table = (double)m->vocab * (double)m->hidden / l->tp / l->wp;
+    push(out, SP_COMM_PP, SP_PER_STEP, SP_COLL_ALL_REDUCE, 2, (l->pp - 1) * stage_ranks, table * sp_step_grad_bytes(m, l), 1,
+         "tied word-embedding gradient all-reduce (first and last stage)");
   }
 }
 
@@ -312,10 +364,18 @@ double sp_layer_kernels_mm_bwd(const sp_layer_kernels *k)
   return 0.0 + (k->qkv[1] + k->qkv[2]) + (k->proj[1] + k->proj[2]) + (k->up[1] + k->up[2]) + (k->down[1] + k->down[2]);
 }
 
-/* Adam with mixed precision reads the FP32 master weight, both moments and the FP32
- * main gradient and writes the first three and the 16-bit weight: 4 x 4 + 3 x 4 + 2 =
- * 30 bytes per parameter the rank updates (sharded by ZeRO-1+ and ISP). */
-#define ADAM_BYTES_PER_PARAM 30.0
+/* Megatron-LM's optimizer step (megatron/core/optimizer/optimizer.py,
+ * MixedPrecisionOptimizer.step), per parameter the rank updates (sharded by ZeRO-1+
+ * and ISP), in HBM bytes:
+ *  - the gradient norm for clipping reads the FP32 main gradient (get_grad_norm_fp32 in
+ *    megatron/core/optimizer/clip_grads.py, multi_tensor_l2norm): 4;
+ *  - fused Adam reads the FP32 master weight, both moments and the main gradient and
+ *    writes the first three: 4 x 4 + 3 x 4 = 28;
+ *  - _copy_main_params_to_model_params reads the FP32 weight and writes the 16-bit
+ *    one: 4 + 2 = 6.
+ * 38 bytes. (fp16's loss-scale unscaling and the clipping multiply, applied only when
+ * the norm exceeds the limit, are not counted.) */
+#define ADAM_BYTES_PER_PARAM (4.0 + 28.0 + 6.0)
 
 double sp_step_optimizer_time(const sp_step_ctx *c, const sp_layout *l, double params)
 {
@@ -355,6 +415,28 @@ void sp_step_set_time(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   r->tflops = model_flops / r->step_time / c->world / 1e12;
 }
 
+/* What the backward of a column-parallel GEMM (times @p t: forward, data gradient,
+ * weight gradient) hides of its TP collectives, as the step graph runs it (column_bwd
+ * in stepgraph.c, Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication): with
+ * sequence parallelism the input's re-gather under the data gradient and the data
+ * gradient's reduce-scatter under the weight gradient; without, the data gradient's
+ * all-reduce under the weight gradient. @p tp1: one collective's time by type. */
+static double column_bwd_hidden(const sp_layout *l, const double tp1[SP_COLL_COUNT], const double t[3])
+{
+  if (l->tp < 2) return 0.0;
+  if (l->tp_sp) return MIN(tp1[SP_COLL_ALL_GATHER], t[1]) + MIN(tp1[SP_COLL_REDUCE_SCATTER], t[2]);
+  return MIN(tp1[SP_COLL_ALL_REDUCE], t[2]);
+}
+
+/* Extra kernel time per second of a collective running beside them: kernels get
+ * 1 / (1 + s) of the GPU while a collective runs (s = hw->comm_slowdown, the step
+ * simulation's SP_STEPSIM_COMM_SLOWDOWN, Hossain et al. 2025), so each second of overlap
+ * leaves s / (1 + s) s of their work for later. */
+static double overlap_slowdown(const sp_step_hw *hw)
+{
+  return hw->comm_slowdown > 0 ? hw->comm_slowdown / (1.0 + hw->comm_slowdown) : 0.0;
+}
+
 gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *r, GError **err)
 {
   const sp_model *m = c->model;
@@ -380,20 +462,25 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   g_autoptr(GArray) comms = g_array_new(FALSE, FALSE, sizeof(sp_comm));
   sp_step_comms(c, l, comms);
   double cf[SP_COMM_KIND_COUNT] = { 0 }, cb[SP_COMM_KIND_COUNT] = { 0 };
-  double p2p = 0, grad = 0, pgather = 0;
+  double p2p = 0, grad = 0, pgather = 0, tie = 0, edge[2] = { 0, 0 };
+  double tp1[SP_COLL_COUNT] = { 0 }; /* one TP collective of a layer, by type */
   for (guint i = 0; i < comms->len; i++) {
     const sp_comm *cm = &g_array_index(comms, sp_comm, i);
     double t = 0;
     if (!c->price(c->price_user, cm, &t, err)) return FALSE;
     double tt = t * cm->times;
+    if (cm->kind == SP_COMM_TP && cm->when == SP_PER_LAYER_BWD && (unsigned)cm->coll < SP_COLL_COUNT) tp1[cm->coll] = t;
     switch (cm->when) {
     case SP_PER_LAYER_FWD: cf[cm->kind] += tt; break;
     case SP_PER_LAYER_BWD: cb[cm->kind] += tt; break;
     case SP_PER_MB: p2p += tt; break;
     case SP_PER_STEP:
-      if (cm->coll == SP_COLL_ALL_GATHER) pgather += tt;
+      if (cm->kind == SP_COMM_PP) tie += tt;
+      else if (cm->coll == SP_COLL_ALL_GATHER) pgather += tt;
       else grad += tt;
       break;
+    case SP_PER_MB_EMBED: edge[0] += tt; break;
+    case SP_PER_MB_HEAD: edge[1] += tt; break;
     }
   }
 
@@ -401,7 +488,7 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
    * attention blocks; ISP / ZeRO-3 gathers are prefetched under the layer's compute. */
   double ef[SP_COMM_KIND_COUNT] = { 0 }, eb[SP_COMM_KIND_COUNT] = { 0 };
   ef[SP_COMM_TP] = cf[SP_COMM_TP];
-  eb[SP_COMM_TP] = cb[SP_COMM_TP];
+  eb[SP_COMM_TP] = MAX(0.0, cb[SP_COMM_TP] - column_bwd_hidden(l, tp1, lk.up) - column_bwd_hidden(l, tp1, lk.qkv));
   ef[SP_COMM_SP] = cf[SP_COMM_SP];
   eb[SP_COMM_SP] = cb[SP_COMM_SP];
   if (l->cp > 1) {
@@ -415,10 +502,22 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   ef[SP_COMM_DP] = MAX(0.0, cf[SP_COMM_DP] - lf);
   eb[SP_COMM_DP] = MAX(0.0, cb[SP_COMM_DP] - lb);
 
-  double sef = 0, seb = 0;
-  for (int k = 0; k < SP_COMM_KIND_COUNT; k++) { sef += ef[k]; seb += eb[k]; }
-  r->mb_fwd = ls * (lf + sef) + head_f;
-  r->mb_bwd = ls * (lb + seb) + head_b;
+  double sef = 0, seb = 0, hid_f = 0, hid_b = 0;
+  for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
+    sef += ef[k];
+    seb += eb[k];
+    hid_f += cf[k] - ef[k];
+    hid_b += cb[k] - eb[k];
+  }
+  /* the embedding's and output layer's TP collectives are on the critical path but for
+   * the output layer's backward reduction (under its weight gradient); with pipelining
+   * they sit on different stages and the slower one counts */
+  double head_hid = MIN(edge[1], column_bwd_hidden(l, tp1, lk.head));
+  double tp_edge = l->pp == 1 ? edge[0] + edge[1] - head_hid : MAX(edge[0], edge[1] - head_hid);
+  /* kernels run slower while collectives run beside them */
+  double slow = overlap_slowdown(hw);
+  r->mb_fwd = ls * (lf + sef + slow * hid_f) + head_f;
+  r->mb_bwd = ls * (lb + seb + slow * hid_b) + head_b + tp_edge + slow * head_hid;
   /* Interleaved: each micro-batch crosses pp x vpp - 1 stage boundaries, so every
    * rank sends vpp times as often; the bubble shrinks to (pp - 1) / vpp slots. */
   double vpp = (double)sp_layout_vpp(l);
@@ -429,10 +528,20 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
    * the ZeRO-1/2 parameter all-gather overlaps the first forward likewise. */
   double plocal = stage_params_local(m, l) / l->wp;
   double bucket = plocal > 0 ? MIN(1.0, hw->dp_bucket_params / plocal) : 1.0;
-  double tail = 0;
-  if (grad > 0) tail += l->dp_sync ? grad : MAX(grad * bucket, grad - ls * lb);
-  if (pgather > 0) tail += MAX(pgather * bucket, pgather - ls * lf);
+  double tail = 0, dp_hid = 0;
+  if (grad > 0) {
+    double t = l->dp_sync ? grad : MAX(grad * bucket, grad - ls * lb);
+    tail += t;
+    dp_hid += grad - t;
+  }
+  if (pgather > 0) {
+    double t = MAX(pgather * bucket, pgather - ls * lf);
+    tail += t;
+    dp_hid += pgather - t;
+  }
   r->dp_tail = tail;
+  tail += tie; /* tied embeddings: after the data-parallel reduction, before the update */
+  tail += slow * dp_hid; /* the last backward and first forward beside the buckets */
 
   /* The optimizer step follows the gradient reduction on every rank. */
   r->optimizer = optimizer_time(c, l);
@@ -440,15 +549,18 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   double md = (double)mbs;
   double slots = (double)(l->pp - 1) / vpp;
   r->step_time = (md + slots) * tmb + tail + r->optimizer;
-  r->compute = md * (ls * (lf + lb) + head_f + head_b) + r->optimizer;
+  r->compute = md * (ls * (lf + lb + slow * (hid_f + hid_b)) + head_f + head_b + slow * head_hid) + slow * dp_hid +
+               r->optimizer;
   r->bubble = slots * tmb;
   for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
     r->exposed[k] = md * ls * (ef[k] + eb[k]);
     r->comm[k] = md * ls * (cf[k] + cb[k]);
   }
-  r->exposed[SP_COMM_PP] = md * r->mb_p2p;
-  r->comm[SP_COMM_PP] = md * r->mb_p2p;
-  r->exposed[SP_COMM_DP] += tail;
+  r->exposed[SP_COMM_TP] += md * tp_edge;
+  r->comm[SP_COMM_TP] += md * (tp_edge + head_hid);
+  r->exposed[SP_COMM_PP] = md * r->mb_p2p + tie;
+  r->comm[SP_COMM_PP] = md * r->mb_p2p + tie;
+  r->exposed[SP_COMM_DP] += r->dp_tail;
   r->comm[SP_COMM_DP] += grad + pgather;
 
   sp_step_set_time(c, l, r, r->step_time);

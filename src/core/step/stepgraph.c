@@ -32,6 +32,8 @@ typedef struct {
   uint32_t need[2];     /* extra dependencies of the next task on the data path */
   /* collectives of a layer (-1: none) */
   int32_t tp_ag, tp_rs, tp_ar, a2a_q, a2a_kv, ring_f, ring_b, w_ag, w_rs, pp_msg;
+  /* collectives of the input embedding and the output layer (-1: none) */
+  int32_t emb_f, emb_b, tie_ar;
   sp_stream w_stream;   /* ISP or DP (ZeRO-3) */
   uint32_t w_next;      /* gather already issued for the next layer of the pass */
   uint32_t wslot[2];    /* last task using each weight-gather buffer */
@@ -175,11 +177,53 @@ static void layer_comms(sb *b)
     b->w_stream = SP_STREAM_ISP;
   } else if (l->zero >= 3) {
     b->w_ag = comm_of(b, SP_COMM_DP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, mmw, "ZeRO-3 parameter all-gather");
-    b->w_rs = comm_of(b, SP_COMM_DP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, mmw, "ZeRO-3 gradient reduce-scatter");
+    b->w_rs = comm_of(b, SP_COMM_DP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, mmw * sp_step_grad_bytes(b->c->model, l) /
+                      sp_model_dtype_bytes(b->c->model), "ZeRO-3 gradient reduce-scatter");
     b->w_stream = SP_STREAM_DP;
   }
   if (l->pp > 1)
     b->pp_msg = comm_of(b, SP_COMM_PP, SP_COLL_SEND_RECV, 2, l->tp * l->sp * l->cp * l->dp, z.pp_msg, "pipeline send");
+}
+
+/* The collectives of the input embedding and the output layer, as Megatron-LM issues
+ * them (NVIDIA/Megatron-LM megatron/core/tensor_parallel/layers.py, mappings.py,
+ * models/common/embeddings/language_model_embedding.py, distributed/finalize_model_grads.py);
+ * sizes in sp_step_edge_comms (step.c), which the closed form prices:
+ *  - VocabParallelEmbedding sums the TP ranks' partial lookups: an all-reduce
+ *    (reduce_from_tensor_model_parallel_region, whose backward is the identity) without
+ *    sequence parallelism, a reduce-scatter (reduce_scatter_to_sequence_parallel_region,
+ *    whose backward is an all-gather) with it;
+ *  - the output layer is a ColumnParallelLinear: its backward reduces the input gradient
+ *    like a layer's column-parallel GEMMs (column_bwd), see build_stage;
+ *  - tied embeddings split over pipeline stages: the first and last stage all-reduce
+ *    the word-embedding gradient after the data-parallel reduction, before the optimizer
+ *    (_allreduce_word_embedding_grads). */
+static void edge_comms(sb *b)
+{
+  g_autoptr(GArray) a = g_array_new(FALSE, FALSE, sizeof(sp_comm));
+  sp_step_edge_comms(b->c, b->l, a);
+  b->emb_f = b->emb_b = b->tie_ar = -1;
+  for (guint i = 0; i < a->len; i++) {
+    const sp_comm *cm = &g_array_index(a, sp_comm, i);
+    if (cm->when == SP_PER_MB_HEAD) continue; /* the layers' TP collectives, in build_stage */
+    int32_t id = comm_of(b, cm->kind, cm->coll, cm->n, cm->stride, (double)cm->bytes, cm->what);
+    if (cm->when == SP_PER_STEP) b->tie_ar = id;
+    else if (cm->coll == SP_COLL_ALL_GATHER) b->emb_b = id;
+    else b->emb_f = id;
+  }
+}
+
+/* Tied embeddings: the stage's copy of the word-embedding gradient is all-reduced with
+ * the other end of the pipeline once its data-parallel reduction is over. */
+static void tie_reduce(sb *b, int32_t s)
+{
+  if (b->tie_ar < 0 || (s != 0 && s != b->l->pp - 1)) return;
+  uint8_t keep = b->phase;
+  b->phase = SP_PHASE_STEP;
+  uint32_t id = coll_async(b, SP_STREAM_DP, b->tie_ar, b->chain);
+  add_dep(task_at(b, id), b->last_dp);
+  b->last_dp = id;
+  b->phase = keep;
 }
 
 /* ISP and ZeRO-3 gather a layer's weights into one of two buffers: the current
@@ -334,8 +378,9 @@ static int32_t bucket_comm(sb *b, gboolean gather, double params)
   double e = sp_model_dtype_bytes(b->c->model);
   int32_t g = sp_layout_replicas(l) / l->wp;
   if (gather) return comm_of(b, SP_COMM_DP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, params * e, "ZeRO parameter all-gather (bucket)");
-  if (l->zero == 0) return comm_of(b, SP_COMM_DP, SP_COLL_ALL_REDUCE, g, l->tp * l->wp, params * e, "gradient all-reduce (bucket)");
-  return comm_of(b, SP_COMM_DP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, params * e, "ZeRO gradient reduce-scatter (bucket)");
+  double ge = sp_step_grad_bytes(b->c->model, l);
+  if (l->zero == 0) return comm_of(b, SP_COMM_DP, SP_COLL_ALL_REDUCE, g, l->tp * l->wp, params * ge, "gradient all-reduce (bucket)");
+  return comm_of(b, SP_COMM_DP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, params * ge, "ZeRO gradient reduce-scatter (bucket)");
 }
 
 static gboolean dp_grad_buckets(const sb *b)
@@ -463,7 +508,10 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
     if (x->fwd) {
       b->phase = SP_PHASE_FWD;
       if (vs > 0) recv_wait(b, TRUE, key - 1);
-      if (vs == 0) compute(b, embed_time(b), "embedding");
+      if (vs == 0) {
+        compute(b, embed_time(b), "embedding");
+        coll_block(b, SP_STREAM_TP, b->emb_f);
+      }
       for (int64_t li = first; li < first + n; li++) {
         b->layer = (int32_t)li;
         layer_fwd(b, TRUE, li + 1 < first + n);
@@ -485,10 +533,8 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
       gboolean last = x->mb == last_bwd_mb[x->chunk];
       if (vs < V - 1) recv_wait(b, FALSE, key + 1);
       else {
-        compute(b, b->k.loss + b->k.head[1], "loss, output layer backward");
-        uint32_t rs = coll_async(b, SP_STREAM_TP, b->tp_rs, b->chain);
-        compute(b, b->k.head[2], "output layer weight gradient");
-        need(b, rs);
+        compute(b, b->k.loss, "loss backward");
+        column_bwd(b, b->k.head, "output layer backward");
         if (last) dp_bucket_add(b, emb_params);
       }
       for (int64_t li = first + n - 1; li >= first; li--) {
@@ -498,8 +544,10 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
       }
       b->layer = -1;
       if (vs == 0) {
+        coll_block(b, SP_STREAM_TP, b->emb_b);
         compute(b, embed_time(b), "embedding backward");
-        if (last) dp_bucket_add(b, emb_params);
+        /* one table when the output layer shares it on the same rank */
+        if (last && !(mo->tied_embeddings && pp == 1)) dp_bucket_add(b, emb_params);
       }
       if (last && dp_grad_buckets(b) && !l->dp_sync) dp_flush(b);
       if (vs > 0) {
@@ -516,6 +564,7 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
   b->mb = b->chunk = b->layer = -1;
   /* dpsync: one reduction of every gradient of the stage after its last backward */
   if (l->dp_sync && dp_grad_buckets(b)) dp_flush(b);
+  tie_reduce(b, s);
   b->phase = SP_PHASE_STEP;
   need(b, b->last_dp);
   b->open = NONE;
@@ -585,6 +634,7 @@ sp_stepgraph *sp_stepgraph_build(const sp_step_ctx *c, const sp_layout *l, sp_sc
   for (size_t i = 0; i < keys; i++) b.send_f[i] = b.send_b[i] = NONE;
   b.patch = g_array_new(FALSE, FALSE, sizeof(patch));
   layer_comms(&b);
+  edge_comms(&b);
   for (int32_t s = 0; s < l->pp; s++) build_stage(&b, s, mbs, sched);
   for (guint i = 0; i < b.patch->len; i++) {
     const patch *p = &g_array_index(b.patch, patch, i);

@@ -79,7 +79,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     if (*p == '\0') continue;
     char *eq = strchr(p, '=');
     if (eq == NULL) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, zero, ckpt, mb)", p);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb)", p);
       return FALSE;
     }
     *eq = '\0';
@@ -104,9 +104,13 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
       int32_t b = 0;
       ok = parse_deg(k, v, 0, 1, &b, err);
       l.dp_sync = b == 1;
+    } else if (strcmp(k, "dpfp32") == 0) {
+      int32_t b = 0;
+      ok = parse_deg(k, v, 0, 1, &b, err);
+      l.dp_fp32 = b == 1;
     } else if (strcmp(k, "ckpt") == 0) ok = sp_ckpt_parse(v, &l.ckpt, err);
     else {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, zero, ckpt, mb)", k);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb)", k);
       return FALSE;
     }
     if (!ok) return FALSE;
@@ -265,9 +269,9 @@ char *sp_layout_to_string(const sp_layout *l)
   if (l->vpp > 1) g_snprintf(v, sizeof v, ",vpp=%d", l->vpp);
   if (l->pp_first > 0) g_snprintf(v + strlen(v), sizeof v - strlen(v), ",ppfirst=%d", l->pp_first);
   if (l->pp_last > 0) g_snprintf(v + strlen(v), sizeof v - strlen(v), ",pplast=%d", l->pp_last);
-  return g_strdup_printf("tp=%d,tpsp=%d,sp=%d,cp=%d,wp=%d,pp=%d%s,dp=%d%s,zero=%d,ckpt=%s,mb=%d",
+  return g_strdup_printf("tp=%d,tpsp=%d,sp=%d,cp=%d,wp=%d,pp=%d%s,dp=%d%s%s,zero=%d,ckpt=%s,mb=%d",
                          l->tp, l->tp_sp ? 1 : 0, l->sp, l->cp, l->wp, l->pp, v, l->dp, l->dp_sync ? ",dpsync=1" : "",
-                         l->zero, sp_ckpt_name(l->ckpt), l->mb);
+                         l->dp_fp32 ? ",dpfp32=1" : "", l->zero, sp_ckpt_name(l->ckpt), l->mb);
 }
 
 char *sp_layout_label(const sp_layout *l)
@@ -289,6 +293,7 @@ char *sp_layout_label(const sp_layout *l)
   g_string_append_printf(s, "dp%d", l->dp);
   if (l->zero > 0) g_string_append_printf(s, " z%d", l->zero);
   if (l->dp_sync) g_string_append(s, " dpsync");
+  if (l->dp_fp32) g_string_append(s, " dpfp32");
   static const char *const ck[SP_CKPT_COUNT] = { "", " sel", " full", " op" };
   g_string_append(s, ck[l->ckpt]);
   if (l->mb > 1) g_string_append_printf(s, " mb%d", l->mb);

@@ -458,6 +458,9 @@ sp_whatif_result *sp_whatif_evaluate(const sp_whatif_opts *o, const sp_whatif_pl
   /* everything above needs only the text of the platform; the engine loads it once
    * the request is known to be valid */
   if (!open_engine(r, o->fidelity ? o->fidelity : "flow", err)) return NULL;
+  /* the closed form estimates the kernel slowdown beside collectives that the engine's
+   * simulation has (the contention-free run of analytic pricing has none) */
+  if (r->engine) r->ctx.hw.comm_slowdown = r->slowdown >= 0 ? r->slowdown : r->eng.comm_slowdown;
   sp_whatif_spread *s = o->spread;
   if (s != NULL) {
     /* each process its share; the others then run step graphs as rank 0 hands them out */

@@ -36,8 +36,9 @@ static char *family_label(const sp_layout *l, const char *wp, const char *zero)
   g_auto(GStrv) tok = g_strsplit(plain, " ", -1);
   GString *s = g_string_new("");
   for (guint i = 0; tok[i] != NULL; i++) {
-    gboolean dp = g_str_has_prefix(tok[i], "dp");
-    gboolean pp = g_str_has_prefix(tok[i], "pp");
+    /* the degrees: "dp32", "pp4v5" (not "dpsync", "dpfp32") */
+    gboolean dp = g_str_has_prefix(tok[i], "dp") && g_ascii_isdigit(tok[i][2]);
+    gboolean pp = g_str_has_prefix(tok[i], "pp") && g_ascii_isdigit(tok[i][2]);
     /* wp sits just before pp (or dp when there is no pipeline) */
     if ((pp || (dp && l->pp <= 1)) && (wp || l->wp > 1)) {
       if (wp) g_string_append_printf(s, "wp%s ", wp);
@@ -101,7 +102,9 @@ void sp_whatif_group(sp_whatif_result *r)
   /* the latest family of each key: rows come fastest first within a (fits,
    * simulated) class, so a row joins it or, slower than the tolerance, starts one */
   g_autoptr(GHashTable) open = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr(GByteArray) repeat = g_byte_array_new(); /* per family: a family of its key came before */
+  g_autoptr(GByteArray) repeat = g_byte_array_new(); /* per family: a family of its label came before */
+  /* labels do not show fits or simulated: families that differ only there read alike */
+  g_autoptr(GHashTable) labels = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   for (guint i = 0; i < rows->len; i++) {
     sp_whatif_row *rw = &g_array_index(rows, sp_whatif_row, i);
     char *key = family_key(&rw->r);
@@ -121,8 +124,10 @@ void sp_whatif_group(sp_whatif_result *r)
     sp_whatif_family f = { .first = i, .n = 1, .t_max = rw->r.step_time };
     rw->family = r->families->len;
     g_array_append_val(r->families, f);
-    guint8 again = g_hash_table_contains(open, key);
+    char *lkey = g_strndup(key, strlen(key) - 2); /* without fits and simulated */
+    guint8 again = g_hash_table_contains(labels, lkey);
     g_byte_array_append(repeat, &again, 1);
+    g_hash_table_add(labels, lkey);
     g_hash_table_replace(open, key, GUINT_TO_POINTER(rw->family));
   }
   /* what varies in each family: "X", or its values when an earlier family has the

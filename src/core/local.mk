@@ -27,7 +27,8 @@ spsiminclude_HEADERS += src/core/spsim/nccltests.h
 # topology: process topologies (and the pipeline grid and initialiser over them),
 # parallel layouts, model configurations
 libspsim_la_SOURCES += src/core/topology/topology.c src/core/topology/topo_private.h \
-	src/core/topology/topology_grid.c src/core/topology/layout.c src/core/topology/model.c
+	src/core/topology/topology_grid.c src/core/topology/topology_expert.c src/core/topology/layout.c \
+	src/core/topology/model.c
 spsiminclude_HEADERS += src/core/spsim/topology.h src/core/spsim/layout.h src/core/spsim/model.h
 
 # graph: the communication graph IR (its records and shared checks; collective, local

@@ -63,6 +63,10 @@ typedef struct {
                          micro-batch's backward (Megatron-LM's --DDP-impl local of 2021-2022:
                          train_step calls allreduce_gradients after forward_backward_func);
                          layout key dpsync=1 */
+  int32_t ep;       /**< expert parallel degree (MoE models; 0 or 1: off). As Megatron-Core lays it out
+                         (topology.h, sp_topo_moe_new) the ep groups fold inside the sp x cp x dp
+                         replicas: ep divides them and the number of experts */
+  int32_t etp;      /**< expert tensor parallel degree (0: tp, Megatron-Core's default); 1 or tp */
 } sp_layout;
 
 /** What a layout is checked against. */
@@ -98,7 +102,7 @@ void sp_layout_init(sp_layout *l);
 
 /**
  * Parse "tp=8,sp=4,pp=8,vpp=2,dp=4,cp=1,wp=1,zero=1,ckpt=full,mb=1,tpsp=1" (and
- * "ppfirst=N,pplast=N" for uneven pipeline stages). Keys left out keep the defaults of
+ * "ppfirst=N,pplast=N" for uneven pipeline stages, "ep=N,etp=N" for MoE models). Keys left out keep the defaults of
  * sp_layout_init; tpsp defaults to 1 when tp > 1.
  */
 gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err);
@@ -111,7 +115,8 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err);
 sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *ctx, GError **err);
 
 /** Canonical text "tp=8,tpsp=1,sp=1,cp=1,wp=1,pp=4,dp=32,zero=1,ckpt=selective,mb=1"
- * (",vpp=V" after pp when vpp > 1, then ",ppfirst=F" and ",pplast=L" when set) (g_free). */
+ * (",vpp=V" after pp when vpp > 1, then ",ppfirst=F" and ",pplast=L" when set; ",ep=E" and
+ * ",etp=T" at the end when ep > 1) (g_free). */
 char *sp_layout_to_string(const sp_layout *l);
 /** Compact label for tables, e.g. "tp8s pp4 dp32 z1 sel", "pp16v4" when interleaved (g_free). */
 char *sp_layout_label(const sp_layout *l);
@@ -139,6 +144,13 @@ int64_t sp_layout_layers_of_stage(const sp_layout *l, const sp_model *m, int32_t
 int64_t sp_layout_chunk_layers(const sp_layout *l, const sp_model *m, int32_t stage, int32_t chunk);
 /** Ranks holding the same weights: sp x cp x dp. */
 int32_t sp_layout_replicas(const sp_layout *l);
+/** Expert parallel degree (>= 1). */
+int32_t sp_layout_ep(const sp_layout *l);
+/** Expert tensor parallel degree (etp, or tp when 0). */
+int32_t sp_layout_etp(const sp_layout *l);
+/** Ranks holding the same expert weights (the expert data-parallel group of Megatron-Core):
+ *  tp x sp x cp x dp / (etp x ep). */
+int32_t sp_layout_expert_replicas(const sp_layout *l);
 
 /** Limits of the sweep. */
 typedef struct {

@@ -179,7 +179,8 @@ void sp_sweep_opts_init(sp_sweep_opts *o, const sp_layout_ctx *ctx);
  * (layers / pp) when pp > 1, zero 0..3, ckpt none/selective/full, and mb = ctx->mb
  * when it is set, else the powers of two up to opts->max_mb that divide the
  * sequences of a replica (global batch / dp). Invalid candidates are counted per
- * reason.
+ * reason. For an MoE model: every ep dividing the experts and sp x cp x dp, sp = 1, no
+ * wp, tpsp = 1 when tp > 1.
  */
 sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts);
 void sp_sweep_free(sp_sweep *s);

@@ -394,6 +394,7 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
       for (guint b = 0; b < dw->len; b++) {
         int32_t sp = g_array_index(dw, int32_t, b);
         if (sp > opts->max_sp || ctx->world % ((int64_t)tp * sp) != 0) continue;
+        if (moe && sp > 1) continue; /* MoE: Megatron-Core's parallelisms (no Ulysses); a --layout may still name sp */
         for (guint c = 0; c < dw->len; c++) {
           int32_t cp = g_array_index(dw, int32_t, c);
           if (cp > opts->max_cp || ctx->world % ((int64_t)tp * sp * cp) != 0) continue;

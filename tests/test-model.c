@@ -184,6 +184,48 @@ static void test_moe_bad(void)
                      " \"qk_nope_head_dim\": 8, \"qk_rope_head_dim\": 8, \"v_head_dim\": 8}", "set kv_heads = heads");
 }
 
+/* Hugging Face config.json files (key names of transformers' MixtralConfig,
+ * Qwen2MoeConfig and DeepseekV3Config, values of the published configs) price as the
+ * built-in models: the same hand-derived totals. */
+static void test_hf_config(void)
+{
+  GError *err = NULL;
+  sp_model *m = sp_model_parse("{\"_name_or_path\": \"mistralai/Mixtral-8x7B-v0.1\", \"architectures\": [\"MixtralForCausalLM\"],"
+                               " \"hidden_size\": 4096, \"intermediate_size\": 14336, \"max_position_embeddings\": 32768,"
+                               " \"num_attention_heads\": 32, \"num_experts_per_tok\": 2, \"num_hidden_layers\": 32,"
+                               " \"num_key_value_heads\": 8, \"num_local_experts\": 8, \"rope_theta\": 1e6,"
+                               " \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\", \"vocab_size\": 32000,"
+                               " \"hidden_act\": \"silu\"}", -1, "config.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpstr(m->name, ==, "mistralai/Mixtral-8x7B-v0.1");
+  g_assert_cmpfloat(sp_model_params(m), ==, 46702792704.0);
+  g_assert_cmpfloat(sp_model_active_params(m), ==, 12879925248.0);
+  sp_model_free(m);
+  m = sp_model_parse("{\"model_type\": \"deepseek_v3\", \"hidden_size\": 7168, \"intermediate_size\": 18432,"
+                     " \"moe_intermediate_size\": 2048, \"n_routed_experts\": 256, \"n_shared_experts\": 1,"
+                     " \"num_experts_per_tok\": 8, \"first_k_dense_replace\": 3, \"moe_layer_freq\": 1,"
+                     " \"num_hidden_layers\": 61, \"num_attention_heads\": 128, \"num_key_value_heads\": 128,"
+                     " \"q_lora_rank\": 1536, \"kv_lora_rank\": 512, \"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64,"
+                     " \"v_head_dim\": 128, \"vocab_size\": 129280, \"tie_word_embeddings\": false}", -1, "config.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpstr(m->name, ==, "deepseek_v3");
+  g_assert_cmpfloat(sp_model_params(m), ==, 671026404352.0);
+  g_assert_cmpfloat(sp_model_active_params(m), ==, 37552282624.0);
+  sp_model_free(m);
+  /* Qwen2-MoE: one shared MLP of 20480 columns, the same weights as 8 shared experts of 2560 */
+  m = sp_model_parse("{\"hidden_size\": 3584, \"intermediate_size\": 18944, \"moe_intermediate_size\": 2560,"
+                     " \"shared_expert_intermediate_size\": 20480, \"num_experts\": 64, \"num_experts_per_tok\": 8,"
+                     " \"decoder_sparse_step\": 1, \"num_hidden_layers\": 28, \"num_attention_heads\": 28,"
+                     " \"num_key_value_heads\": 4, \"vocab_size\": 151936, \"tie_word_embeddings\": false}", -1, "config.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(sp_model_params(m), ==, 57408429568.0);
+  sp_model_free(m);
+  expect_parse_error("{\"hidden_size\": 2048, \"intermediate_size\": 6144, \"num_hidden_layers\": 48, \"num_attention_heads\": 32,"
+                     " \"num_key_value_heads\": 4, \"head_dim\": 128, \"vocab_size\": 151936}", "head_dim 128 differs");
+  expect_parse_error("{\"hidden_size\": 64, \"intermediate_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                     " \"vocab_size\": 10, \"num_local_experts\": 4, \"num_experts_per_tok\": 5}", "experts_per_token must be between 1 and experts = 4");
+}
+
 static void test_bad_files(void)
 {
   expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256}", "vocab");
@@ -262,5 +304,6 @@ int main(int argc, char **argv)
   g_test_add_func("/model/deepseek-v3-params", test_deepseek_v3_params);
   g_test_add_func("/model/moe-layers", test_moe_layers);
   g_test_add_func("/model/moe-bad", test_moe_bad);
+  g_test_add_func("/model/hf-config", test_hf_config);
   return g_test_run();
 }

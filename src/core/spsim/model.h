@@ -102,6 +102,14 @@ typedef enum {
  * router_dtype; multi-head latent attention: kv_lora_rank with qk_nope_head_dim,
  * qk_rope_head_dim and v_head_dim (kv_heads == heads), and q_lora_rank.
  * Checks hidden % heads == 0 and heads % kv_heads == 0.
+ * A Hugging Face config.json (it has "num_hidden_layers") is read by its transformers key
+ * names instead: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads,
+ * intermediate_size, vocab_size, tie_word_embeddings, torch_dtype, hidden_act;
+ * num_local_experts / n_routed_experts / num_experts, num_experts_per_tok,
+ * moe_intermediate_size, n_shared_experts, shared_expert_intermediate_size,
+ * first_k_dense_replace, moe_layer_freq / decoder_sparse_step; q_lora_rank, kv_lora_rank,
+ * qk_nope_head_dim, qk_rope_head_dim, v_head_dim. A head_dim other than hidden / heads is
+ * refused.
  * Any other key is an error (SP_ERROR_INVALID) that names it and lists the known
  * ones. @p what names the input in messages (a file name).
  */

@@ -317,6 +317,104 @@ static gboolean check_keys(JsonObject *o, const char *what, sp_model_flags flags
   return TRUE;
 }
 
+/* ---------- Hugging Face config.json ---------- */
+
+/* An integer member of a config.json, or @p dflt when absent or null. */
+static gboolean hf_int(JsonObject *o, const char *key, int64_t dflt, const char *what, int64_t *out, GError **err)
+{
+  JsonNode *n = json_object_get_member(o, key);
+  *out = dflt;
+  if (n == NULL || JSON_NODE_HOLDS_NULL(n)) return TRUE;
+  if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_INT64) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: config.json field '%s' must be an integer", what, key);
+    return FALSE;
+  }
+  *out = json_node_get_int(n);
+  return TRUE;
+}
+
+/* The first of @p keys present (NULL-terminated), as hf_int. */
+static gboolean hf_int_any(JsonObject *o, const char *const *keys, int64_t dflt, const char *what, int64_t *out,
+                           GError **err)
+{
+  for (size_t i = 0; keys[i] != NULL; i++)
+    if (json_object_has_member(o, keys[i])) return hf_int(o, keys[i], dflt, what, out, err);
+  *out = dflt;
+  return TRUE;
+}
+
+/* A model from a Hugging Face transformers config.json (LlamaConfig, MistralConfig,
+ * MixtralConfig, Qwen2MoeConfig and DeepseekV3Config key names); keys that do not change
+ * the price (rope_theta, max_position_embeddings, ...) are not read. */
+static sp_model *parse_hf(JsonObject *o, const char *what, GError **err)
+{
+  sp_model *m = g_new0(sp_model, 1);
+  static const char *const experts_keys[] = { "num_local_experts", "n_routed_experts", "num_experts", NULL };
+  static const char *const freq_keys[] = { "moe_layer_freq", "decoder_sparse_step", NULL };
+  int64_t first = 0, freq = 1, shared_inter = 0, head_dim = 0;
+  if (!hf_int(o, "num_hidden_layers", 0, what, &m->layers, err) || !hf_int(o, "hidden_size", 0, what, &m->hidden, err) ||
+      !hf_int(o, "num_attention_heads", 0, what, &m->heads, err) ||
+      !hf_int(o, "num_key_value_heads", m->heads, what, &m->kv_heads, err) ||
+      !hf_int(o, "intermediate_size", 0, what, &m->ffn, err) || !hf_int(o, "vocab_size", 0, what, &m->vocab, err) ||
+      !hf_int_any(o, experts_keys, 0, what, &m->experts, err) ||
+      !hf_int(o, "num_experts_per_tok", 0, what, &m->topk, err) ||
+      !hf_int(o, "moe_intermediate_size", 0, what, &m->expert_ffn, err) ||
+      !hf_int(o, "n_shared_experts", 0, what, &m->shared_experts, err) ||
+      !hf_int(o, "shared_expert_intermediate_size", 0, what, &shared_inter, err) ||
+      !hf_int(o, "first_k_dense_replace", 0, what, &first, err) || !hf_int_any(o, freq_keys, 1, what, &freq, err) ||
+      !hf_int(o, "q_lora_rank", 0, what, &m->q_lora_rank, err) || !hf_int(o, "kv_lora_rank", 0, what, &m->kv_lora_rank, err) ||
+      !hf_int(o, "qk_nope_head_dim", 0, what, &m->qk_nope_head_dim, err) ||
+      !hf_int(o, "qk_rope_head_dim", 0, what, &m->qk_rope_head_dim, err) ||
+      !hf_int(o, "v_head_dim", 0, what, &m->v_head_dim, err) || !hf_int(o, "head_dim", 0, what, &head_dim, err))
+    goto fail;
+  const char *name = get_str(o, "_name_or_path", NULL, what, err);
+  if (name == NULL && json_object_has_member(o, "_name_or_path")) goto fail;
+  if (name == NULL || *name == '\0') name = get_str(o, "model_type", what, what, err);
+  if (name == NULL) goto fail;
+  m->name = g_strdup(name);
+  m->dtype = SP_BF16;
+  const char *td = get_str(o, "torch_dtype", "bfloat16", what, err);
+  if (td == NULL) goto fail;
+  if (strcmp(td, "float16") == 0) m->dtype = SP_F16;
+  else if (strcmp(td, "float32") == 0) m->dtype = SP_F32;
+  const char *act = get_str(o, "hidden_act", "silu", what, err);
+  if (act == NULL) goto fail;
+  m->mlp = g_str_has_prefix(act, "gelu") ? SP_MLP_GELU : SP_MLP_SWIGLU; /* silu: the gated MLP of these families */
+  JsonNode *tn = json_object_get_member(o, "tie_word_embeddings");
+  m->tied_embeddings = tn != NULL && JSON_NODE_HOLDS_VALUE(tn) && json_node_get_value_type(tn) == G_TYPE_BOOLEAN &&
+                       json_node_get_boolean(tn);
+  if (m->heads > 0 && head_dim > 0 && head_dim * m->heads != m->hidden && m->kv_lora_rank == 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: head_dim %" G_GINT64_FORMAT " differs from hidden_size / "
+                "num_attention_heads = %" G_GINT64_FORMAT ": spsim prices attention with hidden / heads per head; write "
+                "a model file instead", what, head_dim, m->hidden / m->heads);
+    goto fail;
+  }
+  if (m->experts > 0) {
+    if (m->expert_ffn == 0) m->expert_ffn = m->ffn;
+    if (shared_inter > 0 && m->shared_experts == 0) { /* Qwen2-MoE: one shared MLP of that size */
+      m->shared_experts = 1;
+      m->shared_ffn = shared_inter;
+    } else if (m->shared_experts > 0) m->shared_ffn = m->expert_ffn; /* DeepSeek: shared experts of expert size */
+    if (first >= m->layers || freq < 1) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: first_k_dense_replace %" G_GINT64_FORMAT " or the MoE layer "
+                  "frequency %" G_GINT64_FORMAT " leaves no MoE layer", what, first, freq);
+      goto fail;
+    }
+    m->moe_mask = g_new0(guint8, m->layers);
+    for (int64_t i = first; i < m->layers; i++) m->moe_mask[i] = (i - first) % freq == 0;
+    m->router_dtype = SP_F32;
+  } else {
+    m->topk = 0;
+    m->expert_ffn = m->shared_experts = 0;
+  }
+  m->sources = g_strdup_printf("Hugging Face config.json: %s", what);
+  if (!sp_model_validate(m, err)) goto fail;
+  return m;
+fail:
+  sp_model_free(m);
+  return NULL;
+}
+
 sp_model *sp_model_parse(const char *json, gssize len, const char *what, GError **err)
 {
   return sp_model_parse_flags(json, len, what, SP_MODEL_STRICT, err);
@@ -337,6 +435,7 @@ sp_model *sp_model_parse_flags(const char *json, gssize len, const char *what, s
     return NULL;
   }
   JsonObject *o = json_node_get_object(root);
+  if (json_object_has_member(o, "num_hidden_layers")) return parse_hf(o, what, err);
   sp_model *m = g_new0(sp_model, 1);
   if (!check_keys(o, what, flags, &m->ignored, err)) goto fail;
   const char *name = get_str(o, "name", what, what, err);

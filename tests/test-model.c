@@ -178,6 +178,9 @@ static void test_moe_bad(void)
   expect_parse_error("{" DENSE ", \"experts\": 4, \"experts_per_token\": 1, \"capacity_factor\": 0}", "capacity_factor must be > 0");
   expect_parse_error("{" DENSE ", \"experts\": 4, \"experts_per_token\": 1, \"router_dtype\": \"int7\"}", "int7");
   expect_parse_error("{" DENSE ", \"n_routed_experts\": 4}", "for 'n_routed_experts' write 'experts'");
+  expect_parse_error("{" DENSE ", \"experts\": 99999999999, \"experts_per_token\": 1}", "at most 1048576 experts");
+  expect_parse_error("{\"layers\": 99999999999, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10,"
+                     " \"experts\": 4, \"experts_per_token\": 1}", "at most 1048576 layers");
   expect_parse_error("{" DENSE ", \"kv_lora_rank\": 16}", "needs qk_nope_head_dim");
   expect_parse_error("{" DENSE ", \"q_lora_rank\": 16}", "need kv_lora_rank");
   expect_parse_error("{\"layers\": 4, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 2, \"ffn\": 256, \"vocab\": 10, \"kv_lora_rank\": 16,"

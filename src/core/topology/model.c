@@ -18,6 +18,11 @@ void sp_model_free(sp_model *m)
   g_free(m);
 }
 
+/* The most layers (and experts per layer) an MoE model may have: its layer mask and the
+ * routing shares are allocated per entry, and no published model comes near (DeepSeek-V3:
+ * 61 layers, 256 experts). */
+#define SP_MODEL_MAX_MOE_LAYERS (1 << 20)
+
 /* Mixture-of-experts fields: all zero for a dense model. */
 static gboolean validate_moe(const sp_model *m, GError **err)
 {
@@ -30,6 +35,11 @@ static gboolean validate_moe(const sp_model *m, GError **err)
       return FALSE;
     }
     return TRUE;
+  }
+  if (m->experts > SP_MODEL_MAX_MOE_LAYERS) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': at most %d experts per layer (got %" G_GINT64_FORMAT ")", n,
+                SP_MODEL_MAX_MOE_LAYERS, m->experts);
+    return FALSE;
   }
   if (m->topk < 1 || m->topk > m->experts) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': experts_per_token must be between 1 and experts = %"
@@ -194,6 +204,11 @@ static gboolean parse_moe_layers(JsonObject *o, sp_model *m, const char *what, G
       return FALSE;
     }
     return TRUE;
+  }
+  if (m->layers > SP_MODEL_MAX_MOE_LAYERS) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: an MoE model has at most %d layers (got %" G_GINT64_FORMAT ")", what,
+                SP_MODEL_MAX_MOE_LAYERS, m->layers);
+    return FALSE;
   }
   m->moe_mask = g_new0(guint8, m->layers);
   if (ln != NULL) {
@@ -395,7 +410,12 @@ static sp_model *parse_hf(JsonObject *o, const char *what, GError **err)
       m->shared_experts = 1;
       m->shared_ffn = shared_inter;
     } else if (m->shared_experts > 0) m->shared_ffn = m->expert_ffn; /* DeepSeek: shared experts of expert size */
-    if (first >= m->layers || freq < 1) {
+    if (m->layers > SP_MODEL_MAX_MOE_LAYERS) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: an MoE model has at most %d layers (got %" G_GINT64_FORMAT ")", what,
+                  SP_MODEL_MAX_MOE_LAYERS, m->layers);
+      goto fail;
+    }
+    if (first >= m->layers || first < 0 || freq < 1) {
       g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: first_k_dense_replace %" G_GINT64_FORMAT " or the MoE layer "
                   "frequency %" G_GINT64_FORMAT " leaves no MoE layer", what, first, freq);
       goto fail;

@@ -27,6 +27,11 @@ tests_test_layout_SOURCES = tests/test-layout.c
 tests_test_layout_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_test_step_SOURCES = tests/test-step.c tests/step-fixture.h
 tests_test_step_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+# mixture of experts: ep layouts, routing imbalance, expert memory and collectives
+check_PROGRAMS += tests/test-moe-step
+tests_test_moe_step_SOURCES = tests/test-moe-step.c tests/step-fixture.h
+tests_test_moe_step_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-moe-step
 TESTS += tests/test-model tests/test-layout tests/test-step tests/test-kernel-model tests/test-whatif-cli.sh tests/test-whatif-ux.sh
 EXTRA_DIST += tests/test-whatif-cli.sh tests/test-whatif-ux.sh
 # the what-if on a cluster of mixed GPUs

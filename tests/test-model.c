@@ -67,6 +67,168 @@ static void expect_parse_error(const char *json, const char *needle)
   g_error_free(err);
 }
 
+/* Mixture-of-experts parameter counts, derived by hand from the published shapes
+ * (the model files cite them) and checked against the published totals. */
+static void test_moe_params(void)
+{
+  sp_model *m = builtin("mixtral-8x7b");
+  /* layer: attention 4096 (4096 + 2 x 1024) + 4096^2 = 41943040; expert 3 x 4096 x 14336 =
+   * 176160768; router 4096 x 8; norms 2 x 4096 */
+  g_assert_true(sp_model_is_moe(m));
+  g_assert_cmpint(sp_model_moe_layers(m), ==, 32);
+  g_assert_cmpfloat(sp_model_attn_matmul_params(m), ==, 41943040.0);
+  g_assert_cmpfloat(sp_model_routed_expert_params(m), ==, 8.0 * 176160768.0);
+  g_assert_cmpfloat(sp_model_router_params(m), ==, 32768.0);
+  /* 32 x (41943040 + 8 x 176160768 + 32768 + 8192) + 2 x 32000 x 4096 + 4096 */
+  g_assert_cmpfloat(sp_model_params(m), ==, 46702792704.0);
+  g_assert_cmpfloat(sp_model_active_params(m), ==, 12879925248.0);
+  /* Mixtral paper sec. 2.1: 47B total (46.7B on the model card), 13B active (12.9B) */
+  g_assert_cmpfloat(fabs(sp_model_params(m) - 46.7e9) / 46.7e9, <, 0.001);
+  g_assert_cmpfloat(fabs(sp_model_active_params(m) - 12.9e9) / 12.9e9, <, 0.002);
+  /* model FLOPs per token count the active weights: 6 (L x active matmuls + V h) + 12 L h s */
+  double act_mm = 41943040.0 + 2.0 * 176160768.0 + 32768.0;
+  g_assert_cmpfloat(fabs(sp_model_train_flops_per_token(m, 4096) -
+                         (6.0 * (32 * act_mm + 32000.0 * 4096) + 12.0 * 32 * 4096 * 4096)), <, 1.0);
+  sp_model_free(m);
+
+  m = builtin("mixtral-8x22b"); /* announcement: 141B total, 39B active */
+  g_assert_cmpfloat(sp_model_params(m), ==, 140630071296.0);
+  g_assert_cmpfloat(sp_model_active_params(m), ==, 39161468928.0);
+  sp_model_free(m);
+
+  m = builtin("qwen2-57b-a14b"); /* Qwen2 report: 57B total, 14B activated */
+  g_assert_cmpfloat(sp_model_params(m), ==, 57408429568.0);
+  g_assert_cmpfloat(sp_model_active_params(m), ==, 14249041408.0);
+  sp_model_free(m);
+}
+
+static void test_deepseek_v3_params(void)
+{
+  sp_model *m = builtin("deepseek-v3");
+  g_assert_true(sp_model_is_mla(m));
+  g_assert_cmpint(sp_model_moe_layers(m), ==, 58); /* 61 layers, the first 3 dense */
+  g_assert_false(sp_model_layer_is_moe(m, 2));
+  g_assert_true(sp_model_layer_is_moe(m, 3));
+  g_assert_true(sp_model_layer_is_moe(m, 60));
+  g_assert_cmpint(sp_model_qk_head_dim(m), ==, 192);
+  g_assert_cmpint(sp_model_v_head_dim(m), ==, 128);
+  /* MLA: q 7168 x 1536 + 1536 x 128 x 192; kv 7168 x (512 + 64) + 512 x 128 x (128 + 128);
+   * o 128 x 128 x 7168 */
+  g_assert_cmpfloat(sp_model_attn_matmul_params(m), ==, 11010048.0 + 37748736.0 + 4128768.0 + 16777216.0 + 117440512.0);
+  g_assert_cmpfloat(sp_model_attn_norm_params(m), ==, 2048.0);
+  /* 61 x (187105280 + 2048 + 2 x 7168) + 3 x 3 x 7168 x 18432 + 58 x (257 x 3 x 7168 x 2048
+   * + 7168 x 256) + 2 x 129280 x 7168 + 7168 */
+  g_assert_cmpfloat(sp_model_params(m), ==, 671026404352.0);
+  /* active: 8 routed + 1 shared expert and the router in the MoE layers */
+  g_assert_cmpfloat(sp_model_active_params(m), ==, 37552282624.0);
+  /* report sec. 1: 671B total, 37B activated */
+  g_assert_cmpfloat(fabs(sp_model_params(m) - 671e9) / 671e9, <, 0.001);
+  g_assert_cmpfloat(fabs(sp_model_active_params(m) - 37e9) / 37e9, <, 0.02);
+  /* attention FLOPs: 2 tokens seq heads (qk + v) = 2 x 1 x 4096 x 128 x 320 */
+  g_assert_cmpfloat(sp_model_layer_fwd_attn_flops(m, 1, 4096, FALSE), ==, 2.0 * 4096 * 128 * 320);
+  sp_model_free(m);
+}
+
+#define DENSE "\"layers\": 4, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10"
+
+static void test_moe_layers(void)
+{
+  GError *err = NULL;
+  sp_model *m = sp_model_parse("{" DENSE ", \"experts\": 4, \"experts_per_token\": 1, \"moe_layer_freq\": 2}", -1, "t.json", &err);
+  g_assert_no_error(err);
+  /* layers 0 and 2 are MoE; expert_ffn defaults to ffn */
+  g_assert_cmpint(sp_model_moe_layers(m), ==, 2);
+  g_assert_true(sp_model_layer_is_moe(m, 0) && !sp_model_layer_is_moe(m, 1) && sp_model_layer_is_moe(m, 2));
+  g_assert_cmpint(m->expert_ffn, ==, 256);
+  g_assert_cmpfloat(m->capacity_factor, ==, 0.0);
+  g_assert_cmpint(m->router_dtype, ==, SP_F32);
+  /* 2 dense layers of 4 x 64^2 + 3 x 64 x 256 + 128, 2 MoE layers with 4 experts and a 64 x 4 router */
+  double dense = 16384.0 + 49152.0 + 128.0, moe = 16384.0 + 4 * 49152.0 + 256.0 + 128.0;
+  g_assert_cmpfloat(sp_model_params(m), ==, 2 * dense + 2 * moe + 2 * 640.0 + 64.0);
+  sp_model_free(m);
+  m = sp_model_parse("{" DENSE ", \"experts\": 4, \"experts_per_token\": 2, \"moe_layers\": [3, 1], \"capacity_factor\": 1.25,"
+                     " \"shared_experts\": 2, \"expert_ffn\": 32, \"router_dtype\": \"bf16\"}", -1, "t.json", &err);
+  g_assert_no_error(err);
+  g_assert_true(!sp_model_layer_is_moe(m, 0) && sp_model_layer_is_moe(m, 1) && sp_model_layer_is_moe(m, 3));
+  g_assert_cmpint(m->shared_ffn, ==, 32);
+  g_assert_cmpfloat(m->capacity_factor, ==, 1.25);
+  g_assert_cmpint(m->router_dtype, ==, SP_BF16);
+  sp_model_free(m);
+  m = sp_model_parse("{" DENSE ", \"experts\": 4, \"experts_per_token\": 1, \"first_dense_layers\": 1}", -1, "t.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(sp_model_moe_layers(m), ==, 3);
+  g_assert_false(sp_model_layer_is_moe(m, 0));
+  sp_model_free(m);
+}
+
+static void test_moe_bad(void)
+{
+  expect_parse_error("{" DENSE ", \"experts\": 4, \"experts_per_token\": 5}", "experts_per_token must be between 1 and experts = 4");
+  expect_parse_error("{" DENSE ", \"experts\": 4, \"experts_per_token\": 0}", "'experts_per_token' must be >= 1");
+  expect_parse_error("{" DENSE ", \"experts\": 4}", "needs experts_per_token");
+  expect_parse_error("{" DENSE ", \"experts_per_token\": 2}", "need \"experts\"");
+  expect_parse_error("{" DENSE ", \"moe_layer_freq\": 2}", "need \"experts\"");
+  expect_parse_error("{" DENSE ", \"experts\": 4, \"experts_per_token\": 1, \"moe_layers\": [0, 4]}",
+                     "moe_layers[1] = 4 is out of range: the model has layers 0..3");
+  expect_parse_error("{" DENSE ", \"experts\": 4, \"experts_per_token\": 1, \"moe_layers\": [-1]}", "out of range");
+  expect_parse_error("{" DENSE ", \"experts\": 4, \"experts_per_token\": 1, \"moe_layers\": []}", "no layer is an MoE layer");
+  expect_parse_error("{" DENSE ", \"experts\": 4, \"experts_per_token\": 1, \"moe_layers\": [1], \"moe_layer_freq\": 2}",
+                     "not both");
+  expect_parse_error("{" DENSE ", \"experts\": 4, \"experts_per_token\": 1, \"first_dense_layers\": 4}", "leaves no MoE layer");
+  expect_parse_error("{" DENSE ", \"experts\": 4, \"experts_per_token\": 1, \"capacity_factor\": 0}", "capacity_factor must be > 0");
+  expect_parse_error("{" DENSE ", \"experts\": 4, \"experts_per_token\": 1, \"router_dtype\": \"int7\"}", "int7");
+  expect_parse_error("{" DENSE ", \"n_routed_experts\": 4}", "for 'n_routed_experts' write 'experts'");
+  expect_parse_error("{" DENSE ", \"experts\": 99999999999, \"experts_per_token\": 1}", "at most 1048576 experts");
+  expect_parse_error("{\"layers\": 99999999999, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10,"
+                     " \"experts\": 4, \"experts_per_token\": 1}", "at most 1048576 layers");
+  expect_parse_error("{" DENSE ", \"kv_lora_rank\": 16}", "needs qk_nope_head_dim");
+  expect_parse_error("{" DENSE ", \"q_lora_rank\": 16}", "need kv_lora_rank");
+  expect_parse_error("{\"layers\": 4, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 2, \"ffn\": 256, \"vocab\": 10, \"kv_lora_rank\": 16,"
+                     " \"qk_nope_head_dim\": 8, \"qk_rope_head_dim\": 8, \"v_head_dim\": 8}", "set kv_heads = heads");
+}
+
+/* Hugging Face config.json files (key names of transformers' MixtralConfig,
+ * Qwen2MoeConfig and DeepseekV3Config, values of the published configs) price as the
+ * built-in models: the same hand-derived totals. */
+static void test_hf_config(void)
+{
+  GError *err = NULL;
+  sp_model *m = sp_model_parse("{\"_name_or_path\": \"mistralai/Mixtral-8x7B-v0.1\", \"architectures\": [\"MixtralForCausalLM\"],"
+                               " \"hidden_size\": 4096, \"intermediate_size\": 14336, \"max_position_embeddings\": 32768,"
+                               " \"num_attention_heads\": 32, \"num_experts_per_tok\": 2, \"num_hidden_layers\": 32,"
+                               " \"num_key_value_heads\": 8, \"num_local_experts\": 8, \"rope_theta\": 1e6,"
+                               " \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\", \"vocab_size\": 32000,"
+                               " \"hidden_act\": \"silu\"}", -1, "config.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpstr(m->name, ==, "mistralai/Mixtral-8x7B-v0.1");
+  g_assert_cmpfloat(sp_model_params(m), ==, 46702792704.0);
+  g_assert_cmpfloat(sp_model_active_params(m), ==, 12879925248.0);
+  sp_model_free(m);
+  m = sp_model_parse("{\"model_type\": \"deepseek_v3\", \"hidden_size\": 7168, \"intermediate_size\": 18432,"
+                     " \"moe_intermediate_size\": 2048, \"n_routed_experts\": 256, \"n_shared_experts\": 1,"
+                     " \"num_experts_per_tok\": 8, \"first_k_dense_replace\": 3, \"moe_layer_freq\": 1,"
+                     " \"num_hidden_layers\": 61, \"num_attention_heads\": 128, \"num_key_value_heads\": 128,"
+                     " \"q_lora_rank\": 1536, \"kv_lora_rank\": 512, \"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64,"
+                     " \"v_head_dim\": 128, \"vocab_size\": 129280, \"tie_word_embeddings\": false}", -1, "config.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpstr(m->name, ==, "deepseek_v3");
+  g_assert_cmpfloat(sp_model_params(m), ==, 671026404352.0);
+  g_assert_cmpfloat(sp_model_active_params(m), ==, 37552282624.0);
+  sp_model_free(m);
+  /* Qwen2-MoE: one shared MLP of 20480 columns, the same weights as 8 shared experts of 2560 */
+  m = sp_model_parse("{\"hidden_size\": 3584, \"intermediate_size\": 18944, \"moe_intermediate_size\": 2560,"
+                     " \"shared_expert_intermediate_size\": 20480, \"num_experts\": 64, \"num_experts_per_tok\": 8,"
+                     " \"decoder_sparse_step\": 1, \"num_hidden_layers\": 28, \"num_attention_heads\": 28,"
+                     " \"num_key_value_heads\": 4, \"vocab_size\": 151936, \"tie_word_embeddings\": false}", -1, "config.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(sp_model_params(m), ==, 57408429568.0);
+  sp_model_free(m);
+  expect_parse_error("{\"hidden_size\": 2048, \"intermediate_size\": 6144, \"num_hidden_layers\": 48, \"num_attention_heads\": 32,"
+                     " \"num_key_value_heads\": 4, \"head_dim\": 128, \"vocab_size\": 151936}", "head_dim 128 differs");
+  expect_parse_error("{\"hidden_size\": 64, \"intermediate_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                     " \"vocab_size\": 10, \"num_local_experts\": 4, \"num_experts_per_tok\": 5}", "experts_per_token must be between 1 and experts = 4");
+}
+
 static void test_bad_files(void)
 {
   expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256}", "vocab");
@@ -141,5 +303,10 @@ int main(int argc, char **argv)
   g_test_add_func("/model/bad-files", test_bad_files);
   g_test_add_func("/model/unknown-name", test_unknown_name);
   g_test_add_func("/model/unknown-keys", test_unknown_keys);
+  g_test_add_func("/model/moe-params", test_moe_params);
+  g_test_add_func("/model/deepseek-v3-params", test_deepseek_v3_params);
+  g_test_add_func("/model/moe-layers", test_moe_layers);
+  g_test_add_func("/model/moe-bad", test_moe_bad);
+  g_test_add_func("/model/hf-config", test_hf_config);
   return g_test_run();
 }

@@ -31,7 +31,7 @@ expect_fail() {
   else nok "$desc: $(cat "$tmp/err")"; fi
 }
 
-echo "1..37"
+echo "1..40"
 AX=pipe=2,data=2,tensor=2
 G='"groups":{"pipe":[[0,4],[1,5],[2,6],[3,7]],"data":[[0,2],[1,3],[4,6],[5,7]],"tensor":[[0,1],[2,3],[4,5],[6,7]]}'
 A='"axes":[{"name":"pipe","size":2},{"name":"data","size":2},{"name":"tensor","size":2}]'
@@ -94,3 +94,11 @@ if "$bin" topo --order tp-cp-dp-pp --axes tp=2,dp=2,pp=2 --rank 5 >"$tmp/out" 2>
    && grep -q '^rank 5: pp=1 dp=0 cp=0 tp=1 ' "$tmp/out" && grep -q '^dp *: \[0,2\] \[1,3\] \[4,6\] \[5,7\]$' "$tmp/out"; then
   ok "an order's axis without a size is 1 (the help's example)"; else nok "order without a size: $(cat "$tmp/out")"; fi
 expect_fail "stray argument" "unexpected argument" --axes $AX extra
+
+# expert parallelism (Megatron-Core): ep folded into dp; groups derived by hand
+# (expert rank = etp + 2 ep + 8 edp + 16 pp for tp=2 ep=4 dp=8 pp=2)
+expect_has "ep groups inside the data-parallel groups" "ep        : [0,2,4,6] [1,3,5,7] [8,10,12,14]" \
+  --order tp-cp-ep-dp-pp --axes tp=2,ep=4,dp=8,pp=2
+expect_has "expert data-parallel groups" "expert-dp : [0,8] [1,9] [2,10]" --order tp-cp-ep-dp-pp --axes tp=2,ep=4,dp=8,pp=2
+expect_fail "ep not dividing dp x cp" "ep=3 must divide dp x cp = 8 x 1.*choose ep among 1, 2, 4, 8" \
+  --order tp-cp-ep-dp-pp --axes tp=2,ep=3,dp=8,pp=2

@@ -704,6 +704,77 @@ static void test_factor_errors(void)
   g_assert_cmpint(ok->n_groups, ==, 1771);
 }
 
+/* Megatron-Core's expert layout (parallel_state.py: the expert RankGenerator with tp =
+ * etp, cp = 1, dp = world / (etp ep pp)); groups derived by hand from rank = sum of
+ * index x stride over the order's tokens. */
+static void check_group(const sp_groups *g, int32_t row, const int32_t *want, int32_t n)
+{
+  g_assert_cmpint(g->group_size, ==, n);
+  const int32_t *r = sp_groups_row(g, row);
+  for (int32_t i = 0; i < n; i++) g_assert_cmpint(r[i], ==, want[i]);
+}
+
+static void test_moe_groups(void)
+{
+  GError *err = NULL;
+  /* tp=2 ep=4 dp=8 pp=2: world tp x dp x pp = 32; expert dp = 32 / (2 x 4 x 2) = 2;
+   * expert rank = etp + 2 ep + 8 edp + 16 pp */
+  g_autoptr(sp_topo_moe) a = sp_topo_moe_new("tp-cp-ep-dp-pp", "tp=2,ep=4,dp=8,pp=2", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(sp_topo_world(a->dense), ==, 32);
+  g_assert_cmpint(sp_topo_world(a->expert), ==, 32);
+  g_assert_cmpint(a->edp, ==, 2);
+  g_assert_cmpint(a->etp, ==, 2);
+  g_autoptr(sp_groups) ep = sp_topo_axis_groups(a->expert, "ep", &err);
+  g_autoptr(sp_groups) edp = sp_topo_axis_groups(a->expert, "edp", &err);
+  g_autoptr(sp_groups) etp = sp_topo_axis_groups(a->expert, "etp", &err);
+  g_autoptr(sp_groups) dp = sp_topo_axis_groups(a->dense, "dp", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(ep->n_groups, ==, 8);
+  check_group(ep, 0, (const int32_t[]){ 0, 2, 4, 6 }, 4);
+  check_group(ep, 1, (const int32_t[]){ 1, 3, 5, 7 }, 4);
+  check_group(ep, 7, (const int32_t[]){ 25, 27, 29, 31 }, 4);
+  g_assert_cmpint(edp->n_groups, ==, 16);
+  check_group(edp, 0, (const int32_t[]){ 0, 8 }, 2);
+  check_group(edp, 15, (const int32_t[]){ 23, 31 }, 2);
+  check_group(etp, 0, (const int32_t[]){ 0, 1 }, 2);
+  /* every ep group lies inside a dense data-parallel group (dense rank = tp + 2 dp + 16 pp) */
+  check_group(dp, 0, (const int32_t[]){ 0, 2, 4, 6, 8, 10, 12, 14 }, 8);
+
+  /* with cp: tp=2 cp=2 dp=2 ep=4: the ep group spans dp x cp = {0, 2, 4, 6} */
+  g_autoptr(sp_topo_moe) b = sp_topo_moe_new("tp-cp-ep-dp-pp", "tp=2,cp=2,dp=2,ep=4", &err);
+  g_assert_no_error(err);
+  g_autoptr(sp_groups) ep2 = sp_topo_axis_groups(b->expert, "ep", &err);
+  check_group(ep2, 0, (const int32_t[]){ 0, 2, 4, 6 }, 4);
+  g_assert_cmpint(b->edp, ==, 1);
+
+  /* etp=1: expert rank = ep + 4 edp + 16 pp, expert dp = 32 / (1 x 4 x 2) = 4 */
+  g_autoptr(sp_topo_moe) c = sp_topo_moe_new("tp-ep-dp-pp", "tp=2,ep=4,dp=8,pp=2,etp=1", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(c->edp, ==, 4);
+  g_autoptr(sp_groups) ep3 = sp_topo_axis_groups(c->expert, "ep", &err);
+  g_autoptr(sp_groups) edp3 = sp_topo_axis_groups(c->expert, "edp", &err);
+  check_group(ep3, 0, (const int32_t[]){ 0, 1, 2, 3 }, 4);
+  check_group(edp3, 0, (const int32_t[]){ 0, 4, 8, 12 }, 4);
+
+  /* refused, with the fix */
+  g_assert_null(sp_topo_moe_new("tp-cp-ep-dp-pp", "tp=2,ep=3,dp=8,pp=2", &err));
+  expect_error(err, SP_ERROR_INVALID, "ep=3 must divide dp x cp = 8 x 1");
+  g_clear_error(&err);
+  g_assert_null(sp_topo_moe_new("tp-ep-dp-pp", "tp=2,ep=4,dp=6,pp=2,etp=4", &err));
+  expect_error(err, SP_ERROR_INVALID, "etp x ep x pp = 4 x 4 x 2 does not divide");
+  g_clear_error(&err);
+  g_assert_null(sp_topo_moe_new("tp-pp-ep-dp", "tp=2,ep=4,dp=8,pp=2,etp=1", &err));
+  expect_error(err, SP_ERROR_INVALID, "put pp last");
+  g_clear_error(&err);
+  g_assert_null(sp_topo_moe_new("tp-xp-ep-dp", "tp=2", &err));
+  expect_error(err, SP_ERROR_INVALID, "got 'xp'");
+  g_clear_error(&err);
+  g_assert_null(sp_topo_moe_new("tp-dp-pp", "tp=2", &err));
+  expect_error(err, SP_ERROR_INVALID, "no ep token");
+  g_clear_error(&err);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -723,5 +794,6 @@ int main(int argc, char **argv)
   g_test_add_func("/factor/explicit", test_factor_explicit);
   g_test_add_func("/factor/counts", test_factor_counts);
   g_test_add_func("/factor/errors", test_factor_errors);
+  g_test_add_func("/topo/moe-groups", test_moe_groups);
   return g_test_run();
 }

@@ -9,7 +9,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..57"
+echo "1..64"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -229,3 +229,20 @@ then ok "--svg escapes the model name"; else nok "svg escaping: $(grep -o 'spsim
 p=$("$jc" "$tmp/q-out.json" model.params); t=$("$jc" "$tmp/q-out.json" layouts.0.mem_bytes.total)
 if printf '%s\n' "$p" "$t" | grep -qv '^[0-9][0-9]*$'; then nok "integers: params $p, total $t"
 else ok "--json writes parameter and byte counts as exact integers ($p parameters)"; fi
+
+# mixture of experts: ep layouts ranked, refused with the fix
+if "$bin" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,zero=1,ckpt=full >"$tmp/out" 2>"$tmp/err" \
+   && grep -q 'dp32 z1 ep8 full' "$tmp/out"; then ok "MoE layout with ep"; else nok "MoE layout: $(cat "$tmp/err")"; fi
+expect_fail "ep not dividing the experts" "ep=16 does not divide the 8 experts.*choose an ep" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=16
+expect_fail "ep not dividing dp x cp" "ep=8 does not divide sp x cp x dp = 1 x 1 x 4 = 4.*raise dp" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=8,ep=8
+expect_fail "ep on a dense model" "need an MoE model" "$tmp/p.xml" $A --model llama3-8b --layout tp=1,ep=2
+expect_fail "--routing on a dense model" "needs an MoE model" "$tmp/p.xml" $A --model llama3-8b --routing zipf:1
+if "$bin" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,zero=1,ckpt=full --export megatron >"$tmp/out" 2>"$tmp/err" \
+   && grep -q -- '--expert-model-parallel-size 8' "$tmp/out"; then ok "Megatron export names ep"; else nok "ep export: $(cat "$tmp/err")"; fi
+# a skewed routing (zipf:1.5 over 8 experts on 8 ranks: the busiest takes 8 / (1 + 2^-1.5 + ... + 8^-1.5) = 4.15 x the mean) is slower
+"$bin" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,zero=1 --json "$tmp/u.json" >/dev/null 2>&1
+"$bin" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,zero=1 --routing zipf:1.5 --json "$tmp/z.json" >/dev/null 2>&1
+tu=$(grep -o '"step_s": *[0-9.e+-]*' "$tmp/u.json" | head -n 1 | sed 's/.*: *//')
+tz=$(grep -o '"step_s": *[0-9.e+-]*' "$tmp/z.json" | head -n 1 | sed 's/.*: *//')
+if [ -n "$tu" ] && [ -n "$tz" ] && awk -v u="$tu" -v z="$tz" 'BEGIN { exit !(z > u * 1.2) }'; then ok "--routing zipf:1.5 slows the step ($tu -> $tz s)"
+else nok "--routing zipf: '$tu' -> '$tz'"; fi

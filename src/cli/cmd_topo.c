@@ -230,9 +230,26 @@ static const grid_list grid_lists[] = {
 static int run_axes(const topo_opts *o)
 {
   GError *err = NULL;
-  g_autoptr(sp_topo) t = o->order ? sp_topo_new_from_order_spec(o->order, o->axes, &err)
+  /* an order with an ep token lays out experts as Megatron-Core does (sp_topo_moe_new) */
+  g_auto(GStrv) otoks = o->order ? g_strsplit(o->order, "-", -1) : NULL;
+  g_autoptr(sp_topo_moe) moe = NULL;
+  if (otoks != NULL && g_strv_contains((const char *const *)otoks, "ep")) {
+    moe = sp_topo_moe_new(o->order, o->axes, &err);
+    if (moe == NULL) return sp_cli_fail(err);
+  }
+  g_autoptr(sp_topo) t = moe ? sp_topo_copy(moe->dense)
+                       : o->order ? sp_topo_new_from_order_spec(o->order, o->axes, &err)
                                   : sp_topo_new_from_spec(o->axes, &err);
   if (t == NULL) return sp_cli_fail(err);
+  /* expert groups: expert-parallel, expert tensor-parallel, expert data-parallel */
+  static const char *const moe_axes[3] = { "ep", "etp", "edp" };
+  static const char *const moe_labels[3] = { "ep", "expert-tp", "expert-dp" };
+  g_autoptr(GPtrArray) moe_groups = g_ptr_array_new_with_free_func((GDestroyNotify)sp_groups_free);
+  for (int i = 0; moe != NULL && i < 3; i++) {
+    sp_groups *g = sp_topo_axis_groups(moe->expert, moe_axes[i], &err);
+    if (g == NULL) return sp_cli_fail(err);
+    g_ptr_array_add(moe_groups, g);
+  }
   int32_t world = sp_topo_world(t);
   guint n_axes = sp_topo_n_axes(t);
   if (world > TOPO_CLI_MAX_WORLD) {
@@ -314,6 +331,21 @@ static int run_axes(const topo_opts *o)
     for (guint i = 0; i < n_axes; i++)
       json_add_groups(b, sp_topo_axis_name(t, i), g_ptr_array_index(axis_groups, i));
     json_builder_end_object(b);
+    if (moe) {
+      json_builder_set_member_name(b, "expert");
+      json_builder_begin_object(b);
+      const char *keys[] = { "ep", "etp", "edp" };
+      const int32_t sz[] = { moe->ep, moe->etp, moe->edp };
+      for (int i = 0; i < 3; i++) {
+        json_builder_set_member_name(b, keys[i]);
+        json_builder_add_int_value(b, sz[i]);
+      }
+      json_builder_set_member_name(b, "groups");
+      json_builder_begin_object(b);
+      for (int i = 0; i < 3; i++) json_add_groups(b, moe_labels[i], g_ptr_array_index(moe_groups, i));
+      json_builder_end_object(b);
+      json_builder_end_object(b);
+    }
     if (filtered) json_add_ranks(b, "filter", filtered, n_filtered);
     if (grid) {
       json_builder_set_member_name(b, "grid");
@@ -378,6 +410,11 @@ static int run_axes(const topo_opts *o)
   }
   for (guint i = 0; i < n_axes; i++)
     print_groups_line(sp_topo_axis_name(t, i), width, g_ptr_array_index(axis_groups, i));
+  if (moe) {
+    printf("experts (Megatron-Core: ep folded into dp x cp): ep %d, expert tp %d, expert dp %d = world / (etp x ep x pp)\n",
+           moe->ep, moe->etp, moe->edp);
+    for (int i = 0; i < 3; i++) print_groups_line(moe_labels[i], MAX(width, 9), g_ptr_array_index(moe_groups, i));
+  }
   if (filtered) {
     printf("filter %s: ", o->filter);
     print_ranks(filtered, n_filtered);
@@ -411,7 +448,8 @@ int sp_cmd_topo(int argc, char **argv)
     { "axes", 0, 0, G_OPTION_ARG_STRING, &o.axes,
       "axes slowest first, the last varies fastest (with --order: sizes by name)", "NAME=N,..." },
     { "order", 0, 0, G_OPTION_ARG_STRING, &o.order,
-      "Megatron-style order, FIRST token fastest (sizes from --axes; an axis without one is 1, as in Megatron)", "tp-cp-dp-pp" },
+      "Megatron-style order, FIRST token fastest (sizes from --axes; an axis without one is 1, as in Megatron); "
+      "with an ep token, ep is folded into dp x cp as in Megatron-Core and the expert groups are listed (--axes may set etp)", "tp-cp-ep-dp-pp" },
     { "filter", 0, 0, G_OPTION_ARG_STRING, &o.filter, "ranks matching a partial coordinate",
       "NAME=I,..." },
     { "rank", 0, 0, G_OPTION_ARG_STRING, &o.rank, "coordinate and label of one rank (with --world: its groups)", "R" },

@@ -222,6 +222,9 @@ int sp_cmd_whatif(int argc, char **argv)
     { "gpu-mem", 0, 0, G_OPTION_ARG_DOUBLE, &o.gpu_mem_gib, "GPU memory in GiB (default: platform property, else 80)", "GIB" },
     { "mem-usable", 0, 0, G_OPTION_ARG_DOUBLE, &o.mem_usable, "usable fraction of GPU memory (default 0.92)", "F" },
     { "verify", 0, 0, G_OPTION_ARG_NONE, &verify, "run the chosen layout's parallel dimensions in data mode at reduced size on the platform and report PASS/FAIL", NULL },
+    { "routing", 0, 0, G_OPTION_ARG_STRING, &o.routing, "MoE token routing: uniform (default), zipf:S (expert popularity "
+      "~ 1/rank^S, the popular experts on the first EP rank) or FILE (JSON list of per-expert token shares); the busiest "
+      "EP rank sets the pace", "MODEL" },
     { "lenient", 0, 0, G_OPTION_ARG_NONE, &o.lenient, "warn about unknown keys in the model file and unknown host properties in the platform instead of refusing them", NULL },
     { "debug-corrupt-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &o.corrupt_rank, "testing aid: corrupt an output of global rank R after each --verify run", "R" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },

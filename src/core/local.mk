@@ -27,7 +27,8 @@ spsiminclude_HEADERS += src/core/spsim/nccltests.h
 # topology: process topologies (and the pipeline grid and initialiser over them),
 # parallel layouts, model configurations
 libspsim_la_SOURCES += src/core/topology/topology.c src/core/topology/topo_private.h \
-	src/core/topology/topology_grid.c src/core/topology/layout.c src/core/topology/model.c
+	src/core/topology/topology_grid.c src/core/topology/topology_expert.c src/core/topology/layout.c \
+	src/core/topology/model.c
 spsiminclude_HEADERS += src/core/spsim/topology.h src/core/spsim/layout.h src/core/spsim/model.h
 
 # graph: the communication graph IR (its records and shared checks; collective, local
@@ -65,7 +66,8 @@ spsiminclude_HEADERS += src/core/spsim/verify.h
 
 # step: the training-step cost model, kernel times, the step graph and its data-mode replay
 libspsim_la_SOURCES += src/core/step/step.c src/core/step/kernel_model.c \
-	src/core/step/stepgraph.c src/core/step/stepgraph_trace.c src/core/step/step_replay.c
+	src/core/step/stepgraph.c src/core/step/stepgraph_trace.c src/core/step/step_replay.c \
+	src/core/step/step_moe.c
 spsiminclude_HEADERS += src/core/spsim/step.h src/core/spsim/kernel_model.h \
 	src/core/spsim/stepgraph.h src/core/spsim/step_replay.h
 

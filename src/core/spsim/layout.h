@@ -68,6 +68,10 @@ typedef struct {
                          (--accumulate-allreduce-grads-in-fp32, forced for bf16 by
                          megatron/training/arguments.py), FSDP2 with reduce_dtype float32;
                          layout key dpfp32=1 */
+  int32_t ep;       /**< expert parallel degree (MoE models; 0 or 1: off). As Megatron-Core lays it out
+                         (topology.h, sp_topo_moe_new) the ep groups fold inside the sp x cp x dp
+                         replicas: ep divides them and the number of experts */
+  int32_t etp;      /**< expert tensor parallel degree (0: tp, Megatron-Core's default); 1 or tp */
 } sp_layout;
 
 /** What a layout is checked against. */
@@ -103,7 +107,7 @@ void sp_layout_init(sp_layout *l);
 
 /**
  * Parse "tp=8,sp=4,pp=8,vpp=2,dp=4,cp=1,wp=1,zero=1,ckpt=full,mb=1,tpsp=1" (and
- * "ppfirst=N,pplast=N" for uneven pipeline stages). Keys left out keep the defaults of
+ * "ppfirst=N,pplast=N" for uneven pipeline stages, "ep=N,etp=N" for MoE models). Keys left out keep the defaults of
  * sp_layout_init; tpsp defaults to 1 when tp > 1.
  */
 gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err);
@@ -116,7 +120,8 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err);
 sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *ctx, GError **err);
 
 /** Canonical text "tp=8,tpsp=1,sp=1,cp=1,wp=1,pp=4,dp=32,zero=1,ckpt=selective,mb=1"
- * (",vpp=V" after pp when vpp > 1, then ",ppfirst=F" and ",pplast=L" when set) (g_free). */
+ * (",vpp=V" after pp when vpp > 1, then ",ppfirst=F" and ",pplast=L" when set; ",ep=E" and
+ * ",etp=T" at the end when ep > 1) (g_free). */
 char *sp_layout_to_string(const sp_layout *l);
 /** Compact label for tables, e.g. "tp8s pp4 dp32 z1 sel", "pp16v4" when interleaved (g_free). */
 char *sp_layout_label(const sp_layout *l);
@@ -144,6 +149,13 @@ int64_t sp_layout_layers_of_stage(const sp_layout *l, const sp_model *m, int32_t
 int64_t sp_layout_chunk_layers(const sp_layout *l, const sp_model *m, int32_t stage, int32_t chunk);
 /** Ranks holding the same weights: sp x cp x dp. */
 int32_t sp_layout_replicas(const sp_layout *l);
+/** Expert parallel degree (>= 1). */
+int32_t sp_layout_ep(const sp_layout *l);
+/** Expert tensor parallel degree (etp, or tp when 0). */
+int32_t sp_layout_etp(const sp_layout *l);
+/** Ranks holding the same expert weights (the expert data-parallel group of Megatron-Core):
+ *  tp x sp x cp x dp / (etp x ep). */
+int32_t sp_layout_expert_replicas(const sp_layout *l);
 
 /** Limits of the sweep. */
 typedef struct {
@@ -172,7 +184,8 @@ void sp_sweep_opts_init(sp_sweep_opts *o, const sp_layout_ctx *ctx);
  * (layers / pp) when pp > 1, zero 0..3, ckpt none/selective/full, and mb = ctx->mb
  * when it is set, else the powers of two up to opts->max_mb that divide the
  * sequences of a replica (global batch / dp). Invalid candidates are counted per
- * reason.
+ * reason. For an MoE model: every ep dividing the experts and sp x cp x dp, sp = 1, no
+ * wp, tpsp = 1 when tp > 1.
  */
 sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts);
 void sp_sweep_free(sp_sweep *s);

@@ -1,6 +1,7 @@
 /**
  * @file model.h
- * @brief Transformer model configurations (decoder-only, dense) and the closed-form
+ * @brief Transformer model configurations (decoder-only, dense or mixture-of-experts,
+ *        with grouped-query or multi-head latent attention) and the closed-form
  *        formulas of the what-if analysis: parameter counts, FLOPs per token and
  *        per layer, and training memory per parameter.
  *
@@ -13,6 +14,18 @@
  * - "model FLOPs" follow the PaLM MFU definition (Chowdhery et al. 2022, App. B):
  *   6 N + 12 L h s per token for training, N the non-embedding-lookup parameters
  *   (matmul weights including the LM head), attention counted non-causal.
+ * - mixture of experts (Shazeer et al. 2017; GShard; Switch; Mixtral): an MoE layer
+ *   replaces the MLP by @c experts routed expert MLPs of @c expert_ffn columns each, of
+ *   which a token visits @c topk chosen by a router (an h x experts matrix), plus
+ *   @c shared_experts MLPs of @c shared_ffn columns every token visits (DeepSeekMoE).
+ *   For an MoE model, N in the FLOP formulas is the ACTIVE parameter count (what one
+ *   token multiplies with), as the DeepSeek-V3 report's "37B activated" counts it.
+ * - multi-head latent attention (DeepSeek-V2, sec. 2.1; DeepSeek-V3): with
+ *   @c kv_lora_rank > 0, Q is h -> q_lora_rank -> heads x (nope + rope) (or h -> heads x
+ *   (nope + rope) without q_lora_rank), K and V come from one h -> kv_lora_rank + rope
+ *   down-projection and a kv_lora_rank -> heads x (nope + v) up-projection, and the
+ *   output projection is heads x v -> h; RMSNorms of q_lora_rank and kv_lora_rank
+ *   weights follow the two down-projections.
  */
 #ifndef SPSIM_MODEL_H
 #define SPSIM_MODEL_H
@@ -50,6 +63,24 @@ typedef struct {
   sp_mlp mlp;        /**< MLP flavour */
   gboolean tied_embeddings; /**< the LM head shares the input embedding table */
   sp_elementwise elementwise; /**< how the element-wise ops of a layer run (model file key "elementwise") */
+  /* Mixture of experts (all 0 for a dense model). */
+  int64_t experts;        /**< routed experts per MoE layer (model key "experts"; 0: dense) */
+  int64_t topk;           /**< routed experts each token visits ("experts_per_token") */
+  int64_t expert_ffn;     /**< inner dimension of one routed expert MLP ("expert_ffn"; default ffn) */
+  int64_t shared_experts; /**< experts every token visits ("shared_experts", default 0) */
+  int64_t shared_ffn;     /**< inner dimension of one shared expert ("shared_expert_ffn"; default expert_ffn) */
+  guint8 *moe_mask;       /**< layers entries, 1 for an MoE layer (owned; NULL for a dense model). Set
+                               by "moe_layers" (0-based list), or by "first_dense_layers" (k: layers
+                               0..k-1 dense, as DeepSeek's first_k_dense_replace) and "moe_layer_freq"
+                               (f: layer i is MoE when (i - k) % f == 0; default 1) */
+  double capacity_factor; /**< expert capacity factor ("capacity_factor"; 0: dropless, the default) */
+  sp_dtype router_dtype;  /**< dtype of the router GEMM and softmax ("router_dtype", default f32) */
+  /* Multi-head latent attention (all 0 for Q, K, V projections of kv_heads x d). */
+  int64_t q_lora_rank;    /**< query down-projection rank ("q_lora_rank"; 0: no query compression) */
+  int64_t kv_lora_rank;   /**< key/value latent rank ("kv_lora_rank"; 0: no MLA) */
+  int64_t qk_nope_head_dim; /**< per-head query/key dimension without rotary ("qk_nope_head_dim") */
+  int64_t qk_rope_head_dim; /**< per-head rotary query/key dimension ("qk_rope_head_dim") */
+  int64_t v_head_dim;     /**< per-head value dimension ("v_head_dim") */
   char *sources;     /**< where the numbers come from, "; "-joined (owned, may be "") */
   char *ignored;     /**< unknown keys skipped in SP_MODEL_LENIENT mode, ", "-joined (owned), else NULL */
 } sp_model;
@@ -65,7 +96,20 @@ typedef enum {
  * heads, kv_heads, ffn, vocab; optional: name (default @p what), dtype ("bf16"),
  * mlp ("swiglu" | "gelu", default "swiglu"), tied_embeddings (false), elementwise ("fused" |
  * "eager", default "fused"; "eager" needs a SwiGLU model), sources
- * (string or array of strings). Checks hidden % heads == 0 and heads % kv_heads == 0.
+ * (string or array of strings). Mixture of experts: experts, experts_per_token (1 ..
+ * experts), expert_ffn, shared_experts, shared_expert_ffn, moe_layers (a list of 0-based
+ * layer indices) or first_dense_layers and moe_layer_freq, capacity_factor (> 0),
+ * router_dtype; multi-head latent attention: kv_lora_rank with qk_nope_head_dim,
+ * qk_rope_head_dim and v_head_dim (kv_heads == heads), and q_lora_rank.
+ * Checks hidden % heads == 0 and heads % kv_heads == 0.
+ * A Hugging Face config.json (it has "num_hidden_layers") is read by its transformers key
+ * names instead: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads,
+ * intermediate_size, vocab_size, tie_word_embeddings, torch_dtype, hidden_act;
+ * num_local_experts / n_routed_experts / num_experts, num_experts_per_tok,
+ * moe_intermediate_size, n_shared_experts, shared_expert_intermediate_size,
+ * first_k_dense_replace, moe_layer_freq / decoder_sparse_step; q_lora_rank, kv_lora_rank,
+ * qk_nope_head_dim, qk_rope_head_dim, v_head_dim. A head_dim other than hidden / heads is
+ * refused.
  * Any other key is an error (SP_ERROR_INVALID) that names it and lists the known
  * ones. @p what names the input in messages (a file name).
  */
@@ -99,9 +143,42 @@ gboolean sp_model_validate(const sp_model *m, GError **err);
 
 /** @return the head dimension hidden / heads. */
 int64_t sp_model_head_dim(const sp_model *m);
-/** @return matmul weights of one layer: h(h + 2 kv d) + h h + (2|3) h ffn. */
+/** @return TRUE when the model has routed experts (experts > 0). */
+gboolean sp_model_is_moe(const sp_model *m);
+/** @return TRUE when layer @p i (0-based) is an MoE layer. */
+gboolean sp_model_layer_is_moe(const sp_model *m, int64_t i);
+/** @return the number of MoE layers. */
+int64_t sp_model_moe_layers(const sp_model *m);
+/** @return TRUE when the attention is multi-head latent attention (kv_lora_rank > 0). */
+gboolean sp_model_is_mla(const sp_model *m);
+/** @return per-head query/key width: qk_nope + qk_rope with MLA, else hidden / heads. */
+int64_t sp_model_qk_head_dim(const sp_model *m);
+/** @return per-head value width: v_head_dim with MLA, else hidden / heads. */
+int64_t sp_model_v_head_dim(const sp_model *m);
+/** @return attention matmul weights of one layer (Q, K, V, O, or MLA's five projections). */
+double sp_model_attn_matmul_params(const sp_model *m);
+/** @return the other attention weights of a layer: MLA's two latent RMSNorms (0 without MLA). */
+double sp_model_attn_norm_params(const sp_model *m);
+/** @return weights of one MLP of inner dimension @p ffn: (2|3) h ffn. */
+double sp_model_mlp_params(const sp_model *m, int64_t ffn);
+/** @return weights of the dense MLP of a layer that is not MoE: (2|3) h ffn. */
+double sp_model_dense_mlp_params(const sp_model *m);
+/** @return router weights of an MoE layer: h x experts. */
+double sp_model_router_params(const sp_model *m);
+/** @return routed expert weights of an MoE layer: experts x (2|3) h expert_ffn. */
+double sp_model_routed_expert_params(const sp_model *m);
+/** @return shared expert weights of an MoE layer: shared_experts x (2|3) h shared_ffn. */
+double sp_model_shared_expert_params(const sp_model *m);
+/** @return parameters one token multiplies with: every attention and dense-MLP weight,
+ *  the router, shared experts and topk routed experts of each MoE layer, the LM head
+ *  and input embedding (the "activated parameters" of MoE reports). */
+double sp_model_active_params(const sp_model *m);
+/** @return matmul weights of one layer: h(h + 2 kv d) + h h + (2|3) h ffn. For an MoE
+ *  model, the matmul weights one token multiplies with, averaged over the layers
+ *  (attention, plus the dense MLP or the router, shared and topk routed experts). */
 double sp_model_layer_matmul_params(const sp_model *m);
-/** @return all weights of one layer (matmuls + two norms). */
+/** @return all weights of one layer (matmuls + two norms). For an MoE model, the
+ *  weights a layer stores averaged over the layers (every expert counted). */
 double sp_model_layer_params(const sp_model *m);
 /** @return embedding weights: V h, doubled when the LM head is not tied. */
 double sp_model_embedding_params(const sp_model *m);
@@ -111,7 +188,8 @@ double sp_model_params(const sp_model *m);
 /**
  * Forward FLOPs of one layer for @p tokens tokens in sequences of length @p seq:
  * matmuls 2 x tokens x layer_matmul_params, and attention scores plus weighted sum
- * 4 x tokens x seq x h (non-causal; halve for causal masking).
+ * 4 x tokens x seq x h (2 x tokens x seq x heads x (qk + v) with MLA; non-causal;
+ * halve for causal masking).
  */
 double sp_model_layer_fwd_matmul_flops(const sp_model *m, double tokens);
 double sp_model_layer_fwd_attn_flops(const sp_model *m, double tokens, double seq, gboolean causal);
@@ -120,7 +198,8 @@ double sp_model_head_fwd_flops(const sp_model *m, double tokens);
 /**
  * Model FLOPs of training (forward + backward, no recomputation) per token at
  * sequence length @p seq (PaLM): 6 N + 12 L h seq, N = layers x layer matmul
- * params + V h (the LM head).
+ * params + V h (the LM head); with MLA the attention term is 6 L seq heads (qk + v).
+ * For an MoE model N counts the active weights (sp_model_layer_matmul_params).
  */
 double sp_model_train_flops_per_token(const sp_model *m, double seq);
 

@@ -90,6 +90,10 @@ typedef struct {
   sp_step_hw hw;
   sp_comm_price_fn price;
   void *price_user;
+  const double *expert_share; /**< MoE routing: token share of each expert (n_expert_share = experts values,
+                                   any positive scale), experts placed in order, experts / ep per rank;
+                                   NULL: uniform routing (sp_moe_routing_parse) */
+  int64_t n_expert_share;
 } sp_step_ctx;
 
 /** Memory per GPU, bytes (the fullest pipeline stage). */
@@ -252,6 +256,72 @@ void sp_analytic_net_init(sp_analytic_net *n);
  * the group spans nodes.
  */
 gboolean sp_price_analytic(void *user, const sp_comm *c, double *seconds, GError **err);
+
+/* ---------- mixture of experts (step_moe.c) ---------- */
+
+/**
+ * Parse a routing model for @p experts experts: "uniform" (*shares = NULL), "zipf:S"
+ * (expert i of popularity rank i takes a share proportional to 1 / (i + 1)^S, S >= 0), or
+ * FILE, a JSON list of @p experts non-negative token shares (any scale, not all zero).
+ * @p shares is g_malloc'ed (g_free).
+ */
+gboolean sp_moe_routing_parse(const char *spec, int64_t experts, double **shares, GError **err);
+
+/**
+ * Imbalance of @p l's MoE layers: the busiest EP rank's routed tokens over the mean
+ * (1 with uniform routing): ep x the largest sum of shares over a rank's experts / the
+ * sum of all shares, capped by the capacity factor when the model has one (tokens past
+ * an expert's capacity are dropped).
+ */
+double sp_step_moe_imbalance(const sp_step_ctx *c, const sp_layout *l);
+
+/** Kernel times (seconds) of one MoE layer for one micro-batch on the busiest rank. */
+typedef struct {
+  double tokens;      /**< tokens the rank routes: its sequence shard, mb x seq / (sp x cp x tp) */
+  double assigned;    /**< token-expert pairs its experts compute: tokens x topk x etp x imbalance */
+  double a2a_bytes;   /**< dispatch (= combine) all-to-all buffer per rank: tokens x topk x h x bytes x imbalance */
+  double router[3];   /**< router GEMM tokens x experts x h (router dtype) */
+  double experts[3];  /**< the rank's experts as one grouped GEMM: up (and gate) then down, expert_ffn / etp columns */
+  double shared[3];   /**< shared experts, split by tp as a dense MLP over the gathered tokens */
+  double permute;     /**< token permutation before dispatch and after combine (HBM bound), each direction */
+  double dense_fwd;   /**< the dense MLP this layer replaces (sp_layer_kernels up + down), forward */
+  double dense_bwd;   /**< and backward */
+} sp_moe_kernels;
+
+/** Kernel times of an MoE layer of @p l (all 0 for a dense model). */
+gboolean sp_step_moe_kernels(const sp_step_ctx *c, const sp_layout *l, sp_moe_kernels *o, GError **err);
+/** Forward time of an MoE layer's MLP part: router, permutations, experts, shared experts. */
+double sp_moe_kernels_fwd(const sp_moe_kernels *k);
+/** Backward time of it (data and weight gradients). */
+double sp_moe_kernels_bwd(const sp_moe_kernels *k);
+
+/** MoE layers on pipeline stage @p stage (its layers in order, stage after stage). */
+int64_t sp_step_moe_stage_layers(const sp_model *m, const sp_layout *l, int32_t stage);
+/** Non-expert weights of stage @p stage's layers (attention, norms, dense MLPs, routers, shared
+ *  experts), all TP ranks together (no embeddings). */
+double sp_step_moe_stage_dense_params(const sp_model *m, const sp_layout *l, int32_t stage);
+/** The most non-expert weights any stage holds on one TP rank, embeddings included
+ *  (sp_step_stage_params' counterpart for MoE models). */
+double sp_step_moe_max_stage_dense_params(const sp_model *m, const sp_layout *l);
+/** The most MoE layers of any stage. */
+int64_t sp_step_moe_max_stage_layers(const sp_model *m, const sp_layout *l);
+/** Non-expert weights of layer @p i on one TP rank: attention, norms, and the dense MLP or the
+ *  router and shared experts. */
+double sp_step_moe_layer_dense_params(const sp_model *m, const sp_layout *l, int64_t i);
+/** Routed-expert weights of one MoE layer on one rank: experts x MLP / (ep x etp). */
+double sp_step_moe_layer_expert_params(const sp_model *m, const sp_layout *l);
+/** Adam time over stage @p stage's expert weights (stage < 0: the stage with the most MoE
+ *  layers), sharded by ZeRO-1+ over the expert-dp group. */
+double sp_step_moe_optimizer_time(const sp_step_ctx *c, const sp_layout *l, int32_t stage);
+/** Add the expert weights, gradients, optimizer state, expert activations and dispatch
+ *  buffers of @p l to @p o (the fullest stage) and update its total. */
+void sp_step_moe_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o);
+/** Append the MoE collectives of @p l (all-to-alls, expert-TP gathers, expert-dp gradient
+ *  reduction) to @p out, per layer weighted by the fullest stage's share of MoE layers. */
+void sp_step_moe_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out);
+/** Descriptions of the MoE collectives (the step graph and the list share them). */
+extern const char sp_moe_what_dispatch[], sp_moe_what_etp_ag[], sp_moe_what_etp_rs[], sp_moe_what_edp_grad[],
+    sp_moe_what_edp_gather[];
 
 G_END_DECLS
 

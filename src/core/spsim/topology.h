@@ -363,6 +363,35 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(sp_topo, sp_topo_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(sp_grid, sp_grid_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(sp_init_groups, sp_init_groups_free)
 
+/* ----------------------------------------------------- expert parallelism */
+
+/**
+ * Megatron-Core's expert-parallel layout (megatron/core/parallel_state.py,
+ * initialize_model_parallel at NVIDIA/Megatron-LM 00caa53): two RankGenerators over the
+ * same order string. The dense one has ep = 1 and dp = world / (tp x cp x pp); the
+ * expert one has tp = etp (expert tensor parallelism, default tp), ep, dp = expert dp =
+ * world / (etp x ep x pp), pp, and cp = 1. With the default order tp-cp-ep-dp-pp and
+ * etp = tp the expert-parallel groups are thus folded inside the data-parallel (x
+ * context-parallel) groups, and ep must divide dp x cp.
+ */
+typedef struct {
+  sp_topo *dense;   /**< the order's axes but ep (the dense generator's ep = 1): world = tp x cp x dp x pp */
+  sp_topo *expert;  /**< axes "etp", "ep", "edp", "pp" at the positions of tp, ep, dp, pp in the order */
+  int32_t tp, cp, dp, pp, ep, etp, edp;
+} sp_topo_moe;
+
+/**
+ * Build both layouts from a Megatron order holding the token "ep" (tokens among tp, cp,
+ * ep, dp, pp) and a spec "tp=2,ep=4,dp=8,pp=2" (optionally "etp=N"); a token without a
+ * size is 1. Errors (SP_ERROR_INVALID) say what to change: ep not dividing dp x cp (etp =
+ * tp), etp x ep x pp not dividing the world, an order not ending in pp whose expert dp
+ * differs from dp (Megatron's assertion), unknown tokens.
+ */
+sp_topo_moe *sp_topo_moe_new(const char *order, const char *spec, GError **error);
+/** Free (NULL is fine). */
+void sp_topo_moe_free(sp_topo_moe *moe);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(sp_topo_moe, sp_topo_moe_free)
+
 G_END_DECLS
 
 #endif

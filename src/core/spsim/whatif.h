@@ -100,6 +100,8 @@ typedef struct {
   double gpu_mem_gib;             /**< --gpu-mem; UNSET: the platform's, else 80 */
   const char *attention;          /**< --attention: "flash" (NULL) or "unfused" */
   const char *gemm_table;         /**< --gemm-table: measured GEMM rates (JSON or CSV), or NULL */
+  const char *routing;            /**< --routing: MoE token routing, "uniform" (NULL), "zipf:S" or FILE
+                                       (sp_moe_routing_parse) */
   int32_t corrupt_rank;           /**< testing aid: corrupt an output of this rank after each verify run (-1: off) */
   sp_whatif_report_fn report;     /**< warnings, notes and verify lines (NULL: dropped) */
   sp_whatif_progress_fn progress; /**< after each evaluated layout (may be NULL) */
@@ -254,6 +256,7 @@ typedef struct {
   void *user;
   sp_whatif_engine eng;         /**< the engine it ran with (zeroes: none) */
   sp_gemm_table *gemm_table;    /**< --gemm-table, loaded (ctx.hw.gpu.table), or NULL */
+  double *expert_share;         /**< --routing's token share per expert (ctx.expert_share), or NULL */
   gpointer engine_data;         /**< what the engine keeps for the result's life (its pricer) */
   GDestroyNotify engine_free;   /**< frees engine_data */
 } sp_whatif_result;

@@ -79,7 +79,7 @@ double sp_step_stage_params(const sp_model *m, const sp_layout *l, int32_t stage
 {
   double layers = (double)sp_layout_layers_of_stage(l, m, stage);
   double emb = (double)m->vocab * (double)m->hidden;
-  double p = layers * sp_model_layer_params(m);
+  double p = sp_model_is_moe(m) ? sp_step_moe_stage_dense_params(m, l, stage) : layers * sp_model_layer_params(m);
   if (l->pp == 1) p += sp_model_embedding_params(m) + (double)m->hidden;
   else if (stage == 0) p += emb;                           /* input embedding */
   else if (stage == l->pp - 1) p += emb + (double)m->hidden; /* final norm and output layer */
@@ -89,6 +89,7 @@ double sp_step_stage_params(const sp_model *m, const sp_layout *l, int32_t stage
 /* Parameters of the fullest stage held by one TP rank (before ISP/ZeRO sharding). */
 static double stage_params_local(const sp_model *m, const sp_layout *l)
 {
+  if (sp_model_is_moe(m)) return sp_step_moe_max_stage_dense_params(m, l);
   double ls = (double)sp_layout_stage_layers(l, m);
   double emb = (double)m->vocab * (double)m->hidden;
   double stage = ls * sp_model_layer_params(m) + (l->pp == 1 ? sp_model_embedding_params(m) : emb) + (double)m->hidden;
@@ -127,6 +128,7 @@ void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o)
   double mm = sp_model_layer_matmul_params(m) / l->tp * e;
   if (l->wp > 1 || l->zero >= 3) o->buffers = 3.0 * mm; /* two gather buffers + one gradient buffer */
   o->total = o->weights + o->grads + o->optim + o->act + o->buffers;
+  if (sp_model_is_moe(m)) sp_step_moe_memory(c, l, o);
 }
 
 void sp_step_comm_sizes(const sp_step_ctx *c, const sp_layout *l, sp_step_sizes *o)
@@ -260,6 +262,7 @@ void sp_step_edge_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
     push(out, SP_COMM_PP, SP_PER_STEP, SP_COLL_ALL_REDUCE, 2, (l->pp - 1) * stage_ranks, table * sp_step_grad_bytes(m, l), 1,
          "tied word-embedding gradient all-reduce (first and last stage)");
   }
+  if (sp_model_is_moe(m)) sp_step_moe_comms(c, l, out);
 }
 
 /* Forward GEMM M x N x K and its backward: data gradient M x K x N and weight
@@ -304,6 +307,29 @@ double sp_step_eager_elem_bytes_per_token(const sp_model *m, const sp_layout *l)
   return 2.0 * 36.0 * hs + 2.0 * 6.0 * hs + 20.0 * (q + kv) + rep + 10.0 * f;
 }
 
+/* Multi-head latent attention (DeepSeek-V2 sec. 2.1): the Q and KV down- and up-
+ * projections priced as one GEMM of their weights' columns split by tp, the output
+ * projection from heads x v columns, and attention at the mean of the query/key and value
+ * head widths (the same FLOPs as qk for the scores and v for the weighted sum). */
+static gboolean mla_kernels(const sp_step_ctx *c, const sp_layout *l, int64_t T, sp_layer_kernels *o, GError **err)
+{
+  const sp_model *m = c->model;
+  const sp_kernel_gpu *g = &c->hw.gpu;
+  double e = sp_model_dtype_bytes(m);
+  int64_t h = m->hidden, tp = l->tp, heads = m->heads / tp;
+  double o_params = (double)m->heads * (double)m->v_head_dim * (double)h;
+  int64_t cols = (int64_t)llround((sp_model_attn_matmul_params(m) - o_params) / (double)h / (double)tp);
+  if (!gemm3(g, T, MAX(cols, 1), h, e, o->qkv, err) || !gemm3(g, T, h, heads * m->v_head_dim, e, o->proj, err))
+    return FALSE;
+  int64_t d = (sp_model_qk_head_dim(m) + sp_model_v_head_dim(m)) / 2;
+  if (!sp_attn_impl_check(c->hw.attn, sp_model_qk_head_dim(m), m->dtype, err)) return FALSE;
+  double hh = (double)m->heads / ((double)tp * l->sp);
+  int64_t sq = c->seq / l->cp;
+  o->attn_fwd = sp_kernel_attn_time(g, c->hw.attn, FALSE, l->mb, hh, sq, c->seq, d, e);
+  o->attn_bwd = sp_kernel_attn_time(g, c->hw.attn, TRUE, l->mb, hh, sq, c->seq, d, e);
+  return TRUE;
+}
+
 gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_layer_kernels *o, GError **err)
 {
   const sp_model *m = c->model;
@@ -346,6 +372,7 @@ gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_laye
   if (!sp_kernel_gemm_time(g, 1, T, kv * d, h, e, &tk, err))
     return FALSE;
   o->op_recompute = o->elem_fwd + tk + o->proj[0] + (m->mlp == SP_MLP_SWIGLU ? o->up[0] / 2.0 : o->down[0]);
+  if (sp_model_is_mla(m) && !mla_kernels(c, l, T, o, err)) return FALSE;
   /* LM head, then the loss over the logits (bf16 logits, fp32 softmax: 6 bytes each) */
   if (!gemm3(g, T, m->vocab / tp, h, e, o->head, err))
     return FALSE;
@@ -398,10 +425,13 @@ void sp_step_set_time(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
    * attention, 6 L h s (half of PaLM's 12 L h s, which counts every score). */
   double tokens = (double)c->global_batch * (double)c->seq;
   double palm = tokens * sp_model_train_flops_per_token(m, (double)c->seq);
-  double attn_half = tokens * 6.0 * (double)m->layers * (double)m->hidden * (double)c->seq;
+  /* attention width: h, or heads (qk + v) / 2 with multi-head latent attention */
+  double aw = sp_model_is_mla(m) ? (double)m->heads * (double)(sp_model_qk_head_dim(m) + sp_model_v_head_dim(m)) / 2.0
+                                 : (double)m->hidden;
+  double attn_half = tokens * 6.0 * (double)m->layers * aw * (double)c->seq;
   double model_flops = palm - attn_half;
   double extra = 0;
-  double attn_tok = 2.0 * (double)m->layers * (double)m->hidden * (double)c->seq; /* causal forward */
+  double attn_tok = 2.0 * (double)m->layers * aw * (double)c->seq; /* causal forward */
   if (l->ckpt == SP_CKPT_FULL) extra = tokens * (2.0 * (double)m->layers * sp_model_layer_matmul_params(m) + attn_tok);
   else if (l->ckpt == SP_CKPT_SELECTIVE) extra = tokens * attn_tok;
   else if (l->ckpt == SP_CKPT_OP) /* K, output projection and one MLP matrix of h x ffn */
@@ -437,6 +467,22 @@ static double overlap_slowdown(const sp_step_hw *hw)
   return hw->comm_slowdown > 0 ? hw->comm_slowdown / (1.0 + hw->comm_slowdown) : 0.0;
 }
 
+/* An MoE layer runs the router, the permutations, its experts and the shared experts
+ * instead of the dense MLP; per layer of the fullest stage, weighted by its share of
+ * MoE layers (the all-to-alls are in the communication list, sp_step_moe_comms). */
+static gboolean moe_layer_times(const sp_step_ctx *c, const sp_layout *l, double *lf, double *lb, GError **err)
+{
+  sp_moe_kernels mk;
+  if (!sp_step_moe_kernels(c, l, &mk, err)) return FALSE;
+  double ls = (double)sp_layout_stage_layers(l, c->model);
+  double frac = ls > 0 ? (double)sp_step_moe_max_stage_layers(c->model, l) / ls : 0.0;
+  double df = sp_moe_kernels_fwd(&mk) - mk.dense_fwd, db = sp_moe_kernels_bwd(&mk) - mk.dense_bwd;
+  *lf += frac * df;
+  *lb += frac * db;
+  if (l->ckpt == SP_CKPT_FULL) *lb += frac * df;
+  return TRUE;
+}
+
 gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *r, GError **err)
 {
   const sp_model *m = c->model;
@@ -457,6 +503,7 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   else if (l->ckpt == SP_CKPT_SELECTIVE) lb += at_f;
   else if (l->ckpt == SP_CKPT_OP) lb += lk.op_recompute;
   double head_f = lk.head[0] + lk.loss, head_b = (lk.head[1] + lk.head[2]) + lk.loss;
+  if (sp_model_is_moe(m) && !moe_layer_times(c, l, &lf, &lb, err)) return FALSE;
 
   /* Price the collectives. */
   g_autoptr(GArray) comms = g_array_new(FALSE, FALSE, sizeof(sp_comm));
@@ -545,6 +592,7 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
 
   /* The optimizer step follows the gradient reduction on every rank. */
   r->optimizer = optimizer_time(c, l);
+  if (sp_model_is_moe(m)) r->optimizer += sp_step_moe_optimizer_time(c, l, -1); /* the stage with the most experts */
 
   double md = (double)mbs;
   double slots = (double)(l->pp - 1) / vpp;

@@ -46,6 +46,10 @@ typedef struct {
   int64_t *voff;        /* first global layer of each virtual stage */
   uint32_t *send_f, *send_b; /* [mb x nvirt]: the send after fwd / bwd of (mb, virtual stage) */
   GArray *patch;        /* of patch: waits on sends of other stages */
+  /* mixture of experts (moe_* functions below; -1: none) */
+  gboolean moe;
+  sp_moe_kernels mk;
+  int32_t ep_a2a, etp_ag, etp_rs, edp_red, edp_ag;
 } sb;
 
 typedef struct { uint32_t task; gboolean fwd; int64_t key; } patch;
@@ -226,6 +230,63 @@ static void tie_reduce(sb *b, int32_t s)
   b->phase = keep;
 }
 
+/* ---------- mixture of experts: an MoE layer's MLP part (step_moe.c has the sizes) ---------- */
+
+static void moe_layer_comms(sb *b)
+{
+  const sp_layout *l = b->l;
+  const sp_model *m = b->c->model;
+  b->ep_a2a = b->etp_ag = b->etp_rs = b->edp_red = b->edp_ag = -1;
+  if (!b->moe) return;
+  int32_t ep = sp_layout_ep(l), etp = sp_layout_etp(l), ge = sp_layout_expert_replicas(l);
+  double e = sp_model_dtype_bytes(m);
+  b->ep_a2a = comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, ep, etp, b->mk.a2a_bytes, sp_moe_what_dispatch);
+  b->etp_ag = comm_of(b, SP_COMM_TP, SP_COLL_ALL_GATHER, etp, 1, b->mk.a2a_bytes * etp, sp_moe_what_etp_ag);
+  b->etp_rs = comm_of(b, SP_COMM_TP, SP_COLL_REDUCE_SCATTER, etp, 1, b->mk.a2a_bytes * etp, sp_moe_what_etp_rs);
+  double grads = sp_step_moe_layer_expert_params(m, l) * e;
+  b->edp_red = comm_of(b, SP_COMM_DP, l->zero == 0 ? SP_COLL_ALL_REDUCE : SP_COLL_REDUCE_SCATTER, ge, etp * ep, grads,
+                       sp_moe_what_edp_grad);
+  if (l->zero >= 1) b->edp_ag = comm_of(b, SP_COMM_DP, SP_COLL_ALL_GATHER, ge, etp * ep, grads, sp_moe_what_edp_gather);
+}
+
+static gboolean moe_layer(const sb *b) { return b->moe && sp_model_layer_is_moe(b->c->model, b->layer); }
+
+/* Router, permutation, dispatch all-to-all (and expert-TP gather), the rank's experts,
+ * the way back, then the shared experts. */
+static void moe_mlp_fwd(sb *b)
+{
+  compute(b, b->mk.router[0] + b->mk.permute / 2, "router, permute");
+  coll_block(b, SP_STREAM_SP, b->ep_a2a);
+  coll_block(b, SP_STREAM_TP, b->etp_ag);
+  compute(b, b->mk.experts[0], "experts (grouped GEMM)");
+  coll_block(b, SP_STREAM_TP, b->etp_rs);
+  coll_block(b, SP_STREAM_SP, b->ep_a2a);
+  compute(b, b->mk.permute / 2 + b->mk.shared[0], "unpermute, shared experts");
+}
+
+static void moe_mlp_bwd(sb *b)
+{
+  compute(b, b->mk.permute / 2 + b->mk.shared[1] + b->mk.shared[2], "shared experts, unpermute backward");
+  coll_block(b, SP_STREAM_SP, b->ep_a2a);
+  coll_block(b, SP_STREAM_TP, b->etp_ag);
+  compute(b, b->mk.experts[1] + b->mk.experts[2], "experts backward (grouped GEMM)");
+  coll_block(b, SP_STREAM_TP, b->etp_rs);
+  coll_block(b, SP_STREAM_SP, b->ep_a2a);
+  compute(b, b->mk.router[1] + b->mk.router[2] + b->mk.permute / 2, "router, permute backward");
+}
+
+/* The layer's expert gradients are final: reduce them over the expert-dp group (and, with
+ * ZeRO, gather the updated shards back ahead of the next step, here after the reduction). */
+static void moe_grad_reduce(sb *b)
+{
+  if (!moe_layer(b) || b->edp_red < 0) return;
+  uint8_t keep = b->phase;
+  b->phase = SP_PHASE_STEP;
+  b->last_dp = coll_async(b, SP_STREAM_DP, b->edp_red, b->chain);
+  if (b->edp_ag >= 0) b->last_dp = coll_async(b, SP_STREAM_DP, b->edp_ag, b->last_dp);
+  b->phase = keep;
+}
+
 /* ISP and ZeRO-3 gather a layer's weights into one of two buffers: the current
  * layer's gather was issued at the start of the previous layer of the pass (or now,
  * for the first), and the next layer's is issued now, once its buffer is free, so
@@ -297,6 +358,14 @@ static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
   compute(b, b->k.proj[0], "output projection");
   coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
   compute(b, half, "residual, norm");
+  if (moe_layer(b)) {
+    gboolean shared = b->c->model->shared_experts > 0; /* shared experts run on the tp-gathered tokens */
+    if (shared) coll_block(b, SP_STREAM_TP, b->tp_ag);
+    moe_mlp_fwd(b);
+    if (shared) coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
+    if (gather) weight_release(b, has_next);
+    return;
+  }
   coll_block(b, SP_STREAM_TP, b->tp_ag);
   compute(b, b->k.up[0] + b->k.down[0], "MLP");
   coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
@@ -337,9 +406,16 @@ static void layer_bwd(sb *b, gboolean has_next)
     b->phase = keep;
   }
   /* MLP: row-parallel down projection, then column-parallel up projection */
-  coll_block(b, SP_STREAM_TP, b->tp_ag);
-  compute(b, b->k.down[1] + b->k.down[2], "MLP down backward");
-  column_bwd(b, b->k.up, "MLP up backward");
+  if (moe_layer(b)) {
+    gboolean shared = b->c->model->shared_experts > 0;
+    if (shared) coll_block(b, SP_STREAM_TP, b->tp_ag);
+    moe_mlp_bwd(b);
+    if (shared) coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
+  } else {
+    coll_block(b, SP_STREAM_TP, b->tp_ag);
+    compute(b, b->k.down[1] + b->k.down[2], "MLP down backward");
+    column_bwd(b, b->k.up, "MLP up backward");
+  }
   compute(b, b->k.elem_fwd, "residual, norm backward");
   /* attention */
   coll_block(b, SP_STREAM_TP, b->tp_ag);
@@ -479,7 +555,7 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
       double acc = 0;
       int64_t from = first;
       for (int64_t i = first; i < first + n; i++) {
-        acc += layer_params;
+        acc += b->moe ? sp_step_moe_layer_dense_params(mo, l, i) / l->wp : layer_params;
         if (acc >= b->bucket_params || i + 1 == first + n) {
           int32_t cm = bucket_comm(b, TRUE, acc);
           uint32_t id = coll_async(b, SP_STREAM_DP, cm, NONE);
@@ -540,7 +616,8 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
       for (int64_t li = first + n - 1; li >= first; li--) {
         b->layer = (int32_t)li;
         layer_bwd(b, li > first);
-        if (last) dp_bucket_add(b, layer_params);
+        if (last && b->moe) moe_grad_reduce(b);
+        if (last) dp_bucket_add(b, b->moe ? sp_step_moe_layer_dense_params(mo, l, li) / l->wp : layer_params);
       }
       b->layer = -1;
       if (vs == 0) {
@@ -568,7 +645,8 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
   b->phase = SP_PHASE_STEP;
   need(b, b->last_dp);
   b->open = NONE;
-  compute(b, sp_step_optimizer_time(b->c, l, sp_step_stage_params(mo, l, s)), "optimizer step");
+  compute(b, sp_step_optimizer_time(b->c, l, sp_step_stage_params(mo, l, s)) + (b->moe ? sp_step_moe_optimizer_time(b->c, l, s) : 0.0),
+          "optimizer step");
   /* ISP gradient reduce-scatters end before the update too */
   if (b->w_stream == SP_STREAM_ISP && b->w_ag >= 0) {
     for (guint i = b->g->tasks->len; i-- > 0;) {
@@ -633,8 +711,19 @@ sp_stepgraph *sp_stepgraph_build(const sp_step_ctx *c, const sp_layout *l, sp_sc
   b.send_b = g_new(uint32_t, keys);
   for (size_t i = 0; i < keys; i++) b.send_f[i] = b.send_b[i] = NONE;
   b.patch = g_array_new(FALSE, FALSE, sizeof(patch));
+  b.moe = sp_model_is_moe(m);
+  if (b.moe && !sp_step_moe_kernels(c, l, &b.mk, err)) {
+    g_array_unref(b.patch);
+    g_free(b.send_f);
+    g_free(b.send_b);
+    g_free(b.voff);
+    g_hash_table_destroy(b.comm_ix);
+    sp_stepgraph_free(b.g);
+    return NULL;
+  }
   layer_comms(&b);
   edge_comms(&b);
+  moe_layer_comms(&b);
   for (int32_t s = 0; s < l->pp; s++) build_stage(&b, s, mbs, sched);
   for (guint i = 0; i < b.patch->len; i++) {
     const patch *p = &g_array_index(b.patch, patch, i);

@@ -79,7 +79,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     if (*p == '\0') continue;
     char *eq = strchr(p, '=');
     if (eq == NULL) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb)", p);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb, ep, etp)", p);
       return FALSE;
     }
     *eq = '\0';
@@ -94,6 +94,8 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     else if (strcmp(k, "dp") == 0) ok = parse_deg(k, v, 1, 1 << 24, &l.dp, err);
     else if (strcmp(k, "zero") == 0) ok = parse_deg(k, v, 0, 3, &l.zero, err);
     else if (strcmp(k, "mb") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.mb, err);
+    else if (strcmp(k, "ep") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.ep, err);
+    else if (strcmp(k, "etp") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.etp, err);
     else if (strcmp(k, "ppfirst") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.pp_first, err);
     else if (strcmp(k, "pplast") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.pp_last, err);
     else if (strcmp(k, "tpsp") == 0) {
@@ -110,7 +112,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
       l.dp_fp32 = b == 1;
     } else if (strcmp(k, "ckpt") == 0) ok = sp_ckpt_parse(v, &l.ckpt, err);
     else {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb)", k);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb, ep, etp)", k);
       return FALSE;
     }
     if (!ok) return FALSE;
@@ -127,6 +129,20 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
 int32_t sp_layout_replicas(const sp_layout *l) { return l->sp * l->cp * l->dp; }
 
 int32_t sp_layout_vpp(const sp_layout *l) { return l->vpp > 1 ? l->vpp : 1; }
+
+int32_t sp_layout_ep(const sp_layout *l) { return l->ep > 1 ? l->ep : 1; }
+
+int32_t sp_layout_etp(const sp_layout *l) { return l->etp > 0 ? l->etp : l->tp; }
+
+int32_t sp_layout_expert_replicas(const sp_layout *l)
+{
+  return (int32_t)((int64_t)l->tp * sp_layout_replicas(l) / ((int64_t)sp_layout_etp(l) * sp_layout_ep(l)));
+}
+
+/* Expert parallelism (Megatron-Core's rule, megatron/core/parallel_state.py at NVIDIA/Megatron-LM
+ * 00caa53: the expert RankGenerator has dp = world / (etp x ep x pp), the ep groups fold inside the
+ * data-parallel x context-parallel groups). A dense model takes no ep. */
+static sp_skip check_ep(sp_layout *l, const sp_layout_ctx *c, GError **err);
 
 int64_t sp_layout_microbatches(const sp_layout *l, const sp_layout_ctx *ctx)
 {
@@ -260,6 +276,42 @@ sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *c, GError **err)
     return fail(err, SP_SKIP_ZERO, "layout: ZeRO-%d needs replicas to shard over (sp x cp x dp / wp = %d)", l->zero, rep / l->wp);
   if (l->zero > 1 && l->wp > 1)
     return fail(err, SP_SKIP_ZERO, "layout: ISP (wp=%d) already shards weights and gradients; use zero=0 or 1", l->wp);
+  return check_ep(l, c, err);
+}
+
+static sp_skip check_ep(sp_layout *l, const sp_layout_ctx *c, GError **err)
+{
+  const sp_model *m = c->model;
+  int32_t ep = sp_layout_ep(l), etp = sp_layout_etp(l);
+  if (!sp_model_is_moe(m)) {
+    if (ep > 1 || l->etp > 0)
+      return fail(err, SP_SKIP_WORLD, "layout: ep/etp (expert parallelism) need an MoE model; '%s' has no experts "
+                  "(leave ep and etp out)", m->name ? m->name : "?");
+    return SP_SKIP_NONE;
+  }
+  int32_t rep = sp_layout_replicas(l);
+  if (m->experts % ep != 0)
+    return fail(err, SP_SKIP_WORLD, "layout: ep=%d does not divide the %" G_GINT64_FORMAT " experts (each rank holds "
+                "experts / ep of them): choose an ep that divides both %" G_GINT64_FORMAT " and sp x cp x dp = %d",
+                ep, m->experts, m->experts, rep);
+  if (rep % ep != 0)
+    return fail(err, SP_SKIP_WORLD, "layout: ep=%d does not divide sp x cp x dp = %d x %d x %d = %d: Megatron-Core folds "
+                "the expert-parallel groups inside the data-parallel (x context-parallel) groups; choose an ep that "
+                "divides both %d and the %" G_GINT64_FORMAT " experts, or raise dp", ep, l->sp, l->cp, l->dp, rep, rep,
+                m->experts);
+  if (l->wp > 1)
+    return fail(err, SP_SKIP_WP, "layout: ISP weight parallelism (wp=%d) is not modelled for MoE models; use ep and "
+                "ZeRO instead", l->wp);
+  if (l->zero >= 3)
+    return fail(err, SP_SKIP_ZERO, "layout: ZeRO-3 is not modelled for MoE models (its per-layer gathers would move "
+                "every expert); use zero=1 or 2, as Megatron-Core's distributed optimizer shards the optimizer state");
+  if (etp != l->tp && etp != 1)
+    return fail(err, SP_SKIP_WORLD, "layout: etp=%d: the expert tensor parallel degree is tp (%d, the default) or 1",
+                etp, l->tp);
+  if (l->tp > 1 && !l->tp_sp)
+    return fail(err, SP_SKIP_WORLD, "layout: an MoE model with tp=%d needs Megatron sequence parallelism (tpsp=1): "
+                "each TP rank routes its own sequence shard to the experts, as Megatron-Core requires", l->tp);
+  if (l->etp == l->tp) l->etp = 0; /* the default, one spelling */
   return SP_SKIP_NONE;
 }
 
@@ -269,9 +321,12 @@ char *sp_layout_to_string(const sp_layout *l)
   if (l->vpp > 1) g_snprintf(v, sizeof v, ",vpp=%d", l->vpp);
   if (l->pp_first > 0) g_snprintf(v + strlen(v), sizeof v - strlen(v), ",ppfirst=%d", l->pp_first);
   if (l->pp_last > 0) g_snprintf(v + strlen(v), sizeof v - strlen(v), ",pplast=%d", l->pp_last);
-  return g_strdup_printf("tp=%d,tpsp=%d,sp=%d,cp=%d,wp=%d,pp=%d%s,dp=%d%s%s,zero=%d,ckpt=%s,mb=%d",
+  char e[48] = "";
+  if (l->ep > 1) g_snprintf(e, sizeof e, ",ep=%d", l->ep);
+  if (l->etp > 0) g_snprintf(e + strlen(e), sizeof e - strlen(e), ",etp=%d", l->etp);
+  return g_strdup_printf("tp=%d,tpsp=%d,sp=%d,cp=%d,wp=%d,pp=%d%s,dp=%d%s%s,zero=%d,ckpt=%s,mb=%d%s",
                          l->tp, l->tp_sp ? 1 : 0, l->sp, l->cp, l->wp, l->pp, v, l->dp, l->dp_sync ? ",dpsync=1" : "",
-                         l->dp_fp32 ? ",dpfp32=1" : "", l->zero, sp_ckpt_name(l->ckpt), l->mb);
+                         l->dp_fp32 ? ",dpfp32=1" : "", l->zero, sp_ckpt_name(l->ckpt), l->mb, e);
 }
 
 char *sp_layout_label(const sp_layout *l)
@@ -291,6 +346,8 @@ char *sp_layout_label(const sp_layout *l)
     g_string_append(s, "] ");
   }
   g_string_append_printf(s, "dp%d", l->dp);
+  if (l->ep > 1) g_string_append_printf(s, " ep%d", l->ep);
+  if (l->etp > 0) g_string_append_printf(s, " etp%d", l->etp);
   if (l->zero > 0) g_string_append_printf(s, " z%d", l->zero);
   if (l->dp_sync) g_string_append(s, " dpsync");
   if (l->dp_fp32) g_string_append(s, " dpfp32");
@@ -334,13 +391,15 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
   s->layouts = g_array_new(FALSE, FALSE, sizeof(sp_layout));
   if (ctx->world <= 0) return s;
   GArray *dw = divisors(ctx->world);
+  gboolean moe = ctx->model != NULL && sp_model_is_moe(ctx->model);
   for (guint a = 0; a < dw->len; a++) {
     int32_t tp = g_array_index(dw, int32_t, a);
     if (tp > opts->max_tp) break;
-    for (int tpsp = 0; tpsp <= (tp > 1 ? 1 : 0); tpsp++)
+    for (int tpsp = moe && tp > 1 ? 1 : 0; tpsp <= (tp > 1 ? 1 : 0); tpsp++)
       for (guint b = 0; b < dw->len; b++) {
         int32_t sp = g_array_index(dw, int32_t, b);
         if (sp > opts->max_sp || ctx->world % ((int64_t)tp * sp) != 0) continue;
+        if (moe && sp > 1) continue; /* MoE: Megatron-Core's parallelisms (no Ulysses); a --layout may still name sp */
         for (guint c = 0; c < dw->len; c++) {
           int32_t cp = g_array_index(dw, int32_t, c);
           if (cp > opts->max_cp || ctx->world % ((int64_t)tp * sp * cp) != 0) continue;
@@ -349,7 +408,7 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
             if (ctx->world % ((int64_t)tp * sp * cp * pp) != 0) continue;
             int32_t dp = (int32_t)(ctx->world / ((int64_t)tp * sp * cp * pp));
             GArray *wps = NULL;
-            if (tp == 1 && opts->with_isp) wps = divisors((int64_t)sp * cp * dp);
+            if (tp == 1 && opts->with_isp && !moe) wps = divisors((int64_t)sp * cp * dp);
             guint nwp = wps ? wps->len : 1;
             for (guint w = 0; w < nwp; w++) {
               int32_t wp = wps ? g_array_index(wps, int32_t, w) : 1;
@@ -360,16 +419,22 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
               guint nvpp = vpps ? vpps->len : 1;
               for (guint v = 0; v < nvpp; v++) {
                 int32_t vpp = vpps ? g_array_index(vpps, int32_t, v) : 1;
+                /* expert parallelism: every ep dividing the experts and sp x cp x dp (MoE models) */
+                int64_t rep = (int64_t)sp * cp * dp;
+                for (int32_t ep = 1; ep <= (moe ? rep : 1); ep++) {
+                  if (moe && (rep % ep != 0 || ctx->model->experts % ep != 0)) continue;
                 for (int32_t mb = ctx->mb > 0 ? ctx->mb : 1; mb <= (ctx->mb > 0 ? ctx->mb : opts->max_mb); mb *= 2)
                   for (int zero = 0; zero <= 3; zero++)
                     for (int ck = 0; ck < SP_CKPT_SWEPT; ck++) {
                       sp_layout l = { .tp = tp, .tp_sp = tpsp == 1, .sp = sp, .cp = cp, .wp = wp, .pp = pp,
-                                      .vpp = vpp, .dp = dp, .zero = zero, .ckpt = (sp_ckpt)ck, .mb = mb };
+                                      .vpp = vpp, .dp = dp, .zero = zero, .ckpt = (sp_ckpt)ck, .mb = mb,
+                                      .ep = moe ? ep : 0 };
                       s->considered++;
                       sp_skip r = sp_layout_check(&l, ctx, NULL);
                       if (r == SP_SKIP_NONE) g_array_append_val(s->layouts, l);
                       else s->skipped[r]++;
                     }
+                }
               }
               if (vpps) g_array_free(vpps, TRUE);
             }

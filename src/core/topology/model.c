@@ -1,6 +1,7 @@
 /* Model configurations: JSON parsing, validation, parameter and FLOP formulas. */
 #include "config.h"
 
+#include <math.h>
 #include <string.h>
 #include <json-glib/json-glib.h>
 
@@ -13,7 +14,79 @@ void sp_model_free(sp_model *m)
   g_free(m->name);
   g_free(m->sources);
   g_free(m->ignored);
+  g_free(m->moe_mask);
   g_free(m);
+}
+
+/* The most layers (and experts per layer) an MoE model may have: its layer mask and the
+ * routing shares are allocated per entry, and no published model comes near (DeepSeek-V3:
+ * 61 layers, 256 experts). */
+#define SP_MODEL_MAX_MOE_LAYERS (1 << 20)
+
+/* Mixture-of-experts fields: all zero for a dense model. */
+static gboolean validate_moe(const sp_model *m, GError **err)
+{
+  const char *n = m->name ? m->name : "?";
+  if (m->experts <= 0) {
+    if (m->topk != 0 || m->expert_ffn != 0 || m->shared_experts != 0 || m->shared_ffn != 0 || m->moe_mask != NULL ||
+        m->capacity_factor != 0) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': the mixture-of-experts keys need \"experts\" (the number "
+                  "of routed experts per MoE layer)", n);
+      return FALSE;
+    }
+    return TRUE;
+  }
+  if (m->experts > SP_MODEL_MAX_MOE_LAYERS) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': at most %d experts per layer (got %" G_GINT64_FORMAT ")", n,
+                SP_MODEL_MAX_MOE_LAYERS, m->experts);
+    return FALSE;
+  }
+  if (m->topk < 1 || m->topk > m->experts) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': experts_per_token must be between 1 and experts = %"
+                G_GINT64_FORMAT " (got %" G_GINT64_FORMAT ")", n, m->experts, m->topk);
+    return FALSE;
+  }
+  if (m->expert_ffn <= 0 || m->shared_experts < 0 || (m->shared_experts > 0 && m->shared_ffn <= 0)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': expert_ffn and shared_expert_ffn must be positive and "
+                "shared_experts >= 0", n);
+    return FALSE;
+  }
+  if (m->capacity_factor < 0 || !isfinite(m->capacity_factor)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': capacity_factor must be positive (leave it out for "
+                "dropless routing)", n);
+    return FALSE;
+  }
+  if (m->moe_mask == NULL || sp_model_moe_layers(m) == 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': no layer is an MoE layer (check moe_layers, "
+                "first_dense_layers and moe_layer_freq)", n);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Multi-head latent attention fields: all zero without MLA. */
+static gboolean validate_mla(const sp_model *m, GError **err)
+{
+  const char *n = m->name ? m->name : "?";
+  if (m->kv_lora_rank <= 0) {
+    if (m->q_lora_rank != 0 || m->qk_nope_head_dim != 0 || m->qk_rope_head_dim != 0 || m->v_head_dim != 0) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': q_lora_rank, qk_nope_head_dim, qk_rope_head_dim and "
+                  "v_head_dim describe multi-head latent attention and need kv_lora_rank", n);
+      return FALSE;
+    }
+    return TRUE;
+  }
+  if (m->qk_nope_head_dim <= 0 || m->qk_rope_head_dim <= 0 || m->v_head_dim <= 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': multi-head latent attention (kv_lora_rank) needs "
+                "qk_nope_head_dim, qk_rope_head_dim and v_head_dim, all positive", n);
+    return FALSE;
+  }
+  if (m->kv_heads != m->heads) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': with multi-head latent attention every head has its "
+                "own key and value: set kv_heads = heads (%" G_GINT64_FORMAT ")", n, m->heads);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 gboolean sp_model_validate(const sp_model *m, GError **err)
@@ -44,6 +117,7 @@ gboolean sp_model_validate(const sp_model *m, GError **err)
                 "needs mlp \"swiglu\"", m->name ? m->name : "?");
     return FALSE;
   }
+  if (!validate_moe(m, err) || !validate_mla(m, err)) return FALSE;
   if (m->dtype != SP_BF16 && m->dtype != SP_F16 && m->dtype != SP_F32) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': dtype must be bf16, f16 or f32 (got %s)",
                 m->name, sp_dtype_name(m->dtype));
@@ -86,7 +160,155 @@ static const char *get_str(JsonObject *o, const char *key, const char *dflt, con
 /* The keys a model file may hold; anything else is a typo or a feature spsim does
  * not price (e.g. num_experts), never silently ignored. */
 static const char *const known_keys[] = { "name", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab",
-                                          "dtype", "mlp", "tied_embeddings", "elementwise", "sources", NULL };
+                                          "dtype", "mlp", "tied_embeddings", "elementwise", "sources",
+                                          "experts", "experts_per_token", "expert_ffn", "shared_experts",
+                                          "shared_expert_ffn", "moe_layers", "first_dense_layers",
+                                          "moe_layer_freq", "capacity_factor", "router_dtype",
+                                          "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+                                          "qk_rope_head_dim", "v_head_dim", NULL };
+
+/* Read an optional integer member >= @p lo; absent: *out = @p dflt. */
+static gboolean get_opt_int(JsonObject *o, const char *key, int64_t lo, int64_t dflt, const char *what, int64_t *out,
+                            GError **err)
+{
+  JsonNode *n = json_object_get_member(o, key);
+  *out = dflt;
+  if (n == NULL) return TRUE;
+  if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_INT64) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: field '%s' must be an integer", what, key);
+    return FALSE;
+  }
+  *out = json_node_get_int(n);
+  if (*out < lo) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: field '%s' must be >= %" G_GINT64_FORMAT " (got %" G_GINT64_FORMAT ")",
+                what, key, lo, *out);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* The MoE layer mask from moe_layers, or first_dense_layers and moe_layer_freq. */
+static gboolean parse_moe_layers(JsonObject *o, sp_model *m, const char *what, GError **err)
+{
+  JsonNode *ln = json_object_get_member(o, "moe_layers");
+  gboolean has_first = json_object_has_member(o, "first_dense_layers");
+  gboolean has_freq = json_object_has_member(o, "moe_layer_freq");
+  int64_t first = 0, freq = 1;
+  if (!get_opt_int(o, "first_dense_layers", 0, 0, what, &first, err) ||
+      !get_opt_int(o, "moe_layer_freq", 1, 1, what, &freq, err))
+    return FALSE;
+  if (m->experts <= 0) {
+    if (ln != NULL || has_first || has_freq) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: moe_layers, first_dense_layers and moe_layer_freq need "
+                  "\"experts\" (the number of routed experts per MoE layer)", what);
+      return FALSE;
+    }
+    return TRUE;
+  }
+  if (m->layers > SP_MODEL_MAX_MOE_LAYERS) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: an MoE model has at most %d layers (got %" G_GINT64_FORMAT ")", what,
+                SP_MODEL_MAX_MOE_LAYERS, m->layers);
+    return FALSE;
+  }
+  m->moe_mask = g_new0(guint8, m->layers);
+  if (ln != NULL) {
+    if (has_first || has_freq) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: give either moe_layers (a list) or first_dense_layers and "
+                  "moe_layer_freq, not both", what);
+      return FALSE;
+    }
+    if (!JSON_NODE_HOLDS_ARRAY(ln)) {
+      g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: field 'moe_layers' must be a list of 0-based layer indices", what);
+      return FALSE;
+    }
+    JsonArray *a = json_node_get_array(ln);
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+      JsonNode *e = json_array_get_element(a, i);
+      int64_t v = -1;
+      if (JSON_NODE_HOLDS_VALUE(e) && json_node_get_value_type(e) == G_TYPE_INT64) v = json_node_get_int(e);
+      else {
+        g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: moe_layers[%u] must be an integer layer index", what, i);
+        return FALSE;
+      }
+      if (v < 0 || v >= m->layers) {
+        g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: moe_layers[%u] = %" G_GINT64_FORMAT " is out of range: the "
+                    "model has layers 0..%" G_GINT64_FORMAT, what, i, v, m->layers - 1);
+        return FALSE;
+      }
+      m->moe_mask[v] = 1;
+    }
+    return TRUE;
+  }
+  if (first >= m->layers) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: first_dense_layers = %" G_GINT64_FORMAT " leaves no MoE layer "
+                "among the %" G_GINT64_FORMAT " layers", what, first, m->layers);
+    return FALSE;
+  }
+  for (int64_t i = first; i < m->layers; i++) m->moe_mask[i] = (i - first) % freq == 0;
+  return TRUE;
+}
+
+/* Mixture-of-experts and multi-head latent attention keys (all optional). */
+static gboolean parse_moe_mla(JsonObject *o, sp_model *m, const char *what, GError **err)
+{
+  if (!get_opt_int(o, "experts", 1, 0, what, &m->experts, err) ||
+      !get_opt_int(o, "experts_per_token", 1, 0, what, &m->topk, err) ||
+      !get_opt_int(o, "expert_ffn", 1, 0, what, &m->expert_ffn, err) ||
+      !get_opt_int(o, "shared_experts", 0, 0, what, &m->shared_experts, err) ||
+      !get_opt_int(o, "shared_expert_ffn", 1, 0, what, &m->shared_ffn, err) ||
+      !get_opt_int(o, "q_lora_rank", 1, 0, what, &m->q_lora_rank, err) ||
+      !get_opt_int(o, "kv_lora_rank", 1, 0, what, &m->kv_lora_rank, err) ||
+      !get_opt_int(o, "qk_nope_head_dim", 1, 0, what, &m->qk_nope_head_dim, err) ||
+      !get_opt_int(o, "qk_rope_head_dim", 1, 0, what, &m->qk_rope_head_dim, err) ||
+      !get_opt_int(o, "v_head_dim", 1, 0, what, &m->v_head_dim, err))
+    return FALSE;
+  if (m->experts > 0) {
+    if (!json_object_has_member(o, "experts_per_token")) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: an MoE model (experts) needs experts_per_token (top-k)", what);
+      return FALSE;
+    }
+    if (m->expert_ffn == 0) m->expert_ffn = m->ffn;
+    if (m->shared_experts > 0 && m->shared_ffn == 0) m->shared_ffn = m->expert_ffn;
+  }
+  JsonNode *cn = json_object_get_member(o, "capacity_factor");
+  if (cn != NULL) {
+    GType t = JSON_NODE_HOLDS_VALUE(cn) ? json_node_get_value_type(cn) : G_TYPE_INVALID;
+    if (t != G_TYPE_DOUBLE && t != G_TYPE_INT64) {
+      g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: field 'capacity_factor' must be a number", what);
+      return FALSE;
+    }
+    m->capacity_factor = json_node_get_double(cn);
+    if (!(m->capacity_factor > 0)) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: capacity_factor must be > 0 (got %g; leave it out for dropless "
+                  "routing)", what, m->capacity_factor);
+      return FALSE;
+    }
+  }
+  m->router_dtype = SP_F32;
+  const char *rd = get_str(o, "router_dtype", NULL, what, err);
+  if (rd == NULL && json_object_has_member(o, "router_dtype")) return FALSE;
+  if (rd != NULL && !sp_dtype_parse(rd, &m->router_dtype, err)) return FALSE;
+  if (rd != NULL && m->experts <= 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: router_dtype needs \"experts\"", what);
+    return FALSE;
+  }
+  return parse_moe_layers(o, m, what, err);
+}
+
+/* The spsim key for a Hugging Face config.json key of a mixture-of-experts or MLA model
+ * (transformers' MixtralConfig, Qwen2MoeConfig and DeepseekV3Config names), or NULL. */
+static const char *hf_hint(const char *key)
+{
+  static const char *const map[][2] = {
+    { "num_experts", "experts" }, { "num_local_experts", "experts" }, { "n_routed_experts", "experts" },
+    { "num_experts_per_tok", "experts_per_token" }, { "top_k", "experts_per_token" },
+    { "moe_intermediate_size", "expert_ffn" }, { "n_shared_experts", "shared_experts" },
+    { "shared_expert_intermediate_size", "shared_expert_ffn (per shared expert)" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(map); i++)
+    if (strcmp(key, map[i][0]) == 0) return map[i][1];
+  return NULL;
+}
 
 /* Unknown keys of @p o: an error in strict mode, else ", "-joined into *ignored. */
 static gboolean check_keys(JsonObject *o, const char *what, sp_model_flags flags, char **ignored, GError **err)
@@ -97,15 +319,120 @@ static gboolean check_keys(JsonObject *o, const char *what, sp_model_flags flags
     if (!g_strv_contains(known_keys, l->data)) {
       if (!(flags & SP_MODEL_LENIENT)) {
         g_autofree char *list = g_strjoinv(", ", (char **)known_keys);
+        const char *hint = hf_hint(l->data);
+        g_autofree char *h = hint ? g_strdup_printf("; for '%s' write '%s'", (const char *)l->data, hint) : g_strdup("");
         g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
-                    "%s: unknown key '%s' (a model file knows %s; --lenient ignores unknown keys with a warning)",
-                    what, (const char *)l->data, list);
+                    "%s: unknown key '%s' (a model file knows %s%s; --lenient ignores unknown keys with a warning)",
+                    what, (const char *)l->data, list, h);
         return FALSE;
       }
       g_string_append_printf(unknown, "%s%s", unknown->len ? ", " : "", (const char *)l->data);
     }
   *ignored = unknown->len ? g_strdup(unknown->str) : NULL;
   return TRUE;
+}
+
+/* ---------- Hugging Face config.json ---------- */
+
+/* An integer member of a config.json, or @p dflt when absent or null. */
+static gboolean hf_int(JsonObject *o, const char *key, int64_t dflt, const char *what, int64_t *out, GError **err)
+{
+  JsonNode *n = json_object_get_member(o, key);
+  *out = dflt;
+  if (n == NULL || JSON_NODE_HOLDS_NULL(n)) return TRUE;
+  if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_INT64) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: config.json field '%s' must be an integer", what, key);
+    return FALSE;
+  }
+  *out = json_node_get_int(n);
+  return TRUE;
+}
+
+/* The first of @p keys present (NULL-terminated), as hf_int. */
+static gboolean hf_int_any(JsonObject *o, const char *const *keys, int64_t dflt, const char *what, int64_t *out,
+                           GError **err)
+{
+  for (size_t i = 0; keys[i] != NULL; i++)
+    if (json_object_has_member(o, keys[i])) return hf_int(o, keys[i], dflt, what, out, err);
+  *out = dflt;
+  return TRUE;
+}
+
+/* A model from a Hugging Face transformers config.json (LlamaConfig, MistralConfig,
+ * MixtralConfig, Qwen2MoeConfig and DeepseekV3Config key names); keys that do not change
+ * the price (rope_theta, max_position_embeddings, ...) are not read. */
+static sp_model *parse_hf(JsonObject *o, const char *what, GError **err)
+{
+  sp_model *m = g_new0(sp_model, 1);
+  static const char *const experts_keys[] = { "num_local_experts", "n_routed_experts", "num_experts", NULL };
+  static const char *const freq_keys[] = { "moe_layer_freq", "decoder_sparse_step", NULL };
+  int64_t first = 0, freq = 1, shared_inter = 0, head_dim = 0;
+  if (!hf_int(o, "num_hidden_layers", 0, what, &m->layers, err) || !hf_int(o, "hidden_size", 0, what, &m->hidden, err) ||
+      !hf_int(o, "num_attention_heads", 0, what, &m->heads, err) ||
+      !hf_int(o, "num_key_value_heads", m->heads, what, &m->kv_heads, err) ||
+      !hf_int(o, "intermediate_size", 0, what, &m->ffn, err) || !hf_int(o, "vocab_size", 0, what, &m->vocab, err) ||
+      !hf_int_any(o, experts_keys, 0, what, &m->experts, err) ||
+      !hf_int(o, "num_experts_per_tok", 0, what, &m->topk, err) ||
+      !hf_int(o, "moe_intermediate_size", 0, what, &m->expert_ffn, err) ||
+      !hf_int(o, "n_shared_experts", 0, what, &m->shared_experts, err) ||
+      !hf_int(o, "shared_expert_intermediate_size", 0, what, &shared_inter, err) ||
+      !hf_int(o, "first_k_dense_replace", 0, what, &first, err) || !hf_int_any(o, freq_keys, 1, what, &freq, err) ||
+      !hf_int(o, "q_lora_rank", 0, what, &m->q_lora_rank, err) || !hf_int(o, "kv_lora_rank", 0, what, &m->kv_lora_rank, err) ||
+      !hf_int(o, "qk_nope_head_dim", 0, what, &m->qk_nope_head_dim, err) ||
+      !hf_int(o, "qk_rope_head_dim", 0, what, &m->qk_rope_head_dim, err) ||
+      !hf_int(o, "v_head_dim", 0, what, &m->v_head_dim, err) || !hf_int(o, "head_dim", 0, what, &head_dim, err))
+    goto fail;
+  const char *name = get_str(o, "_name_or_path", NULL, what, err);
+  if (name == NULL && json_object_has_member(o, "_name_or_path")) goto fail;
+  if (name == NULL || *name == '\0') name = get_str(o, "model_type", what, what, err);
+  if (name == NULL) goto fail;
+  m->name = g_strdup(name);
+  m->dtype = SP_BF16;
+  const char *td = get_str(o, "torch_dtype", "bfloat16", what, err);
+  if (td == NULL) goto fail;
+  if (strcmp(td, "float16") == 0) m->dtype = SP_F16;
+  else if (strcmp(td, "float32") == 0) m->dtype = SP_F32;
+  const char *act = get_str(o, "hidden_act", "silu", what, err);
+  if (act == NULL) goto fail;
+  m->mlp = g_str_has_prefix(act, "gelu") ? SP_MLP_GELU : SP_MLP_SWIGLU; /* silu: the gated MLP of these families */
+  JsonNode *tn = json_object_get_member(o, "tie_word_embeddings");
+  m->tied_embeddings = tn != NULL && JSON_NODE_HOLDS_VALUE(tn) && json_node_get_value_type(tn) == G_TYPE_BOOLEAN &&
+                       json_node_get_boolean(tn);
+  if (m->heads > 0 && head_dim > 0 && head_dim * m->heads != m->hidden && m->kv_lora_rank == 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: head_dim %" G_GINT64_FORMAT " differs from hidden_size / "
+                "num_attention_heads = %" G_GINT64_FORMAT ": spsim prices attention with hidden / heads per head; write "
+                "a model file instead", what, head_dim, m->hidden / m->heads);
+    goto fail;
+  }
+  if (m->experts > 0) {
+    if (m->expert_ffn == 0) m->expert_ffn = m->ffn;
+    if (shared_inter > 0 && m->shared_experts == 0) { /* Qwen2-MoE: one shared MLP of that size */
+      m->shared_experts = 1;
+      m->shared_ffn = shared_inter;
+    } else if (m->shared_experts > 0) m->shared_ffn = m->expert_ffn; /* DeepSeek: shared experts of expert size */
+    if (m->layers > SP_MODEL_MAX_MOE_LAYERS) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: an MoE model has at most %d layers (got %" G_GINT64_FORMAT ")", what,
+                  SP_MODEL_MAX_MOE_LAYERS, m->layers);
+      goto fail;
+    }
+    if (first >= m->layers || first < 0 || freq < 1) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: first_k_dense_replace %" G_GINT64_FORMAT " or the MoE layer "
+                  "frequency %" G_GINT64_FORMAT " leaves no MoE layer", what, first, freq);
+      goto fail;
+    }
+    m->moe_mask = g_new0(guint8, m->layers);
+    for (int64_t i = first; i < m->layers; i++) m->moe_mask[i] = (i - first) % freq == 0;
+    m->router_dtype = SP_F32;
+  } else {
+    m->topk = 0;
+    m->expert_ffn = m->shared_experts = 0;
+  }
+  m->sources = g_strdup_printf("Hugging Face config.json: %s", what);
+  if (!sp_model_validate(m, err)) goto fail;
+  return m;
+fail:
+  sp_model_free(m);
+  return NULL;
 }
 
 sp_model *sp_model_parse(const char *json, gssize len, const char *what, GError **err)
@@ -128,6 +455,7 @@ sp_model *sp_model_parse_flags(const char *json, gssize len, const char *what, s
     return NULL;
   }
   JsonObject *o = json_node_get_object(root);
+  if (json_object_has_member(o, "num_hidden_layers")) return parse_hf(o, what, err);
   sp_model *m = g_new0(sp_model, 1);
   if (!check_keys(o, what, flags, &m->ignored, err)) goto fail;
   const char *name = get_str(o, "name", what, what, err);
@@ -137,6 +465,7 @@ sp_model *sp_model_parse_flags(const char *json, gssize len, const char *what, s
       !get_int(o, "heads", what, &m->heads, err) || !get_int(o, "kv_heads", what, &m->kv_heads, err) ||
       !get_int(o, "ffn", what, &m->ffn, err) || !get_int(o, "vocab", what, &m->vocab, err))
     goto fail;
+  if (!parse_moe_mla(o, m, what, err)) goto fail;
   const char *dt = get_str(o, "dtype", "bf16", what, err);
   if (dt == NULL) goto fail;
   if (!sp_dtype_parse(dt, &m->dtype, err)) goto fail;
@@ -262,17 +591,93 @@ int64_t sp_model_head_dim(const sp_model *m) { return m->hidden / m->heads; }
 
 double sp_model_dtype_bytes(const sp_model *m) { return (double)sp_dtype_size(m->dtype); }
 
+gboolean sp_model_is_moe(const sp_model *m) { return m->experts > 0 && m->moe_mask != NULL; }
+
+gboolean sp_model_layer_is_moe(const sp_model *m, int64_t i)
+{
+  return sp_model_is_moe(m) && i >= 0 && i < m->layers && m->moe_mask[i] != 0;
+}
+
+int64_t sp_model_moe_layers(const sp_model *m)
+{
+  int64_t n = 0;
+  for (int64_t i = 0; m->moe_mask != NULL && i < m->layers; i++) n += m->moe_mask[i] != 0;
+  return m->experts > 0 ? n : 0;
+}
+
+gboolean sp_model_is_mla(const sp_model *m) { return m->kv_lora_rank > 0; }
+
+int64_t sp_model_qk_head_dim(const sp_model *m)
+{
+  return sp_model_is_mla(m) ? m->qk_nope_head_dim + m->qk_rope_head_dim : sp_model_head_dim(m);
+}
+
+int64_t sp_model_v_head_dim(const sp_model *m) { return sp_model_is_mla(m) ? m->v_head_dim : sp_model_head_dim(m); }
+
+double sp_model_attn_matmul_params(const sp_model *m)
+{
+  double h = (double)m->hidden, a = (double)m->heads;
+  if (!sp_model_is_mla(m)) {
+    double kv = (double)(m->kv_heads * sp_model_head_dim(m));
+    return h * (h + 2.0 * kv) + h * h;
+  }
+  /* DeepSeek-V2 (arXiv 2405.04434) sec. 2.1.2-2.1.3, eqs. 9-14 and 37-40: W^DQ, W^UQ and
+   * W^QR (h -> d_c' -> heads x (nope + rope)), W^DKV with W^KR (h -> d_c + rope, the rope
+   * key shared by every head), W^UK and W^UV (d_c -> heads x (nope + v)), W^O (heads x v -> h);
+   * deepseek-ai/DeepSeek-V3 inference/model.py class MLA holds the same wq_a, wq_b, wkv_a,
+   * wkv_b, wo. */
+  double qk = (double)sp_model_qk_head_dim(m), v = (double)m->v_head_dim, c = (double)m->kv_lora_rank;
+  double q = m->q_lora_rank > 0 ? h * (double)m->q_lora_rank + (double)m->q_lora_rank * a * qk : h * a * qk;
+  double kv = h * (c + (double)m->qk_rope_head_dim) + c * a * ((double)m->qk_nope_head_dim + v);
+  return q + kv + a * v * h;
+}
+
+double sp_model_attn_norm_params(const sp_model *m)
+{
+  /* the RMSNorms after the two down-projections (DeepSeek-V3 inference/model.py q_norm, kv_norm) */
+  return sp_model_is_mla(m) ? (double)m->q_lora_rank + (double)m->kv_lora_rank : 0.0;
+}
+
+double sp_model_mlp_params(const sp_model *m, int64_t ffn)
+{
+  return (m->mlp == SP_MLP_SWIGLU ? 3.0 : 2.0) * (double)m->hidden * (double)ffn;
+}
+
+double sp_model_dense_mlp_params(const sp_model *m) { return sp_model_mlp_params(m, m->ffn); }
+
+double sp_model_router_params(const sp_model *m) { return (double)m->hidden * (double)m->experts; }
+
+double sp_model_routed_expert_params(const sp_model *m)
+{
+  return (double)m->experts * sp_model_mlp_params(m, m->expert_ffn);
+}
+
+double sp_model_shared_expert_params(const sp_model *m)
+{
+  return (double)m->shared_experts * sp_model_mlp_params(m, m->shared_ffn);
+}
+
+/* MLP weights of the MoE layers a token multiplies with: router, shared and topk experts. */
+static double moe_active_mlp(const sp_model *m)
+{
+  return sp_model_router_params(m) + sp_model_shared_expert_params(m) + (double)m->topk * sp_model_mlp_params(m, m->expert_ffn);
+}
+
 double sp_model_layer_matmul_params(const sp_model *m)
 {
-  double h = (double)m->hidden, kv = (double)(m->kv_heads * sp_model_head_dim(m)), f = (double)m->ffn;
-  double attn = h * (h + 2.0 * kv) + h * h;
-  double mlp = (m->mlp == SP_MLP_SWIGLU ? 3.0 : 2.0) * h * f;
-  return attn + mlp;
+  double attn = sp_model_attn_matmul_params(m);
+  if (!sp_model_is_moe(m)) return attn + sp_model_dense_mlp_params(m);
+  double nm = (double)sp_model_moe_layers(m), L = (double)m->layers;
+  return attn + ((L - nm) * sp_model_dense_mlp_params(m) + nm * moe_active_mlp(m)) / L;
 }
 
 double sp_model_layer_params(const sp_model *m)
 {
-  return sp_model_layer_matmul_params(m) + 2.0 * (double)m->hidden;
+  double attn = sp_model_attn_matmul_params(m) + sp_model_attn_norm_params(m) + 2.0 * (double)m->hidden;
+  if (!sp_model_is_moe(m)) return attn + sp_model_dense_mlp_params(m);
+  double nm = (double)sp_model_moe_layers(m), L = (double)m->layers;
+  double moe = sp_model_router_params(m) + sp_model_shared_expert_params(m) + sp_model_routed_expert_params(m);
+  return attn + ((L - nm) * sp_model_dense_mlp_params(m) + nm * moe) / L;
 }
 
 double sp_model_embedding_params(const sp_model *m)
@@ -286,6 +691,14 @@ double sp_model_params(const sp_model *m)
   return (double)m->layers * sp_model_layer_params(m) + sp_model_embedding_params(m) + (double)m->hidden;
 }
 
+double sp_model_active_params(const sp_model *m)
+{
+  double L = (double)m->layers;
+  double attn = sp_model_attn_matmul_params(m) + sp_model_attn_norm_params(m) + 2.0 * (double)m->hidden;
+  return L * (attn + sp_model_layer_matmul_params(m) - sp_model_attn_matmul_params(m)) +
+         sp_model_embedding_params(m) + (double)m->hidden;
+}
+
 double sp_model_layer_fwd_matmul_flops(const sp_model *m, double tokens)
 {
   return 2.0 * tokens * sp_model_layer_matmul_params(m);
@@ -293,7 +706,11 @@ double sp_model_layer_fwd_matmul_flops(const sp_model *m, double tokens)
 
 double sp_model_layer_fwd_attn_flops(const sp_model *m, double tokens, double seq, gboolean causal)
 {
-  double f = 4.0 * tokens * seq * (double)m->hidden;
+  /* scores Q K^T over heads x qk columns and the weighted sum over heads x v columns:
+   * 2 tokens seq heads (qk + v), which is 4 tokens seq h when qk = v = h / heads */
+  double f = sp_model_is_mla(m) ? 2.0 * tokens * seq * (double)m->heads *
+                                      (double)(sp_model_qk_head_dim(m) + sp_model_v_head_dim(m))
+                                : 4.0 * tokens * seq * (double)m->hidden;
   return causal ? f / 2.0 : f;
 }
 
@@ -305,6 +722,9 @@ double sp_model_head_fwd_flops(const sp_model *m, double tokens)
 double sp_model_train_flops_per_token(const sp_model *m, double seq)
 {
   double n = (double)m->layers * sp_model_layer_matmul_params(m) + (double)m->vocab * (double)m->hidden;
+  if (sp_model_is_mla(m)) /* 3 x the forward's 2 seq heads (qk + v) per token and layer */
+    return 6.0 * n + 6.0 * (double)m->layers * seq * (double)m->heads *
+                         (double)(sp_model_qk_head_dim(m) + sp_model_v_head_dim(m));
   return 6.0 * n + 12.0 * (double)m->layers * (double)m->hidden * seq;
 }
 

@@ -264,6 +264,11 @@ static gboolean resolve_job(sp_whatif_result *r, const sp_whatif_opts *o, const 
   }
   r->ctx = (sp_step_ctx){ .model = r->model, .seq = o->seq, .global_batch = gb, .world = world, .gpus_per_node = gpn,
                           .price = price, .price_user = r };
+  if (o->routing != NULL) {
+    if (!sp_moe_routing_parse(o->routing, r->model->experts, &r->expert_share, err)) return FALSE;
+    r->ctx.expert_share = r->expert_share;
+    r->ctx.n_expert_share = r->expert_share ? r->model->experts : 0;
+  }
   return TRUE;
 }
 
@@ -528,6 +533,7 @@ void sp_whatif_result_free(sp_whatif_result *r)
   if (r->shown != NULL) g_array_free(r->shown, TRUE);
   if (r->engine_free != NULL) r->engine_free(r->engine_data);
   sp_gemm_table_free(r->gemm_table);
+  g_free(r->expert_share);
   sp_model_free(r->model);
   g_free(r->platform);
   g_free(r->mixed);

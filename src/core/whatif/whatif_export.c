@@ -72,6 +72,9 @@ static void megatron(GString *s, GString *no, const sp_whatif_result *res, const
     flag(s, "--recompute-num-layers 1");
   }
   if (l->zero >= 1) flag(s, "--use-distributed-optimizer");
+  /* expert parallelism (Megatron-Core's arguments for its expert RankGenerator) */
+  if (l->ep > 1) flag(s, "--expert-model-parallel-size %d", l->ep);
+  if (l->etp > 0) flag(s, "--expert-tensor-parallel-size %d", l->etp);
   flag(s, "--micro-batch-size %d", l->mb);
   flag(s, "--global-batch-size %" G_GINT64_FORMAT, res->ctx.global_batch);
   flag(s, "--seq-length %" G_GINT64_FORMAT, res->ctx.seq);

@@ -1,0 +1,259 @@
+/* Mixture-of-experts layouts and step model: ep/etp checks, the sweep's ep degrees,
+ * routing imbalance, expert memory and the MoE collectives, against hand-derived values. */
+#include "config.h"
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+#include "spsim/error.h"
+#include "spsim/step.h"
+#include "step-fixture.h"
+
+static sp_model *builtin(const char *name)
+{
+  const char *src = g_getenv("SPSIM_SRCDIR");
+  g_autofree char *dir = g_build_filename(src ? src : ".", "models", NULL);
+  const char *dirs[] = { dir, NULL };
+  GError *err = NULL;
+  sp_model *m = sp_model_find(name, dirs, &err);
+  g_assert_no_error(err);
+  return m;
+}
+
+static gboolean price_1ms(void *user, const sp_comm *c, double *s, GError **err)
+{
+  (void)user; (void)c; (void)err;
+  *s = 1e-3;
+  return TRUE;
+}
+
+/* check @p spec for @p m on @p world GPUs (8 per node, seq 4096, batch 64); the error's message */
+static sp_skip check(const sp_model *m, int32_t world, const char *spec, char **msg)
+{
+  sp_layout l;
+  GError *err = NULL;
+  g_assert_true(sp_layout_parse(spec, &l, &err));
+  sp_layout_ctx lc = { .model = m, .world = world, .gpus_per_node = 8, .seq = 4096, .global_batch = 64, .mb = 1 };
+  sp_skip r = sp_layout_check(&l, &lc, &err);
+  *msg = err ? g_strdup(err->message) : NULL;
+  g_clear_error(&err);
+  return r;
+}
+
+static void expect_refused(const sp_model *m, int32_t world, const char *spec, const char *needle)
+{
+  g_autofree char *msg = NULL;
+  g_assert_cmpint(check(m, world, spec, &msg), !=, SP_SKIP_NONE);
+  if (msg == NULL || strstr(msg, needle) == NULL) g_error("'%s': message '%s' lacks '%s'", spec, msg, needle);
+}
+
+static void test_layout_ep(void)
+{
+  g_autoptr(GError) err = NULL;
+  sp_layout l;
+  g_assert_true(sp_layout_parse("tp=2,ep=4,etp=1", &l, &err));
+  g_assert_cmpint(l.ep, ==, 4);
+  g_assert_cmpint(l.etp, ==, 1);
+  g_autofree char *str = sp_layout_to_string(&l);
+  g_assert_nonnull(g_strrstr(str, ",ep=4,etp=1"));
+  sp_model *mix = builtin("mixtral-8x7b"), *dense = builtin("llama3-8b");
+  g_autofree char *msg = NULL;
+  g_assert_cmpint(check(mix, 64, "tp=1,ep=8,dp=64", &msg), ==, SP_SKIP_NONE);
+  expect_refused(mix, 64, "tp=1,ep=16,dp=64", "ep=16 does not divide the 8 experts");
+  /* 16 GPUs as tp 8 x dp 2: ep=4 cannot fold inside the 2 replicas */
+  expect_refused(mix, 16, "tp=8,ep=4,dp=2", "ep=4 does not divide sp x cp x dp = 1 x 1 x 2 = 2");
+  expect_refused(mix, 16, "tp=2,tpsp=0,ep=2", "needs Megatron sequence parallelism (tpsp=1)");
+  expect_refused(mix, 64, "tp=1,ep=8,zero=3", "ZeRO-3 is not modelled for MoE models");
+  expect_refused(mix, 64, "tp=2,ep=8,etp=4", "etp=4");
+  expect_refused(dense, 64, "tp=1,ep=2", "need an MoE model");
+  /* cp counts: tp 8 x cp 2 x dp 4 on 64 GPUs folds ep=8 into cp x dp */
+  g_clear_pointer(&msg, g_free);
+  g_assert_cmpint(check(mix, 64, "tp=8,cp=2,ep=8,dp=4", &msg), ==, SP_SKIP_NONE);
+  /* expert replicas (the expert-dp group): tp x sp x cp x dp / (etp x ep) = 8 x 8 / (8 x 8) */
+  sp_layout x;
+  g_assert_true(sp_layout_parse("tp=8,cp=2,ep=8,dp=4", &x, NULL));
+  g_assert_cmpint(sp_layout_expert_replicas(&x), ==, 1);
+  g_assert_true(sp_layout_parse("tp=8,ep=2,etp=1,dp=8", &x, NULL));
+  g_assert_cmpint(sp_layout_expert_replicas(&x), ==, 32);
+  sp_model_free(mix);
+  sp_model_free(dense);
+}
+
+/* The sweep tries every ep dividing both the experts and sp x cp x dp (MoE only). */
+static void test_sweep_ep(void)
+{
+  sp_model *mix = builtin("mixtral-8x7b"), *dense = builtin("llama3-8b");
+  sp_layout_ctx lc = { .model = mix, .world = 16, .gpus_per_node = 8, .seq = 4096, .global_batch = 64, .mb = 1 };
+  sp_sweep_opts so;
+  sp_sweep_opts_init(&so, &lc);
+  sp_sweep *s = sp_sweep_run(&lc, &so);
+  gboolean seen[17] = { FALSE };
+  for (guint i = 0; i < s->layouts->len; i++) {
+    const sp_layout *l = &g_array_index(s->layouts, sp_layout, i);
+    int32_t ep = sp_layout_ep(l);
+    g_assert_cmpint(8 % ep, ==, 0);
+    g_assert_cmpint(sp_layout_replicas(l) % ep, ==, 0);
+    g_assert_cmpint(l->zero, <=, 2);
+    g_assert_cmpint(l->wp, ==, 1);
+    if (l->tp > 1) g_assert_true(l->tp_sp);
+    seen[ep] = TRUE;
+  }
+  /* tp=1, dp=16 allows ep = 1, 2, 4, 8; 16 does not divide the 8 experts */
+  g_assert_true(seen[1] && seen[2] && seen[4] && seen[8]);
+  g_assert_false(seen[16]);
+  sp_sweep_free(s);
+  lc.model = dense;
+  s = sp_sweep_run(&lc, &so);
+  for (guint i = 0; i < s->layouts->len; i++) g_assert_cmpint(sp_layout_ep(&g_array_index(s->layouts, sp_layout, i)), ==, 1);
+  sp_sweep_free(s);
+  sp_model_free(mix);
+  sp_model_free(dense);
+}
+
+static void test_routing(void)
+{
+  sp_model *mix = builtin("mixtral-8x7b");
+  sp_step_ctx c = fixture_ctx(mix, 64, 4096, 64, price_1ms);
+  sp_layout l = fixture_layout("tp=1,ep=2,dp=64", &c);
+  g_assert_cmpfloat(sp_step_moe_imbalance(&c, &l), ==, 1.0); /* uniform */
+  GError *err = NULL;
+  double *sh = NULL;
+  g_assert_true(sp_moe_routing_parse("zipf:1", 8, &sh, &err));
+  c.expert_share = sh;
+  c.n_expert_share = 8;
+  /* shares 1/i, i = 1..8: H8 = 761/280; rank 0 of ep=2 holds experts 1..4: 25/12;
+   * imbalance 2 x (25/12) / (761/280) = 1.53307... */
+  g_assert_cmpfloat(fabs(sp_step_moe_imbalance(&c, &l) - 2.0 * (25.0 / 12.0) / (761.0 / 280.0)), <, 1e-12);
+  sp_layout l8 = fixture_layout("tp=1,ep=8,dp=64", &c);
+  g_assert_cmpfloat(fabs(sp_step_moe_imbalance(&c, &l8) - 8.0 / (761.0 / 280.0)), <, 1e-12);
+  /* a capacity factor drops what exceeds it */
+  mix->capacity_factor = 1.25;
+  g_assert_cmpfloat(sp_step_moe_imbalance(&c, &l8), ==, 1.25);
+  mix->capacity_factor = 0;
+  g_free(sh);
+  /* a file of shares */
+  g_autofree char *path = g_build_filename(g_get_tmp_dir(), "spsim-test-routing.json", NULL);
+  g_assert_true(g_file_set_contents(path, "[4, 0, 0, 0, 1, 1, 1, 1]", -1, NULL));
+  g_assert_true(sp_moe_routing_parse(path, 8, &sh, &err));
+  c.expert_share = sh;
+  g_assert_cmpfloat(fabs(sp_step_moe_imbalance(&c, &l) - 2.0 * 4.0 / 8.0), <, 1e-12); /* both halves hold 4 of 8 */
+  g_assert_cmpfloat(fabs(sp_step_moe_imbalance(&c, &l8) - 8.0 * 4.0 / 8.0), <, 1e-12);
+  g_free(sh);
+  c.expert_share = NULL;
+  /* refused */
+  g_assert_false(sp_moe_routing_parse(path, 4, &sh, &err));
+  g_assert_nonnull(strstr(err->message, "JSON list of 4 token shares"));
+  g_clear_error(&err);
+  g_assert_true(g_file_set_contents(path, "[0, 0]", -1, NULL));
+  g_assert_false(sp_moe_routing_parse(path, 2, &sh, &err));
+  g_assert_nonnull(strstr(err->message, "every share is 0"));
+  g_clear_error(&err);
+  g_assert_false(sp_moe_routing_parse("zipf:x", 8, &sh, &err));
+  g_assert_nonnull(strstr(err->message, "zipf:S"));
+  g_clear_error(&err);
+  g_assert_false(sp_moe_routing_parse("zipf:1", 0, &sh, &err));
+  g_assert_nonnull(strstr(err->message, "needs an MoE model"));
+  g_clear_error(&err);
+  g_assert_true(sp_moe_routing_parse("uniform", 8, &sh, &err));
+  g_assert_null(sh);
+  g_unlink(path);
+  sp_model_free(mix);
+}
+
+/* Mixtral 8x7B, tp=1, ep=8, dp=64, ZeRO-1: each rank holds 1 of the 8 experts of every layer. */
+static void test_memory_and_comms(void)
+{
+  sp_model *mix = builtin("mixtral-8x7b");
+  sp_step_ctx c = fixture_ctx(mix, 64, 4096, 64, price_1ms);
+  sp_layout l = fixture_layout("tp=1,ep=8,dp=64,zero=1,ckpt=full", &c);
+  sp_step_mem mem;
+  sp_step_memory(&c, &l, &mem);
+  /* non-expert: 32 x (41943040 attention + 32768 router + 8192 norms) + 2 x 32000 x 4096 + 4096 =
+   * 1605636096; experts: 32 x 176160768 = 5637144576; bf16 weights and gradients */
+  double dense = 1605636096.0, expert = 5637144576.0;
+  g_assert_cmpfloat(fabs(mem.weights - 2.0 * (dense + expert)), <, 1.0);
+  g_assert_cmpfloat(fabs(mem.grads - 2.0 * (dense + expert)), <, 1.0);
+  /* ZeRO-1: 12 bytes, dense over the 64 replicas, experts over the 64 / 8 = 8 expert replicas */
+  g_assert_cmpfloat(fabs(mem.optim - 12.0 * (dense / 64.0 + expert / 8.0)), <, 1.0);
+  /* dispatch/combine buffers: 2 x 4096 tokens x top-2 x 4096 x 2 bytes */
+  g_assert_cmpfloat(fabs(mem.buffers - 2.0 * 4096 * 2 * 4096 * 2), <, 1.0);
+
+  g_autoptr(GArray) comms = g_array_new(FALSE, FALSE, sizeof(sp_comm));
+  sp_step_comms(&c, &l, comms);
+  int a2a = 0, edp = 0;
+  for (guint i = 0; i < comms->len; i++) {
+    const sp_comm *cm = &g_array_index(comms, sp_comm, i);
+    if (cm->what == sp_moe_what_dispatch) {
+      /* 4096 tokens x 2 copies x 4096 x 2 bytes on the 8 consecutive ranks; dispatch and combine
+       * forward, and again backward with full recomputation's forward: 2 + 4 per layer */
+      g_assert_cmpint(cm->coll, ==, SP_COLL_ALL_TO_ALL);
+      g_assert_cmpint(cm->n, ==, 8);
+      g_assert_cmpint(cm->stride, ==, 1);
+      g_assert_cmpuint(cm->bytes, ==, 4096ull * 2 * 4096 * 2);
+      g_assert_cmpfloat(cm->times, ==, cm->when == SP_PER_LAYER_FWD ? 2.0 : 4.0);
+      a2a++;
+    }
+    if (cm->what == sp_moe_what_edp_grad) {
+      /* expert gradients: reduce-scatter over the 8 expert replicas, stride etp x ep = 8 */
+      g_assert_cmpint(cm->coll, ==, SP_COLL_REDUCE_SCATTER);
+      g_assert_cmpint(cm->n, ==, 8);
+      g_assert_cmpint(cm->stride, ==, 8);
+      g_assert_cmpuint(cm->bytes, ==, (guint64)(2.0 * expert));
+      edp++;
+    }
+  }
+  g_assert_cmpint(a2a, ==, 2);
+  g_assert_cmpint(edp, ==, 1);
+
+  /* ep spanning nodes: ep=8 with etp=tp=2 has stride 2, 16 ranks: leaves the 8-GPU node */
+  sp_layout l2 = fixture_layout("tp=2,ep=8,dp=32,zero=1", &c);
+  g_array_set_size(comms, 0);
+  sp_step_comms(&c, &l2, comms);
+  gboolean found = FALSE;
+  for (guint i = 0; i < comms->len; i++) {
+    const sp_comm *cm = &g_array_index(comms, sp_comm, i);
+    if (cm->what == sp_moe_what_dispatch) {
+      g_assert_cmpint(cm->stride, ==, 2);
+      g_assert_cmpuint(cm->bytes, ==, 2048ull * 2 * 4096 * 2); /* each TP rank routes half the tokens */
+      found = TRUE;
+    }
+  }
+  g_assert_true(found);
+  sp_model_free(mix);
+}
+
+/* A skewed routing slows the step: the busiest rank computes more expert tokens. */
+static void test_step_imbalance(void)
+{
+  sp_model *mix = builtin("mixtral-8x7b");
+  sp_step_ctx c = fixture_ctx(mix, 64, 4096, 64, price_1ms);
+  sp_layout l = fixture_layout("tp=1,ep=8,dp=64,zero=1,ckpt=full", &c);
+  sp_moe_kernels k1, k2;
+  g_assert_true(sp_step_moe_kernels(&c, &l, &k1, NULL));
+  double sh[8] = { 8, 1, 1, 1, 1, 1, 1, 2 };
+  c.expert_share = sh;
+  c.n_expert_share = 8;
+  g_assert_true(sp_step_moe_kernels(&c, &l, &k2, NULL));
+  /* the busiest rank gets 8 / 16 of the copies, 4 x the mean */
+  g_assert_cmpfloat(k1.assigned, ==, 4096.0 * 2);
+  g_assert_cmpfloat(k2.assigned, ==, 4.0 * 4096.0 * 2);
+  g_assert_cmpfloat(k2.experts[0], >, 3.0 * k1.experts[0]);
+  sp_step_result r1, r2;
+  c.expert_share = NULL;
+  g_assert_true(sp_step_eval(&c, &l, &r1, NULL));
+  c.expert_share = sh;
+  g_assert_true(sp_step_eval(&c, &l, &r2, NULL));
+  g_assert_cmpfloat(r2.step_time, >, r1.step_time);
+  sp_model_free(mix);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/moe/layout-ep", test_layout_ep);
+  g_test_add_func("/moe/sweep-ep", test_sweep_ep);
+  g_test_add_func("/moe/routing", test_routing);
+  g_test_add_func("/moe/memory-and-comms", test_memory_and_comms);
+  g_test_add_func("/moe/step-imbalance", test_step_imbalance);
+  return g_test_run();
+}

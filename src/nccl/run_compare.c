@@ -129,8 +129,14 @@ int step_compare(runner *r, const char *model, const char *layout, const double 
   g_ptr_array_add(argv, NULL);
   g_autofree char *out = NULL, *errtext = NULL;
   int status = 0;
-  gboolean spawned = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errtext,
+  /* the prediction is one process's what-if: without mpirun's rank variables, which
+   * would make spsim spread itself over this job's ranks */
+  char **envp = g_get_environ();
+  envp = g_environ_unsetenv(envp, "OMPI_COMM_WORLD_SIZE");
+  envp = g_environ_unsetenv(envp, "OMPI_COMM_WORLD_RANK");
+  gboolean spawned = g_spawn_sync(NULL, (char **)argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL, &out, &errtext,
                                   &status, &err);
+  g_strfreev(envp);
   g_autofree char *cmdline = g_strjoinv(" ", (char **)argv->pdata);
   g_ptr_array_free(argv, TRUE);
   if (!spawned || !g_spawn_check_wait_status(status, NULL)) {

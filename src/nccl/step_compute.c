@@ -144,8 +144,11 @@ static void sequence_of(const sp_task *t, const shapes *s, const sp_layout *l, d
       if (emb) PUSH(q, "embedding", elem(s->embed));
       if (head) PUSH(q, "output layer, loss", gemm(s->T, s->vocab, s->h), elem(s->loss));
     } else {
-      if (head) PUSH(q, "loss, output layer backward", elem(s->loss), gemm(s->T, s->h, s->vocab));
-      if (head) PUSH(q, "output layer weight gradient", gemm(s->h, s->vocab, s->T));
+      /* the output layer's backward is a column-parallel GEMM (column_bwd in stepgraph.c):
+       * data gradient, then the weight gradient, split from it by TP collectives */
+      if (head) PUSH(q, "loss backward", elem(s->loss));
+      if (head) PUSH(q, "output layer backward", gemm(s->T, s->h, s->vocab));
+      if (head) PUSH(q, "weight gradient", gemm(s->h, s->vocab, s->T));
       if (emb) PUSH(q, "embedding backward", elem(s->embed));
     }
   } else if (t->phase == SP_PHASE_FWD) {

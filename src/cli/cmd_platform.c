@@ -1,4 +1,4 @@
-/* spsim platform dgx --nodes N [--gpu h100|a100|h100-hbm2e|toy] [--gpus-per-node 8] [--charge-local]
+/* spsim platform dgx --nodes N [--gpu h100|a100|h100-hbm2e|b200|toy] [--gpus-per-node 8] [--charge-local]
  *                    [--nvlink-bw GBPS] [--nic-bw GBPS] [--su-nodes N] [--oversubscription R] [-o FILE]:
  * write a calibrated platform XML (stdout by default). */
 #include "config.h"
@@ -29,7 +29,7 @@ int sp_cmd_platform(int argc, char **argv)
   g_autofree char *gpu = NULL, *out = NULL;
   GOptionEntry entries[] = {
     { "nodes", 'n', 0, G_OPTION_ARG_INT, &nodes, "number of nodes (required, >= 1)", "N" },
-    { "gpu", 0, 0, G_OPTION_ARG_STRING, &gpu, "GPU preset: h100 (default), a100, h100-hbm2e (96 GB HBM2e at 2.4 TB/s), toy", "KIND" },
+    { "gpu", 0, 0, G_OPTION_ARG_STRING, &gpu, "GPU preset: h100 (default), a100, h100-hbm2e (96 GB HBM2e at 2.4 TB/s), b200, toy", "KIND" },
     { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpn, "GPUs per node (default 8)", "G" },
     { "charge-local", 0, 0, G_OPTION_ARG_NONE, &charge,
       "add mem_bw (HBM bandwidth) so local steps are charged (off: NCCL fuses reductions)", NULL },

@@ -39,6 +39,19 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
     .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
     .coll_lat = 8.4e-6, .nvls = TRUE,
   },
+  /* DGX B200 (NVIDIA DGX B200 datasheet: 8 GPUs, 1,440 GB HBM3e and 64 TB/s in all, 72
+   * PFLOPS FP8 training; HGX B200: 2.25 PFLOPS dense BF16 per GPU; fifth-generation
+   * NVLink, 1.8 TB/s per GPU bidirectional = 900 GB/s per direction; 8 ConnectX-7 at
+   * 400 Gb/s, as DGX H100, so the NIC and switch constants are the H100 preset's).
+   * NVLink is taken at its line rate, as the H100 preset's. */
+  [SP_GPU_B200] = {
+    .key = "b200", .model = "B200-SXM-180GB",
+    .flops = 2250e12, .gpu_mem = 193273528320.0, .mem_bw = 8.0e12,
+    .nvl_bw = 900e9, .nvl_lat = 1.3e-6,
+    .nic_bw = 48e9, .nic_lat = 2.0e-6,
+    .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
+    .coll_lat = 8.4e-6, .nvls = TRUE,
+  },
   [SP_GPU_TOY] = {
     .key = "toy", .model = "toy-gpu",
     .flops = 100e12, .gpu_mem = 17179869184.0, .mem_bw = 1e12,
@@ -69,7 +82,7 @@ gboolean sp_gpu_parse(const char *s, sp_gpu_kind *out, GError **err)
       return TRUE;
     }
   }
-  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown GPU '%s' (expected h100, a100, h100-hbm2e or toy)",
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown GPU '%s' (expected h100, a100, h100-hbm2e, b200 or toy)",
               s ? s : "(null)");
   return FALSE;
 }

@@ -60,6 +60,7 @@ typedef enum {
   SP_GPU_A100,     /**< DGX A100: A100 SXM4 80 GB, NVLink3, 8 x 200 Gb/s HDR NICs */
   SP_GPU_TOY,      /**< round numbers for tests (platforms/small.xml) */
   SP_GPU_H100_HBM2E, /**< Grand Teton H100: 96 GB HBM2e at 2.4 TB/s, NVLink4, 400 Gb/s per GPU */
+  SP_GPU_B200,     /**< DGX B200: B200 180 GB, NVLink5, 8 x 400 Gb/s NICs */
   SP_GPU_COUNT
 } sp_gpu_kind;
 

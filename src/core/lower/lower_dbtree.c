@@ -20,12 +20,13 @@
 typedef struct {
   sp_dbtree_place pl;
   int32_t H;                 /* largest depth */
-  uint64_t off, len, C;      /* the instance's segment (elements) and its chunks */
+  uint64_t off, len, C, ce;  /* the instance's segment (elements), its chunks and their size */
   uint32_t R[3];             /* scratch of one chunk per child */
 } inst;
 
-static void chunk(const inst *I, uint64_t ce, uint64_t x, uint64_t *off, uint64_t *len)
+static void chunk(const inst *I, uint64_t x, uint64_t *off, uint64_t *len)
 {
+  uint64_t ce = I->ce;
   *off = I->off + x * ce;
   uint64_t rest = I->len - x * ce;
   *len = rest < ce ? rest : ce;
@@ -46,14 +47,15 @@ void sp_lower_dbtree_allreduce(sp_lctx *c)
   for (int32_t k = 0; k < K; k++) {
     I[k].off = sp_seg_off(cnt, K, k);
     I[k].len = sp_seg_len(cnt, K, k);
-    I[k].C = (I[k].len + ce - 1) / ce;
-    if (I[k].C == 0)
+    if (I[k].len == 0)
       continue;
     sp_dbtree_place_of(n, B, k, me, &I[k].pl);
     I[k].H = sp_dbtree_depth_max(n, B, k);
+    I[k].ce = ce;
+    I[k].C = (I[k].len + ce - 1) / ce;
     for (int j = 0; j < 3; j++)
       if (I[k].pl.child[j] >= 0)
-        I[k].R[j] = sp_l_scratch(c, (ce < I[k].len ? ce : I[k].len) * es, "tree");
+        I[k].R[j] = sp_l_scratch(c, MIN(I[k].ce, I[k].len) * es, "tree");
     int64_t end = (int64_t)I[k].C + 2 * I[k].H + 1;
     T = end > T ? end : T;
   }
@@ -67,24 +69,24 @@ void sp_lower_dbtree_allreduce(sp_lctx *c)
       uint64_t off, len;
       int64_t x = t - (H - d - 1); /* up: children's chunk x */
       if (x >= 0 && x < (int64_t)J->C) {
-        chunk(J, ce, (uint64_t)x, &off, &len);
+        chunk(J, (uint64_t)x, &off, &len);
         for (int j = 0; j < 3; j++)
           if (J->pl.child[j] >= 0)
             sp_l_recv(c, J->pl.child[j], ph, J->R[j], 0, len * es);
       }
       x = t - (H - d); /* up: my sum of chunk x to the parent */
       if (J->pl.parent >= 0 && x >= 0 && x < (int64_t)J->C) {
-        chunk(J, ce, (uint64_t)x, &off, &len);
+        chunk(J, (uint64_t)x, &off, &len);
         sp_l_send(c, J->pl.parent, ph, c->out, off * es, len * es);
       }
       x = t - (H + d - 1); /* down: the total of chunk x from the parent */
       if (J->pl.parent >= 0 && x >= 0 && x < (int64_t)J->C) {
-        chunk(J, ce, (uint64_t)x, &off, &len);
+        chunk(J, (uint64_t)x, &off, &len);
         sp_l_recv(c, J->pl.parent, ph, c->out, off * es, len * es);
       }
       x = t - (H + d); /* down: the total of chunk x to the children */
       if (x >= 0 && x < (int64_t)J->C) {
-        chunk(J, ce, (uint64_t)x, &off, &len);
+        chunk(J, (uint64_t)x, &off, &len);
         for (int j = 0; j < 3; j++)
           if (J->pl.child[j] >= 0)
             sp_l_send(c, J->pl.child[j], ph, c->out, off * es, len * es);
@@ -97,7 +99,7 @@ void sp_lower_dbtree_allreduce(sp_lctx *c)
       if (J->C == 0 || x < 0 || x >= (int64_t)J->C)
         continue;
       uint64_t off, len;
-      chunk(J, ce, (uint64_t)x, &off, &len);
+      chunk(J, (uint64_t)x, &off, &len);
       gboolean any = FALSE;
       for (int j = 0; j < 3; j++)
         if (J->pl.child[j] >= 0) {

@@ -31,6 +31,14 @@
 
 G_BEGIN_DECLS
 
+/** Smallest default pipelining chunk of the TREE all-reduce: NCCL's Simple step, its
+ *  buffer (NCCL_BUFFSIZE, 4 MiB) over NCCL_STEPS (8) (src/include/device.h). The
+ *  default chunk of an instance of S bytes and largest depth H is S / (4 (2H + 1)),
+ *  within [this, #SP_RING_DEFAULT_CHUNK_BYTES]: a pipeline of 2H + 1 steps then runs
+ *  at least 80 % full, as NCCL shrinks its tree chunks with the tree's depth
+ *  (src/enqueue.cc), while the step count stays bounded for the engine. */
+#define SP_DBTREE_CHUNK_BYTES ((uint64_t)512 << 10)
+
 /** NCCL's ncclGetBtree: the links of @p node (0 .. @p n - 1) in the binary tree over
  *  @p n nodes (-1: none). @p child0 < node < @p child1 when both exist. */
 void sp_btree(int32_t n, int32_t node, int32_t *parent, int32_t *child0, int32_t *child1);

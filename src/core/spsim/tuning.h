@@ -52,9 +52,10 @@
  * ## Where spsim differs from NCCL (stated, not hidden)
  * spsim's TREE all-reduce is NCCL's double binary tree (spsim/dbtree.h,
  * lower/lower_dbtree.c), so its row is NCCL's: bus bandwidth as above, algorithm
- * bandwidth half of it, which is also the closed form of spsim's schedule (every
- * GPU sends and receives 2 S over its NVLink or, summed over a node, over its
- * node's NICs: algorithm bandwidth min(B_nvl, ppn x B_nic) / 2). AUTO therefore
+ * bandwidth half of it, close to the closed form of spsim's schedule on many nodes
+ * (a node inner in one tree and a leaf in the other sends and receives 2 S over its
+ * NICs, a GPU up to 2 S over NVLink: algorithm bandwidth about min(B_nvl, ppn x
+ * B_nic) / 2; on 2 nodes the network carries half of that). AUTO therefore
  * picks TREE where NCCL's model does (small and medium all-reduces across nodes,
  * large ones on many nodes). NCCL's CollNet, NVLS-Tree and PAT are not modelled.
  *

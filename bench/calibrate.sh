@@ -10,6 +10,17 @@ spsim="$build/spsim"
 [ -x "$spsim" ] || { echo "calibrate: no spsim binary in $build" >&2; exit 2; }
 P="$here/platforms"
 fails=0
+# generated platforms (gen NAME ARGS...: $T/NAME.xml from `spsim platform dgx ARGS`), listed
+# with their commands under the table
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+gens=""
+gen() {
+  name=$1; shift
+  "$spsim" platform dgx "$@" -o "$T/$name.xml" || { echo "calibrate: spsim platform dgx $* failed" >&2; exit 2; }
+  gens="$gens
+| $name.xml | \`spsim platform dgx $*\` |"
+}
 
 # field FILE NAME ROW: NAME of the ROW-th JSON row (1-based)
 field() {
@@ -32,7 +43,7 @@ row() {
   pv=${res%%|*}; rest=${res#*|}; err=${rest%%|*}; verdict=${rest#*|}
   [ "$verdict" = ok ] || fails=$((fails + 1))
   unit="GB/s"; [ "$kind" = time_us ] && unit="us"
-  cmd=$(echo "spsim bench $*" | sed "s|$here/||g")
+  cmd=$(echo "spsim bench $*" | sed -e "s|$here/||g" -e "s|$T/||g")
   echo "| $desc | $pub $unit | $pv | $err $verdict | \`$cmd\` |"
 }
 
@@ -60,6 +71,44 @@ row "8xH200 all-reduce auto (NVLS) busbw, 4 GiB [nccl-tests #272]" 475 busbw 0.1
 # NVIDIA/nccl-tests issue #309: one node of 8 H100 SXM, all_reduce_perf -b 8 -e 16G:
 # "Once I disable NVLS, i got 368.76 GB/s" (ring, its largest sizes)
 row "8xH100 all-reduce ring (NVLS off) busbw, 8 GiB [nccl-tests #309]" 368.76 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --algo ring --sizes 8G
+
+# Azure AI-benchmarking-guide (github.com/Azure/AI-benchmarking-guide, Azure_Results/
+# ND_H100_v5_results.md, ND_H200_v5_results.md, ND_A100_v4_results.md, ND_GB200_v6_results.md,
+# "NCCL Bandwidth"): all_reduce_perf on the 8 GPUs of one VM (GB200: the 4 of one host), in-place
+# busbw, NCCL's default algorithm (the H100/H200/A100 tables say NVLS, GB200 ring). Small sizes
+# as times: busbw / (2(n-1)/n) = algbw, time = bytes / algbw.
+gen b200x4 --nodes 1 --gpu b200 --gpus-per-node 4
+row "8xH100 all-reduce auto busbw, 8 GiB [Azure ND H100 v5]" 478.87 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 8G
+row "8xH100 all-reduce auto busbw, 64 MiB (67M row) [Azure ND H100 v5]" 361.78 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 64M
+row "8xH100 all-reduce auto time, 8 KiB (busbw 0.53: 27.1 us) [Azure ND H100 v5]" 27.05 time_us 2 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 8K
+row "8xH100 all-reduce auto time, 32 KiB (busbw 1.71: 33.5 us) [Azure ND H100 v5]" 33.54 time_us 2 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 32K
+row "8xH200 all-reduce auto busbw, 8 GiB [Azure ND H200 v5]" 479.98 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 8G
+row "8xH200 all-reduce auto time, 8 KiB (busbw 0.47: 30.5 us) [Azure ND H200 v5]" 30.50 time_us 2 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 8K
+row "8xA100 all-reduce auto busbw, 64 MiB (67M row) [Azure ND A100 v4]" 166.63 busbw 0.10 "$P/a100.xml" --coll all-reduce --ranks 8 --sizes 64M
+row "8xA100 all-reduce auto time, 8 KiB (busbw 0.33: 43.4 us) [Azure ND A100 v4]" 43.44 time_us 2 "$P/a100.xml" --coll all-reduce --ranks 8 --sizes 8K
+row "4xB200 (GB200) all-reduce ring busbw, 8 GiB [Azure ND GB200 v6]" 679.61 busbw 0.10 "$T/b200x4.xml" --coll all-reduce --ranks 4 --algo ring --sizes 8G
+row "4xB200 (GB200) all-reduce ring time, 8 KiB (busbw 0.76: 16.2 us) [Azure ND GB200 v6]" 16.17 time_us 2 "$T/b200x4.xml" --coll all-reduce --ranks 4 --algo ring --sizes 8K
+# NVIDIA/nccl-tests issue #326: 8 x H100, all_gather_perf -b 128M -e 16384M: busbw "saturated at
+# ~360 GB/s"; NCCL's maintainer: "360 GB/s is exactly what we'd expect on H100"
+row "8xH100 all-gather auto busbw, 16 GiB [nccl-tests #326]" 360 busbw 0.10 "$P/dgx.xml" --coll all-gather --ranks 8 --sizes 16G
+# AWS p5.48xlarge (8 x H100, 32 x 100 Gb/s EFA per node = 400 Gb/s per GPU), SageMaker
+# HyperPod, nccl-tests out-of-place busbw: github.com/crazyguitar/aws-gpu-communication-benchmark,
+# data/nccl_all_reduce.csv and data/nccl_alltoall.csv (NCCL's default algorithm)
+for n in 2 4 8 16 32; do gen "p5x$n" --nodes "$n"; done
+row "2x8 H100 (AWS p5) all-reduce auto busbw, 8 GiB [aws-gpu-communication-benchmark]" 477.71 busbw 0.10 "$T/p5x2.xml" --coll all-reduce --ranks 16 --sizes 8G
+row "4x8 H100 (AWS p5) all-reduce auto busbw, 8 GiB [aws-gpu-communication-benchmark]" 356.99 busbw 0.10 "$T/p5x4.xml" --coll all-reduce --ranks 32 --sizes 8G
+row "8x8 H100 (AWS p5) all-reduce auto busbw, 8 GiB [aws-gpu-communication-benchmark]" 355.36 busbw 0.10 "$T/p5x8.xml" --coll all-reduce --ranks 64 --sizes 8G
+row "16x8 H100 (AWS p5) all-reduce auto busbw, 8 GiB [aws-gpu-communication-benchmark]" 356.27 busbw 0.10 "$T/p5x16.xml" --coll all-reduce --ranks 128 --sizes 8G
+row "32x8 H100 (AWS p5) all-reduce auto busbw, 8 GiB [aws-gpu-communication-benchmark]" 321.10 busbw 0.10 "$T/p5x32.xml" --coll all-reduce --ranks 256 --sizes 8G
+row "4x8 H100 (AWS p5) all-reduce auto busbw, 64 MiB [aws-gpu-communication-benchmark]" 152.41 busbw 0.10 "$T/p5x4.xml" --coll all-reduce --ranks 32 --sizes 64M
+row "2x8 H100 (AWS p5) all-to-all busbw, 2 GiB [aws-gpu-communication-benchmark]" 79.25 busbw 0.10 "$T/p5x2.xml" --coll all-to-all --ranks 16 --sizes 2G
+row "8x8 H100 (AWS p5) all-to-all busbw, 2 GiB [aws-gpu-communication-benchmark]" 49.63 busbw 0.10 "$T/p5x8.xml" --coll all-to-all --ranks 64 --sizes 2G
+row "32x8 H100 (AWS p5) all-to-all busbw, 2 GiB [aws-gpu-communication-benchmark]" 40.78 busbw 0.10 "$T/p5x32.xml" --coll all-to-all --ranks 256 --sizes 2G
+echo
+echo "Generated platforms:"
+echo
+echo "| platform | command |"
+echo "|---|---|$gens"
 echo
 echo "Informational (no published figure of the same algorithm):"
 echo
@@ -70,13 +119,18 @@ info() {
   out=$(mktemp)
   "$spsim" bench "$@" --json >"$out" 2>/dev/null && v=$(field "$out" "$kind" 1 | awk '{ printf "%.2f", $1 }') || v="error"
   rm -f "$out"
-  echo "| $desc | $v $( [ "$kind" = time_us ] && echo us || echo GB/s ) | \`$(echo "spsim bench $*" | sed "s|$here/||g")\` |"
+  echo "| $desc | $v $( [ "$kind" = time_us ] && echo us || echo GB/s ) | \`$(echo "spsim bench $*" | sed -e "s|$here/||g" -e "s|$T/||g")\` |"
 }
 info "2 nodes (16 GPUs) all-reduce ring busbw, 1 GiB, 8 channels (rule: min(367.5, 8 x 47) = 367.5)" busbw "$P/dgx.xml" --coll all-reduce --ranks 16 --algo ring --sizes 1G
 info "16 nodes (128 GPUs) all-reduce ring busbw, 1 GiB, 8 channels (rule: 367.5)" busbw "$P/dgx.xml" --coll all-reduce --ranks 128 --algo ring --sizes 1G
 info "2 nodes (16 GPUs) all-reduce ring busbw, 1 GiB, one ring (--channels 1)" busbw "$P/dgx.xml" --coll all-reduce --ranks 16 --algo ring --sizes 1G --channels 1
 info "2 nodes (16 GPUs) all-to-all direct busbw, 1 GiB" busbw "$P/dgx.xml" --coll all-to-all --ranks 16 --sizes 1G
 info "8xH100 all-to-all direct busbw, 1 GiB" busbw "$P/dgx.xml" --coll all-to-all --ranks 8 --sizes 1G
+# NCCL's double binary tree forced, against the AWS p5 figures above (whose algorithm,
+# NCCL's default, is not published): 477.71, 356.99, 321.10 GB/s at 8 GiB
+info "2x8 H100 all-reduce tree busbw, 8 GiB (AWS p5: 477.71)" busbw "$T/p5x2.xml" --coll all-reduce --ranks 16 --algo tree --proto simple --sizes 8G
+info "4x8 H100 all-reduce tree busbw, 8 GiB (AWS p5: 356.99)" busbw "$T/p5x4.xml" --coll all-reduce --ranks 32 --algo tree --proto simple --sizes 8G
+info "32x8 H100 all-reduce tree busbw, 8 GiB (AWS p5: 321.10)" busbw "$T/p5x32.xml" --coll all-reduce --ranks 256 --algo tree --proto simple --sizes 8G
 echo
 [ "$fails" -eq 0 ] && echo "All calibration targets met." || echo "$fails figure(s) outside their target."
 [ "$fails" -eq 0 ]

@@ -83,6 +83,11 @@ tests_test_coll_SOURCES = tests/test-coll.c
 tests_test_coll_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-coll
 
+check_PROGRAMS += tests/test-dbtree
+tests_test_dbtree_SOURCES = tests/test-dbtree.c
+tests_test_dbtree_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-dbtree
+
 # units: byte sizes written by users
 check_PROGRAMS += tests/test-units
 tests_test_units_SOURCES = tests/test-units.c

@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..61"
+echo "1..62"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -257,3 +257,16 @@ then ok "send-recv on 8 H100 at NCCL's NVLink bandwidth"; else nok "p2p: $(cat "
 if "$bin" bench "$tmp/dgx1.xml" --coll all-to-all -g 8 --sizes 1G --json >"$tmp/a2a.json" 2>"$tmp/err" \
    && closed "$tmp/a2a.json" 2560.376
 then ok "all-to-all on 8 H100 at NCCL's NVLink bandwidth"; else nok "a2a: $(cat "$tmp/err") $(rows "$tmp/a2a.json")"; fi
+# 62: NCCL's double binary tree, closed form. 4 nodes of one toy GPU (NIC 10 GB/s), 1 GiB,
+# Simple: tree 0 = 0 -> 2 -> {1, 3}, tree 1 = 3 -> 1 -> {2, 0}, each on S/2. Nodes 1
+# and 2 are inner in one tree (send S/2 up and 2 x S/2 down) and leaves in the other
+# (S/2 up): 2 S each over their NIC, so t >= 2 S / B = 214.7 ms (algbw <= B/2 = 5 GB/s);
+# with 4 MiB chunks, C = 128 per tree and depth H = 2, the pipeline runs C + 2H + 1 =
+# 133 steps of at most 4 chunks per NIC: t <= 133 x 4 x 4 MiB / B + 133 x 21 us of
+# latencies = 226.0 ms (algbw >= 4.75 GB/s)
+"$bin" platform dgx --nodes 4 --gpus-per-node 1 --gpu toy -o "$tmp/toy4.xml" 2>"$tmp/err"
+if "$bin" bench "$tmp/toy4.xml" --coll all-reduce --ranks 4 --algo tree --proto simple --sizes 1G --json \
+     >"$tmp/tree.json" 2>>"$tmp/err" \
+   && rows "$tmp/tree.json" | awk '{ exit !($3 >= 4.75 && $3 <= 5.0) }'
+then ok "tree all-reduce on 4 nodes within its closed-form bounds (B/2, pipeline fill)"
+else nok "tree closed form: $(cat "$tmp/err") $(rows "$tmp/tree.json")"; fi

@@ -374,8 +374,11 @@ static void fill_magn(void *in, uint64_t count, sp_dtype t, int32_t member, gpoi
  * ring segment s = (x[s+1] + x[s+2]) + x[s]:
  *   s=0: (1 - 1e8) + 1e8 = 0; s=1: (-1e8 + 1e8) + 1 = 1; s=2: (1e8 + 1) - 1e8 = 0.
  * direct: (x0 + x1) + x2 = 0 everywhere. The ring reduce-scatter gives member s
- * its segment value. With n = 4, x = {1e8, 1, -1e8, 1}: tree (x0+x1)+(x2+x3) = 0,
- * direct ((x0+x1)+x2)+x3 = 1. */
+ * its segment value. With n = 4, x = {1e8, 1, -1e8, 1}: direct ((x0+x1)+x2)+x3 = 1;
+ * tree (NCCL's double binary tree, elements 0-3 on tree 0 = 0 -> 2 -> {1, 3}, 4-7 on
+ * tree 1 = 3 -> 1 -> {2, 0}; a member adds its children's sums in child order):
+ * tree 0: x0 + ((x2 + x1) + x3) = 1e8 + (-1e8 + 1) = 0 (-1e8 + 1 rounds to -1e8);
+ * tree 1: x3 + ((x1 + x2) + x0) = 1 + ((1 - 1e8) + 1e8) = 1 + 0 = 1. */
 static void test_hand_orders(void)
 {
   static const float x3[] = { 1e8f, 1.0f, -1e8f };
@@ -418,7 +421,7 @@ static void test_hand_orders(void)
   o = run_custom(&s, 4, FALSE, fill_magn, (gpointer)x4, NULL);
   for (int i = 0; i < 4; i++)
     for (int e = 0; e < 8; e++)
-      g_assert_cmpfloat(((float *)o[i])[e], ==, 0.0f);
+      g_assert_cmpfloat(((float *)o[i])[e], ==, e < 4 ? 0.0f : 1.0f);
   free_bufs(o, 4);
   s.algo = SP_ALGO_DIRECT;
   o = run_custom(&s, 4, FALSE, fill_magn, (gpointer)x4, NULL);
@@ -467,6 +470,29 @@ static shape lower_shape(sp_coll coll, sp_algo algo, int32_t n, uint64_t count, 
   return sh;
 }
 
+/* NCCL's double binary tree (two trees, each on half the vector): every edge of
+ * a tree of n members carries its half once up and once down, so the members
+ * send 2 (n - 1) S in all; one chunk per half: a member at depth d of a tree of
+ * largest depth H sends up at step H - d and down at step H + d, so the programs
+ * span 2H + 1 steps at most. */
+static void test_dbtree_shape(void)
+{
+  for (int32_t n = 2; n <= 16; n++) {
+    uint64_t count = (uint64_t)n * 24, S = count * 4, sent = 0;
+    for (int32_t r = 0; r < n; r++)
+      sent += lower_shape(SP_COLL_ALL_REDUCE, SP_ALGO_TREE, n, count, 0, r).sent;
+    g_assert_cmpuint(sent, ==, 2 * (uint64_t)(n - 1) * S);
+  }
+  /* 4 members, tree 0 = 0 -> 2 -> {1, 3} (depths 0, 2, 1, 2; H = 2), tree 1 its mirror
+   * 3 -> 1 -> {2, 0}; member 2 is inner in tree 0 (receives at step 0, sends up at 1,
+   * receives down at 2, sends down at 3) and a leaf in tree 1 (sends up at 0,
+   * receives down at 3): blocks at steps 0, 1, 2, 3 */
+  shape m2 = lower_shape(SP_COLL_ALL_REDUCE, SP_ALGO_TREE, 4, 8, 0, 2);
+  g_assert_cmpuint(m2.waits, ==, 4);
+  g_assert_cmpuint(m2.sends, ==, 4); /* tree 0: up to 0, down to 1 and 3; tree 1: up to 1 */
+  g_assert_cmpuint(m2.sent, ==, 4 * 16);
+}
+
 static void test_ring_shape(void)
 {
   for (int32_t n = 2; n <= 16; n++) {
@@ -489,15 +515,6 @@ static void test_ring_shape(void)
       shape aa = lower_shape(SP_COLL_ALL_TO_ALL, SP_ALGO_DIRECT, n, 24, 0, r);
       g_assert_cmpuint(aa.waits, ==, n - 1);
       g_assert_cmpuint(aa.sent * (uint64_t)n, ==, (uint64_t)(n - 1) * ((uint64_t)n * 24 * 4));
-    }
-    /* recursive doubling on a power of two: lg n steps of the whole vector */
-    if ((n & (n - 1)) == 0) {
-      int lg = 0;
-      while ((1 << lg) < n)
-        lg++;
-      shape t = lower_shape(SP_COLL_ALL_REDUCE, SP_ALGO_TREE, n, count, 0, n - 1);
-      g_assert_cmpuint(t.waits, ==, (guint)lg);
-      g_assert_cmpuint(t.sent, ==, (uint64_t)lg * S);
     }
     /* pipelined chains, 3 chunks: the root (bcast) / the first link (reduce) and
      * the chain's end have one block per chunk, the middle C + 1 (recv of
@@ -1029,6 +1046,7 @@ int main(int argc, char **argv)
   g_test_add_func("/coll/block-placement", test_block_placement);
   g_test_add_func("/coll/hand-orders", test_hand_orders);
   g_test_add_func("/coll/ring-shape", test_ring_shape);
+  g_test_add_func("/coll/dbtree-shape", test_dbtree_shape);
   g_test_add_func("/coll/step-fields", test_steps_fields);
   g_test_add_func("/coll/case-checksums", test_case_checksums);
   g_test_add_func("/coll/in-place", test_in_place);

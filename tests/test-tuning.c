@@ -51,10 +51,12 @@ static void test_table_one_node(void)
   /* tree latency: baseLat + 2 x (ppn - 1) x hwLat(NVLink tree) */
   assert_rel(tab.lat_us[SP_ALGO_TREE][SP_PROTO_LL], 6.8 + 2 * 7 * 0.6, 1e-12);
   assert_rel(tab.lat_us[SP_ALGO_TREE][SP_PROTO_SIMPLE], 8.4 + 2 * 7 * 4.0, 1e-12);
-  /* spsim's tree (recursive doubling, 3 rounds of the whole message over NVLink):
-   * Simple 450 / 3; LL128 x min(0.92 x 450 x 7/9, 16 x 36.7) / (0.92 x 450) = 7/9 */
-  assert_rel(tab.bw[SP_ALGO_TREE][SP_PROTO_SIMPLE], 150.0, 1e-12);
-  assert_rel(tab.bw[SP_ALGO_TREE][SP_PROTO_LL128], 150.0 * 7 / 9, 1e-12);
+  /* NCCL's tree (the double binary tree, a chain on one node): busBw Simple = min(0.92
+   * x 450, 16 x 38.7) = 414, LL128 min(414 x 7/9, 16 x 36.7) = 322, LL min(414 / 3.8,
+   * 141); algorithm bandwidth half of it */
+  assert_rel(tab.bw[SP_ALGO_TREE][SP_PROTO_SIMPLE], 0.5 * 414.0, 1e-12);
+  assert_rel(tab.bw[SP_ALGO_TREE][SP_PROTO_LL128], 0.5 * 414.0 * 7 / 9, 1e-12);
+  assert_rel(tab.bw[SP_ALGO_TREE][SP_PROTO_LL], 0.5 * 414.0 / 3.8, 1e-12);
   /* no direct row */
   g_assert_cmpfloat(tab.bw[SP_ALGO_DIRECT][SP_PROTO_SIMPLE], ==, 0.0);
 
@@ -148,12 +150,16 @@ static void test_choice_a100(void)
 }
 
 /* 1,024 H100 (128 nodes of 8, NIC 48 GB/s): graph busBw = min(450, 8 x 48) = 384.
- * 8 MiB: tree LL128 = 14 + 2(7 x 1.25 + 7 x 8.5) = 150.5 us + S x (3/450 + 7/48) /
- * (120/128) / 1e3 = 1514.9 us, against ring LL128 = 14 + 1792 x 1.9 + 254 x 4 =
- * 4434.8 + S / (min(0.92 x 384, 16 x 36.7) x 1024/2046 x 1e3) = 4482.2, tree Simple
- * 260.4 + 1279.3 = 1539.7, ring Simple (8.4 + 1792 x 3.4 + 254 x 14) x 1.4 = 13520
- * + 43.6: TREE LL128. 1 GiB: ring LL128 = 4434.8 + 6072.8 = 10507.6 us wins (spsim's
- * tree would take 150.5 + 174,646). */
+ * Tree (NCCL's model): Simple busBw min(0.92 x 384, 16 x 36.0) = 353.28, LL128
+ * min(353.28 x 120/128, 16 x 29.0) = 331.2, algbw half; latency LL128 14 + 2(7 x 1.25
+ * + 7 x 8.5) = 150.5 us, Simple 8.4 + 2(7 x 4 + 7 x 14) = 260.4 us. 8 MiB (log2(S/64)
+ * = 17, NCCL's treeCorrectionFactor LL128 0.9, Simple 0.8): tree LL128 = 150.5 + S /
+ * (165.6 x 0.9 x 1e3) = 206.8 us, tree Simple 260.4 + S / (176.64 x 0.8 x 1e3) = 319.8,
+ * ring LL128 = 14 + 1792 x 1.9 + 254 x 4 = 4434.8 + S / (min(0.92 x 384, 16 x 36.7) x
+ * 1024/2046 x 1e3) = 4482.2, ring Simple (8.4 + 1792 x 3.4 + 254 x 14) x 1.4 = 13520 +
+ * 43.6: TREE LL128. 1 GiB (no correction above 2^22 x 64 B): tree Simple 260.4 + S /
+ * 176.64e3 = 6339.1 us beats tree LL128 (6634.5) and ring LL128 (4434.8 + 6072.8 =
+ * 10507.6): TREE Simple. */
 static void test_choice_1024(void)
 {
   sp_tune_topo t = { .nranks = 1024, .nnodes = 128, .arch = SP_TUNE_HOPPER, .bw_nvl = 450,
@@ -164,7 +170,7 @@ static void test_choice_1024(void)
   g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 8 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
   g_assert_cmpint(a, ==, SP_ALGO_TREE);
   g_assert_cmpint(p, ==, SP_PROTO_LL128);
-  assert_rel(us, 150.5 + 8388608.0 * (3.0 / 450 + 7.0 / 48) / (120.0 / 128) / 1e3, 1e-9);
+  assert_rel(us, 150.5 + 8388608.0 / (0.5 * 331.2 * 0.9 * 1e3), 1e-9);
   sp_tune_table tab;
   sp_tune_model(&t, SP_COLL_ALL_REDUCE, &tab);
   assert_rel(sp_tune_time_us(&t, &tab, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_SIMPLE, 8 * MIB),
@@ -174,9 +180,11 @@ static void test_choice_1024(void)
   /* NVLS is not available across nodes (NCCL: only with CollNet) */
   g_assert_cmpfloat(tab.bw[SP_ALGO_NVLS][SP_PROTO_SIMPLE], ==, 0.0);
   g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 1024 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
-  g_assert_cmpint(a, ==, SP_ALGO_RING);
-  g_assert_cmpint(p, ==, SP_PROTO_LL128);
-  assert_rel(us, 14 + 1792 * 1.9 + 254 * 4.0 + 1073741824.0 / (0.92 * 384 * 1024 / 2046 * 1e3), 1e-9);
+  g_assert_cmpint(a, ==, SP_ALGO_TREE);
+  g_assert_cmpint(p, ==, SP_PROTO_SIMPLE);
+  assert_rel(us, 260.4 + 1073741824.0 / (0.5 * 0.92 * 384 * 1e3), 1e-9);
+  assert_rel(sp_tune_time_us(&t, &tab, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL128, 1024 * MIB),
+             14 + 1792 * 1.9 + 254 * 4.0 + 1073741824.0 / (0.92 * 384 * 1024 / 2046 * 1e3), 1e-9);
 }
 
 /* Point-to-point: LL up to 16 KiB per peer (NCCL_P2P_LL_THRESHOLD), then Simple. */

@@ -36,9 +36,10 @@ spsiminclude_HEADERS += src/core/spsim/topology.h src/core/spsim/layout.h src/co
 # their reference semantics, the data kernels
 libspsim_la_SOURCES += src/core/graph/graph.c src/core/graph/graph_build.h \
 	src/core/graph/graph_coll.c src/core/graph/graph_local.c src/core/graph/graph_kernel.c \
-	src/core/graph/graph_data.c src/core/graph/coll.c src/core/graph/reference.c \
+	src/core/graph/graph_data.c src/core/graph/coll.c src/core/graph/reference.c src/core/graph/dbtree.c \
 	src/core/graph/kernels.c src/core/graph/graph_moe.c src/core/graph/kernels_moe.c
-spsiminclude_HEADERS += src/core/spsim/graph.h src/core/spsim/coll.h src/core/spsim/kernels.h
+spsiminclude_HEADERS += src/core/spsim/graph.h src/core/spsim/coll.h src/core/spsim/kernels.h \
+	src/core/spsim/dbtree.h
 
 # ops: the operation library (graph builders, one file per family)
 libspsim_la_SOURCES += src/core/ops/ops_common.c src/core/ops/ops_ulysses.c src/core/ops/ops_tp.c \
@@ -50,7 +51,7 @@ spsiminclude_HEADERS += src/core/spsim/ops.h
 # NCCL's tuning model (algorithm and protocol per call, what a protocol costs)
 libspsim_la_SOURCES += src/core/lower/graph_lower.c src/core/lower/lower.c \
 	src/core/lower/lower_emit.c src/core/lower/lower_direct.c src/core/lower/lower_ring.c \
-	src/core/lower/lower_tree.c src/core/lower/tuning.c
+	src/core/lower/lower_tree.c src/core/lower/lower_dbtree.c src/core/lower/tuning.c
 spsiminclude_HEADERS += src/core/spsim/tuning.h
 
 # exec: per-rank programs, the executor, the loopback transport, timelines

@@ -272,8 +272,10 @@ typedef struct {
   GArray *sends;       /* sg_comm_t of the open block */
   GArray *recvs;       /* posted_recv of the open block */
   GArray *comms;       /* scratch for wait_all */
-  gpointer *slots;     /* get_async landing slots */
-  guint nslots;
+  GArray *who;         /* wait_all: per comm, -1 (send) or its get's slot */
+  gpointer **slots;    /* get_async landing cells (each its own allocation) */
+  guint8 *landed;      /* wait_all: the get of slot i has completed */
+  guint nslots, nposted;
   GHashTable *stash;   /* (src, tag) -> GQueue of sim_msg arrived early */
   guint comm_pc;       /* coll_latency: index of the next SEND/RECV step to be posted */
   GHashTable *ops_seen;/* coll_latency: op ids (+ 1) whose latency was charged */
@@ -464,34 +466,72 @@ static gboolean match_pending(rank_ctx *c, guint *left, GError **err)
   return TRUE;
 }
 
+/* Post one more get on the rank's mailbox, landing in slot c->nposted. */
+static void post_get(rank_ctx *c)
+{
+  if (c->nposted >= c->nslots) { /* the cells stay put: SimGrid writes into them */
+    guint n = MAX(2 * c->nslots, 8u);
+    c->slots = g_renew(gpointer *, c->slots, n);
+    c->landed = g_renew(guint8, c->landed, n);
+    for (guint i = c->nslots; i < n; i++)
+      c->slots[i] = g_new0(gpointer, 1);
+    c->nslots = n;
+  }
+  guint i = c->nposted++;
+  *c->slots[i] = NULL;
+  c->landed[i] = 0;
+  sg_comm_t g = sg_mailbox_get_async(mbox_of(c->run, c->rank), c->slots[i]);
+  gint w = (gint)i;
+  g_array_append_val(c->comms, g);
+  g_array_append_val(c->who, w);
+}
+
 static sp_wait_status sim_wait_all(void *vctx, GError **err)
 {
   rank_ctx *c = vctx;
-  sim_run *run = c->run;
   guint left = 0;
   if (!match_pending(c, &left, err))
     return SP_WAIT_ERROR;
-  gboolean first = TRUE;
-  while (first || left > 0) {
-    g_array_set_size(c->comms, 0);
-    if (first)
-      g_array_append_vals(c->comms, c->sends->data, c->sends->len);
-    if (left > c->nslots) {
-      c->slots = g_renew(gpointer, c->slots, left);
-      c->nslots = left;
+  /* the open sends and one get per receive still unmatched, waited for one at a
+   * time: when a get brings a message of a later block, a new get is posted at
+   * once, so the rank keeps receiving while its sends wait (two ranks whose gets
+   * both took early messages would otherwise wait for each other's sends forever).
+   * Gets match the mailbox's messages in the order they were posted, so landed
+   * messages are stashed in that order (messages of one sender and tag keep their
+   * order). who[i]: -1 for a send, else the get's slot. */
+  g_array_set_size(c->comms, 0);
+  g_array_set_size(c->who, 0);
+  g_array_append_vals(c->comms, c->sends->data, c->sends->len);
+  for (guint i = 0; i < c->sends->len; i++) {
+    gint w = -1;
+    g_array_append_val(c->who, w);
+  }
+  c->nposted = 0;
+  guint head = 0, inflight = left;
+  for (guint i = 0; i < left; i++)
+    post_get(c);
+  while (c->comms->len > 0) {
+    ssize_t k = sg_comm_wait_any((sg_comm_t *)(void *)c->comms->data, c->comms->len);
+    if (k < 0 || (gsize)k >= c->comms->len) {
+      g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "rank %d: a communication failed", c->rank);
+      return SP_WAIT_ERROR;
     }
-    for (guint i = 0; i < left; i++) {
-      c->slots[i] = NULL;
-      sg_comm_t g = sg_mailbox_get_async(mbox_of(run, c->rank), &c->slots[i]);
-      g_array_append_val(c->comms, g);
-    }
-    if (c->comms->len > 0)
-      sg_comm_wait_all((sg_comm_t *)(void *)c->comms->data, c->comms->len);
-    first = FALSE;
-    for (guint i = 0; i < left; i++)
-      stash_push(c, c->slots[i]);
+    gint w = g_array_index(c->who, gint, k);
+    g_array_remove_index_fast(c->comms, (guint)k);
+    g_array_remove_index_fast(c->who, (guint)k);
+    if (w < 0)
+      continue;
+    c->landed[w] = 1;
+    inflight--;
+    while (head < c->nposted && c->landed[head])
+      stash_push(c, *c->slots[head++]);
     if (!match_pending(c, &left, err))
       return SP_WAIT_ERROR;
+    /* landed but not yet stashed messages may still serve receives */
+    while (inflight + (c->nposted - head - inflight) < left) {
+      post_get(c);
+      inflight++;
+    }
   }
   g_array_set_size(c->sends, 0);
   g_array_set_size(c->recvs, 0);
@@ -571,6 +611,7 @@ static gboolean run_actors(sim_run *run, double *makespan, GError **err)
     c->sends = g_array_new(FALSE, FALSE, sizeof(sg_comm_t));
     c->recvs = g_array_new(FALSE, FALSE, sizeof(posted_recv));
     c->comms = g_array_new(FALSE, FALSE, sizeof(sg_comm_t));
+    c->who = g_array_new(FALSE, FALSE, sizeof(gint));
     c->stash = g_hash_table_new_full(key_hash, g_direct_equal, NULL, queue_free);
     char name[32];
     g_snprintf(name, sizeof name, "rank%d", r);
@@ -623,9 +664,13 @@ static void run_free(sim_run *run, sp_sim_release_fn release, void *ud)
     if (c->sends) g_array_unref(c->sends);
     if (c->recvs) g_array_unref(c->recvs);
     if (c->comms) g_array_unref(c->comms);
+    if (c->who) g_array_unref(c->who);
     if (c->stash) g_hash_table_unref(c->stash);
     if (c->ops_seen) g_hash_table_unref(c->ops_seen);
+    for (guint i = 0; i < c->nslots; i++)
+      g_free(c->slots[i]);
     g_free(c->slots);
+    g_free(c->landed);
     g_clear_error(&c->error);
     if (c->owned && c->prog) {
       if (release)

@@ -217,8 +217,10 @@ double sp_sim_host_coll_latency(int32_t host);
  * node in one run, over two nodes or more, *channels = min(k, SP_MAX_CHANNELS)
  * and *block = k: channel c leaves every node through its member c - 1 and
  * enters through member c, so the k channels use k different NICs per node.
- * Otherwise (one node, nodes with different member counts, a host without
- * `node`) *channels = 1 and *block = 0.
+ * A TREE all-reduce whose members come as such runs (one node included) gets
+ * *channels = 1 and *block = k: NCCL's double binary tree chains each node's k
+ * members (spsim/dbtree.h). Otherwise (one node, nodes with different member
+ * counts, a host without `node`) *channels = 1 and *block = 0.
  */
 void sp_sim_ring_channels(const sp_coll_spec *spec, int32_t *channels, int32_t *block);
 

@@ -576,7 +576,9 @@ void sp_sim_ring_channels(const sp_coll_spec *spec, int32_t *channels, int32_t *
   if (spec->coll != SP_COLL_ALL_REDUCE && spec->coll != SP_COLL_ALL_GATHER &&
       spec->coll != SP_COLL_REDUCE_SCATTER)
     return;
-  if (sp_algo_choose(spec) != SP_ALGO_RING)
+  sp_algo algo = sp_algo_choose(spec);
+  gboolean tree = algo == SP_ALGO_TREE && spec->coll == SP_COLL_ALL_REDUCE;
+  if (algo != SP_ALGO_RING && !tree)
     return;
   /* members must come as runs of k consecutive members per node, each node once */
   GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -606,6 +608,11 @@ void sp_sim_ring_channels(const sp_coll_spec *spec, int32_t *channels, int32_t *
   if (ok && k != 0 && run != k)
     ok = FALSE;
   g_hash_table_unref(seen);
+  if (tree) { /* NCCL's double binary tree chains each node's members (spsim/dbtree.h) */
+    if (ok)
+      *block = run;
+    return;
+  }
   if (!ok || runs < 2 || run < 2)
     return;
   *channels = MIN(run, SP_MAX_CHANNELS);

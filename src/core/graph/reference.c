@@ -8,12 +8,12 @@
 
 #include "coll_priv.h"
 #include "spsim/coll.h"
+#include "spsim/dbtree.h"
 #include "spsim/error.h"
 
 typedef enum {
   PLAN_CHAIN,    /* acc = x[P[s]]; acc ⊕= x[P[s+1]]; ...; acc ⊕= x[P[s+n-1]] (indices mod n,
                     P the ring order of a channel, identity without one) */
-  PLAN_DOUBLING, /* folded leaves, then d = 1, 2, ..: v[j] ⊕= v[j+d] for j % 2d == 0 */
   PLAN_HALVING,  /* folded leaves, then d = p/2, .., 1: v[j] ⊕= v[j+d] for j < d */
   PLAN_BINOMIAL, /* a[u] = x[root+u]; t = L-1 .. 0: a[u] ⊕= a[u+2^t] for u < 2^t */
 } plan_kind;
@@ -72,19 +72,34 @@ static void fold(const refctx *rc, plan_kind plan, int32_t s, uint64_t first, ui
         rc->get(rc->user, j + r, first, w, V(j));
       }
     }
-    if (plan == PLAN_DOUBLING) {
-      for (int32_t d = 1; d < p; d *= 2)
-        for (int32_t j = 0; j < p; j += 2 * d)
-          sp_reduce_host(V(j), V(j + d), w, t, op);
-    } else {
-      for (int32_t d = p / 2; d >= 1; d /= 2)
-        for (int32_t j = 0; j < d; j++)
-          sp_reduce_host(V(j), V(j + d), w, t, op);
-    }
+    for (int32_t d = p / 2; d >= 1; d /= 2)
+      for (int32_t j = 0; j < d; j++)
+        sp_reduce_host(V(j), V(j + d), w, t, op);
   }
   memcpy(o, V(0), w * es);
 #undef V
   g_free(v);
+}
+
+/* TREE all-reduce (spsim/dbtree.h, lower/lower_dbtree.c): the sum of member m's
+ * subtree in instance k = m's input, then the sums of its children in the order
+ * chain child, child node 0, child node 1; w elements from @first into @o. */
+static void dbtree_fold(const refctx *rc, int32_t B, int32_t k, int32_t m, uint64_t first,
+                        uint64_t w, void *o)
+{
+  sp_dbtree_place pl;
+  sp_dbtree_place_of(rc->n, B, k, m, &pl);
+  rc->get(rc->user, m, first, w, o);
+  void *tmp = NULL;
+  for (int j = 0; j < 3; j++) {
+    if (pl.child[j] < 0)
+      continue;
+    if (tmp == NULL)
+      tmp = g_malloc(w * rc->es);
+    dbtree_fold(rc, B, k, pl.child[j], first, w, tmp);
+    sp_reduce_host(o, tmp, w, rc->spec->dtype, rc->spec->redop);
+  }
+  g_free(tmp);
 }
 
 /* Reduce the n contributions of elements [first, first + len) into out,
@@ -161,12 +176,24 @@ gboolean sp_coll_reference_member(const sp_coll_spec *spec, sp_ref_input_fn get,
       g_free(perm);
       break;
     }
+    if (algo == SP_ALGO_TREE) {
+      int32_t B = sp_dbtree_block(n, spec->channel_block), K = sp_dbtree_instances(n, B);
+      for (int32_t k = 0; k < K; k++) {
+        uint64_t ko = sp_seg_off(c, K, k), kl = sp_seg_len(c, K, k);
+        int32_t root = sp_dbtree_root_member(n, B, k);
+        uint64_t win = ((uint64_t)8 << 20) / es;
+        for (uint64_t e = 0; e < kl; e += win) {
+          uint64_t w = kl - e < win ? kl - e : win;
+          dbtree_fold(&rc, B, k, root, ko + e, w, o + (ko + e) * es);
+        }
+        if (spec->redop == SP_RED_AVG && kl > 0)
+          sp_scale_host(o + ko * es, kl, spec->dtype, (double)n, TRUE);
+      }
+      break;
+    }
     for (int32_t s = 0; s < n; s++) {
       uint64_t so = sp_seg_off(c, n, s), sl = sp_seg_len(c, n, s);
-      if (algo == SP_ALGO_TREE)
-        reduce_range(&rc, PLAN_DOUBLING, 0, so, sl, o + so * es);
-      else
-        reduce_range(&rc, PLAN_CHAIN, 0, so, sl, o + so * es);
+      reduce_range(&rc, PLAN_CHAIN, 0, so, sl, o + so * es);
     }
     break;
   case SP_COLL_REDUCE_SCATTER:

@@ -124,6 +124,8 @@ typedef gboolean (*sp_lower_fn)(sp_lctx *c, GError **err);
 gboolean sp_lower_ring(sp_lctx *c, GError **err);   /* lower_ring.c */
 gboolean sp_lower_direct(sp_lctx *c, GError **err); /* lower_direct.c */
 gboolean sp_lower_tree(sp_lctx *c, GError **err);   /* lower_tree.c */
+/* TREE all-reduce: NCCL's double binary tree (lower_dbtree.c) */
+void sp_lower_dbtree_allreduce(sp_lctx *c);
 
 /* ------------------------------------------------------------ reference */
 

@@ -1,5 +1,6 @@
-/* TREE algorithms: recursive doubling / halving with the non-power-of-two fold,
- * binomial broadcast and reduce (see coll.h for the schedules and orders). */
+/* TREE algorithms: recursive halving / doubling with the non-power-of-two fold
+ * (reduce-scatter, all-gather), binomial broadcast and reduce (see coll.h for the
+ * schedules and orders); all-reduce is NCCL's double binary tree (lower_dbtree.c). */
 #include "config.h"
 
 #include "coll_priv.h"
@@ -26,47 +27,6 @@ static int32_t log2i(int32_t p)
   while ((1 << l) < p)
     l++;
   return l;
-}
-
-static void tree_allreduce(sp_lctx *c)
-{
-  int32_t n = c->n, me = c->me;
-  int32_t p = sp_pow2_floor(n), r = n - p, L = log2i(p);
-  uint64_t cnt = c->spec->count, bytes = cnt * c->es;
-  if (cnt == 0)
-    return;
-  int32_t v = vindex(me, r);
-  sp_l_copy(c, 0, c->out, 0, c->in, 0, bytes);
-  uint32_t R = v >= 0 ? sp_l_scratch(c, bytes, "tree") : 0;
-  if (me < 2 * r) { /* pre-step: the even member folds into the odd one */
-    if (v < 0) {
-      sp_l_send(c, me + 1, 0, c->out, 0, bytes);
-      sp_l_wait(c, 0);
-    } else {
-      sp_l_recv(c, me - 1, 0, R, 0, bytes);
-      sp_l_wait(c, 0);
-      sp_l_reduce(c, 0, c->out, 0, R, 0, cnt);
-    }
-  }
-  if (v >= 0) {
-    for (int32_t k = 0; k < L; k++) {
-      uint32_t ph = 1u + (uint32_t)k;
-      int32_t pm = vmember(v ^ (1 << k), r);
-      sp_l_send(c, pm, ph, c->out, 0, bytes);
-      sp_l_recv(c, pm, ph, R, 0, bytes);
-      sp_l_wait(c, ph);
-      sp_l_reduce(c, ph, c->out, 0, R, 0, cnt);
-    }
-    sp_l_avg(c, (uint32_t)L, c->out, 0, cnt);
-  }
-  if (me < 2 * r) { /* post-step: hand the result back */
-    uint32_t ph = (uint32_t)L + 1u;
-    if (v < 0)
-      sp_l_recv(c, me + 1, ph, c->out, 0, bytes);
-    else
-      sp_l_send(c, me - 1, ph, c->out, 0, bytes);
-    sp_l_wait(c, ph);
-  }
 }
 
 static void tree_reduce_scatter(sp_lctx *c)
@@ -224,7 +184,7 @@ static void tree_reduce(sp_lctx *c)
 gboolean sp_lower_tree(sp_lctx *c, GError **err)
 {
   switch (c->spec->coll) {
-  case SP_COLL_ALL_REDUCE: tree_allreduce(c); return TRUE;
+  case SP_COLL_ALL_REDUCE: sp_lower_dbtree_allreduce(c); return TRUE;
   case SP_COLL_REDUCE_SCATTER: tree_reduce_scatter(c); return TRUE;
   case SP_COLL_ALL_GATHER: tree_all_gather(c); return TRUE;
   case SP_COLL_BROADCAST: tree_bcast(c); return TRUE;

@@ -151,30 +151,18 @@ static double nccl_tree_busbw(const sp_tune_topo *t, int np)
   return bus;
 }
 
-/* spsim's TREE all-reduce (recursive doubling over node-major members) moves the
- * whole message in each round: seconds per byte x 1e9 = rounds on NVLink / B_nvl
- * + rounds across nodes / B_nic. */
-static double spsim_tree_inv_bw(const sp_tune_topo *t)
-{
-  int32_t n = t->nranks, p = 1;
-  while (p <= n / 2)
-    p *= 2;
-  int32_t rounds = log2i(p), ppn = t->nnodes > 0 ? t->nranks / t->nnodes : n;
-  int32_t intra = MIN(rounds, log2i(ppn > 0 ? ppn : 1)), inter = rounds - intra;
-  if (n != p) { /* fold and unfold: neighbours, inside a node unless one GPU per node */
-    if (ppn >= 2)
-      intra += 2;
-    else
-      inter += 2;
-  }
-  double bn = t->bw_nvl > 0 ? t->bw_nvl : t->bw_nic, bi = t->bw_nic > 0 ? t->bw_nic : t->bw_nvl;
-  double inv = 0;
-  if (intra > 0 && bn > 0)
-    inv += intra / bn;
-  if (inter > 0 && bi > 0)
-    inv += inter / bi;
-  return inv;
-}
+/* NCCL's treeCorrectionFactor (src/graph/tuning.cc, v2.19 to v2.2x; the same rows in
+ * v2.30's src/tuning/cost_model.cc with one more column): the tree's bandwidth at
+ * all-reduce sizes 64 B x 2^i (i = log2(bytes / 64), 0 .. 22), per protocol LL,
+ * LL128, Simple. NCCL: "Trees are not perfectly sticking to the model for medium
+ * sizes. Applying a static correction factor is not ideal but works quite well." */
+static const double tree_correction[NP_COUNT][23] = {
+  { 1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0,
+    1.0 },
+  { 1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0,
+    1.0 },
+  { .9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9 },
+};
 
 void sp_tune_model(const sp_tune_topo *t, sp_coll coll, sp_tune_table *out)
 {
@@ -210,12 +198,8 @@ void sp_tune_model(const sp_tune_topo *t, sp_coll coll, sp_tune_table *out)
         intra *= coll == SP_COLL_ALL_REDUCE ? 2.0 : (ppn - 1) / ppn;
         bus = nc * MIN(intra, bw);
       } else if (a == NA_TREE) {
-        /* spsim's tree: NCCL's tree protocol fractions over spsim's rounds */
-        double inv = spsim_tree_inv_bw(t);
-        if (inv <= 0)
-          continue;
-        double f = nccl_tree_busbw(t, p) / nccl_tree_busbw(t, NP_SIMPLE);
-        bus = 2.0 * f / inv; /* x 0.5 below: algorithm bandwidth f / inv */
+        /* NCCL's double binary tree (lower_dbtree.c), NCCL's model as it is */
+        bus = nccl_tree_busbw(t, p);
       } else {
         bus = graph_bw(t);
         if (p == NP_LL)
@@ -265,6 +249,9 @@ double sp_tune_time_us(const sp_tune_topo *t, const sp_tune_table *tab, sp_coll 
   if (bw <= 0)
     return -1;
   int32_t n = t->nranks;
+  int32_t lg = log2i((int32_t)MIN(bytes >> 6, (uint64_t)G_MAXINT32));
+  if (a == SP_ALGO_TREE && coll == SP_COLL_ALL_REDUCE && bytes >= 64 && lg < 23)
+    bw *= tree_correction[np_of(p)][lg];
   if (a == SP_ALGO_RING && p == SP_PROTO_SIMPLE && t->nnodes > 1 && coll == SP_COLL_ALL_REDUCE &&
       bytes / ((uint64_t)channels_of(t) * (uint64_t)n) >= 64)
     lat *= t->arch < SP_TUNE_AMPERE ? 1.9 : 1.4; /* NCCL: "Plateau effect of ring" */

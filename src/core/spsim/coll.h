@@ -78,15 +78,18 @@
  *     (index order 0..n-1, AVG divides at the segment's owner) + direct all-gather.
  *   - broadcast: the root sends to every member. reduce: every member sends to
  *     the root, which reduces in index order 0..n-1.
- * - TREE (whole messages, chunk_bytes ignored). With p the largest power of two
- *   <= n and r = n - p, members 2j and 2j+1 (j < r) first fold into one
- *   "virtual" member j (the odd one keeps w[j] = x[2j] ⊕ x[2j+1]); member m >= 2r
- *   is virtual m - r with w = x[m]; virtual j owns the contiguous members
- *   [start(j), start(j+1)) and the odd member hands results back at the end.
- *   - all-reduce: recursive doubling over the p virtual members (step k pairs
- *     virtual v with v XOR 2^k, both keep v ⊕ partner). Result: v = w; for
- *     d = 1, 2, 4, .. < p: for each j multiple of 2d: v[j] = v[j] ⊕ v[j+d];
- *     the result is v[0]. AVG divides on every virtual member (same bits).
+ * - TREE all-reduce: NCCL's double binary tree (spsim/dbtree.h): nodes of
+ *   channel_block members (1 when it does not divide n), 2 x block tree instances,
+ *   instance k on segment k of the vector (sp_seg_off over the instances), chunked
+ *   (chunk_bytes, default #SP_RING_DEFAULT_CHUNK_BYTES) and pipelined. In instance
+ *   k the sum of member m's subtree is x[m] ⊕ sum(chain child) ⊕ sum(child node 0)
+ *   ⊕ sum(child node 1) (left to right, absent ones skipped); the root's sum is the
+ *   result (AVG divides it once, at the root) and comes down the tree unchanged.
+ * - TREE, the other collectives (whole messages, chunk_bytes ignored). With p the
+ *   largest power of two <= n and r = n - p, members 2j and 2j+1 (j < r) first
+ *   fold into one "virtual" member j (the odd one keeps w[j] = x[2j] ⊕ x[2j+1]);
+ *   member m >= 2r is virtual m - r with w = x[m]; virtual j owns the contiguous
+ *   members [start(j), start(j+1)) and the odd member hands results back at the end.
  *   - reduce-scatter: recursive halving over the p virtual members (step k
  *     exchanges with v XOR p/2^(k+1) the half of the current block range that
  *     the partner keeps). Every block: v = w; for d = p/2, p/4, .., 1: for
@@ -141,7 +144,8 @@ typedef enum {
   SP_ALGO_AUTO = 0, /**< the default policy (sp_algo_choose) */
   SP_ALGO_RING,     /**< ring, chunked and pipelined */
   SP_ALGO_DIRECT,   /**< direct / pairwise exchange */
-  SP_ALGO_TREE,     /**< binomial tree or recursive doubling/halving */
+  SP_ALGO_TREE,     /**< all-reduce: NCCL's double binary tree; others: binomial tree or
+                         recursive doubling/halving */
   SP_ALGO_NVLS,     /**< NVLink SHARP: the NVSwitch reduces (all-reduce, all-gather,
                          reduce-scatter); lowered as DIRECT, priced as the switch does it */
   SP_ALGO_COUNT

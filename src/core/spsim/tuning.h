@@ -38,7 +38,9 @@
  *   hwLat[NET][tree][p]); NVLS: hwLat[NVLink][NVLS][Simple] (+ the network's on
  *   several nodes). With one GPU per node the network latency is the tree's.
  * - time = latency (x1.4 for ring Simple all-reduce across nodes when bytes /
- *   (nChannels x nranks) >= 64: NCCL's "plateau") + bytes / (1000 x bandwidth) us.
+ *   (nChannels x nranks) >= 64: NCCL's "plateau") + bytes / (1000 x bandwidth) us,
+ *   the tree all-reduce's bandwidth times NCCL's treeCorrectionFactor[protocol]
+ *   [log2(bytes / 64)] below 2^23 x 64 B (ncclTopoGetAlgoTime).
  * Availability: broadcast and reduce have RING only; all-gather and
  * reduce-scatter RING and NVLS; NVLS runs Simple only, needs the platform's
  * NVLink SHARP on one node (NCCL disables it across nodes without CollNet), and
@@ -48,16 +50,14 @@
  * Simple.
  *
  * ## Where spsim differs from NCCL (stated, not hidden)
- * spsim's TREE is recursive doubling (all-reduce), not NCCL's pipelined double
- * binary tree: its row keeps NCCL's tree latencies but its bandwidth is that of
- * spsim's schedule, where each of log2(p) rounds (plus 2 when n is not a power of
- * two) moves the whole message over NVLink or the NIC: bandwidth = f_p / (rounds
- * on NVLink / B_nvl + rounds across nodes / B_nic), f_p the tree protocol's
- * fraction below. So AUTO picks TREE where NCCL's tree latency wins and spsim's
- * tree is not slower than its ring for the bytes, and RING for large messages on
- * many nodes where NCCL's tree would win but spsim's recursive doubling would not.
- * NCCL's CollNet, NVLS-Tree and PAT are not modelled; NCCL's tree correction
- * factors (for its tree) are not applied.
+ * spsim's TREE all-reduce is NCCL's double binary tree (spsim/dbtree.h,
+ * lower/lower_dbtree.c), so its row is NCCL's: bus bandwidth as above, algorithm
+ * bandwidth half of it, close to the closed form of spsim's schedule on many nodes
+ * (a node inner in one tree and a leaf in the other sends and receives 2 S over its
+ * NICs, a GPU up to 2 S over NVLink: algorithm bandwidth about min(B_nvl, ppn x
+ * B_nic) / 2; on 2 nodes the network carries half of that). AUTO therefore
+ * picks TREE where NCCL's model does (small and medium all-reduces across nodes,
+ * large ones on many nodes). NCCL's CollNet, NVLS-Tree and PAT are not modelled.
  *
  * ## Protocols as cost (sp_tune_cost_of)
  * The platform's constants are Simple's: `coll_latency` is NCCL's Simple base

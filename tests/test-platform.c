@@ -410,7 +410,8 @@ static void test_auto_channels(void)
     { 4, { 0, 4, 1, 5 }, SP_COLL_ALL_REDUCE, SP_ALGO_RING, 1, 0 },       /* one member per run */
     { 6, { 0, 1, 4, 5, 2, 3 }, SP_COLL_ALL_REDUCE, SP_ALGO_RING, 1, 0 }, /* node 0 twice */
     { 5, { 0, 1, 2, 4, 5 }, SP_COLL_ALL_REDUCE, SP_ALGO_RING, 1, 0 },    /* 3 + 2 members */
-    { 8, { 0, 1, 2, 3, 4, 5, 6, 7 }, SP_COLL_ALL_REDUCE, SP_ALGO_TREE, 1, 0 },
+    /* NCCL's double binary tree chains each node's 4 members: blocks of 4, one channel */
+    { 8, { 0, 1, 2, 3, 4, 5, 6, 7 }, SP_COLL_ALL_REDUCE, SP_ALGO_TREE, 1, 4 },
     { 8, { 0, 1, 2, 3, 4, 5, 6, 7 }, SP_COLL_ALL_TO_ALL, SP_ALGO_DIRECT, 1, 0 },
     { 8, { 0, 1, 2, 3, 4, 5, 6, 7 }, SP_COLL_BROADCAST, SP_ALGO_RING, 1, 0 },
   };

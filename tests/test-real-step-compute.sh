@@ -100,7 +100,8 @@ if [ -x "$build/spsim" ]; then
      grep -q 'prop id="local_gemm_flops"' "$tmp/local.xml"; then ok "spsim platform local -np 2: platform and GEMM table"
   else nok "spsim platform local: $(head -c 600 "$tmp/perr")"; fi
   if "$build/spsim" "$tmp/local.xml" --model tiny --layout tp=2 --seq 256 --global-batch 8 >"$tmp/w" 2>&1 &&
-     grep -q "tp2" "$tmp/w"; then ok "the what-if accepts the local platform"
+     grep -q "tp2" "$tmp/w" && grep -q "(measured by spsim platform local)" "$tmp/w" &&
+     grep -q "(measured GEMM table)" "$tmp/w"; then ok "the what-if accepts the local platform and prices with its measured rates"
   else nok "what-if on the local platform: $(head -c 600 "$tmp/w")"; fi
   mpi 2 $A --layout tp=2 --compare --platform "$tmp/local.xml"
   if [ "$rc" -eq 0 ] && grep -Eq "^  step +[0-9.]+ +[0-9.]+ +[-+][0-9.]+%" "$tmp/out" &&

@@ -170,6 +170,14 @@ static void gpu_fact(reader *r, const char *id, const char *val)
     r->nvls_seen = TRUE;
     r->d->nvls = strcmp(val, "1") == 0 || g_ascii_strcasecmp(val, "true") == 0 ||
                  g_ascii_strcasecmp(val, "yes") == 0;
+  } else if ((strcmp(id, "local_gemm_flops") == 0 && r->d->local_gemm_flops == 0) ||
+             (strcmp(id, "local_attn_flops") == 0 && r->d->local_attn_flops == 0)) {
+    gboolean ok;
+    double v = value_with_suffix(val, FALSE, &ok);
+    if (ok && v > 0)
+      *(strcmp(id, "local_gemm_flops") == 0 ? &r->d->local_gemm_flops : &r->d->local_attn_flops) = v;
+  } else if (strcmp(id, "local_gemm_table") == 0 && r->d->local_gemm_table == NULL) {
+    r->d->local_gemm_table = g_strdup(val);
   } else if (strcmp(id, "gpu") == 0 && r->d->gpu_model == NULL) {
     r->d->gpu_model = g_strdup(val);
   } else if (strcmp(id, "gpus_per_node") == 0 && r->gpn_prop == 0) {
@@ -432,6 +440,7 @@ void sp_plat_desc_free(sp_plat_desc *d)
   for (guint i = 0; d->host != NULL && i < d->host->len; i++) g_free(g_array_index(d->host, sp_plat_host, i).gpu);
   if (d->host != NULL) g_array_unref(d->host);
   g_free(d->gpu_model);
+  g_free(d->local_gemm_table);
   g_free(d);
 }
 

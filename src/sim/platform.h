@@ -56,6 +56,9 @@ typedef struct {
   int32_t nodes;           /**< distinct values of the hosts' `node` property (0: none) */
   int32_t host_elems;      /**< `<host>` elements (hosts not from `<cluster>` or `<peer>`) */
   GArray *host;            /**< sp_plat_host per host, in declaration order */
+  double local_gemm_flops; /**< top-zone `local_gemm_flops`: a CPU's measured GEMM rate (spsim platform local; 0: none) */
+  double local_attn_flops; /**< top-zone `local_attn_flops`: its measured attention rate (0: none) */
+  char *local_gemm_table;  /**< top-zone `local_gemm_table`: its measured GEMM table, as written (NULL: none) */
 } sp_plat_desc;
 
 /** The host property names spsim knows, NULL-terminated (see the file comment). */

@@ -310,7 +310,7 @@ sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError
   if (pd == NULL) return NULL;
   sp_whatif_result *res = NULL;
   wi_engine *e = NULL;
-  char *mixed = NULL;
+  char *mixed = NULL, *gemm_table = NULL;
   if (pd->unknown->len > 0) {
     g_autofree char *known = g_strjoinv(", ", (char **)sp_plat_known_props);
     g_ptr_array_add(pd->unknown, NULL);
@@ -332,6 +332,18 @@ sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError
   sp_whatif_platform plat = { .name = xml, .hosts = (int32_t)pd->names->len, .gpus_per_node = gpn, .node_gpus = pd->gpus_per_node,
                               .gpu_model = pd->gpu_model, .speed = pd->speed, .gpu_mem = pd->gpu_mem,
                               .hbm_bw = pd->hbm_bw };
+  /* a platform of this machine (spsim platform local): its measured rates; the GEMM
+   * table's path is relative to the platform's folder */
+  if (pd->local_gemm_flops > 0) {
+    plat.measured_gemm_flops = pd->local_gemm_flops;
+    plat.measured_attn_flops = pd->local_attn_flops;
+    if (pd->local_gemm_table != NULL) {
+      g_autofree char *dir = g_path_get_dirname(xml);
+      gemm_table = g_path_is_absolute(pd->local_gemm_table) ? g_strdup(pd->local_gemm_table)
+                                                            : g_build_filename(dir, pd->local_gemm_table, NULL);
+      plat.measured_gemm_table = gemm_table;
+    }
+  }
   /* the GPUs used: --gpus N takes the first N hosts (a bad N is the what-if's to refuse) */
   int32_t used = o->gpus != SP_WHATIF_UNSET_INT && o->gpus >= 1 && o->gpus <= plat.hosts ? o->gpus : plat.hosts;
   mixed = mixed_cluster(pd, used, &plat);
@@ -352,6 +364,7 @@ sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError
   }
 out:
   g_free(mixed);
+  g_free(gemm_table);
   wi_engine_free(e);
   sp_plat_desc_free(pd);
   return res;

@@ -130,6 +130,10 @@ typedef struct {
   double speed;           /**< host speed in flop/s (>= 1e12: the GPU's peak), 0: unknown */
   double gpu_mem;         /**< GPU memory in bytes, 0: unknown */
   double hbm_bw;          /**< GPU memory bandwidth in bytes/s (host property hbm_bw), 0: unknown */
+  double measured_gemm_flops; /**< a CPU's GEMM rate measured by `spsim platform local` (> 0: the peak, at
+                               efficiency 1), 0: none */
+  double measured_attn_flops; /**< its measured attention rate (> 0: attention at this rate), 0: none */
+  const char *measured_gemm_table; /**< its measured GEMM table (a path), or NULL */
   const char *mixed;      /**< the GPUs used differ: what they are and how they are priced ("mixed cluster:
                                ..."; speed, gpu_mem and hbm_bw are then the slowest and smallest); NULL: alike */
 } sp_whatif_platform;

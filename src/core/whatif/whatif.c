@@ -277,7 +277,10 @@ static gboolean resolve_hw(sp_whatif_result *r, const sp_whatif_opts *o, const s
 {
   sp_step_hw *hw = &r->ctx.hw;
   sp_step_hw_init(hw);
-  if (o->gemm_table && (r->gemm_table = sp_gemm_table_load(o->gemm_table, err)) == NULL) return FALSE;
+  /* a platform of this machine (spsim platform local) brings its measured GEMM table and
+   * rates; the options win */
+  const char *table = o->gemm_table ? o->gemm_table : p->measured_gemm_table;
+  if (table && (r->gemm_table = sp_gemm_table_load(table, err)) == NULL) return FALSE;
   g_autofree char *gpu_lc = p->gpu_model ? g_ascii_strdown(p->gpu_model, -1) : NULL;
   r->peak_src = "default H100 SXM";
   if (gpu_lc && strstr(gpu_lc, "a100") != NULL) {
@@ -295,6 +298,21 @@ static gboolean resolve_hw(sp_whatif_result *r, const sp_whatif_opts *o, const s
     r->peak_src = "B200 default";
   }
   if (p->speed >= 1e12) { hw->gpu.peak_flops = p->speed; r->peak_src = "platform host speed"; }
+  if (p->measured_gemm_flops > 0) {
+    /* a CPU measured by spsim platform local: its GEMMs run at the measured rate (or the
+     * table's), attention at its own measured rate, not a GPU's tiles and waves */
+    hw->gpu.peak_flops = p->measured_gemm_flops;
+    hw->gpu.gemm_eff = 1.0;
+    if (p->measured_attn_flops > 0) {
+      /* as --eff-attn takes it: the forward at the rate, the backward in the same ratio */
+      double a = MIN(1.0, p->measured_attn_flops / p->measured_gemm_flops);
+      hw->gpu.attn_bwd_eff *= a / hw->gpu.attn_fwd_eff;
+      hw->gpu.attn_fwd_eff = a;
+      hw->gpu.attn2_bwd_eff = hw->gpu.attn_bwd_eff;
+      hw->gpu.attn2_fwd_eff = hw->gpu.attn_fwd_eff;
+    }
+    r->peak_src = "measured by spsim platform local";
+  }
   if (o->peak_tflops != SP_WHATIF_UNSET_DBL) { hw->gpu.peak_flops = o->peak_tflops * 1e12; r->peak_src = "--peak-tflops"; }
   /* HBM bandwidth of the element-wise kernels, the optimizer and the GEMM roofline */
   if (p->hbm_bw > 0) hw->gpu.hbm_bw = p->hbm_bw;

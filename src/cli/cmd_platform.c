@@ -1,6 +1,6 @@
 /* spsim platform dgx --nodes N [--gpu h100|a100|h100-hbm2e|b200|gb200|toy] [--gpus-per-node 8] [--charge-local]
  *                    [--nvlink-bw GBPS] [--nic-bw GBPS] [--su-nodes N] [--oversubscription R[,C]]
- *                    [--nvlink-domain G] [--nics-per-node K] [--pod-sus N] [-o FILE]:
+ *                    [--nvlink-domain G] [--nics-per-node K] [--pod-sus N] [--mix KIND:N,...] [-o FILE]:
  * write a calibrated platform XML (stdout by default). */
 #include "config.h"
 #include "cli.h"
@@ -50,10 +50,11 @@ int sp_cmd_platform(int argc, char **argv)
   double oversub = 1.0, core_oversub = 1.0;
   g_autofree char *oversub_s = NULL;
   g_autofree char *nvl_s = NULL, *nic_s = NULL;
-  g_autofree char *gpu = NULL, *out = NULL;
+  g_autofree char *gpu = NULL, *out = NULL, *mix = NULL;
   GOptionEntry entries[] = {
     { "nodes", 'n', 0, G_OPTION_ARG_INT, &nodes, "number of nodes (required, >= 1)", "N" },
     { "gpu", 0, 0, G_OPTION_ARG_STRING, &gpu, "GPU preset: h100 (default), a100, h100-hbm2e (96 GB HBM2e at 2.4 TB/s), b200 (DGX B200), gb200 (GB200 NVL72: trays of 4 GPUs, 72 per NVLink domain), toy", "KIND" },
+    { "mix", 0, 0, G_OPTION_ARG_STRING, &mix, "mixed cluster: nodes of each preset in order, e.g. h100:2,a100:2 (--nodes: absent or their sum; not with --gpu). Each node has its own preset's GPUs, NVLink and NICs; the fabric is shared. Presets must have the same GPUs per node (gb200 cannot be mixed)", "KIND:N,..." },
     { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpn, "GPUs per node (default 8; gb200: 4, a compute tray)", "G" },
     { "charge-local", 0, 0, G_OPTION_ARG_NONE, &charge,
       "add mem_bw (HBM bandwidth) so local steps are charged (off: NCCL fuses reductions)", NULL },
@@ -71,7 +72,8 @@ int sp_cmd_platform(int argc, char **argv)
   g_option_context_set_summary(ctx,
       "Writes DGX-style nodes (NVSwitch inside, one NIC per GPU) in a full-bisection fat tree.\n"
       "Example: spsim platform dgx --nodes 128 > dgx.xml\n"
-      "         spsim platform dgx --gpu gb200 --nodes 144 > nvl72.xml   (8 NVL72 racks)");
+      "         spsim platform dgx --gpu gb200 --nodes 144 > nvl72.xml   (8 NVL72 racks)\n"
+      "         spsim platform dgx --mix h100:2,a100:2 > mixed.xml       (2 DGX H100 + 2 DGX A100)");
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_option_context_set_help_enabled(ctx, TRUE);
   GError *err = NULL;
@@ -87,6 +89,24 @@ int sp_cmd_platform(int argc, char **argv)
   if (strcmp(argv[1], "dgx") != 0)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
                                    "platform: unknown family '%s' (expected dgx)", argv[1]));
+  sp_platform_opts o;
+  sp_platform_opts_init(&o);
+  if (mix != NULL) {
+    if (gpu != NULL)
+      return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
+                                     "platform: --gpu and --mix exclude each other (--mix names every preset)"));
+    if (!sp_platform_mix_parse(mix, &o, &err)) {
+      g_prefix_error(&err, "platform: ");
+      return sp_cli_fail(err);
+    }
+    gint sum = 0;
+    for (int32_t i = 0; i < o.mix_count; i++) sum += o.mix_nodes[i]; /* each <= 65536, at most 6 */
+    if (nodes != G_MININT && nodes != sum)
+      return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
+                                     "platform: --mix %s gives %d node(s) but --nodes is %d: drop --nodes or make it %d",
+                                     mix, sum, nodes, sum));
+    nodes = sum;
+  }
   if (nodes == G_MININT)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
                                    "platform: --nodes N is required (e.g. spsim platform dgx --nodes 128)"));
@@ -94,8 +114,6 @@ int sp_cmd_platform(int argc, char **argv)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
                                    "platform: --nodes must be >= 1 (got %d)", nodes));
 
-  sp_platform_opts o;
-  sp_platform_opts_init(&o);
   o.nodes = nodes;
   o.charge_local = charge;
   double nvl_bw = 0, nic_bw = 0; /* 0: the preset's */

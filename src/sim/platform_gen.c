@@ -98,6 +98,55 @@ void sp_platform_opts_init(sp_platform_opts *opts)
   opts->nics_per_node = 0;
   opts->pod_sus = 0;
   opts->core_oversubscription = 1.0;
+  opts->mix_count = 0;
+}
+
+gboolean sp_platform_mix_parse(const char *s, sp_platform_opts *o, GError **err)
+{
+  g_auto(GStrv) parts = g_strsplit(s != NULL ? s : "", ",", -1);
+  const guint n = g_strv_length(parts);
+  if (n == 0 || (n == 1 && parts[0][0] == '\0')) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--mix: empty list (give KIND:N[,KIND:N...], e.g. h100:2,a100:2)");
+    return FALSE;
+  }
+  if (n > SP_GPU_COUNT) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--mix: %u entries, more than the %d presets (each preset once)", n,
+                (int)SP_GPU_COUNT);
+    return FALSE;
+  }
+  for (guint i = 0; i < n; i++) {
+    char *colon = strchr(parts[i], ':');
+    if (colon == NULL) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--mix: '%s' is not KIND:N (e.g. a100:2)", parts[i]);
+      return FALSE;
+    }
+    *colon = '\0';
+    sp_gpu_kind k;
+    if (!sp_gpu_parse(parts[i], &k, err)) {
+      g_prefix_error(err, "--mix: ");
+      return FALSE;
+    }
+    for (guint j = 0; j < i; j++)
+      if (o->mix_gpu[j] == k) {
+        g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--mix: preset %s given twice (give each preset once with its node count)",
+                    specs[k].key);
+        return FALSE;
+      }
+    const char *c = colon + 1;
+    char *end = NULL;
+    guint64 v = 0;
+    if (*c < '0' || *c > '9' || (v = g_ascii_strtoull(c, &end, 10), *end != '\0') || v < 1 ||
+        v > SP_PLATFORM_MAX_NODES) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--mix: the node count of %s must be a number between 1 and %d (got '%s')",
+                  specs[k].key, SP_PLATFORM_MAX_NODES, c);
+      return FALSE;
+    }
+    o->mix_gpu[i] = k;
+    o->mix_nodes[i] = (int32_t)v;
+  }
+  o->mix_count = (int32_t)n;
+  o->gpu = o->mix_gpu[0];
+  return TRUE;
 }
 
 gboolean sp_gpu_parse(const char *s, sp_gpu_kind *out, GError **err)
@@ -196,8 +245,25 @@ static char *domain_notes(const sp_platform_opts *o, const geom *m)
   return g_string_free(t, FALSE);
 }
 
+/* The header's lines of a mixed cluster: each preset's nodes and constants. */
+static char *mix_notes(const sp_platform_opts *o, const sp_gpu_spec *mspec)
+{
+  GString *t = g_string_new("  * Mixed cluster (--mix): the figures above are node 0's preset's; each node\n"
+                            "    has its own preset's host speed, gpu, gpu_mem, hbm_bw, coll_latency,\n"
+                            "    NVLink ports and NICs (nodeN-nicG and nodeN-rails at its own NIC rate; an\n"
+                            "    SU's uplink carries the sum of its nodes' NICs). The leaf, spine and core\n"
+                            "    (FATPIPE) take the fastest NIC, so only a flow's own NICs bound it; switch\n"
+                            "    and cable latencies are the slowest preset's.\n");
+  char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE], b3[G_ASCII_DTOSTR_BUF_SIZE];
+  for (int32_t i = 0, first = 0; i < o->mix_count; first += o->mix_nodes[i], i++)
+    g_string_append_printf(t, "    nodes %d-%d: %s (%s), %s Tflop/s, NVLink %s GB/s, NIC %s GB/s\n", first,
+                           first + o->mix_nodes[i] - 1, mspec[i].key, mspec[i].model, num(b1, mspec[i].flops / 1e12),
+                           num(b2, mspec[i].nvl_bw / 1e9), num(b3, mspec[i].nic_bw / 1e9));
+  return g_string_free(t, FALSE);
+}
+
 static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, const geom *m,
-                       int32_t n_su, int32_t per, const char *origin)
+                       int32_t n_su, int32_t per, const char *origin, const sp_gpu_spec *mspec)
 {
   /* the options beyond the preset, as given on the command line (none: the text of
    * the preset's platform is unchanged) */
@@ -227,6 +293,16 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
       b4[G_ASCII_DTOSTR_BUF_SIZE], b5[G_ASCII_DTOSTR_BUF_SIZE], b6[G_ASCII_DTOSTR_BUF_SIZE];
   int32_t gpn = o->gpus_per_node;
   g_autofree char *notes = domain_notes(o, m);
+  g_autofree char *mixn = mspec != NULL ? mix_notes(o, mspec) : NULL;
+  g_autofree char *gpuopt = NULL;
+  if (mspec != NULL) {
+    GString *t = g_string_new("--mix ");
+    for (int32_t i = 0; i < o->mix_count; i++)
+      g_string_append_printf(t, "%s%s:%d", i ? "," : "", mspec[i].key, o->mix_nodes[i]);
+    gpuopt = g_string_free(t, FALSE);
+  } else {
+    gpuopt = g_strconcat("--gpu ", g->key, NULL);
+  }
   g_string_append(s, "<?xml version='1.0'?>\n"
                      "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
                      "<platform version=\"4.1\">\n");
@@ -234,7 +310,7 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
     g_string_append_printf(s, "<!--\n  %s\n-->\n", origin);
   g_string_append_printf(s,
       "<!--\n"
-      "  Generated by: spsim platform dgx --nodes %d --gpu %s --gpus-per-node %d%s%s\n"
+      "  Generated by: spsim platform dgx --nodes %d %s --gpus-per-node %d%s%s\n"
       "  %d node(s) x %d %s = %d GPUs (one SimGrid host per GPU), %d scalable unit(s)\n"
       "  of up to %d nodes. Sources of every constant: docs/calibration.md.\n"
       "\n"
@@ -271,14 +347,16 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
       "    [mem_bw,] node (node index), local_rank (GPU index in the node),\n"
       "    coll_latency. Hosts are declared node-major: declaration order = name\n"
       "    order = rank order.\n"
-      "%s%s"
+      "%s%s%s"
       "-->\n",
-      o->nodes, g->key, gpn, o->charge_local ? " --charge-local" : "", extra ? extra : "", o->nodes, gpn, g->model,
+      o->nodes, gpuopt, gpn, o->charge_local ? " --charge-local" : "", extra ? extra : "", o->nodes, gpn,
+      mspec != NULL ? "GPUs of mixed presets (below)" : g->model,
       o->nodes * gpn, n_su, per,
       num(b1, g->flops / 1e12), num(b2, g->nvl_bw / 1e9), num(b3, g->nvl_lat * 1e6), num(b4, g->nic_bw / 1e9),
       num(b5, g->nic_lat * 1e6), bisection, num(b6, g->coll_lat * 1e6),
       g->nvls ? "  * The NVSwitches reduce (NVLink SHARP): top-zone property nvls = 1.\n" : "",
-      o->gpu == SP_GPU_TOY ? "  * Preset toy: round numbers for tests, not a real machine.\n" : "", notes);
+      o->gpu == SP_GPU_TOY ? "  * Preset toy: round numbers for tests, not a real machine.\n" : "", notes,
+      mixn ? mixn : "");
   g_string_append(s, "<config>\n"
                      "  <prop id=\"network/model\" value=\"CM02\"/>\n"
                      "  <prop id=\"network/latency-factor\" value=\"1.0\"/>\n"
@@ -353,7 +431,24 @@ typedef struct {
   const geom *m;
   int32_t zper; /* zones per SU */
   int ws;       /* digits of an SU index */
+  const sp_gpu_spec *const *zg; /* mixed cluster: each zone's preset (NULL: g for all) */
 } su_ctx;
+
+/* The constants of zone @p z's nodes: its own preset's in a mixed cluster. */
+static const sp_gpu_spec *zspec(const su_ctx *c, int32_t z)
+{
+  return c->zg != NULL ? c->zg[z] : c->g;
+}
+
+/* The NICs' sum of zones [first, last): a uniform cluster's product (unchanged text),
+ * a mixed cluster's sum of each node's own NICs. */
+static double nics_sum(const su_ctx *c, int32_t first, int32_t last)
+{
+  if (c->zg == NULL) return c->g->nic_bw * (last - first) * c->m->zone_nics;
+  double sum = 0;
+  for (int32_t z = first; z < last; z++) sum += c->zg[z]->nic_bw * c->m->zone_nics;
+  return sum;
+}
 
 /* The zones [first, last) of SU @p u. */
 static void su_zones(const su_ctx *c, int32_t u, int32_t *first, int32_t *last)
@@ -371,12 +466,11 @@ static void put_su_links(GString *s, const su_ctx *c, int32_t u)
   su_zones(c, u, &first, &last);
   g_autofree char *leaf = g_strdup_printf("su%0*d-leaf", c->ws, u);
   g_string_append_printf(s, "  <!-- scalable unit %d: nodes %d to %d -->\n", u, first, last - 1);
-  for (int32_t n = first; n < last; n++) put_node_links(s, g, c->m, n);
+  for (int32_t n = first; n < last; n++) put_node_links(s, zspec(c, n), c->m, n);
   /* FATPIPE: every flow gets the full bandwidth; only the hop latency counts. */
   put_link(s, "  ", leaf, g->nic_bw * c->zper * c->m->zone_nics, g->leaf_lat, "FATPIPE");
   g_autofree char *up = g_strdup_printf("su%0*d-up", c->ws, u);
-  put_link(s, "  ", up, g->nic_bw * (last - first) * c->m->zone_nics / c->o->oversubscription, g->su_up_lat,
-           "SPLITDUPLEX");
+  put_link(s, "  ", up, nics_sum(c, first, last) / c->o->oversubscription, g->su_up_lat, "SPLITDUPLEX");
 }
 
 /* SU @p u: a star of node zones around its leaf level. The leaf hop is charged on
@@ -389,7 +483,7 @@ static void put_su_zone(GString *s, const su_ctx *c, int32_t u)
   g_autofree char *gw = g_strdup_printf("su%0*d-gw", c->ws, u);
   g_autofree char *leaf = g_strdup_printf("su%0*d-leaf", c->ws, u);
   g_string_append_printf(s, "  <zone id=\"su%0*d\" routing=\"Floyd\">\n", c->ws, u);
-  for (int32_t n = first; n < last; n++) put_node(s, c->o, c->g, c->m, n);
+  for (int32_t n = first; n < last; n++) put_node(s, c->o, zspec(c, n), c->m, n);
   g_string_append_printf(s, "    <zone id=\"%s\" routing=\"None\"><router id=\"%s\"/></zone>\n", leaf, gw);
   for (int32_t n = first; n < last; n++)
     g_string_append_printf(s,
@@ -435,7 +529,7 @@ static void put_pods(GString *s, const su_ctx *c, int32_t n_su)
     g_autofree char *spine = g_strdup_printf("pod%0*d-spine", wp, p);
     g_autofree char *up = g_strdup_printf("pod%0*d-up", wp, p);
     for (int32_t u = su0; u < su1; u++) put_su_links(s, c, u);
-    double pod_bw = g->nic_bw * (zend - z0) * c->m->zone_nics;
+    double pod_bw = nics_sum(c, z0, zend);
     put_link(s, "  ", spine, pod_bw, g->spine_lat, "FATPIPE");
     put_link(s, "  ", up, pod_bw / (c->o->oversubscription * c->o->core_oversubscription), g->su_up_lat,
              "SPLITDUPLEX");
@@ -500,6 +594,58 @@ static gboolean resolve_geom(const sp_platform_opts *o, const sp_gpu_spec *g, ge
   return TRUE;
 }
 
+/* A mixed cluster's presets: known, each once, their nodes summing to --nodes, all of
+ * --gpus-per-node GPUs in one-node NVLink domains (a GB200 tray of 4 GPUs in a 72-GPU
+ * domain has no common zone with an 8-GPU node). Fills @p mspec (each preset's
+ * constants, with the bandwidth overrides) and @p fabric (see the caller). */
+static gboolean check_mix(const sp_platform_opts *o, const sp_gpu_spec *custom, sp_gpu_spec *mspec,
+                          sp_gpu_spec *fabric, GError **err)
+{
+  if (custom != NULL || o->mix_count > SP_GPU_COUNT || o->nvlink_domain > 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--mix: %s",
+                custom != NULL ? "calibrated constants apply to one preset: mix presets only"
+                : o->nvlink_domain > 0 ? "--nvlink-domain cannot be combined with a mixed cluster (one-node domains only)"
+                : "more entries than presets");
+    return FALSE;
+  }
+  int64_t sum = 0;
+  for (int32_t i = 0; i < o->mix_count; i++) {
+    const sp_gpu_spec *p = sp_gpu_spec_get(o->mix_gpu[i]);
+    if (p == NULL || o->mix_nodes[i] < 1) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--mix: entry %d is not a known preset with >= 1 node", i + 1);
+      return FALSE;
+    }
+    const sp_gpu_spec *p0 = sp_gpu_spec_get(o->mix_gpu[0]);
+    if (p->node_gpus != p0->node_gpus || p->nvl_domain > 0) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                  "--mix: %s has %d GPUs per node%s, %s %d: mix presets with the same node size and one-node "
+                  "NVLink domains (gb200 cannot be mixed)",
+                  p->key, p->node_gpus, p->nvl_domain > 0 ? " in a multi-node NVLink domain" : "", p0->key,
+                  p0->node_gpus);
+      return FALSE;
+    }
+    sum += o->mix_nodes[i];
+    mspec[i] = *p;
+    if (o->nvl_bw > 0) mspec[i].nvl_bw = o->nvl_bw;
+    if (o->nic_bw > 0) mspec[i].nic_bw = o->nic_bw;
+    if (i == 0) {
+      *fabric = mspec[0];
+      continue;
+    }
+    fabric->leaf_lat = MAX(fabric->leaf_lat, p->leaf_lat);
+    fabric->spine_lat = MAX(fabric->spine_lat, p->spine_lat);
+    fabric->su_up_lat = MAX(fabric->su_up_lat, p->su_up_lat);
+    fabric->nic_bw = MAX(fabric->nic_bw, mspec[i].nic_bw);
+    fabric->nvls = fabric->nvls && p->nvls;
+  }
+  if (sum != o->nodes) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--mix gives %" G_GINT64_FORMAT " node(s) but --nodes is %d: "
+                "drop --nodes or make it the sum", sum, o->nodes);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 char *sp_platform_dgx_xml(const sp_platform_opts *o, GError **err)
 {
   return sp_platform_dgx_xml_spec(o, NULL, NULL, err);
@@ -558,15 +704,26 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
   sp_gpu_spec spec = *base;
   if (o->nvl_bw > 0) spec.nvl_bw = o->nvl_bw;
   if (o->nic_bw > 0) spec.nic_bw = o->nic_bw;
+  /* a mixed cluster: each preset's constants (with the overrides), and the fabric's in
+   * spec: the slowest switch and cable latencies, the fastest NIC (the FATPIPE leaf,
+   * spine and core never bound a flow below its own NIC), nvls only if every preset's */
+  sp_gpu_spec mspec[SP_GPU_COUNT];
+  if (o->mix_count > 0 && !check_mix(o, custom, mspec, &spec, err)) return NULL;
   const sp_gpu_spec *g = &spec;
   geom m;
   int32_t per; /* nodes per SU */
   if (!resolve_geom(o, g, &m, &per, err)) return NULL;
+  g_autofree const sp_gpu_spec **zg = NULL;
+  if (o->mix_count > 0) {
+    zg = g_new(const sp_gpu_spec *, m.zones);
+    for (int32_t i = 0, z = 0; i < o->mix_count; i++)
+      for (int32_t k = 0; k < o->mix_nodes[i]; k++) zg[z++] = &mspec[i];
+  }
   const int32_t n_su = (o->nodes + per - 1) / per;
   const int32_t zper = per / m.nodes_per_zone; /* zones per SU */
   const int ws = digits(n_su > 1 ? n_su - 1 : 0);
   GString *s = g_string_sized_new((gsize)o->nodes * (gsize)o->gpus_per_node * 700u + 4096u);
-  put_header(s, o, g, &m, n_su, per, origin);
+  put_header(s, o, g, &m, n_su, per, origin, o->mix_count > 0 ? mspec : NULL);
 
   /* Every link is declared in the top zone, just before the zone that uses it:
    * SimGrid 3.32 looks a link name up from the top zone down, through every zone
@@ -576,7 +733,7 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
   g_string_append_printf(s, "  <prop id=\"gpus_per_node\" value=\"%d\"/>\n", m.zone_gpus);
   if (g->nvls)
     g_string_append(s, "  <prop id=\"nvls\" value=\"1\"/>\n");
-  su_ctx c = { .o = o, .g = g, .m = &m, .zper = zper, .ws = ws };
+  su_ctx c = { .o = o, .g = g, .m = &m, .zper = zper, .ws = ws, .zg = (const sp_gpu_spec *const *)zg };
   if (o->pod_sus > 0) {
     put_pods(s, &c, n_su);
   } else {

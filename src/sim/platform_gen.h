@@ -121,6 +121,9 @@ typedef struct {
   double core_oversubscription; /**< spine-to-core oversubscription of a pod's uplink (>= 1; > 1
                                      needs pod_sus): it carries the pod's NICs' sum divided by
                                      oversubscription x this */
+  int32_t mix_count;      /**< presets of a mixed cluster (0: every node is @c gpu's) */
+  sp_gpu_kind mix_gpu[SP_GPU_COUNT]; /**< mixed cluster: the presets, in node order */
+  int32_t mix_nodes[SP_GPU_COUNT];   /**< mixed cluster: nodes of each preset (their sum = nodes) */
 } sp_platform_opts;
 
 /** Defaults: 1 node of 8 H100. */
@@ -128,6 +131,14 @@ void sp_platform_opts_init(sp_platform_opts *opts);
 
 /** Parse a preset name ("h100", "a100", "h100-hbm2e", "b200", "gb200", "toy", case-insensitive). */
 gboolean sp_gpu_parse(const char *s, sp_gpu_kind *out, GError **err);
+
+/**
+ * Parse a mixed cluster "KIND:N[,KIND:N...]" (e.g. "h100:2,a100:2": nodes of each preset,
+ * in order) into @p opts (mix_count, mix_gpu, mix_nodes; gpu = the first preset). Fails
+ * with SP_ERROR_INVALID on an empty list, an unknown or repeated preset, or a count that
+ * is not a number >= 1.
+ */
+gboolean sp_platform_mix_parse(const char *s, sp_platform_opts *opts, GError **err);
 
 /** The constants of @p kind (static storage), NULL when out of range. */
 const sp_gpu_spec *sp_gpu_spec_get(sp_gpu_kind kind);

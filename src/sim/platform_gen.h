@@ -43,7 +43,10 @@
  * and rank by the engine: NCCL's base latency, see sim.h); with charge_local
  * also "mem_bw" (= hbm_bw), which makes
  * the engine charge local steps. The top zone carries "gpus_per_node", and "nvls"
- * = 1 for presets whose NVSwitches reduce (H100). The network model is set in the file's <config>: CM02 with
+ * = 1 for presets whose NVSwitches reduce (H100). Mixed clusters (sp_platform_opts.mix_count
+ * > 0): each node's hosts, NVLink ports and NICs are its own preset's; uplinks carry the sum
+ * of their nodes' NICs, FATPIPE levels the fastest NIC, switch latencies the slowest preset's;
+ * nvls only when every preset has it. The network model is set in the file's <config>: CM02 with
  * unit factors and no TCP window bound, so an uncontended message of S bytes
  * takes exactly (sum of route latencies) + S / (bottleneck bandwidth).
  */

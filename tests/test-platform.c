@@ -256,6 +256,47 @@ static void test_bad(void)
   g_assert_cmpint(k, ==, SP_GPU_A100);
 }
 
+/* --mix lists: the parse, then the generator's own checks (sum against nodes, node sizes). */
+static void test_mix(void)
+{
+  sp_platform_opts o;
+  sp_platform_opts_init(&o);
+  GError *err = NULL;
+  g_assert_true(sp_platform_mix_parse("H100:2,a100:3", &o, &err));
+  g_assert_no_error(err);
+  g_assert_cmpint(o.mix_count, ==, 2);
+  g_assert_cmpint(o.mix_gpu[0], ==, SP_GPU_H100);
+  g_assert_cmpint(o.mix_gpu[1], ==, SP_GPU_A100);
+  g_assert_cmpint(o.mix_nodes[0], ==, 2);
+  g_assert_cmpint(o.mix_nodes[1], ==, 3);
+  g_assert_cmpint(o.gpu, ==, SP_GPU_H100);
+  o.nodes = 4; /* 2 + 3 = 5 */
+  g_assert_null(sp_platform_dgx_xml(&o, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_clear_error(&err);
+  o.nodes = 5;
+  char *xml = sp_platform_dgx_xml(&o, &err);
+  g_assert_no_error(err);
+  g_assert_nonnull(strstr(xml, "<host id=\"node001-gpu7\" speed=\"989.4Tf\">"));
+  g_assert_nonnull(strstr(xml, "<host id=\"node002-gpu0\" speed=\"312Tf\">"));
+  g_assert_null(strstr(xml, "id=\"nvls\"")); /* the A100's NVSwitches do not reduce */
+  g_free(xml);
+  const char *bad[] = { "", "a100", "a100:0", "a100:1x", "a100:+1", "v100:1", "a100:1,A100:2", "a100:1,", NULL };
+  for (int i = 0; bad[i] != NULL; i++) {
+    sp_platform_opts b;
+    sp_platform_opts_init(&b);
+    g_assert_false(sp_platform_mix_parse(bad[i], &b, &err));
+    g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+    g_clear_error(&err);
+  }
+  sp_platform_opts_init(&o);
+  g_assert_true(sp_platform_mix_parse("h100:1,gb200:18", &o, NULL));
+  o.nodes = 19;
+  g_assert_null(sp_platform_dgx_xml(&o, &err)); /* 4-GPU trays in a 72-GPU domain */
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_clear_error(&err);
+}
+
 static char *srcdir_file(const char *rel)
 {
   const char *top = g_getenv("SPSIM_SRCDIR");
@@ -567,6 +608,7 @@ int main(int argc, char **argv)
   g_test_add_func("/platform/channels-closed-form", test_channels_closed_form);
   g_test_add_func("/platform/large", test_large);
   g_test_add_func("/platform/bad", test_bad);
+  g_test_add_func("/platform/mix", test_mix);
   g_test_add_func("/platform/cluster-gpus-per-node", test_cluster_gpus_per_node);
   g_test_add_func("/platform/reader-links-nodes", test_reader_links_nodes);
   g_test_add_func("/platform/shipped", test_shipped);

@@ -52,7 +52,7 @@ int sp_cmd_platform(int argc, char **argv)
   g_autofree char *nvl_s = NULL, *nic_s = NULL;
   g_autofree char *gpu = NULL, *out = NULL, *mix = NULL;
   GOptionEntry entries[] = {
-    { "nodes", 'n', 0, G_OPTION_ARG_INT, &nodes, "number of nodes (required, >= 1)", "N" },
+    { "nodes", 'n', 0, G_OPTION_ARG_INT, &nodes, "number of nodes (required without --mix, >= 1)", "N" },
     { "gpu", 0, 0, G_OPTION_ARG_STRING, &gpu, "GPU preset: h100 (default), a100, h100-hbm2e (96 GB HBM2e at 2.4 TB/s), b200 (DGX B200), gb200 (GB200 NVL72: trays of 4 GPUs, 72 per NVLink domain), toy", "KIND" },
     { "mix", 0, 0, G_OPTION_ARG_STRING, &mix, "mixed cluster: nodes of each preset in order, e.g. h100:2,a100:2 (--nodes: absent or their sum; not with --gpu). Each node has its own preset's GPUs, NVLink and NICs; the fabric is shared. Presets must have the same GPUs per node (gb200 cannot be mixed)", "KIND:N,..." },
     { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpn, "GPUs per node (default 8; gb200: 4, a compute tray)", "G" },

@@ -57,7 +57,8 @@
  * NICs, a GPU up to 2 S over NVLink: algorithm bandwidth about min(B_nvl, ppn x
  * B_nic) / 2; on 2 nodes the network carries half of that). AUTO therefore
  * picks TREE where NCCL's model does (small and medium all-reduces across nodes,
- * large ones on many nodes). NCCL's CollNet, NVLS-Tree and PAT are not modelled.
+ * large ones on many nodes). NCCL's CollNet and NVLS-Tree are not modelled; PAT is
+ * (all-gather and reduce-scatter, one GPU per node, Simple).
  *
  * ## Protocols as cost (sp_tune_cost_of)
  * The platform's constants are Simple's: `coll_latency` is NCCL's Simple base

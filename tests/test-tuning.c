@@ -293,7 +293,8 @@ static void test_cost(void)
  * the tree's network Simple latency 14 at one GPU per node. 48 GB/s NIC per node. */
 static void test_pat(void)
 {
-  sp_tune_topo t4 = { .nranks = 4, .nnodes = 4, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48 };
+  sp_tune_topo t4 = { .nranks = 4, .nnodes = 4, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48,
+                      .pat_nodes = TRUE };
   sp_tune_table tab;
   sp_tune_model(&t4, SP_COLL_ALL_GATHER, &tab);
   assert_rel(tab.bw[SP_ALGO_PAT][SP_PROTO_SIMPLE], 48 * 0.75, 1e-12);
@@ -303,7 +304,8 @@ static void test_pat(void)
   sp_tune_model(&t4, SP_COLL_ALL_REDUCE, &tab);
   g_assert_cmpfloat(tab.bw[SP_ALGO_PAT][SP_PROTO_SIMPLE], ==, 0.0);
   /* 16 ranks on 2 nodes: NCCL disables PAT */
-  sp_tune_topo t2 = { .nranks = 16, .nnodes = 2, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48 };
+  sp_tune_topo t2 = { .nranks = 16, .nnodes = 2, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48,
+                      .pat_nodes = TRUE };
   sp_tune_model(&t2, SP_COLL_ALL_GATHER, &tab);
   g_assert_cmpfloat(tab.bw[SP_ALGO_PAT][SP_PROTO_SIMPLE], ==, 0.0);
 
@@ -322,7 +324,8 @@ static void test_pat(void)
   g_assert_cmpint(a, ==, SP_ALGO_RING);
   g_assert_cmpint(p, ==, SP_PROTO_LL);
   /* 16 nodes, 8 bytes: PAT 8 + 4 x 4 + 16 x 2.8 = 68.8 against ring LL 6.6 + 15 x 5 = 81.6 */
-  sp_tune_topo t16 = { .nranks = 16, .nnodes = 16, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48 };
+  sp_tune_topo t16 = { .nranks = 16, .nnodes = 16, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48,
+                       .pat_nodes = TRUE };
   g_assert_true(sp_tune_choose(&t16, SP_COLL_REDUCE_SCATTER, 8, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
   g_assert_cmpint(a, ==, SP_ALGO_PAT);
   assert_rel(us, 68.8 + 8 / 36000.0, 1e-9);
@@ -330,6 +333,11 @@ static void test_pat(void)
   g_assert_true(sp_tune_choose(&t16, SP_COLL_ALL_GATHER, 1024 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, NULL, NULL));
   g_assert_cmpint(a, ==, SP_ALGO_RING);
   g_assert_cmpint(p, ==, SP_PROTO_SIMPLE);
+  /* one GPU per node of the group on a platform of multi-GPU nodes: spsim keeps PAT off */
+  sp_tune_topo t16m = t16;
+  t16m.pat_nodes = FALSE;
+  sp_tune_model(&t16m, SP_COLL_ALL_GATHER, &tab);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_PAT][SP_PROTO_SIMPLE], ==, 0.0);
   /* 8 GPUs per node: never PAT */
   g_assert_true(sp_tune_choose(&t2, SP_COLL_ALL_GATHER, MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, NULL, NULL));
   g_assert_cmpint(a, !=, SP_ALGO_PAT);

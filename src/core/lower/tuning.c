@@ -197,8 +197,10 @@ void sp_tune_model(const sp_tune_topo *t, sp_coll coll, sp_tune_table *out)
       continue;
     if (a == NA_PAT && !agrs)
       continue;
-    /* ncclPatEnable (tuning.cc): "PAT only supports 1 GPU per node" */
-    if (a == NA_PAT && nodes != n)
+    /* ncclPatEnable (tuning.cc): "PAT only supports 1 GPU per node"; spsim also asks
+     * the platform's nodes to hold one GPU (pat_nodes), so groups of one GPU per node on
+     * multi-GPU nodes keep the ring as before */
+    if (a == NA_PAT && (nodes != n || !t->pat_nodes))
       continue;
     for (int p = 0; p < NP_COUNT; p++) {
       if ((a == NA_NVLS || a == NA_PAT) && p != NP_SIMPLE)

@@ -119,6 +119,9 @@ typedef struct {
   double bw_nic;       /**< GB/s: a GPU's network bandwidth per direction (0: one node) */
   int32_t channels;    /**< NCCL's channels (0: #SP_TUNE_CHANNELS) */
   gboolean nvls;       /**< the NVSwitch can reduce (platform property nvls = 1) */
+  gboolean pat_nodes;  /**< every node of the platform holds one GPU: spsim's condition for
+                            PAT, stricter than NCCL's (one GPU per node of the communicator,
+                            which a data-parallel group across 8-GPU nodes also meets) */
 } sp_tune_topo;
 
 /** The model's table for one collective: NCCL's comm->latencies / bandwidths. */

@@ -11,7 +11,7 @@
  * TREE's all-gather / reduce-scatter (lower_tree.c), so the reduction order of a
  * reduce-scatter is TREE's (PLAN_HALVING in reference.c). What differs from TREE
  * is the tuning: `auto` picks PAT with NCCL's constants where NCCL would (one GPU
- * per node, Simple protocol; tuning.c). */
+ * per node, Simple protocol; tuning.c), on platforms whose nodes hold one GPU. */
 #include "config.h"
 
 #include "coll_priv.h"

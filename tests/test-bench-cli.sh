@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..62"
+echo "1..65"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -270,3 +270,18 @@ if "$bin" bench "$tmp/toy4.xml" --coll all-reduce --ranks 4 --algo tree --proto 
    && rows "$tmp/tree.json" | awk '{ exit !($3 >= 4.75 && $3 <= 5.0) }'
 then ok "tree all-reduce on 4 nodes within its closed-form bounds (B/2, pipeline fill)"
 else nok "tree closed form: $(cat "$tmp/err") $(rows "$tmp/tree.json")"; fi
+# 63-64: PAT, closed form. 4 nodes of one toy GPU (NIC 10 GB/s, 5 us each side, 1 us
+# leaf: 11 us a message), 1 GiB: recursive doubling moves S/4 then S/2 over every NIC
+# (partners 1^1, 1^2, ... never share a NIC), so t = 10 us (coll_latency) + 2 x 11 us +
+# 3/4 x 2^30 / 10e9 s = 80562.64 us; recursive halving (reduce-scatter) the same
+for c in all-gather reduce-scatter; do
+  if "$bin" bench "$tmp/toy4.xml" --coll $c --ranks 4 --algo pat --sizes 1G --json >"$tmp/pat.json" 2>"$tmp/err" \
+     && closed "$tmp/pat.json" 80562.64
+  then ok "pat $c on 4 nodes = L + 2 steps + 3/4 S/B"; else nok "pat $c: $(cat "$tmp/err") $(rows "$tmp/pat.json")"; fi
+done
+# 65: NCCL's tuning picks PAT at one GPU per node (16 nodes, 64 KiB: PAT 68.8 us of latency
+# against ring LL's 81.6, tests/test-tuning.c) and the table says so
+"$bin" platform dgx --nodes 16 --gpus-per-node 1 --gpu toy -o "$tmp/toy16.xml" 2>"$tmp/err"
+if "$bin" bench "$tmp/toy16.xml" --coll all-gather --ranks 16 --sizes 64K >"$tmp/pat.txt" 2>"$tmp/err" \
+   && grep -Eq "^ +65536 .* pat +Simple " "$tmp/pat.txt"
+then ok "auto picks pat at one GPU per node"; else nok "auto pat: $(cat "$tmp/err" "$tmp/pat.txt")"; fi

@@ -586,6 +586,117 @@ static void test_steps_fields(void)
   sp_case_free(c);
 }
 
+/* ------------------------------------------------------------ PAT */
+
+typedef struct {
+  sp_step_kind kind;
+  uint32_t phase;
+  int32_t peer;
+  uint64_t off; /* SEND: source offset; RECV: destination offset */
+  uint64_t bytes;
+} xfer;
+
+/* the sends and receives of @rank in a PAT lowering of 4-byte elements */
+static guint pat_xfers(sp_coll coll, int32_t n, uint64_t count, int32_t rank, xfer *out, guint max)
+{
+  int32_t *ranks = sp_group_range(0, 1, n);
+  sp_coll_spec s = { .coll = coll, .algo = SP_ALGO_PAT, .dtype = SP_F32, .redop = SP_RED_SUM,
+                     .ranks = ranks, .n = n, .count = count };
+  GError *err = NULL;
+  sp_case *c = sp_case_new_coll_rank(&s, n, rank, FALSE, &err);
+  g_assert_no_error(err);
+  const sp_program *p = sp_case_program(c, rank);
+  guint k = 0;
+  for (guint i = 0; i < sp_program_len(p); i++) {
+    const sp_step *st = sp_program_step(p, i);
+    if (st->kind != SP_STEP_SEND && st->kind != SP_STEP_RECV)
+      continue;
+    g_assert_cmpuint(k, <, max);
+    out[k++] = (xfer){ st->kind, st->phase, st->peer,
+                       st->kind == SP_STEP_SEND ? st->src.off : st->dst.off, st->bytes };
+  }
+  sp_case_free(c);
+  g_free(ranks);
+  return k;
+}
+
+/* PAT on 4 ranks, by hand (block = count x 4 bytes = 40 B; log2 4 = 2 steps):
+ * all-gather, rank 1: step 1 swaps single blocks with rank 1^1 = 0 (sends block
+ * 1, gets block 0), step 2 swaps pairs with rank 1^2 = 3 (sends blocks 0-1, gets
+ * blocks 2-3). Reduce-scatter, rank 1: step 1 halves with rank 3 (sends the
+ * partial sums of blocks 2-3, keeps 0-1), step 2 with rank 0 (sends block 0,
+ * keeps block 1, its own). */
+static void test_pat_schedule(void)
+{
+  const uint64_t B = 40;
+  xfer x[8];
+  guint k = pat_xfers(SP_COLL_ALL_GATHER, 4, 10, 1, x, 8);
+  g_assert_cmpuint(k, ==, 4);
+  const xfer ag[] = { { SP_STEP_SEND, 1, 0, 1 * B, B }, { SP_STEP_RECV, 1, 0, 0, B },
+                      { SP_STEP_SEND, 2, 3, 0, 2 * B }, { SP_STEP_RECV, 2, 3, 2 * B, 2 * B } };
+  for (guint i = 0; i < k; i++) {
+    g_assert_cmpint(x[i].kind, ==, ag[i].kind);
+    g_assert_cmpuint(x[i].phase, ==, ag[i].phase);
+    g_assert_cmpint(x[i].peer, ==, ag[i].peer);
+    g_assert_cmpuint(x[i].off, ==, ag[i].off);
+    g_assert_cmpuint(x[i].bytes, ==, ag[i].bytes);
+  }
+  k = pat_xfers(SP_COLL_REDUCE_SCATTER, 4, 10, 1, x, 8);
+  g_assert_cmpuint(k, ==, 4);
+  const xfer rs[] = { { SP_STEP_SEND, 1, 3, 2 * B, 2 * B }, { SP_STEP_RECV, 1, 3, 0, 2 * B },
+                      { SP_STEP_SEND, 2, 0, 0, B }, { SP_STEP_RECV, 2, 0, 1 * B, B } };
+  for (guint i = 0; i < k; i++) {
+    g_assert_cmpint(x[i].kind, ==, rs[i].kind);
+    g_assert_cmpuint(x[i].phase, ==, rs[i].phase);
+    g_assert_cmpint(x[i].peer, ==, rs[i].peer);
+    g_assert_cmpuint(x[i].off, ==, rs[i].off);
+    g_assert_cmpuint(x[i].bytes, ==, rs[i].bytes);
+  }
+  /* log2 n exchanges at a power of two n, each member sends (n - 1) blocks in all */
+  for (int32_t n = 2; n <= 16; n *= 2) {
+    int32_t lg = 0;
+    while ((1 << lg) < n)
+      lg++;
+    for (int32_t r = 0; r < n; r++) {
+      shape ag2 = lower_shape(SP_COLL_ALL_GATHER, SP_ALGO_PAT, n, 10, 0, r);
+      shape rs2 = lower_shape(SP_COLL_REDUCE_SCATTER, SP_ALGO_PAT, n, 10, 0, r);
+      g_assert_cmpuint(ag2.sends, ==, (guint)lg);
+      g_assert_cmpuint(rs2.sends, ==, (guint)lg);
+      g_assert_cmpuint(ag2.sent, ==, (uint64_t)(n - 1) * B);
+      g_assert_cmpuint(rs2.sent, ==, (uint64_t)(n - 1) * B);
+    }
+  }
+}
+
+/* PAT verifies against the reference for every group size 1..16, every dtype and
+ * operator; other collectives are refused */
+static void test_pat_data(void)
+{
+  const sp_coll colls[] = { SP_COLL_ALL_GATHER, SP_COLL_REDUCE_SCATTER };
+  const sp_dtype dts[] = { SP_F32, SP_BF16, SP_I32 };
+  const sp_redop ops[] = { SP_RED_SUM, SP_RED_AVG, SP_RED_MAX, SP_RED_MIN };
+  for (int32_t n = 1; n <= 16; n++)
+    for (guint c = 0; c < G_N_ELEMENTS(colls); c++)
+      for (guint d = 0; d < G_N_ELEMENTS(dts); d++) {
+        if (dts[d] == SP_I32 && ops[(n + d) % 4] == SP_RED_AVG)
+          continue;
+        int32_t *ranks = sp_group_range(0, 1, n);
+        sp_coll_spec s = { .coll = colls[c], .algo = SP_ALGO_PAT, .dtype = dts[d],
+                           .redop = ops[(n + d) % 4], .ranks = ranks, .n = n, .count = 7 };
+        run_case(&s, n);
+        g_free(ranks);
+      }
+  int32_t *ranks = sp_group_range(0, 1, 4);
+  sp_coll_spec s = { .coll = SP_COLL_ALL_REDUCE, .algo = SP_ALGO_PAT, .dtype = SP_F32,
+                     .redop = SP_RED_SUM, .ranks = ranks, .n = 4, .count = 8 };
+  GError *err = NULL;
+  g_assert_null(sp_case_new_coll(&s, 4, TRUE, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED);
+  g_assert_nonnull(strstr(err->message, "all-gather and reduce-scatter only"));
+  g_clear_error(&err);
+  g_free(ranks);
+}
+
 /* ------------------------------------------------------------ verify cases */
 
 static void test_case_checksums(void)
@@ -1047,6 +1158,8 @@ int main(int argc, char **argv)
   g_test_add_func("/coll/hand-orders", test_hand_orders);
   g_test_add_func("/coll/ring-shape", test_ring_shape);
   g_test_add_func("/coll/dbtree-shape", test_dbtree_shape);
+  g_test_add_func("/coll/pat-schedule", test_pat_schedule);
+  g_test_add_func("/coll/pat-data", test_pat_data);
   g_test_add_func("/coll/step-fields", test_steps_fields);
   g_test_add_func("/coll/case-checksums", test_case_checksums);
   g_test_add_func("/coll/in-place", test_in_place);

@@ -287,6 +287,68 @@ static void test_cost(void)
   assert_rel(c.lat_inter, 5.0 / 14, 1e-12);
 }
 
+/* PAT (NCCL 2.23+), one GPU per node (ncclPatEnable), Simple only, all-gather and
+ * reduce-scatter only: busBw = graph bw x 0.75, no bus -> algorithm conversion;
+ * latency = baseLat 8.0 + log2i(nNodes) x (interLat / 3.5) + nRanks x 2.8, interLat =
+ * the tree's network Simple latency 14 at one GPU per node. 48 GB/s NIC per node. */
+static void test_pat(void)
+{
+  sp_tune_topo t4 = { .nranks = 4, .nnodes = 4, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48,
+                      .pat_nodes = TRUE };
+  sp_tune_table tab;
+  sp_tune_model(&t4, SP_COLL_ALL_GATHER, &tab);
+  assert_rel(tab.bw[SP_ALGO_PAT][SP_PROTO_SIMPLE], 48 * 0.75, 1e-12);
+  assert_rel(tab.lat_us[SP_ALGO_PAT][SP_PROTO_SIMPLE], 8.0 + 2 * 14 / 3.5 + 4 * 2.8, 1e-12);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_PAT][SP_PROTO_LL], ==, 0.0);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_PAT][SP_PROTO_LL128], ==, 0.0);
+  sp_tune_model(&t4, SP_COLL_ALL_REDUCE, &tab);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_PAT][SP_PROTO_SIMPLE], ==, 0.0);
+  /* 16 ranks on 2 nodes: NCCL disables PAT */
+  sp_tune_topo t2 = { .nranks = 16, .nnodes = 2, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48,
+                      .pat_nodes = TRUE };
+  sp_tune_model(&t2, SP_COLL_ALL_GATHER, &tab);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_PAT][SP_PROTO_SIMPLE], ==, 0.0);
+
+  /* 4 nodes, 1 MiB: PAT 27.2 + 1048576/36000 = 56.33 us against ring LL (6.6 + 3 x 5)
+   * + 1048576/(20.4 x 4/3 x 1000) = 60.15, LL128 (14 + 3 x 8.5) + 1048576/(44.16 x 4/3 x
+   * 1000) = 57.31, Simple (8.4 + 3 x 14) + 1048576/64000 = 66.78 */
+  sp_algo a;
+  sp_proto p;
+  double us;
+  g_assert_true(sp_tune_choose(&t4, SP_COLL_ALL_GATHER, MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_PAT);
+  g_assert_cmpint(p, ==, SP_PROTO_SIMPLE);
+  assert_rel(us, 27.2 + 1048576.0 / 36000, 1e-9);
+  /* 8 bytes: ring LL's 21.6 us beats PAT's 27.2 */
+  g_assert_true(sp_tune_choose(&t4, SP_COLL_REDUCE_SCATTER, 8, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_RING);
+  g_assert_cmpint(p, ==, SP_PROTO_LL);
+  /* 16 nodes, 8 bytes: PAT 8 + 4 x 4 + 16 x 2.8 = 68.8 against ring LL 6.6 + 15 x 5 = 81.6 */
+  sp_tune_topo t16 = { .nranks = 16, .nnodes = 16, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48,
+                       .pat_nodes = TRUE };
+  g_assert_true(sp_tune_choose(&t16, SP_COLL_REDUCE_SCATTER, 8, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_PAT);
+  assert_rel(us, 68.8 + 8 / 36000.0, 1e-9);
+  /* 1 GiB: ring Simple's 51.2 GB/s beats PAT's 36 */
+  g_assert_true(sp_tune_choose(&t16, SP_COLL_ALL_GATHER, 1024 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, NULL, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_RING);
+  g_assert_cmpint(p, ==, SP_PROTO_SIMPLE);
+  /* one GPU per node of the group on a platform of multi-GPU nodes: spsim keeps PAT off */
+  sp_tune_topo t16m = t16;
+  t16m.pat_nodes = FALSE;
+  sp_tune_model(&t16m, SP_COLL_ALL_GATHER, &tab);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_PAT][SP_PROTO_SIMPLE], ==, 0.0);
+  /* 8 GPUs per node: never PAT */
+  g_assert_true(sp_tune_choose(&t2, SP_COLL_ALL_GATHER, MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, NULL, NULL));
+  g_assert_cmpint(a, !=, SP_ALGO_PAT);
+  /* forced PAT with another protocol */
+  GError *err = NULL;
+  g_assert_false(sp_tune_choose(&t4, SP_COLL_ALL_GATHER, MIB, TRUE, SP_ALGO_PAT, SP_PROTO_LL, &a, &p, NULL, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED);
+  g_assert_nonnull(strstr(err->message, "Simple protocol only"));
+  g_clear_error(&err);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -297,5 +359,6 @@ int main(int argc, char **argv)
   g_test_add_func("/tuning/p2p", test_p2p);
   g_test_add_func("/tuning/errors", test_errors);
   g_test_add_func("/tuning/cost", test_cost);
+  g_test_add_func("/tuning/pat", test_pat);
   return g_test_run();
 }

@@ -25,7 +25,7 @@ expect_fail() {
   else nok "$desc: $(cat "$tmp/err")"; fi
 }
 
-echo "1..48"
+echo "1..51"
 for op in all-reduce all-gather reduce-scatter all-to-all broadcast reduce send-recv; do
   if "$bin" verify "$P" --op $op --ranks 8 --dtype bf16 --count 100 >"$tmp/out" 2>"$tmp/err" &&
      grep -q "^PASS op=$op ranks=8 dtype=bf16 algo=[a-z]* bytes=[0-9]* simulated_time_us=[0-9.]*$" "$tmp/out"
@@ -144,3 +144,14 @@ for cfg in "8 4 4" "6 3 3" "7 2 7"; do
   then ok "ring all-reduce, $1 ranks, $2 channels, block $3"; else nok "channels $cfg: $(cat "$tmp/out" "$tmp/err")"; fi
 done
 expect_fail "too many channels" "at most 64" verify "$P" --op all-reduce --ranks 8 --algo ring --channels 100
+# PAT (all-gather and reduce-scatter): every group size 2..16, one GPU per node
+"$bin" platform dgx --nodes 16 --gpus-per-node 1 --gpu toy -o "$tmp/toy16.xml" 2>"$tmp/err"
+for op in all-gather reduce-scatter; do
+  bad=""
+  for r in 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do
+    "$bin" verify "$tmp/toy16.xml" --op $op --algo pat --ranks $r --count 37 >"$tmp/out" 2>"$tmp/err" \
+      && grep -q "^PASS op=$op ranks=$r .*algo=pat" "$tmp/out" || bad="$bad $r"
+  done
+  if [ -z "$bad" ]; then ok "pat $op verifies on 2..16 ranks"; else nok "pat $op fails on:$bad $(cat "$tmp/err")"; fi
+done
+expect_fail "pat all-reduce refused" "all-reduce has no pat algorithm" verify "$tmp/toy16.xml" --op all-reduce --algo pat --ranks 4

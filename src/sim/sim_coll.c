@@ -361,6 +361,11 @@ void sp_sim_tune_topo(const sp_coll_spec *spec, sp_tune_topo *t)
   }
   t->nnodes = MAX(1, (int32_t)g_hash_table_size(nodes));
   g_hash_table_unref(nodes);
+  /* PAT (tuning.h): only on platforms whose nodes hold one GPU each */
+  t->pat_nodes = TRUE;
+  for (int32_t h = 1; h < g_sim.nhosts && t->pat_nodes; h++)
+    if (g_sim.node[h] == g_sim.node[h - 1])
+      t->pat_nodes = FALSE;
   /* NVLink: to another GPU of the node (of the group, else of the platform) */
   for (int32_t h = 0; same < 0 && h < g_sim.nhosts; h++)
     if (h != h0 && g_sim.node[h] == g_sim.node[h0])

@@ -29,7 +29,7 @@ static const struct {
 
 static const char *const algo_names[SP_ALGO_COUNT] = {
   [SP_ALGO_AUTO] = "auto", [SP_ALGO_RING] = "ring", [SP_ALGO_DIRECT] = "direct",
-  [SP_ALGO_TREE] = "tree", [SP_ALGO_NVLS] = "nvls",
+  [SP_ALGO_TREE] = "tree", [SP_ALGO_NVLS] = "nvls", [SP_ALGO_PAT] = "pat",
 };
 
 static const char *const proto_names[SP_PROTO_COUNT] = {
@@ -309,6 +309,14 @@ gboolean sp_coll_algo_supported(const sp_coll_spec *spec, sp_algo algo, GError *
     g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
                 "%s has no nvls algorithm (NVLink SHARP runs all-reduce, all-gather and "
                 "reduce-scatter): use ring, tree, direct or auto",
+                sp_coll_name(spec->coll));
+    return FALSE;
+  }
+  if (algo == SP_ALGO_PAT && spec->coll != SP_COLL_ALL_GATHER &&
+      spec->coll != SP_COLL_REDUCE_SCATTER) {
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                "%s has no pat algorithm (NCCL's PAT runs all-gather and reduce-scatter only): "
+                "use ring, tree, direct or auto",
                 sp_coll_name(spec->coll));
     return FALSE;
   }

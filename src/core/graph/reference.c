@@ -219,7 +219,8 @@ gboolean sp_coll_reference_member(const sp_coll_spec *spec, sp_ref_input_fn get,
       g_free(perm);
       break;
     }
-    case SP_ALGO_TREE: reduce_range(&rc, PLAN_HALVING, 0, (uint64_t)i * c, c, o); break;
+    case SP_ALGO_TREE:
+    case SP_ALGO_PAT: reduce_range(&rc, PLAN_HALVING, 0, (uint64_t)i * c, c, o); break;
     default: reduce_range(&rc, PLAN_CHAIN, 0, (uint64_t)i * c, c, o); break;
     }
     break;

@@ -124,6 +124,9 @@ typedef gboolean (*sp_lower_fn)(sp_lctx *c, GError **err);
 gboolean sp_lower_ring(sp_lctx *c, GError **err);   /* lower_ring.c */
 gboolean sp_lower_direct(sp_lctx *c, GError **err); /* lower_direct.c */
 gboolean sp_lower_tree(sp_lctx *c, GError **err);   /* lower_tree.c */
+gboolean sp_lower_pat(sp_lctx *c, GError **err);    /* lower_pat.c */
+void sp_lower_tree_all_gather(sp_lctx *c);          /* lower_tree.c */
+void sp_lower_tree_reduce_scatter(sp_lctx *c);      /* lower_tree.c */
 /* TREE all-reduce: NCCL's double binary tree (lower_dbtree.c) */
 void sp_lower_dbtree_allreduce(sp_lctx *c);
 

@@ -43,6 +43,7 @@ static const sp_lower_fn lowerings[SP_ALGO_COUNT] = {
   [SP_ALGO_TREE] = sp_lower_tree,
   /* NVLS: DIRECT's programs; only the engine's pricing differs (coll.h) */
   [SP_ALGO_NVLS] = sp_lower_direct,
+  [SP_ALGO_PAT] = sp_lower_pat,
 };
 
 /* The steps of a member (after the in-place snapshot). @algo is resolved and

@@ -29,7 +29,7 @@ static int32_t log2i(int32_t p)
   return l;
 }
 
-static void tree_reduce_scatter(sp_lctx *c)
+void sp_lower_tree_reduce_scatter(sp_lctx *c)
 {
   int32_t n = c->n, me = c->me;
   int32_t p = sp_pow2_floor(n), r = n - p, L = log2i(p);
@@ -83,7 +83,7 @@ static void tree_reduce_scatter(sp_lctx *c)
   sp_l_avg(c, ph_post, c->out, 0, cnt);
 }
 
-static void tree_all_gather(sp_lctx *c)
+void sp_lower_tree_all_gather(sp_lctx *c)
 {
   int32_t n = c->n, me = c->me;
   int32_t p = sp_pow2_floor(n), r = n - p, L = log2i(p);
@@ -185,8 +185,8 @@ gboolean sp_lower_tree(sp_lctx *c, GError **err)
 {
   switch (c->spec->coll) {
   case SP_COLL_ALL_REDUCE: sp_lower_dbtree_allreduce(c); return TRUE;
-  case SP_COLL_REDUCE_SCATTER: tree_reduce_scatter(c); return TRUE;
-  case SP_COLL_ALL_GATHER: tree_all_gather(c); return TRUE;
+  case SP_COLL_REDUCE_SCATTER: sp_lower_tree_reduce_scatter(c); return TRUE;
+  case SP_COLL_ALL_GATHER: sp_lower_tree_all_gather(c); return TRUE;
   case SP_COLL_BROADCAST: tree_bcast(c); return TRUE;
   case SP_COLL_REDUCE: tree_reduce(c); return TRUE;
   default:

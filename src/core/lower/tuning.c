@@ -12,10 +12,10 @@
 #include "spsim/error.h"
 #include "spsim/tuning.h"
 
-/* NCCL's indices: algorithms Tree, Ring, NVLS (of NCCL's seven; CollNet, NVLS-Tree
- * and PAT are not modelled), protocols LL, LL128, Simple; hardware NVLink, PCI,
+/* NCCL's indices: algorithms Tree, Ring, NVLS, PAT (of NCCL's seven; CollNet and
+ * NVLS-Tree are not modelled), protocols LL, LL128, Simple; hardware NVLink, PCI,
  * network. */
-enum { NA_TREE = 0, NA_RING, NA_NVLS, NA_COUNT };
+enum { NA_TREE = 0, NA_RING, NA_NVLS, NA_PAT, NA_COUNT };
 enum { NP_LL = 0, NP_LL128, NP_SIMPLE, NP_COUNT };
 enum { HW_NVLINK = 0, HW_PCI, HW_NET, HW_COUNT };
 
@@ -29,14 +29,14 @@ static const struct {
   double nvls_eff[SP_TUNE_ARCH_COUNT];              /* nvlsEfficiency */
 } nccl = {
   .base_lat = { [NA_TREE] = { 6.8, 14.0, 8.4 }, [NA_RING] = { 6.6, 14.0, 8.4 },
-                [NA_NVLS] = { 0, 0, 0 } },
+                [NA_NVLS] = { 0, 0, 0 }, [NA_PAT] = { 8.0, 8.0, 8.0 } },
   .hw_lat = {
     [HW_NVLINK] = { [NA_TREE] = { 0.6, 1.25, 4.0 }, [NA_RING] = { 0.6, 1.9, 3.4 },
-                    [NA_NVLS] = { 0, 0, 25 } },
+                    [NA_NVLS] = { 0, 0, 25 }, [NA_PAT] = { 0, 0, 4.0 } },
     [HW_PCI] = { [NA_TREE] = { 1.0, 1.9, 4.0 }, [NA_RING] = { 1.0, 2.5, 5.7 },
-                 [NA_NVLS] = { 0, 0, 0 } },
+                 [NA_NVLS] = { 0, 0, 0 }, [NA_PAT] = { 0, 0, 4.0 } },
     [HW_NET] = { [NA_TREE] = { 5.0, 8.5, 14 }, [NA_RING] = { 2.7, 4.0, 14.0 },
-                 [NA_NVLS] = { 0, 0, 18 } },
+                 [NA_NVLS] = { 0, 0, 18 }, [NA_PAT] = { 0, 0, 14 } },
   },
   /* one node: by GPU generation; several: by CPU (row 0 Intel, row 1 AMD) */
   .ll_max_bw = { { 39.0, 39.0, 20.4 }, { 87.7, 22.5, 19.0 }, { 141.0, 45.0, 35.0 },
@@ -56,6 +56,13 @@ static const struct {
  * NVLink bandwidth of a GPU, against line rates of 150, 300, 450 and 900 GB/s. */
 static const double nccl_nvlink_gpu_bw[SP_TUNE_ARCH_COUNT] = { 6 * 20.0, 12 * 20.0, 18 * 20.6,
                                                                 18 * 40.1 };
+
+/* NCCL's PAT refinement (ncclTopoTuneModel: "if (a == NCCL_ALGO_PAT) busBw *= .75")
+ * and the linear part of its latency ("nRanks * 2.8; Still a linear part"), and the
+ * divisor of its log latency ("log2i(nNodes) * (interLat / 3.5)"). */
+#define PAT_BW_FACTOR 0.75
+#define PAT_LAT_PER_RANK 2.8
+#define PAT_LOG_LAT_DIV 3.5
 
 /* NCCL_MAX_NVLS_ARITY (src/include/device.h): NVLS all-gather / reduce-scatter
  * need at most this many GPUs of a node. */
@@ -100,7 +107,10 @@ static int32_t log2i(int32_t n) /* NCCL's log2i: floor(log2 n), 0 for n <= 1 */
 
 static sp_algo algo_of(int na)
 {
-  return na == NA_TREE ? SP_ALGO_TREE : na == NA_RING ? SP_ALGO_RING : SP_ALGO_NVLS;
+  return na == NA_TREE   ? SP_ALGO_TREE
+         : na == NA_RING ? SP_ALGO_RING
+         : na == NA_NVLS ? SP_ALGO_NVLS
+                         : SP_ALGO_PAT;
 }
 
 static sp_proto proto_of(int np)
@@ -185,8 +195,15 @@ void sp_tune_model(const sp_tune_topo *t, sp_coll coll, sp_tune_table *out)
       continue;
     if (agrs && a == NA_TREE)
       continue;
+    if (a == NA_PAT && !agrs)
+      continue;
+    /* ncclPatEnable (tuning.cc): "PAT only supports 1 GPU per node"; spsim also asks
+     * the platform's nodes to hold one GPU (pat_nodes), so groups of one GPU per node on
+     * multi-GPU nodes keep the ring as before */
+    if (a == NA_PAT && (nodes != n || !t->pat_nodes))
+      continue;
     for (int p = 0; p < NP_COUNT; p++) {
-      if (a == NA_NVLS && p != NP_SIMPLE)
+      if ((a == NA_NVLS || a == NA_PAT) && p != NP_SIMPLE)
         continue;
       double bus;
       if (a == NA_NVLS) {
@@ -200,6 +217,8 @@ void sp_tune_model(const sp_tune_topo *t, sp_coll coll, sp_tune_table *out)
       } else if (a == NA_TREE) {
         /* NCCL's double binary tree (lower_dbtree.c), NCCL's model as it is */
         bus = nccl_tree_busbw(t, p);
+      } else if (a == NA_PAT) {
+        bus = graph_bw(t) * PAT_BW_FACTOR; /* no bus -> algorithm conversion (AG/RS) */
       } else {
         bus = graph_bw(t);
         if (p == NP_LL)
@@ -230,6 +249,8 @@ void sp_tune_model(const sp_tune_topo *t, sp_coll coll, sp_tune_table *out)
         }
       } else if (a == NA_TREE) {
         lat += 2 * ((n / nodes - 1) * intra_lat + log2i(nodes) * inter_lat);
+      } else if (a == NA_PAT) {
+        lat += log2i(nodes) * (inter_lat / PAT_LOG_LAT_DIV) + n * PAT_LAT_PER_RANK;
       } else { /* NVLS */
         lat = intra_lat;
         if (nodes > 1)
@@ -284,6 +305,12 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
   const char *cn = sp_coll_name(coll);
   if (time_us)
     *time_us = -1;
+  if (algo == SP_ALGO_PAT && proto != SP_PROTO_AUTO && proto != SP_PROTO_SIMPLE) {
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                "%s: pat runs the Simple protocol only (NCCL), not %s: use --proto simple or auto",
+                cn, sp_proto_name(proto));
+    return FALSE;
+  }
   if (algo == SP_ALGO_NVLS && proto != SP_PROTO_AUTO && proto != SP_PROTO_SIMPLE) {
     g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
                 "%s: nvls runs the Simple protocol only (NCCL), not %s: use --proto simple or auto",

@@ -148,6 +148,8 @@ typedef enum {
                          recursive doubling/halving */
   SP_ALGO_NVLS,     /**< NVLink SHARP: the NVSwitch reduces (all-reduce, all-gather,
                          reduce-scatter); lowered as DIRECT, priced as the switch does it */
+  SP_ALGO_PAT,      /**< NCCL's PAT (all-gather, reduce-scatter): log2 steps of recursive
+                         doubling/halving (lower_pat.c); NCCL runs it at one GPU per node */
   SP_ALGO_COUNT
 } sp_algo;
 

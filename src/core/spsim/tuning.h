@@ -57,7 +57,8 @@
  * NICs, a GPU up to 2 S over NVLink: algorithm bandwidth about min(B_nvl, ppn x
  * B_nic) / 2; on 2 nodes the network carries half of that). AUTO therefore
  * picks TREE where NCCL's model does (small and medium all-reduces across nodes,
- * large ones on many nodes). NCCL's CollNet, NVLS-Tree and PAT are not modelled.
+ * large ones on many nodes). NCCL's CollNet and NVLS-Tree are not modelled; PAT is
+ * (all-gather and reduce-scatter, one GPU per node, Simple).
  *
  * ## Protocols as cost (sp_tune_cost_of)
  * The platform's constants are Simple's: `coll_latency` is NCCL's Simple base
@@ -118,6 +119,9 @@ typedef struct {
   double bw_nic;       /**< GB/s: a GPU's network bandwidth per direction (0: one node) */
   int32_t channels;    /**< NCCL's channels (0: #SP_TUNE_CHANNELS) */
   gboolean nvls;       /**< the NVSwitch can reduce (platform property nvls = 1) */
+  gboolean pat_nodes;  /**< every node of the platform holds one GPU: spsim's condition for
+                            PAT, stricter than NCCL's (one GPU per node of the communicator,
+                            which a data-parallel group across 8-GPU nodes also meets) */
 } sp_tune_topo;
 
 /** The model's table for one collective: NCCL's comm->latencies / bandwidths. */

@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "spsim/error.h"
+#include "spsim/programs.h"
 
 enum { OP_GATHER = 1, OP_BCAST = 2, OP_END = 3, OP_ABORT = 4 };
 
@@ -69,20 +70,8 @@ static char *relay_path(void)
 {
   const char *env = g_getenv("SPSIM_MPI_RELAY");
   if (env && *env) return g_strdup(env);
-  g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
-  if (exe != NULL) {
-    g_autofree char *dir = g_path_get_dirname(exe);
-    char *p = g_build_filename(dir, "spsim-mpi-relay", NULL);
-    if (g_file_test(p, G_FILE_TEST_IS_EXECUTABLE)) return p;
-    g_free(p);
-    g_autofree char *base = g_path_get_basename(dir);
-    if (strcmp(base, ".libs") == 0) {
-      g_autofree char *up = g_path_get_dirname(dir);
-      p = g_build_filename(up, "spsim-mpi-relay", NULL);
-      if (g_file_test(p, G_FILE_TEST_IS_EXECUTABLE)) return p;
-      g_free(p);
-    }
-  }
+  char *p = sp_program_beside_self("spsim-mpi-relay");
+  if (p != NULL) return p;
 #ifdef SP_RELAY_DIR
   return g_build_filename(SP_RELAY_DIR, "spsim-mpi-relay", NULL);
 #else

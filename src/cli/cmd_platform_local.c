@@ -13,6 +13,7 @@
 #include "config.h"
 #include "cli.h"
 #include "spsim/error.h"
+#include "spsim/programs.h"
 #include "platform_gen.h"
 
 #include <json-glib/json-glib.h>
@@ -23,16 +24,8 @@
 /* spsim-run: beside this spsim, else on PATH. */
 static char *find_run(void)
 {
-  g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
-  if (self != NULL) {
-    g_autofree char *dir = g_path_get_dirname(self);
-    /* uninstalled (libtool): the wrapper scripts are in the folder above .libs */
-    if (g_str_has_suffix(dir, "/.libs")) dir[strlen(dir) - strlen("/.libs")] = '\0';
-    char *p = g_build_filename(dir, "spsim-run", NULL);
-    if (g_file_test(p, G_FILE_TEST_IS_EXECUTABLE)) return p;
-    g_free(p);
-  }
-  return g_find_program_in_path("spsim-run");
+  char *p = sp_program_beside_self("spsim-run");
+  return p != NULL ? p : g_find_program_in_path("spsim-run");
 }
 
 static double mem_available(void)

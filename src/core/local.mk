@@ -17,8 +17,10 @@ noinst_HEADERS += src/core/internal/coll_priv.h src/core/internal/graph_private.
 # base: errors, element types and their host arithmetic, byte sizes written by
 # users ("64K", "1MiB", "8:8G"), JSON documents, SVG pictures
 libspsim_la_SOURCES += src/core/base/error.c src/core/base/dtype.c src/core/halfbits.h \
-	src/core/base/units.c src/core/base/json_out.c src/core/base/svg_out.c src/core/base/csv_out.c
-spsiminclude_HEADERS += src/core/spsim/error.h src/core/spsim/dtype.h src/core/spsim/units.h
+	src/core/base/units.c src/core/base/json_out.c src/core/base/svg_out.c src/core/base/csv_out.c \
+	src/core/base/programs.c
+spsiminclude_HEADERS += src/core/spsim/error.h src/core/spsim/dtype.h src/core/spsim/units.h \
+	src/core/spsim/programs.h
 
 # base: nccl-tests' sizes, names, table layout and the reader of its logs
 libspsim_la_SOURCES += src/core/base/nccltests.c

@@ -15,6 +15,7 @@
 #include <json-glib/json-glib.h>
 
 #include "run_priv.h"
+#include "spsim/programs.h"
 #include "spsim/step.h"
 
 typedef struct {
@@ -55,16 +56,8 @@ static gboolean read_props(const char *path, local_props *p, GError **err)
 
 static char *find_spsim(void)
 {
-  g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
-  if (self != NULL) {
-    g_autofree char *dir = g_path_get_dirname(self);
-    /* uninstalled (libtool): the wrapper scripts are in the folder above .libs */
-    if (g_str_has_suffix(dir, "/.libs")) dir[strlen(dir) - strlen("/.libs")] = '\0';
-    char *p = g_build_filename(dir, "spsim", NULL);
-    if (g_file_test(p, G_FILE_TEST_IS_EXECUTABLE)) return p;
-    g_free(p);
-  }
-  return g_find_program_in_path("spsim");
+  char *p = sp_program_beside_self("spsim");
+  return p != NULL ? p : g_find_program_in_path("spsim");
 }
 
 static double member(JsonObject *o, const char *name)

@@ -6,8 +6,10 @@
 # GPUs, 4 per node) with models/tiny.json, so that each run takes seconds under
 # AddressSanitizer: the sweep (2,349 layouts, their step graphs), --all with every
 # layout's row, one --layout, --simulate 0, and a what-if where nothing fits (exit 1
-# and one error line, as one process says it; a bad flag: one error line); one report, not one per rank. spsim-mpi-relay refuses to be run by
-# hand.
+# and one error line, as one process says it; a bad flag: one error line); one report,
+# not one per rank. A rank that fails alone before the what-if begins (a file missing
+# on its node) is named by rank 0 and the job ends; no rank's exit cuts rank 0's error
+# line short. spsim-mpi-relay refuses to be run by hand.
 . "$(dirname "$0")/real-env.sh"
 spsim="$build/spsim"
 relay="$build/spsim-mpi-relay"
@@ -18,7 +20,7 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 
-echo "1..12"
+echo "1..15"
 
 # same NP DESC ARGS...: one process and NP ranks write the same stdout, stderr, exit
 # status, --json and --csv
@@ -68,3 +70,36 @@ else nok "np=3: $h headers and $t tables, want 1 and 1: $(head -c 400 "$tmp/many
 "$relay" >"$tmp/out" 2>"$tmp/err"; rc=$?
 if [ "$rc" -eq 2 ] && grep -q "not run by hand" "$tmp/err"; then ok "spsim-mpi-relay run by hand: exit 2 with why"
 else nok "spsim-mpi-relay run by hand: exit $rc: $(cat "$tmp/err")"; fi
+
+# ranked ARGS0 -- ARGS: rank 0 runs spsim with ARGS0 after a 2 s pause (the other
+# ranks reach their end first), the other ranks with ARGS
+cat >"$tmp/ranked.sh" <<'EOS'
+#!/bin/sh
+exe=$1; shift
+a0=""; while [ "$1" != "--" ]; do a0="$a0 $1"; shift; done; shift
+if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then sleep 2; exec "$exe" $a0; fi
+exec "$exe" "$@"
+EOS
+chmod +x "$tmp/ranked.sh"
+
+# 13: every rank fails on a bad flag and rank 0 is the last to get there: its line is
+# out, once, before the job ends (the others wait for it)
+(cd "$tmp" && timeout 300 "$MPIRUN" -np 3 "$tmp/ranked.sh" "$spsim" "$plat" $A --no-such-flag -- "$plat" $A --no-such-flag \
+  >out 2>err); rc=$?
+c=$(grep -c '^spsim: .*no-such-flag' "$tmp/err")
+if [ "$rc" -eq 2 ] && [ "$c" = 1 ]; then ok "np=3, rank 0 last to fail: its one line, exit 2"
+else nok "np=3, rank 0 last to fail: exit $rc, $c lines: $(head -c 400 "$tmp/err")"; fi
+
+# 14: rank 1 alone cannot read its platform: rank 0 names rank 1 and why, the job ends
+(cd "$tmp" && timeout 300 "$MPIRUN" -np 2 "$tmp/ranked.sh" "$spsim" "$plat" $A -- "$tmp/no-such.xml" $A \
+  >out 2>err); rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q '^spsim: rank 1 of the mpirun job: .*no-such.xml' "$tmp/err"
+then ok "np=2, rank 1 fails alone: rank 0 names it, exit $rc"
+else nok "np=2, rank 1 fails alone: exit $rc: $(head -c 600 "$tmp/err")"; fi
+
+# 15: rank 0 alone cannot read its platform: its line, and the job ends
+(cd "$tmp" && timeout 300 "$MPIRUN" -np 2 "$tmp/ranked.sh" "$spsim" "$tmp/no-such.xml" $A -- "$plat" $A \
+  >out 2>err); rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$(grep -c '^spsim: .*no-such.xml' "$tmp/err")" = 1 ]
+then ok "np=2, rank 0 fails alone: its line, exit $rc"
+else nok "np=2, rank 0 fails alone: exit $rc: $(head -c 600 "$tmp/err")"; fi

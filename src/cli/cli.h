@@ -37,6 +37,11 @@ void sp_cli_print_json(JsonBuilder *b);
  * spsim-mpi-relay (started at the first exchange). FALSE with @p err when the
  * launcher's variables make no sense. */
 gboolean sp_cli_spread_open(sp_whatif_spread **out, GError **err);
+/* This rank failed with @p message (rank 0 has printed it). Before the first
+ * exchange: wait until every rank has failed or rank 0 has said why, so that no
+ * rank's exit status stops rank 0 before its line is out; rank 0 names another rank
+ * that failed alone. Later: nothing (sp_cli_spread_close stops the job). */
+void sp_cli_spread_failed(sp_whatif_spread *s, const char *message);
 /* End this rank's part: MPI_Finalize once every exchange is over, else stop the whole
  * job with @p rc (a rank that failed half-way). Frees @p s. */
 void sp_cli_spread_close(sp_whatif_spread *s, int rc);

@@ -26,7 +26,15 @@ typedef struct {
   sp_whatif_spread s;
   pid_t pid;          /* the relay, once started (0: not yet) */
   int to, from;       /* pipes to and from it */
+  gboolean failing;   /* this rank failed before its first exchange */
+  gboolean alone;     /* rank 0, failing: some rank did not fail with it */
+  gboolean broken;    /* rank 0: another rank failed before its first exchange */
 } spread_mpi;
+
+/* Every gathered message starts with a tag: data, or the error of a rank that failed
+ * before its first exchange (the message that follows). The tag takes 8 bytes, so
+ * that what follows keeps the alignment of the buffer it arrives in. */
+enum { TAG_DATA = 0, TAG_FAILED = 1, TAG_SIZE = 8 };
 
 static gboolean io_fail(GError **err, const char *what)
 {
@@ -145,30 +153,86 @@ static GBytes *answer(spread_mpi *m, GError **err)
   return g_bytes_new_take(buf, (gsize)len);
 }
 
-static gboolean mpi_gather(void *user, GBytes *mine, GPtrArray **all, GError **err)
+/* Gather @p len bytes at @p p, after @p tag, on rank 0. Rank 0 gets the messages
+ * without their tags in *@p all, how many ranks sent a failure in *@p n_failed, and
+ * the first failure of a rank other than itself (*@p failed_rank, its message in
+ * *@p failed), or -1. */
+static gboolean tagged_gather(spread_mpi *m, guint8 tag, const void *p, gsize len, GPtrArray **all, int32_t *n_failed,
+                              int32_t *failed_rank, char **failed, GError **err)
 {
-  spread_mpi *m = user;
-  gsize len;
-  const void *p = g_bytes_get_data(mine, &len);
   *all = NULL;
-  if (!request(m, OP_GATHER, p, len, err)) return FALSE;
+  *n_failed = 0;
+  *failed_rank = -1;
+  *failed = NULL;
+  guint8 *msg = g_malloc0(len + TAG_SIZE);
+  msg[0] = tag;
+  if (len > 0) memcpy(msg + TAG_SIZE, p, len);
+  gboolean ok = request(m, OP_GATHER, msg, len + TAG_SIZE, err);
+  g_free(msg);
+  if (!ok) return FALSE;
   if (m->s.rank != 0) return TRUE;
   GPtrArray *a = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
   for (int32_t k = 0; k < m->s.size; k++) {
     GBytes *b = answer(m, err);
     if (b == NULL) {
       g_ptr_array_unref(a);
+      g_free(*failed);
+      *failed = NULL;
       return FALSE;
     }
-    g_ptr_array_add(a, b);
+    gsize bl;
+    const guint8 *bp = g_bytes_get_data(b, &bl);
+    if (bl < TAG_SIZE) {
+      g_bytes_unref(b);
+      g_ptr_array_unref(a);
+      g_free(*failed);
+      *failed = NULL;
+      g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "mpirun: rank %d sent a message without its tag (every rank must "
+                  "run the same spsim build)", k);
+      return FALSE;
+    }
+    if (bp[0] == TAG_FAILED) {
+      (*n_failed)++;
+      if (k > 0 && *failed_rank < 0) {
+        *failed_rank = k;
+        *failed = g_strndup((const char *)bp + TAG_SIZE, bl - TAG_SIZE);
+      }
+    }
+    g_ptr_array_add(a, g_bytes_new_from_bytes(b, TAG_SIZE, bl - TAG_SIZE));
+    g_bytes_unref(b);
   }
   *all = a;
+  return TRUE;
+}
+
+static gboolean mpi_gather(void *user, GBytes *mine, GPtrArray **all, GError **err)
+{
+  spread_mpi *m = user;
+  gsize len;
+  const void *p = g_bytes_get_data(mine, &len);
+  int32_t nf, fk;
+  g_autofree char *why = NULL;
+  if (!tagged_gather(m, TAG_DATA, p, len, all, &nf, &fk, &why, err)) return FALSE;
+  if (fk >= 0) {
+    /* a rank stopped before the what-if began (a file only some nodes have, say):
+     * say why here, and stop the job */
+    g_ptr_array_unref(*all);
+    *all = NULL;
+    m->broken = TRUE;
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "rank %d of the mpirun job: %s", fk, why);
+    return FALSE;
+  }
   return TRUE;
 }
 
 static gboolean mpi_bcast(void *user, GBytes **buf, GError **err)
 {
   spread_mpi *m = user;
+  if (m->broken) {
+    /* a rank has left; the job stops when rank 0 has said why */
+    g_set_error_literal(err, SP_ERROR, SP_ERROR_TRANSPORT, "mpirun: a rank stopped before the what-if began");
+    return FALSE;
+  }
   if (m->s.rank == 0) {
     gsize len;
     const void *p = g_bytes_get_data(*buf, &len);
@@ -199,14 +263,39 @@ gboolean sp_cli_spread_open(sp_whatif_spread **out, GError **err)
   return TRUE;
 }
 
+void sp_cli_spread_failed(sp_whatif_spread *s, const char *message)
+{
+  if (s == NULL) return;
+  spread_mpi *m = s->user;
+  if (m->pid > 0) return; /* past its first exchange: sp_cli_spread_close stops the job */
+  /* Failed before the first exchange: the other ranks most likely failed the same way
+   * (same flags, same files), and rank 0 has said why. One gather holds every rank
+   * until rank 0 has (no rank's exit stops rank 0 before its line is out) and tells
+   * rank 0 whether the others failed too. */
+  m->failing = TRUE;
+  GPtrArray *all = NULL;
+  int32_t nf = 0, fk;
+  g_autofree char *why = NULL;
+  GError *e = NULL;
+  if (!tagged_gather(m, TAG_FAILED, message, strlen(message), &all, &nf, &fk, &why, &e)) {
+    g_error_free(e);
+    m->alone = TRUE; /* no MPI to end in order: stop the job */
+    return;
+  }
+  if (all != NULL) g_ptr_array_unref(all);
+  if (s->rank == 0 && nf < s->size) m->alone = TRUE; /* the others are past it, waiting for rank 0 */
+}
+
 void sp_cli_spread_close(sp_whatif_spread *s, int rc)
 {
   if (s == NULL) return;
   spread_mpi *m = s->user;
   if (m->pid > 0) {
-    /* all exchanges done: every rank finalizes; else this rank's failure stops the job */
+    /* all exchanges done, or every rank failed before the first: every rank finalizes;
+     * else this rank's failure stops the job */
     uint32_t code = rc != 0 ? (uint32_t)rc : 1;
-    if (s->finished) request(m, OP_END, "", 0, NULL);
+    gboolean end = !m->broken && ((s->finished && !m->failing) || (m->failing && !m->alone));
+    if (end) request(m, OP_END, "", 0, NULL);
     else request(m, OP_ABORT, &code, sizeof code, NULL);
     close(m->to);
     int status;

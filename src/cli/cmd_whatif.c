@@ -273,11 +273,16 @@ int sp_cmd_whatif(int argc, char **argv)
   }
   if (r != NULL) rc = report_result(r, json, csv, export, svg, trace, explain, verify, sensitivity, &err);
 out:
-  if (err != NULL && spread != NULL && spread->rank > 0) {
-    rc = err->domain == G_OPTION_ERROR ? 2 : 1; /* sp_cli_fail's status, without its line */
-    g_clear_error(&err);
+  if (err != NULL) {
+    g_autofree char *why = g_strdup(err->message);
+    if (spread != NULL && spread->rank > 0) {
+      rc = err->domain == G_OPTION_ERROR ? 2 : 1; /* sp_cli_fail's status, without its line */
+      g_clear_error(&err);
+    } else {
+      rc = sp_cli_fail(err);
+    }
+    sp_cli_spread_failed(spread, why); /* after rank 0's line */
   }
-  if (err != NULL) rc = sp_cli_fail(err);
   sp_cli_spread_close(spread, rc);
   sp_whatif_result_free(r);
   g_strfreev(dirs);

@@ -241,6 +241,8 @@ static void test_bad_files(void)
   expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10, "
                      "\"elementwise\": \"compiled\"}", "elementwise must be");
   expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10, "
+                     "\"loss\": \"liger\"}", "loss must be");
+  expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10, "
                      "\"mlp\": \"gelu\", \"elementwise\": \"eager\"}", "needs mlp");
   GError *err = NULL;
   sp_model *m = sp_model_parse("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 2, \"ffn\": 256, \"vocab\": 10, \"mlp\": \"gelu\"}", -1, "ok.json", &err);
@@ -249,6 +251,12 @@ static void test_bad_files(void)
   /* 64 x (64 + 2 x 32) + 64^2 + 2 x 64 x 256 */
   g_assert_cmpfloat(sp_model_layer_matmul_params(m), ==, 64.0 * 128 + 4096 + 32768);
   g_assert_cmpint(m->elementwise, ==, SP_ELEM_FUSED);
+  g_assert_cmpint(m->loss, ==, SP_LOSS_UNFUSED);
+  sp_model_free(m);
+  m = sp_model_parse("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 2, \"ffn\": 256, \"vocab\": 10, "
+                     "\"loss\": \"fused\"}", -1, "fused.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(m->loss, ==, SP_LOSS_FUSED);
   sp_model_free(m);
   m = sp_model_parse("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 2, \"ffn\": 256, \"vocab\": 10, "
                      "\"elementwise\": \"eager\"}", -1, "eager.json", &err);

@@ -141,6 +141,39 @@ static void test_eager_elementwise(void)
   g_assert_cmpfloat_with_epsilon(k.elem_fwd, 2 * 128 * 64 * 34.0 / 1e12 + 8e-6, 1e-15);
 }
 
+/* The loss over the logits as Megatron-LM's vocab-parallel cross entropy runs it
+ * (megatron/core/tensor_parallel/cross_entropy.py), pass by pass with bf16 logits:
+ * forward .float() 2 + 4, max 4, subtract 4 + 4, exp 4 + 4, sum 4, divide 4 + 4;
+ * backward mul_ 4 + 4, cast back 4 + 2: 52 bytes per logit in 9 kernels, half of it in
+ * each direction. tiny at seq 128, mb 1, tp 2: 128 tokens x 500 logits. */
+static void test_loss_bytes(void)
+{
+  sp_model m = tiny();
+  sp_step_ctx c = ctx_for(&m, 4, 128, 4);
+  c.hw.gpu.hbm_bw = 1e12;
+  c.hw.gpu.launch = 1e-6;
+  double passes = (2 + 4) + 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4) + (4 + 4) + (4 + 2);
+  g_assert_cmpfloat(passes, ==, 52.0);
+  g_assert_cmpfloat(sp_step_loss_bytes_per_logit(SP_LOSS_UNFUSED, 2), ==, passes);
+  /* fp32 logits: .float() and the cast back are no-ops, 2 + 4 and 4 + 2 fewer */
+  g_assert_cmpfloat(sp_step_loss_bytes_per_logit(SP_LOSS_UNFUSED, 4), ==, passes - 6 - 6);
+  sp_layout l = lay("tp=2,tpsp=0,dp=2", &c);
+  sp_layer_kernels k;
+  GError *err = NULL;
+  g_assert_true(sp_step_layer_kernels(&c, &l, &k, &err));
+  g_assert_cmpfloat_with_epsilon(k.loss, (128.0 * 500 * 52 / 1e12 + 9e-6) / 2, 1e-15);
+  /* fused (flash-attn's kernel): the bf16 logits read forward, read and their gradient
+   * written backward, 3 x 2 bytes, in 2 kernels */
+  m.loss = SP_LOSS_FUSED;
+  g_assert_cmpfloat(sp_step_loss_bytes_per_logit(SP_LOSS_FUSED, 2), ==, 6.0);
+  g_assert_true(sp_step_layer_kernels(&c, &l, &k, &err));
+  g_assert_cmpfloat_with_epsilon(k.loss, (128.0 * 500 * 6 / 1e12 + 2e-6) / 2, 1e-15);
+  /* no bandwidth (the ideal GPU of the other tests): no time */
+  c.hw.gpu.hbm_bw = 0;
+  g_assert_true(sp_step_layer_kernels(&c, &l, &k, &err));
+  g_assert_cmpfloat(k.loss, ==, 0.0);
+}
+
 static void test_bubble(void)
 {
   g_assert_cmpfloat(sp_step_bubble_fraction(4, 12), ==, 0.25);
@@ -300,6 +333,7 @@ int main(int argc, char **argv)
   g_test_add_func("/step/activation-bytes", test_activation_bytes);
   g_test_add_func("/step/op-checkpoint", test_op_checkpoint);
   g_test_add_func("/step/eager-elementwise", test_eager_elementwise);
+  g_test_add_func("/step/loss-bytes", test_loss_bytes);
   g_test_add_func("/step/bubble", test_bubble);
   g_test_add_func("/step/tp-step", test_step_tp);
   g_test_add_func("/step/pp-step", test_step_pp);

@@ -50,6 +50,14 @@ typedef enum {
                           the gate product, residual adds (a SwiGLU model) */
 } sp_elementwise;
 
+/** How the loss (softmax cross-entropy over the logits) runs. */
+typedef enum {
+  SP_LOSS_UNFUSED = 0, /**< separate PyTorch kernels in fp32 over the logits (Megatron-LM's vocab-parallel
+                            cross entropy, torchtitan's cross_entropy(logits.float()); the default) */
+  SP_LOSS_FUSED,       /**< one kernel each way over the 16-bit logits (flash-attn's fused cross entropy,
+                            llm-foundry's default loss_fn) */
+} sp_loss_impl;
+
 /** A model configuration. */
 typedef struct {
   char *name;        /**< e.g. "llama3-70b" (owned) */
@@ -63,6 +71,7 @@ typedef struct {
   sp_mlp mlp;        /**< MLP flavour */
   gboolean tied_embeddings; /**< the LM head shares the input embedding table */
   sp_elementwise elementwise; /**< how the element-wise ops of a layer run (model file key "elementwise") */
+  sp_loss_impl loss;          /**< how the loss over the logits runs (model file key "loss") */
   /* Mixture of experts (all 0 for a dense model). */
   int64_t experts;        /**< routed experts per MoE layer (model key "experts"; 0: dense) */
   int64_t topk;           /**< routed experts each token visits ("experts_per_token") */
@@ -95,7 +104,8 @@ typedef enum {
  * Parse a model from JSON text. Required integer fields (all > 0): layers, hidden,
  * heads, kv_heads, ffn, vocab; optional: name (default @p what), dtype ("bf16"),
  * mlp ("swiglu" | "gelu", default "swiglu"), tied_embeddings (false), elementwise ("fused" |
- * "eager", default "fused"; "eager" needs a SwiGLU model), sources
+ * "eager", default "fused"; "eager" needs a SwiGLU model), loss ("unfused" | "fused", default
+ * "unfused"), sources
  * (string or array of strings). Mixture of experts: experts, experts_per_token (1 ..
  * experts), expert_ffn, shared_experts, shared_expert_ffn, moe_layers (a list of 0-based
  * layer indices) or first_dense_layers and moe_layer_freq, capacity_factor (> 0),

@@ -157,7 +157,7 @@ typedef struct {
                             and the 2nd, 4th and 6th forward matmuls (K, output projection, and the MLP's
                             second: SwiGLU's up projection w3, else the down projection) */
   double head[3];    /**< output layer (LM head) GEMM */
-  double loss;       /**< softmax cross-entropy over the logits (each direction) */
+  double loss;       /**< softmax cross-entropy over the logits (each direction: sp_step_loss_time) */
 } sp_layer_kernels;
 
 /**
@@ -167,6 +167,19 @@ typedef struct {
  * repeat of K and V, SiLU and the gate product; one TP rank's share.
  */
 double sp_step_eager_elem_bytes_per_token(const sp_model *m, const sp_layout *l);
+/**
+ * HBM bytes per logit of the loss (softmax cross-entropy over logits of @p elem bytes)
+ * and its backward: @p impl SP_LOSS_UNFUSED as Megatron-LM's vocab-parallel cross
+ * entropy and torchtitan's cross_entropy(logits.float()) run it in fp32, 52 for 16-bit
+ * logits and 40 for fp32 (no casts); SP_LOSS_FUSED (flash-attn's fused kernel) 3 @p elem.
+ */
+double sp_step_loss_bytes_per_logit(sp_loss_impl impl, double elem);
+/**
+ * Time of the loss in one direction (forward or backward: half the bytes of
+ * sp_step_loss_bytes_per_logit and half its kernels, 9 unfused, 7 for fp32 logits, 2
+ * fused) over @p logits logits of @p elem bytes on @p g.
+ */
+double sp_step_loss_time(const sp_kernel_gpu *g, sp_loss_impl impl, double elem, double logits);
 /** Kernel times of one layer of @p l (and its LM head) for one micro-batch on one rank. */
 gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_layer_kernels *o, GError **err);
 /** Sum of the layer's forward GEMMs. */

@@ -373,12 +373,48 @@ gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_laye
     return FALSE;
   o->op_recompute = o->elem_fwd + tk + o->proj[0] + (m->mlp == SP_MLP_SWIGLU ? o->up[0] / 2.0 : o->down[0]);
   if (sp_model_is_mla(m) && !mla_kernels(c, l, T, o, err)) return FALSE;
-  /* LM head, then the loss over the logits (bf16 logits, fp32 softmax: 6 bytes each) */
+  /* LM head, then the loss over the logits (sp_step_loss_bytes_per_logit) */
   if (!gemm3(g, T, m->vocab / tp, h, e, o->head, err))
     return FALSE;
-  double logits = 6.0 * (double)T * ((double)m->vocab / tp);
-  o->loss = sp_kernel_elementwise_time(g, logits);
+  double logits = (double)T * ((double)m->vocab / tp);
+  o->loss = sp_step_loss_time(g, m->loss, e, logits);
   return TRUE;
+}
+
+/* The loss over the logits as unfused PyTorch kernels, each a pass over the logits in
+ * HBM; bytes per logit with e-byte logits (the LM head's output) and fp32 arithmetic.
+ * Megatron-LM's vocab-parallel cross entropy
+ * (megatron/core/tensor_parallel/cross_entropy.py, VocabParallelCrossEntropy and
+ * _VocabParallelCrossEntropy, the unfused path that is the default):
+ *  - forward: .float() e + 4, max over the vocabulary 4, in-place subtraction of the
+ *    maximum 4 + 4, in-place exp 4 + 4, sum 4, in-place division by the sum 4 + 4
+ *    (the softmax is saved for the backward): e + 36;
+ *  - backward: grad_input.mul_(grad_output) 4 + 4 (the subtraction at the target is one
+ *    element per row), then the backward of .float(), a cast to e bytes: 4 + e;
+ *  in all 40 + 2 (e + 4) = 52 bytes for bf16/fp16 in 6 + 3 kernels; with fp32 logits
+ *  both casts are no-ops (Tensor.float() returns the tensor itself): 40 bytes, 7 kernels.
+ * torchtitan's loss (train.py at 9dec370, loss_fn: F.cross_entropy(pred.flatten(0, 1).float(), ...)) moves
+ * about as much, 48 bytes, in another split: .float() 6, log_softmax's three passes over its
+ * input and one write 16 (aten cunn_SoftMaxForward), nll_loss's backward zero-fill 4,
+ * log_softmax's backward 4 + 8 + 4 (cunn_SoftMaxBackward) and the cast back 6.
+ * Fused (model key "loss": "fused"): flash-attn's cross entropy, llm-foundry's default
+ * loss_fn "fused_crossentropy" (llmfoundry/models/mpt/modeling_mpt.py,
+ * ComposerMPTCausalLM, at 5e85bd6), one kernel forward that reads the e-byte logits
+ * (and writes one log-sum-exp per row) and one backward that reads them again and writes
+ * their gradient (flash_attn/losses/cross_entropy.py): 3 e bytes, 2 kernels.
+ * The step sees the sum (forward and backward of the last stage are consecutive for a
+ * micro-batch), so each direction is priced at half the bytes and half the kernels. */
+double sp_step_loss_bytes_per_logit(sp_loss_impl impl, double elem)
+{
+  if (impl == SP_LOSS_FUSED) return 3.0 * elem;
+  return 40.0 + (elem < 4.0 ? 2.0 * (elem + 4.0) : 0.0);
+}
+
+double sp_step_loss_time(const sp_kernel_gpu *g, sp_loss_impl impl, double elem, double logits)
+{
+  if (!(logits > 0) || !(g->hbm_bw > 0)) return 0.0;
+  double kernels = impl == SP_LOSS_FUSED ? 2.0 : elem < 4.0 ? 9.0 : 7.0;
+  return 0.5 * (sp_step_loss_bytes_per_logit(impl, elem) * logits / g->hbm_bw + kernels * g->launch);
 }
 
 double sp_layer_kernels_mm_fwd(const sp_layer_kernels *k)

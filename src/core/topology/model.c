@@ -160,7 +160,7 @@ static const char *get_str(JsonObject *o, const char *key, const char *dflt, con
 /* The keys a model file may hold; anything else is a typo or a feature spsim does
  * not price (e.g. num_experts), never silently ignored. */
 static const char *const known_keys[] = { "name", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab",
-                                          "dtype", "mlp", "tied_embeddings", "elementwise", "sources",
+                                          "dtype", "mlp", "tied_embeddings", "elementwise", "loss", "sources",
                                           "experts", "experts_per_token", "expert_ffn", "shared_experts",
                                           "shared_expert_ffn", "moe_layers", "first_dense_layers",
                                           "moe_layer_freq", "capacity_factor", "router_dtype",
@@ -491,6 +491,17 @@ sp_model *sp_model_parse_flags(const char *json, gssize len, const char *what, s
   else if (strcmp(ew, "eager") == 0) m->elementwise = SP_ELEM_EAGER;
   else {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: elementwise must be \"fused\" or \"eager\" (got \"%s\")", what, ew);
+    goto fail;
+  }
+  const char *ls = get_str(o, "loss", "unfused", what, err);
+  if (ls == NULL) goto fail;
+  if (strcmp(ls, "unfused") == 0) m->loss = SP_LOSS_UNFUSED;
+  else if (strcmp(ls, "fused") == 0) m->loss = SP_LOSS_FUSED;
+  else {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "%s: loss must be \"unfused\" (PyTorch kernels in fp32, Megatron-LM and torchtitan) or \"fused\" "
+                "(one kernel each way, flash-attn's cross entropy as llm-foundry uses it) (got \"%s\")",
+                what, ls);
     goto fail;
   }
   JsonNode *sn = json_object_get_member(o, "sources");

@@ -174,6 +174,28 @@ static void test_loss_bytes(void)
   g_assert_cmpfloat(k.loss, ==, 0.0);
 }
 
+/* Megatron-LM's optimizer step over the parameters a rank updates, bytes per parameter:
+ * the gradient norm reads the fp32 gradient (4), Adam reads weight, two moments and
+ * gradient in fp32 and writes the first three (4 x 4 + 3 x 4), the fp32 weight is copied
+ * to the 16-bit one (4 + 2): 38; fp16 adds the loss scaler's unscale-and-check pass over
+ * the fp32 gradients (4 + 4): 46. 1e6 parameters at 1 TB/s, 1 us per launch. */
+static void test_optimizer_bytes(void)
+{
+  sp_model m = tiny();
+  sp_step_ctx c = ctx_for(&m, 2, 128, 4);
+  c.hw.gpu.hbm_bw = 1e12;
+  c.hw.gpu.launch = 1e-6;
+  double adam = 4 + (4 * 4 + 3 * 4) + (4 + 2);
+  g_assert_cmpfloat(sp_step_optimizer_bytes_per_param(&m), ==, adam);
+  sp_layout l0 = lay("dp=2,zero=0", &c), l1 = lay("dp=2,zero=1", &c);
+  g_assert_cmpfloat_with_epsilon(sp_step_optimizer_time(&c, &l0, 1e6), adam * 1e6 / 1e12 + 1e-6, 1e-15);
+  /* ZeRO-1 over 2 replicas: each updates half */
+  g_assert_cmpfloat_with_epsilon(sp_step_optimizer_time(&c, &l1, 1e6), adam * 0.5e6 / 1e12 + 1e-6, 1e-15);
+  m.dtype = SP_F16;
+  g_assert_cmpfloat(sp_step_optimizer_bytes_per_param(&m), ==, adam + 4 + 4);
+  g_assert_cmpfloat_with_epsilon(sp_step_optimizer_time(&c, &l0, 1e6), (adam + 8) * 1e6 / 1e12 + 1e-6, 1e-15);
+}
+
 static void test_bubble(void)
 {
   g_assert_cmpfloat(sp_step_bubble_fraction(4, 12), ==, 0.25);
@@ -334,6 +356,7 @@ int main(int argc, char **argv)
   g_test_add_func("/step/op-checkpoint", test_op_checkpoint);
   g_test_add_func("/step/eager-elementwise", test_eager_elementwise);
   g_test_add_func("/step/loss-bytes", test_loss_bytes);
+  g_test_add_func("/step/optimizer-bytes", test_optimizer_bytes);
   g_test_add_func("/step/bubble", test_bubble);
   g_test_add_func("/step/tp-step", test_step_tp);
   g_test_add_func("/step/pp-step", test_step_pp);

@@ -192,6 +192,12 @@ double sp_layer_kernels_mm_bwd(const sp_layer_kernels *k);
  * output layer on the last.
  */
 double sp_step_stage_params(const sp_model *m, const sp_layout *l, int32_t stage);
+/**
+ * HBM bytes per parameter of Megatron-LM's mixed-precision optimizer step: gradient norm
+ * 4, Adam 28, the copy to the 16-bit weights 6 (38), and for an fp16 model the loss
+ * scaler's unscale-and-check pass 8 (46).
+ */
+double sp_step_optimizer_bytes_per_param(const sp_model *m);
 /** Time of the Adam step over @p params parameters of one TP rank (ISP and ZeRO shard them). */
 double sp_step_optimizer_time(const sp_step_ctx *c, const sp_layout *l, double params);
 

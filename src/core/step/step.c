@@ -436,15 +436,24 @@ double sp_layer_kernels_mm_bwd(const sp_layer_kernels *k)
  *    writes the first three: 4 x 4 + 3 x 4 = 28;
  *  - _copy_main_params_to_model_params reads the FP32 weight and writes the 16-bit
  *    one: 4 + 2 = 6.
- * 38 bytes. (fp16's loss-scale unscaling and the clipping multiply, applied only when
- * the norm exceeds the limit, are not counted.) */
+ * 38 bytes. fp16 training adds the loss scaler's pass: before the norm, the FP32 main
+ * gradients are unscaled and checked for inf/NaN in one read and one write
+ * (_unscale_main_grads_and_check_for_nan, torch._amp_foreach_non_finite_check_and_unscale_,
+ * as PyTorch's GradScaler.unscale_ does too): 8 more, 46. bf16 runs without a loss scaler.
+ * (The clipping multiply, applied only when the norm exceeds the limit, is not counted.) */
 #define ADAM_BYTES_PER_PARAM (4.0 + 28.0 + 6.0)
+#define FP16_UNSCALE_BYTES_PER_PARAM (4.0 + 4.0)
+
+double sp_step_optimizer_bytes_per_param(const sp_model *m)
+{
+  return ADAM_BYTES_PER_PARAM + (m->dtype == SP_F16 ? FP16_UNSCALE_BYTES_PER_PARAM : 0.0);
+}
 
 double sp_step_optimizer_time(const sp_step_ctx *c, const sp_layout *l, double params)
 {
   double p = params / l->wp;
   if (l->zero >= 1) p /= (double)sp_layout_replicas(l) / l->wp;
-  return sp_kernel_elementwise_time(&c->hw.gpu, ADAM_BYTES_PER_PARAM * p);
+  return sp_kernel_elementwise_time(&c->hw.gpu, sp_step_optimizer_bytes_per_param(c->model) * p);
 }
 
 static double optimizer_time(const sp_step_ctx *c, const sp_layout *l)

@@ -213,6 +213,7 @@ void sp_step_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
     push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, params * e, 1, "ZeRO parameter all-gather after the optimizer");
   }
   sp_step_edge_comms(c, l, out);
+  if (sp_model_is_moe(m)) sp_step_moe_comms(c, l, out);
 }
 
 double sp_step_grad_bytes(const sp_model *m, const sp_layout *l)
@@ -262,7 +263,6 @@ void sp_step_edge_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
     push(out, SP_COMM_PP, SP_PER_STEP, SP_COLL_ALL_REDUCE, 2, (l->pp - 1) * stage_ranks, table * sp_step_grad_bytes(m, l), 1,
          "tied word-embedding gradient all-reduce (first and last stage)");
   }
-  if (sp_model_is_moe(m)) sp_step_moe_comms(c, l, out);
 }
 
 /* Forward GEMM M x N x K and its backward: data gradient M x K x N and weight

@@ -553,7 +553,7 @@ static GArray *stage_order(int32_t pp, int32_t v, int64_t m, int32_t s, sp_sched
   }
   int64_t total = m * v;
   int64_t warm;
-  if (v == 1) warm = MIN((int64_t)(pp - s - 1), m);
+  if (v == 1) warm = MIN((int64_t)(pp - s - 1) + (ov ? 1 : 0), m);
   else if (m == pp) warm = total;
   else warm = MIN((int64_t)(pp - s - 1) * 2 + (int64_t)(v - 1) * pp + (ov ? 1 : 0), total);
   int64_t group = (int64_t)pp * v;

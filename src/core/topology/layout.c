@@ -300,6 +300,9 @@ static sp_skip check_ep(sp_layout *l, const sp_layout_ctx *c, GError **err)
   if (l->a2a_overlap && l->ckpt == SP_CKPT_FULL)
     return fail(err, SP_SKIP_WORLD, "layout: a2aoverlap=1 cannot run with full recompute (ckpt=full), as in "
                 "Megatron-Core; use ckpt=selective or none");
+  /* without virtual stages a stage's paired forward is sent on only at the end of the
+   * pair, while the pair waits for the next stage's backward: the stages take turns
+   * (measured: Mixtral 8x7B, pp=2, 4 micro-batches on the ideal GPU, 102 s -> 139 s) */
   if (l->a2a_overlap && l->pp > 1 && sp_layout_vpp(l) < 2)
     return fail(err, SP_SKIP_LAYERS, "layout: a2aoverlap=1 with pp=%d needs the interleaved schedule (vpp > 1), as "
                 "Megatron-Core's combined 1F1B does", l->pp);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "spsim/error.h"
 #include "spsim/step.h"
+#include "spsim/stepgraph.h"
 #include "step-fixture.h"
 
 static sp_model *builtin(const char *name)
@@ -247,6 +248,79 @@ static void test_step_imbalance(void)
   sp_model_free(mix);
 }
 
+
+/* The expert all-to-alls priced at *user seconds, every other collective at 0. */
+static gboolean price_a2a(void *user, const sp_comm *c, double *s, GError **err)
+{
+  (void)err;
+  *s = c->what == sp_moe_what_dispatch ? *(const double *)user : 0.0;
+  return TRUE;
+}
+
+/* Step time of @p spec on the step graph run without contention, and the closed form's. */
+static void a2a_step(sp_step_ctx *c, const char *spec, double *graph, double *closed)
+{
+  sp_layout l = fixture_layout(spec, c);
+  GError *err = NULL;
+  sp_stepgraph *g = sp_stepgraph_build(c, &l, SP_SCHED_1F1B, &err);
+  g_assert_no_error(err);
+  g_assert_true(sp_stepgraph_price(g, c, &err));
+  g_assert_true(sp_stepgraph_schedule(g, NULL, NULL, graph, &err));
+  g_assert_no_error(err);
+  sp_stepgraph_free(g);
+  sp_step_result r;
+  g_assert_true(sp_step_eval(c, &l, &r, &err));
+  g_assert_no_error(err);
+  *closed = r.step_time;
+}
+
+/* a2aoverlap=1 (Megatron-Core's combined 1F1B without pipelining): micro-batch i + 1's
+ * forward runs paired with micro-batch i's backward, layer by layer, and each of a layer
+ * pair's four all-to-alls (a seconds) beside one block of the other pass's kernels:
+ * the backward combine beside the forward attention and router (C1), the forward dispatch
+ * beside the experts' backward (C2), the backward dispatch beside the experts' forward
+ * (C3), the forward combine beside the router and attention backward (C4). On the ideal
+ * GPU (element-wise kernels and permutations take no time; Mixtral has no shared experts)
+ * the layer's kernels are C1 + C2 + C3 + C4 exactly. Of m micro-batches, m - 1 pairs:
+ *  - a below every block: each pair hides 4 a per layer, so the step drops by
+ *    (m - 1) L 4 a;
+ *  - a above every block: a pair's layer takes 4 a (the all-to-alls back to back, the
+ *    kernels beside them) instead of 4 a + C1 + C2 + C3 + C4, so the step drops by
+ *    (m - 1) L (C1 + C2 + C3 + C4).
+ * The closed form hides min(a, C_i) per all-to-all and paired micro-batch: the same. */
+static void test_a2a_overlap(void)
+{
+  sp_model *mix = builtin("mixtral-8x7b");
+  double a = 0;
+  sp_step_ctx c = fixture_ctx(mix, 8, 512, 32, price_a2a);
+  c.price_user = &a;
+  c.hw.comm_slowdown = 0;
+  sp_layout l = fixture_layout("tp=1,ep=8,dp=8,zero=1,ckpt=none", &c);
+  sp_layer_kernels k;
+  sp_moe_kernels mk;
+  g_assert_true(sp_step_layer_kernels(&c, &l, &k, NULL));
+  g_assert_true(sp_step_moe_kernels(&c, &l, &mk, NULL));
+  double C1 = k.qkv[0] + k.proj[0] + k.attn_fwd + mk.router[0], C2 = mk.experts[1] + mk.experts[2], C3 = mk.experts[0];
+  double C4 = k.qkv[1] + k.qkv[2] + k.proj[1] + k.proj[2] + k.attn_bwd + mk.router[1] + mk.router[2];
+  double cmin = MIN(MIN(C1, C2), MIN(C3, C4)), cmax = MAX(MAX(C1, C2), MAX(C3, C4));
+  g_assert_cmpfloat(cmin, >, 1e-3);
+  double m = 32 / 8, L = 32;
+  struct { double a, drop; } cases[2] = { { cmin / 4, (m - 1) * L * 4 * cmin / 4 }, { 2 * cmax, (m - 1) * L * (C1 + C2 + C3 + C4) } };
+  for (int i = 0; i < 2; i++) {
+    a = cases[i].a;
+    double g0, g1, c0, c1;
+    a2a_step(&c, "tp=1,ep=8,dp=8,zero=1,ckpt=none", &g0, &c0);
+    a2a_step(&c, "tp=1,ep=8,dp=8,zero=1,ckpt=none,a2aoverlap=1", &g1, &c1);
+    if (fabs((g0 - g1) - cases[i].drop) > 1e-9 * g0 || fabs((c0 - c1) - cases[i].drop) > 1e-9 * c0)
+      g_error("a = %g: graph %g -> %g, closed form %g -> %g; expected a drop of %g", a, g0, g1, c0, c1, cases[i].drop);
+  }
+  /* Megatron-Core's conditions: ep > 1, no full recompute, vpp with pp > 1; MoE only */
+  expect_refused(mix, 64, "tp=1,ep=1,dp=64,a2aoverlap=1", "needs ep > 1");
+  expect_refused(mix, 64, "tp=1,ep=8,dp=64,ckpt=full,a2aoverlap=1", "full recompute");
+  expect_refused(mix, 64, "tp=1,ep=8,pp=2,dp=32,a2aoverlap=1", "vpp > 1");
+  sp_model_free(mix);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -255,5 +329,6 @@ int main(int argc, char **argv)
   g_test_add_func("/moe/routing", test_routing);
   g_test_add_func("/moe/memory-and-comms", test_memory_and_comms);
   g_test_add_func("/moe/step-imbalance", test_step_imbalance);
+  g_test_add_func("/moe/a2a-overlap", test_a2a_overlap);
   return g_test_run();
 }

@@ -9,7 +9,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..64"
+echo "1..67"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -239,6 +239,12 @@ expect_fail "ep on a dense model" "need an MoE model" "$tmp/p.xml" $A --model ll
 expect_fail "--routing on a dense model" "needs an MoE model" "$tmp/p.xml" $A --model llama3-8b --routing zipf:1
 if "$bin" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,zero=1,ckpt=full --export megatron >"$tmp/out" 2>"$tmp/err" \
    && grep -q -- '--expert-model-parallel-size 8' "$tmp/out"; then ok "Megatron export names ep"; else nok "ep export: $(cat "$tmp/err")"; fi
+# a2aoverlap=1: the layout's label and Megatron-Core's flag; refused where Megatron-Core refuses it
+if "$bin" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,zero=1,ckpt=selective,a2aoverlap=1 --gpu-mem 65536 --export megatron >"$tmp/out" 2>"$tmp/err" \
+   && grep -q "dp32 ep8 a2aov z1 sel" "$tmp/out" && grep -q -- '--overlap-moe-expert-parallel-comm' "$tmp/out"
+then ok "a2aoverlap=1 ranked and exported"; else nok "a2aoverlap: $(cat "$tmp/err")"; fi
+expect_fail "a2aoverlap with full recompute" "a2aoverlap=1 cannot run with full recompute" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,ckpt=full,a2aoverlap=1
+expect_fail "a2aoverlap on a dense model" "need an MoE model" "$tmp/p.xml" $A --model llama3-8b --layout tp=1,a2aoverlap=1
 # a skewed routing (zipf:1.5 over 8 experts on 8 ranks: the busiest takes 8 / (1 + 2^-1.5 + ... + 8^-1.5) = 4.15 x the mean) is slower
 "$bin" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,zero=1 --json "$tmp/u.json" >/dev/null 2>&1
 "$bin" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,zero=1 --routing zipf:1.5 --json "$tmp/z.json" >/dev/null 2>&1

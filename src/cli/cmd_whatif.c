@@ -175,6 +175,8 @@ static const char help_text[] =
   "  zero=0..3 ZeRO stage over the data-parallel group (1: optimizer, 2: + gradients, 3: + weights)\n"
   "  ckpt=none|selective|full  activation recomputation\n"
   "  mb=N      micro-batch size in sequences\n"
+  "  ep=N, etp=N  MoE: expert parallelism, expert tensor parallelism (tp or 1); a2aoverlap=1: the expert\n"
+  "            all-to-alls overlap the compute of a paired micro-batch (Megatron-Core's combined 1F1B)\n"
   "\n"
   "The table shows the best layout of each family: layouts that differ only in ISP wp or the ZeRO\n"
   "stage and whose step times agree within 1%, with X for what varies (--all: every layout).\n"

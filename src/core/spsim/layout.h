@@ -72,6 +72,14 @@ typedef struct {
                          (topology.h, sp_topo_moe_new) the ep groups fold inside the sp x cp x dp
                          replicas: ep divides them and the number of experts */
   int32_t etp;      /**< expert tensor parallel degree (0: tp, Megatron-Core's default); 1 or tp */
+  gboolean a2a_overlap; /**< MoE: the expert all-to-alls of one micro-batch run on their own stream
+                         beside the other micro-batch's compute in the 1F1B steady state
+                         (Megatron-Core's --overlap-moe-expert-parallel-comm, off by default:
+                         megatron/core/model_parallel_config.py; the combined 1F1B of
+                         megatron/core/pipeline_parallel/combined_1f1b.py; DeepSeek-V3's
+                         DualPipe, arXiv:2412.19437 sec. 3.2.1); layout key a2aoverlap=1. Needs
+                         ep > 1, no full recompute, and vpp > 1 when pp > 1, as Megatron-Core
+                         asserts (megatron/core/transformer/transformer_config.py) */
 } sp_layout;
 
 /** What a layout is checked against. */

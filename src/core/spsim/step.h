@@ -338,6 +338,20 @@ void sp_step_moe_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o
 /** Append the MoE collectives of @p l (all-to-alls, expert-TP gathers, expert-dp gradient
  *  reduction) to @p out, per layer weighted by the fullest stage's share of MoE layers. */
 void sp_step_moe_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out);
+/**
+ * With a2aoverlap=1: the expert all-to-all time (@p a2a, one dispatch or combine) hidden per
+ * layer of the fullest stage and micro-batch, forward and backward together. In the 1F1B
+ * steady state a forward and a backward pass run paired (Megatron-Core's combined 1F1B) and
+ * each of a layer pair's four all-to-alls runs beside one block of the other pass's kernels:
+ * the backward combine beside the forward's attention and router, the forward dispatch
+ * beside the experts' backward, the backward dispatch beside the experts' forward, the
+ * forward combine beside the router's and attention's backward; each hides up to its
+ * block's time. Scaled by the share of paired micro-batches (all but one without
+ * pipelining; the interleaved schedule's warm-up and cool-down are unpaired) and of MoE
+ * layers. 0 when the layout does not overlap.
+ */
+gboolean sp_step_moe_a2a_hidden(const sp_step_ctx *c, const sp_layout *l, const sp_layer_kernels *lk, double a2a,
+                                double *hidden, GError **err);
 /** Descriptions of the MoE collectives (the step graph and the list share them). */
 extern const char sp_moe_what_dispatch[], sp_moe_what_etp_ag[], sp_moe_what_etp_rs[], sp_moe_what_edp_grad[],
     sp_moe_what_edp_gather[];

@@ -44,6 +44,10 @@
  * when vpp > 1 (Narayanan et al. 2021), with its warm-up count and chunk order.
  * Activations and their gradients go to the next (previous) stage as SEND tasks on
  * SP_STREAM_PP; the receiving micro-batch waits for them.
+ * With a2aoverlap=1 (MoE; layout.h) the steady state runs each forward paired with the
+ * backward after it, one more forward in the warm-up, as Megatron-Core's combined 1F1B:
+ * forward layer i beside backward layer n - 1 - i, each MoE layer pair's four expert
+ * all-to-alls on SP_STREAM_SP between the other pass's kernels (stepgraph.c, pass_pair).
  */
 #ifndef SPSIM_STEPGRAPH_H
 #define SPSIM_STEPGRAPH_H

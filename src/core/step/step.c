@@ -213,6 +213,7 @@ void sp_step_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
     push(out, SP_COMM_DP, SP_PER_STEP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, params * e, 1, "ZeRO parameter all-gather after the optimizer");
   }
   sp_step_edge_comms(c, l, out);
+  if (sp_model_is_moe(m)) sp_step_moe_comms(c, l, out);
 }
 
 double sp_step_grad_bytes(const sp_model *m, const sp_layout *l)
@@ -262,7 +263,6 @@ void sp_step_edge_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
     push(out, SP_COMM_PP, SP_PER_STEP, SP_COLL_ALL_REDUCE, 2, (l->pp - 1) * stage_ranks, table * sp_step_grad_bytes(m, l), 1,
          "tied word-embedding gradient all-reduce (first and last stage)");
   }
-  if (sp_model_is_moe(m)) sp_step_moe_comms(c, l, out);
 }
 
 /* Forward GEMM M x N x K and its backward: data gradient M x K x N and weight
@@ -556,12 +556,14 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   double cf[SP_COMM_KIND_COUNT] = { 0 }, cb[SP_COMM_KIND_COUNT] = { 0 };
   double p2p = 0, grad = 0, pgather = 0, tie = 0, edge[2] = { 0, 0 };
   double tp1[SP_COLL_COUNT] = { 0 }; /* one TP collective of a layer, by type */
+  double a2a1 = 0;                   /* one MoE dispatch or combine all-to-all */
   for (guint i = 0; i < comms->len; i++) {
     const sp_comm *cm = &g_array_index(comms, sp_comm, i);
     double t = 0;
     if (!c->price(c->price_user, cm, &t, err)) return FALSE;
     double tt = t * cm->times;
     if (cm->kind == SP_COMM_TP && cm->when == SP_PER_LAYER_BWD && (unsigned)cm->coll < SP_COLL_COUNT) tp1[cm->coll] = t;
+    if (cm->what == sp_moe_what_dispatch) a2a1 = t;
     switch (cm->when) {
     case SP_PER_LAYER_FWD: cf[cm->kind] += tt; break;
     case SP_PER_LAYER_BWD: cb[cm->kind] += tt; break;
@@ -583,6 +585,12 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   eb[SP_COMM_TP] = MAX(0.0, cb[SP_COMM_TP] - column_bwd_hidden(l, tp1, lk.up) - column_bwd_hidden(l, tp1, lk.qkv));
   ef[SP_COMM_SP] = cf[SP_COMM_SP];
   eb[SP_COMM_SP] = cb[SP_COMM_SP];
+  if (l->a2a_overlap) { /* MoE all-to-alls beside the paired pass's kernels (sp_step_moe_a2a_hidden) */
+    double hid = 0;
+    if (!sp_step_moe_a2a_hidden(c, l, &lk, a2a1, &hid, err)) return FALSE;
+    ef[SP_COMM_SP] = MAX(0.0, ef[SP_COMM_SP] - hid / 2);
+    eb[SP_COMM_SP] = MAX(0.0, eb[SP_COMM_SP] - hid / 2);
+  }
   if (l->cp > 1) {
     double share = (double)(l->cp - 1) / l->cp;
     double bwin = (l->ckpt == SP_CKPT_SELECTIVE || l->ckpt == SP_CKPT_FULL ? 3.0 : 2.0) * at_f;

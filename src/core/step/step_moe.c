@@ -169,6 +169,34 @@ double sp_moe_kernels_bwd(const sp_moe_kernels *k)
   return k->router[1] + k->router[2] + k->permute + k->experts[1] + k->experts[2] + k->shared[1] + k->shared[2];
 }
 
+gboolean sp_step_moe_a2a_hidden(const sp_step_ctx *c, const sp_layout *l, const sp_layer_kernels *lk, double a2a,
+                                double *hidden, GError **err)
+{
+  const sp_model *m = c->model;
+  *hidden = 0;
+  if (!l->a2a_overlap || !sp_model_is_moe(m) || a2a <= 0) return TRUE;
+  sp_moe_kernels k;
+  if (!sp_step_moe_kernels(c, l, &k, err)) return FALSE;
+  double attn_f = lk->qkv[0] + lk->proj[0] + lk->attn_fwd + lk->elem_fwd / 2;
+  double attn_b = lk->qkv[1] + lk->qkv[2] + lk->proj[1] + lk->proj[2] + lk->attn_bwd + 2.0 * lk->elem_fwd +
+                  (l->ckpt == SP_CKPT_SELECTIVE ? lk->attn_fwd : 0.0);
+  double win[4] = { attn_f + k.router[0] + k.permute / 2, k.experts[1] + k.experts[2], k.experts[0],
+                    k.router[1] + k.router[2] + k.permute / 2 + attn_b };
+  double h = 0;
+  for (int i = 0; i < 4; i++) h += MIN(a2a, win[i]);
+  /* paired passes: schedules.py's warm-up plus one (stage 0, the longest), or all but F0 and the last B */
+  int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
+  int64_t v = sp_layout_vpp(l), total = mbs * v, warm = 1;
+  if (l->pp > 1 && v == 1) warm = MIN((int64_t)l->pp, total);
+  else if (l->pp > 1) warm = mbs == l->pp ? total : MIN((int64_t)(l->pp - 1) * 2 + (v - 1) * l->pp + 1, total);
+  double paired = total > 0 ? (double)(total - warm) / (double)total : 0.0;
+  double ls = (double)sp_layout_stage_layers(l, m);
+  double frac = ls > 0 ? (double)sp_step_moe_max_stage_layers(m, l) / ls : 0.0;
+  /* a pair is one forward and one backward: per micro-batch, the pair's hidden time */
+  *hidden = paired * frac * h;
+  return TRUE;
+}
+
 /* First global layer of pipeline stage @p stage. */
 static int64_t stage_first(const sp_model *m, const sp_layout *l, int32_t stage)
 {

@@ -251,28 +251,51 @@ static void moe_layer_comms(sb *b)
 
 static gboolean moe_layer(const sb *b) { return b->moe && sp_model_layer_is_moe(b->c->model, b->layer); }
 
-/* Router, permutation, dispatch all-to-all (and expert-TP gather), the rank's experts,
- * the way back, then the shared experts. */
-static void moe_mlp_fwd(sb *b)
+/* An MoE layer's MLP in the parts Megatron-Core's combined 1F1B schedules apart
+ * (megatron/core/models/common/model_chunk_schedule_plan.py, TransformerLayerSchedulePlan:
+ * pre-dispatch computation, dispatch, mlp, combine), forward: 0 router and permute,
+ * 1 dispatch all-to-all, 2 the experts (with the expert-TP gather and reduce-scatter),
+ * 3 combine all-to-all, 4 unpermute and shared experts. */
+static void moe_fwd_part(sb *b, int part)
 {
-  compute(b, b->mk.router[0] + b->mk.permute / 2, "router, permute");
-  coll_block(b, SP_STREAM_SP, b->ep_a2a);
-  coll_block(b, SP_STREAM_TP, b->etp_ag);
-  compute(b, b->mk.experts[0], "experts (grouped GEMM)");
-  coll_block(b, SP_STREAM_TP, b->etp_rs);
-  coll_block(b, SP_STREAM_SP, b->ep_a2a);
-  compute(b, b->mk.permute / 2 + b->mk.shared[0], "unpermute, shared experts");
+  gboolean shared = b->c->model->shared_experts > 0; /* shared experts run on the tp-gathered tokens */
+  switch (part) {
+  case 0:
+    if (shared) coll_block(b, SP_STREAM_TP, b->tp_ag);
+    compute(b, b->mk.router[0] + b->mk.permute / 2, "router, permute");
+    break;
+  case 1: case 3: coll_block(b, SP_STREAM_SP, b->ep_a2a); break;
+  case 2:
+    coll_block(b, SP_STREAM_TP, b->etp_ag);
+    compute(b, b->mk.experts[0], "experts (grouped GEMM)");
+    coll_block(b, SP_STREAM_TP, b->etp_rs);
+    break;
+  default:
+    compute(b, b->mk.permute / 2 + b->mk.shared[0], "unpermute, shared experts");
+    if (shared) coll_block(b, SP_STREAM_TP, b->l->tp_sp ? b->tp_rs : b->tp_ar);
+  }
 }
 
-static void moe_mlp_bwd(sb *b)
+/* Backward: 0 shared experts and unpermute, 1 combine all-to-all, 2 the experts, 3
+ * dispatch all-to-all, 4 router and permute. */
+static void moe_bwd_part(sb *b, int part)
 {
-  compute(b, b->mk.permute / 2 + b->mk.shared[1] + b->mk.shared[2], "shared experts, unpermute backward");
-  coll_block(b, SP_STREAM_SP, b->ep_a2a);
-  coll_block(b, SP_STREAM_TP, b->etp_ag);
-  compute(b, b->mk.experts[1] + b->mk.experts[2], "experts backward (grouped GEMM)");
-  coll_block(b, SP_STREAM_TP, b->etp_rs);
-  coll_block(b, SP_STREAM_SP, b->ep_a2a);
-  compute(b, b->mk.router[1] + b->mk.router[2] + b->mk.permute / 2, "router, permute backward");
+  gboolean shared = b->c->model->shared_experts > 0;
+  switch (part) {
+  case 0:
+    if (shared) coll_block(b, SP_STREAM_TP, b->tp_ag);
+    compute(b, b->mk.permute / 2 + b->mk.shared[1] + b->mk.shared[2], "shared experts, unpermute backward");
+    break;
+  case 1: case 3: coll_block(b, SP_STREAM_SP, b->ep_a2a); break;
+  case 2:
+    coll_block(b, SP_STREAM_TP, b->etp_ag);
+    compute(b, b->mk.experts[1] + b->mk.experts[2], "experts backward (grouped GEMM)");
+    coll_block(b, SP_STREAM_TP, b->etp_rs);
+    break;
+  default:
+    compute(b, b->mk.router[1] + b->mk.router[2] + b->mk.permute / 2, "router, permute backward");
+    if (shared) coll_block(b, SP_STREAM_TP, b->l->tp_sp ? b->tp_rs : b->tp_ar);
+  }
 }
 
 /* The layer's expert gradients are final: reduce them over the expert-dp group (and, with
@@ -341,7 +364,8 @@ static void attention_fwd(sb *b, uint8_t phase)
   b->phase = keep;
 }
 
-static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
+/* A layer's forward up to its MLP (Megatron-Core's pre-dispatch computation but the router). */
+static void layer_fwd_attn(sb *b, gboolean gather, gboolean has_next)
 {
   const sp_layout *l = b->l;
   double half = b->k.elem_fwd / 2;
@@ -358,11 +382,14 @@ static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
   compute(b, b->k.proj[0], "output projection");
   coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
   compute(b, half, "residual, norm");
+}
+
+static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
+{
+  const sp_layout *l = b->l;
+  layer_fwd_attn(b, gather, has_next);
   if (moe_layer(b)) {
-    gboolean shared = b->c->model->shared_experts > 0; /* shared experts run on the tp-gathered tokens */
-    if (shared) coll_block(b, SP_STREAM_TP, b->tp_ag);
-    moe_mlp_fwd(b);
-    if (shared) coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
+    for (int part = 0; part < 5; part++) moe_fwd_part(b, part);
     if (gather) weight_release(b, has_next);
     return;
   }
@@ -390,10 +417,12 @@ static void column_bwd(sb *b, const double t[3], const char *what)
   need(b, red);
 }
 
-static void layer_bwd(sb *b, gboolean has_next)
+static void layer_bwd_attn(sb *b, gboolean has_next);
+
+/* Recomputation ahead of a layer's backward (ckpt=full or op). */
+static void layer_bwd_recompute(sb *b)
 {
   const sp_layout *l = b->l;
-  weight_gather(b, has_next);
   if (l->ckpt == SP_CKPT_FULL) {
     uint8_t keep = b->phase;
     b->phase = SP_PHASE_RECOMPUTE;
@@ -405,17 +434,27 @@ static void layer_bwd(sb *b, gboolean has_next)
     compute(b, b->k.op_recompute, "recompute (op policy)");
     b->phase = keep;
   }
+}
+
+static void layer_bwd(sb *b, gboolean has_next)
+{
+  weight_gather(b, has_next);
+  layer_bwd_recompute(b);
   /* MLP: row-parallel down projection, then column-parallel up projection */
   if (moe_layer(b)) {
-    gboolean shared = b->c->model->shared_experts > 0;
-    if (shared) coll_block(b, SP_STREAM_TP, b->tp_ag);
-    moe_mlp_bwd(b);
-    if (shared) coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
+    for (int part = 0; part < 5; part++) moe_bwd_part(b, part);
   } else {
     coll_block(b, SP_STREAM_TP, b->tp_ag);
     compute(b, b->k.down[1] + b->k.down[2], "MLP down backward");
     column_bwd(b, b->k.up, "MLP up backward");
   }
+  layer_bwd_attn(b, has_next);
+}
+
+/* A layer's backward from its MLP's input gradient down. */
+static void layer_bwd_attn(sb *b, gboolean has_next)
+{
+  const sp_layout *l = b->l;
   compute(b, b->k.elem_fwd, "residual, norm backward");
   /* attention */
   coll_block(b, SP_STREAM_TP, b->tp_ag);
@@ -486,36 +525,50 @@ static void dp_bucket_add(sb *b, double params)
 
 /* ---------- schedule ---------- */
 
-typedef struct { gboolean fwd; int32_t mb, chunk; } slot;
+/* pair: a forward run together with the backward after it (a2aoverlap) */
+typedef struct { gboolean fwd, pair; int32_t mb, chunk; } slot;
 
-/* Megatron-LM's order of forward and backward passes on pipeline rank @p s. */
-static GArray *stage_order(int32_t pp, int32_t v, int64_t m, int32_t s, sp_sched sched)
+/* Megatron-LM's order of forward and backward passes on pipeline rank @p s. With @p ov
+ * (a2aoverlap) the 1F1B steady state pairs each forward with the backward after it, with
+ * one more warm-up forward (megatron/core/pipeline_parallel/schedules.py,
+ * get_pp_rank_microbatches; without pipelining combined_1f1b.py's
+ * combined_1f1b_schedule_for_no_pipelining: F0, then F(i+1) with B(i), then the last B). */
+static GArray *stage_order(int32_t pp, int32_t v, int64_t m, int32_t s, sp_sched sched, gboolean ov)
 {
   GArray *o = g_array_new(FALSE, FALSE, sizeof(slot));
+  if (ov && pp == 1) {
+    for (int64_t i = 0; i <= m; i++) {
+      slot f = { TRUE, TRUE, (int32_t)i, 0 }, bk = { FALSE, FALSE, (int32_t)i - 1, 0 };
+      if (i < m) { f.pair = i > 0; g_array_append_val(o, f); }
+      if (i > 0) g_array_append_val(o, bk);
+    }
+    return o;
+  }
   if (sched == SP_SCHED_GPIPE || pp == 1) {
     for (int32_t c = 0; c < v; c++)
-      for (int64_t i = 0; i < m; i++) { slot x = { TRUE, (int32_t)i, c }; g_array_append_val(o, x); }
+      for (int64_t i = 0; i < m; i++) { slot x = { TRUE, FALSE, (int32_t)i, c }; g_array_append_val(o, x); }
     for (int32_t c = v - 1; c >= 0; c--)
-      for (int64_t i = 0; i < m; i++) { slot x = { FALSE, (int32_t)i, c }; g_array_append_val(o, x); }
+      for (int64_t i = 0; i < m; i++) { slot x = { FALSE, FALSE, (int32_t)i, c }; g_array_append_val(o, x); }
     return o;
   }
   int64_t total = m * v;
   int64_t warm;
-  if (v == 1) warm = MIN((int64_t)(pp - s - 1), m);
+  if (v == 1) warm = MIN((int64_t)(pp - s - 1) + (ov ? 1 : 0), m);
   else if (m == pp) warm = total;
-  else warm = MIN((int64_t)(pp - s - 1) * 2 + (int64_t)(v - 1) * pp, total);
+  else warm = MIN((int64_t)(pp - s - 1) * 2 + (int64_t)(v - 1) * pp + (ov ? 1 : 0), total);
   int64_t group = (int64_t)pp * v;
   for (int64_t k = 0; k < total; k++) {
     /* forward k, and (after the warm-up) backward k - warm */
-    slot f = { TRUE, (int32_t)((k / group) * pp + k % pp), (int32_t)((k % group) / pp) };
+    slot f = { TRUE, FALSE, (int32_t)((k / group) * pp + k % pp), (int32_t)((k % group) / pp) };
     if (k < warm) { g_array_append_val(o, f); continue; }
+    f.pair = ov;
     g_array_append_val(o, f);
     int64_t j = k - warm;
-    slot bk = { FALSE, (int32_t)((j / group) * pp + j % pp), v - 1 - (int32_t)((j % group) / pp) };
+    slot bk = { FALSE, FALSE, (int32_t)((j / group) * pp + j % pp), v - 1 - (int32_t)((j % group) / pp) };
     g_array_append_val(o, bk);
   }
   for (int64_t j = total - warm; j < total; j++) {
-    slot bk = { FALSE, (int32_t)((j / group) * pp + j % pp), v - 1 - (int32_t)((j % group) / pp) };
+    slot bk = { FALSE, FALSE, (int32_t)((j / group) * pp + j % pp), v - 1 - (int32_t)((j % group) / pp) };
     g_array_append_val(o, bk);
   }
   return o;
@@ -528,11 +581,210 @@ static double embed_time(const sb *b)
   return sp_kernel_elementwise_time(&b->c->hw.gpu, 2.0 * T * (double)m->hidden * sp_model_dtype_bytes(m));
 }
 
+/* One forward or backward pass of a chunk, built in steps (begin, its layers, end) so
+ * that two passes can interleave; the data path of the one not being built waits here. */
+typedef struct {
+  const slot *x;
+  int32_t vs;
+  int64_t first, n, key;
+  gboolean last; /* the chunk's last backward: its gradients are final */
+  uint32_t chain, need[2];
+  uint8_t phase;
+  int32_t layer;
+} pass;
+
+static void pass_init(sb *b, pass *p, const slot *x, const int32_t *last_bwd_mb)
+{
+  memset(p, 0, sizeof *p);
+  p->x = x;
+  p->vs = x->chunk * b->l->pp + b->stage;
+  p->first = b->voff[p->vs];
+  p->n = sp_layout_chunk_layers(b->l, b->c->model, b->stage, x->chunk);
+  p->key = (int64_t)x->mb * b->nvirt + p->vs;
+  p->last = !x->fwd && x->mb == last_bwd_mb[x->chunk];
+  p->chain = b->chain; /* both passes of a pair start where the stage is */
+  p->need[0] = p->need[1] = NONE;
+  p->phase = x->fwd ? SP_PHASE_FWD : SP_PHASE_BWD;
+  p->layer = -1;
+}
+
+/* Leave pass @p from for pass @p to: kernels issued next belong to @p to's data path. */
+static void pass_switch(sb *b, pass *from, pass *to)
+{
+  from->chain = b->chain;
+  from->need[0] = b->need[0];
+  from->need[1] = b->need[1];
+  from->phase = b->phase;
+  from->layer = b->layer;
+  b->chain = to->chain;
+  b->need[0] = to->need[0];
+  b->need[1] = to->need[1];
+  b->phase = to->phase;
+  b->layer = to->layer;
+  b->mb = to->x->mb;
+  b->chunk = to->x->chunk;
+  b->open = NONE;
+}
+
+static double pass_emb_params(const sb *b)
+{
+  return (double)b->c->model->vocab * (double)b->c->model->hidden / b->l->tp / b->l->wp;
+}
+
+static void pass_begin(sb *b, pass *p)
+{
+  const slot *x = p->x;
+  b->mb = x->mb;
+  b->chunk = x->chunk;
+  b->layer = -1;
+  if (x->fwd) {
+    b->phase = SP_PHASE_FWD;
+    if (p->vs > 0) recv_wait(b, TRUE, p->key - 1);
+    if (p->vs == 0) {
+      compute(b, embed_time(b), "embedding");
+      coll_block(b, SP_STREAM_TP, b->emb_f);
+    }
+    return;
+  }
+  b->phase = SP_PHASE_BWD;
+  if (p->vs < b->nvirt - 1) recv_wait(b, FALSE, p->key + 1);
+  else {
+    compute(b, b->k.loss, "loss backward");
+    column_bwd(b, b->k.head, "output layer backward");
+    if (p->last) dp_bucket_add(b, pass_emb_params(b));
+  }
+}
+
+/* The gradients of backward layer @p li are final. */
+static void pass_layer_done(sb *b, const pass *p, int64_t li)
+{
+  const sp_model *mo = b->c->model;
+  if (!p->last) return;
+  if (b->moe) moe_grad_reduce(b);
+  dp_bucket_add(b, b->moe ? sp_step_moe_layer_dense_params(mo, b->l, li) / b->l->wp
+                          : sp_model_layer_params(mo) / b->l->tp / b->l->wp);
+}
+
+/* The @p j-th layer of the pass in its order. */
+static void pass_layer(sb *b, pass *p, int64_t j)
+{
+  if (p->x->fwd) {
+    b->layer = (int32_t)(p->first + j);
+    layer_fwd(b, TRUE, j + 1 < p->n);
+    return;
+  }
+  int64_t li = p->first + p->n - 1 - j;
+  b->layer = (int32_t)li;
+  layer_bwd(b, li > p->first);
+  pass_layer_done(b, p, li);
+}
+
+static void pass_end(sb *b, pass *p)
+{
+  const sp_layout *l = b->l;
+  const sp_model *mo = b->c->model;
+  int32_t vs = p->vs, pp = l->pp;
+  b->layer = -1;
+  if (p->x->fwd) {
+    if (vs == b->nvirt - 1) {
+      coll_block(b, SP_STREAM_TP, b->tp_ag);
+      compute(b, b->k.head[0] + b->k.loss, "output layer, loss");
+    } else {
+      uint32_t id = add(b, SP_TASK_SEND, SP_STREAM_PP, 0.0, b->pp_msg, "send activations");
+      sp_task *t = task_at(b, id);
+      t->peer = (vs + 1) % pp;
+      add_dep(t, b->chain);
+      if (b->chain == b->open) b->open = NONE;
+      b->send_f[p->key] = id;
+    }
+    return;
+  }
+  if (vs == 0) {
+    coll_block(b, SP_STREAM_TP, b->emb_b);
+    compute(b, embed_time(b), "embedding backward");
+    /* one table when the output layer shares it on the same rank */
+    if (p->last && !(mo->tied_embeddings && pp == 1)) dp_bucket_add(b, pass_emb_params(b));
+  }
+  if (p->last && dp_grad_buckets(b) && !l->dp_sync) dp_flush(b);
+  if (vs > 0) {
+    uint32_t id = add(b, SP_TASK_SEND, SP_STREAM_PP, 0.0, b->pp_msg, "send gradients");
+    sp_task *t = task_at(b, id);
+    t->peer = (vs - 1) % pp;
+    add_dep(t, b->chain);
+    if (b->chain == b->open) b->open = NONE;
+    b->send_b[p->key] = id;
+  }
+}
+
+/* A forward pass @p f and the backward pass @p w after it, as Megatron-Core's combined
+ * 1F1B runs them (TransformerModelChunkSchedulePlan.run and
+ * TransformerLayerSchedulePlan.run, megatron/core/models/common/model_chunk_schedule_plan.py):
+ * forward layer i beside backward layer n-1-i; in an MoE pair the all-to-alls of one
+ * pass go to the communication stream while the other pass's kernels run:
+ *   comm:    combine bwd      | dispatch fwd, dispatch bwd | combine fwd
+ *   compute: attention+router | experts bwd, experts fwd   | router+attention bwd
+ * The layers one pass has more of run after the pair, backward first. */
+static void pass_pair(sb *b, pass *f, pass *w)
+{
+  pass *cur = f;
+#define TO(p) do { if (cur != (p)) { pass_switch(b, cur, (p)); cur = (p); } } while (0)
+  pass_begin(b, f);
+  TO(w);
+  pass_begin(b, w);
+  int64_t both = MIN(f->n, w->n);
+  for (int64_t j = 0; j < both; j++) {
+    int64_t fl = f->first + j, wl = w->first + w->n - 1 - j;
+    TO(f);
+    b->layer = (int32_t)fl;
+    gboolean fm = moe_layer(b);
+    TO(w);
+    b->layer = (int32_t)wl;
+    if (!fm || !moe_layer(b)) { /* nothing to overlap: one after the other */
+      TO(f);
+      pass_layer(b, f, j);
+      TO(w);
+      pass_layer(b, w, j);
+      continue;
+    }
+    weight_gather(b, wl > w->first);
+    layer_bwd_recompute(b);
+    moe_bwd_part(b, 0);
+    moe_bwd_part(b, 1);
+    TO(f);
+    layer_fwd_attn(b, TRUE, j + 1 < f->n);
+    moe_fwd_part(b, 0);
+    TO(w);
+    moe_bwd_part(b, 2);
+    TO(f);
+    moe_fwd_part(b, 1);
+    TO(w);
+    moe_bwd_part(b, 3);
+    TO(f);
+    moe_fwd_part(b, 2);
+    moe_fwd_part(b, 3);
+    TO(w);
+    moe_bwd_part(b, 4);
+    layer_bwd_attn(b, wl > w->first);
+    pass_layer_done(b, w, wl);
+    TO(f);
+    moe_fwd_part(b, 4);
+    weight_release(b, j + 1 < f->n);
+  }
+  TO(w);
+  for (int64_t j = both; j < w->n; j++) pass_layer(b, w, j);
+  TO(f);
+  for (int64_t j = both; j < f->n; j++) pass_layer(b, f, j);
+  pass_end(b, f);
+  TO(w);
+  pass_end(b, w);
+#undef TO
+}
+
 static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
 {
   const sp_layout *l = b->l;
   const sp_model *mo = b->c->model;
-  int32_t pp = l->pp, v = sp_layout_vpp(l), V = b->nvirt;
+  int32_t pp = l->pp, v = sp_layout_vpp(l);
   b->stage = s;
   b->chain = b->open = NONE;
   b->need[0] = b->need[1] = NONE;
@@ -543,7 +795,6 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
   b->last_dp = NONE;
   b->mb = -1; b->chunk = -1; b->layer = -1;
   double layer_params = sp_model_layer_params(mo) / l->tp / l->wp;
-  double emb_params = (double)mo->vocab * (double)mo->hidden / l->tp / l->wp;
   g_free(b->pgather);
   b->pgather = NULL;
   if (l->zero >= 1 && l->zero <= 2 && dp_grad_buckets(b)) {
@@ -566,7 +817,7 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
       }
     }
   }
-  g_autoptr(GArray) order = stage_order(pp, v, m, s, sched);
+  g_autoptr(GArray) order = stage_order(pp, v, m, s, sched, l->a2a_overlap && b->moe);
   /* the last backward of each chunk finalises its gradients */
   g_autofree int32_t *last_bwd_mb = g_new(int32_t, v);
   for (guint i = 0; i < order->len; i++) {
@@ -575,67 +826,16 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
   }
   for (guint i = 0; i < order->len; i++) {
     const slot *x = &g_array_index(order, slot, i);
-    int32_t vs = x->chunk * pp + s;
-    int64_t first = b->voff[vs], n = sp_layout_chunk_layers(l, mo, s, x->chunk);
-    int64_t key = (int64_t)x->mb * V + vs;
-    b->mb = x->mb;
-    b->chunk = x->chunk;
-    b->layer = -1;
-    if (x->fwd) {
-      b->phase = SP_PHASE_FWD;
-      if (vs > 0) recv_wait(b, TRUE, key - 1);
-      if (vs == 0) {
-        compute(b, embed_time(b), "embedding");
-        coll_block(b, SP_STREAM_TP, b->emb_f);
-      }
-      for (int64_t li = first; li < first + n; li++) {
-        b->layer = (int32_t)li;
-        layer_fwd(b, TRUE, li + 1 < first + n);
-      }
-      b->layer = -1;
-      if (vs == V - 1) {
-        coll_block(b, SP_STREAM_TP, b->tp_ag);
-        compute(b, b->k.head[0] + b->k.loss, "output layer, loss");
-      } else {
-        uint32_t id = add(b, SP_TASK_SEND, SP_STREAM_PP, 0.0, b->pp_msg, "send activations");
-        sp_task *t = task_at(b, id);
-        t->peer = (vs + 1) % pp;
-        add_dep(t, b->chain);
-        if (b->chain == b->open) b->open = NONE;
-        b->send_f[key] = id;
-      }
-    } else {
-      b->phase = SP_PHASE_BWD;
-      gboolean last = x->mb == last_bwd_mb[x->chunk];
-      if (vs < V - 1) recv_wait(b, FALSE, key + 1);
-      else {
-        compute(b, b->k.loss, "loss backward");
-        column_bwd(b, b->k.head, "output layer backward");
-        if (last) dp_bucket_add(b, emb_params);
-      }
-      for (int64_t li = first + n - 1; li >= first; li--) {
-        b->layer = (int32_t)li;
-        layer_bwd(b, li > first);
-        if (last && b->moe) moe_grad_reduce(b);
-        if (last) dp_bucket_add(b, b->moe ? sp_step_moe_layer_dense_params(mo, l, li) / l->wp : layer_params);
-      }
-      b->layer = -1;
-      if (vs == 0) {
-        coll_block(b, SP_STREAM_TP, b->emb_b);
-        compute(b, embed_time(b), "embedding backward");
-        /* one table when the output layer shares it on the same rank */
-        if (last && !(mo->tied_embeddings && pp == 1)) dp_bucket_add(b, emb_params);
-      }
-      if (last && dp_grad_buckets(b) && !l->dp_sync) dp_flush(b);
-      if (vs > 0) {
-        uint32_t id = add(b, SP_TASK_SEND, SP_STREAM_PP, 0.0, b->pp_msg, "send gradients");
-        sp_task *t = task_at(b, id);
-        t->peer = (vs - 1) % pp;
-        add_dep(t, b->chain);
-        if (b->chain == b->open) b->open = NONE;
-        b->send_b[key] = id;
-      }
+    pass p[2];
+    pass_init(b, &p[0], x, last_bwd_mb);
+    if (x->pair && i + 1 < order->len) {
+      pass_init(b, &p[1], &g_array_index(order, slot, ++i), last_bwd_mb);
+      pass_pair(b, &p[0], &p[1]);
+      continue;
     }
+    pass_begin(b, &p[0]);
+    for (int64_t j = 0; j < p[0].n; j++) pass_layer(b, &p[0], j);
+    pass_end(b, &p[0]);
   }
   /* the optimizer step, once every gradient of the stage is reduced */
   b->mb = b->chunk = b->layer = -1;
@@ -654,14 +854,6 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
       if (t->stage == s && t->stream == SP_STREAM_ISP) { add_dep(task_at(b, b->chain), i); break; }
     }
   }
-}
-
-void sp_stepgraph_free(sp_stepgraph *g)
-{
-  if (g == NULL) return;
-  if (g->tasks) g_array_unref(g->tasks);
-  if (g->comms) g_array_unref(g->comms);
-  g_free(g);
 }
 
 sp_stepgraph *sp_stepgraph_build(const sp_step_ctx *c, const sp_layout *l, sp_sched sched, GError **err)
@@ -736,161 +928,4 @@ sp_stepgraph *sp_stepgraph_build(const sp_step_ctx *c, const sp_layout *l, sp_sc
   g_free(b.pgather);
   g_hash_table_destroy(b.comm_ix);
   return b.g;
-}
-
-gboolean sp_stepgraph_price(sp_stepgraph *g, const sp_step_ctx *c, GError **err)
-{
-  g_autofree double *t = g_new0(double, g->comms->len + 1);
-  for (guint i = 0; i < g->comms->len; i++)
-    if (!c->price(c->price_user, &g_array_index(g->comms, sp_comm, i), &t[i], err)) return FALSE;
-  for (guint i = 0; i < g->tasks->len; i++) {
-    sp_task *k = &g_array_index(g->tasks, sp_task, i);
-    if (k->kind != SP_TASK_COMPUTE) k->seconds = k->comm >= 0 ? t[k->comm] : 0.0;
-  }
-  return TRUE;
-}
-
-/* ---------- contention-free run ---------- */
-
-void sp_stepgraph_successors(const sp_stepgraph *g, uint32_t **off_out, uint32_t **succ_out)
-{
-  guint n = g->tasks->len;
-  const sp_task *T = (const sp_task *)g->tasks->data;
-  uint32_t *off = g_new0(uint32_t, n + 1);
-  for (guint i = 0; i < n; i++)
-    for (int d = 0; d < T[i].ndeps; d++) off[T[i].deps[d] + 1]++;
-  for (guint i = 0; i < n; i++) off[i + 1] += off[i];
-  uint32_t *succ = g_new(uint32_t, off[n] + 1);
-  g_autofree uint32_t *fill = g_new0(uint32_t, n + 1);
-  for (guint i = 0; i < n; i++)
-    for (int d = 0; d < T[i].ndeps; d++) {
-      uint32_t p = T[i].deps[d];
-      succ[off[p] + fill[p]++] = i;
-    }
-  *off_out = off;
-  *succ_out = succ;
-}
-
-gboolean sp_stepgraph_schedule(const sp_stepgraph *g, double *start, double *end, double *makespan, GError **err)
-{
-  guint n = g->tasks->len;
-  const sp_task *T = (const sp_task *)g->tasks->data;
-  g_autofree uint32_t *off = NULL, *succ = NULL;
-  sp_stepgraph_successors(g, &off, &succ);
-  /* next task of each (stage, stream) */
-  int32_t nq = g->stages * SP_STREAM_COUNT;
-  g_autofree uint32_t *next_in_stream = g_new(uint32_t, n + 1);
-  g_autofree uint32_t *head = g_new(uint32_t, nq);
-  g_autofree uint32_t *tail = g_new(uint32_t, nq);
-  for (int32_t q = 0; q < nq; q++) head[q] = tail[q] = NONE;
-  for (guint i = 0; i < n; i++) {
-    int32_t q = T[i].stage * SP_STREAM_COUNT + T[i].stream;
-    next_in_stream[i] = NONE;
-    if (tail[q] == NONE) head[q] = i;
-    else next_in_stream[tail[q]] = i;
-    tail[q] = i;
-  }
-  g_autofree uint32_t *pending = g_new(uint32_t, n + 1);
-  g_autofree double *ready = g_new0(double, n + 1);  /* latest end of a dependency */
-  g_autofree double *s0 = g_new0(double, n + 1), *e0 = g_new0(double, n + 1);
-  g_autofree uint8_t *is_head = g_new0(uint8_t, n + 1);
-  for (guint i = 0; i < n; i++) pending[i] = T[i].ndeps;
-  GArray *work = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-  for (int32_t q = 0; q < nq; q++)
-    if (head[q] != NONE) {
-      is_head[head[q]] = 1;
-      if (pending[head[q]] == 0) g_array_append_val(work, head[q]);
-    }
-  g_autofree double *qfree = g_new0(double, nq);
-  guint done = 0;
-  double span = 0;
-  while (work->len > 0) {
-    uint32_t i = g_array_index(work, uint32_t, work->len - 1);
-    g_array_set_size(work, work->len - 1);
-    int32_t q = T[i].stage * SP_STREAM_COUNT + T[i].stream;
-    s0[i] = MAX(ready[i], qfree[q]);
-    e0[i] = s0[i] + T[i].seconds;
-    qfree[q] = e0[i];
-    span = MAX(span, e0[i]);
-    done++;
-    for (uint32_t k = off[i]; k < off[i + 1]; k++) {
-      uint32_t j = succ[k];
-      ready[j] = MAX(ready[j], e0[i]);
-      if (--pending[j] == 0 && is_head[j]) g_array_append_val(work, j);
-    }
-    uint32_t nx = next_in_stream[i];
-    if (nx != NONE) {
-      is_head[nx] = 1;
-      if (pending[nx] == 0) g_array_append_val(work, nx);
-    }
-  }
-  g_array_unref(work);
-  if (done != n) {
-    g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "step graph: %u of %u tasks can never start (a dependency cycle)", n - done, n);
-    return FALSE;
-  }
-  if (start) memcpy(start, s0, n * sizeof(double));
-  if (end) memcpy(end, e0, n * sizeof(double));
-  if (makespan) *makespan = span;
-  return TRUE;
-}
-
-/* ---------- breakdown ---------- */
-
-typedef struct { double t; int32_t stream; int32_t delta; int32_t kind; } edge;
-
-static int cmp_edge(const void *a, const void *b)
-{
-  const edge *x = a, *y = b;
-  if (x->t != y->t) return x->t < y->t ? -1 : 1;
-  return x->delta - y->delta; /* ends before starts at one instant */
-}
-
-void sp_stepgraph_breakdown_of(const sp_stepgraph *g, const double *start, const double *end, sp_stepgraph_breakdown *b)
-{
-  memset(b, 0, sizeof *b);
-  const sp_task *T = (const sp_task *)g->tasks->data;
-  guint n = g->tasks->len;
-  /* the step ends with the last task; the stage whose kernels are busiest is the one
-   * the others wait for, and its idle time is the pipeline bubble */
-  g_autofree double *busy = g_new0(double, g->stages);
-  for (guint i = 0; i < n; i++) {
-    b->step_time = MAX(b->step_time, end[i]);
-    if (T[i].kind == SP_TASK_COMPUTE && end[i] > start[i]) busy[T[i].stage] += end[i] - start[i];
-  }
-  for (int32_t s = 1; s < g->stages; s++)
-    if (busy[s] > busy[b->stage]) b->stage = s;
-  GArray *ev = g_array_new(FALSE, FALSE, sizeof(edge));
-  for (guint i = 0; i < n; i++) {
-    if (T[i].stage != b->stage || end[i] <= start[i]) continue;
-    int32_t kind = -1;
-    if (T[i].kind == SP_TASK_COMPUTE) b->compute += end[i] - start[i];
-    else {
-      kind = g_array_index(g->comms, sp_comm, T[i].comm).kind;
-      b->comm[kind] += end[i] - start[i];
-    }
-    edge s = { start[i], T[i].stream, +1, kind }, e = { end[i], T[i].stream, -1, kind };
-    g_array_append_val(ev, s);
-    g_array_append_val(ev, e);
-  }
-  qsort(ev->data, ev->len, sizeof(edge), cmp_edge);
-  int32_t busy_compute = 0, active[SP_COMM_KIND_COUNT] = { 0 };
-  double t = 0;
-  for (guint i = 0; i <= ev->len; i++) {
-    double nt = i < ev->len ? g_array_index(ev, edge, i).t : b->step_time;
-    if (nt > t && busy_compute == 0) {
-      int nk = 0;
-      for (int k = 0; k < SP_COMM_KIND_COUNT; k++) nk += active[k] > 0;
-      if (nk == 0) b->idle += nt - t;
-      else
-        for (int k = 0; k < SP_COMM_KIND_COUNT; k++)
-          if (active[k] > 0) b->exposed[k] += (nt - t) / nk;
-    }
-    if (i == ev->len) break;
-    const edge *x = &g_array_index(ev, edge, i);
-    if (x->kind < 0) busy_compute += x->delta;
-    else active[x->kind] += x->delta;
-    t = MAX(t, nt);
-  }
-  g_array_unref(ev);
 }

@@ -75,6 +75,7 @@ static void megatron(GString *s, GString *no, const sp_whatif_result *res, const
   /* expert parallelism (Megatron-Core's arguments for its expert RankGenerator) */
   if (l->ep > 1) flag(s, "--expert-model-parallel-size %d", l->ep);
   if (l->etp > 0) flag(s, "--expert-tensor-parallel-size %d", l->etp);
+  if (l->a2a_overlap) flag(s, "--overlap-moe-expert-parallel-comm");
   flag(s, "--micro-batch-size %d", l->mb);
   flag(s, "--global-batch-size %" G_GINT64_FORMAT, res->ctx.global_batch);
   flag(s, "--seq-length %" G_GINT64_FORMAT, res->ctx.seq);

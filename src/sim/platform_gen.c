@@ -218,7 +218,7 @@ static void put_link(GString *s, const char *indent, const char *id, double bw, 
 
 /* The header's lines for the Blackwell presets, NVLink domains beyond one node and
  * shared NICs ("" otherwise, so that the older presets' text is unchanged). */
-static char *domain_notes(const sp_platform_opts *o, const geom *m)
+static char *domain_notes(const sp_platform_opts *o, const geom *m, gboolean folded)
 {
   GString *t = g_string_new("");
   char b[G_ASCII_DTOSTR_BUF_SIZE];
@@ -227,11 +227,12 @@ static char *domain_notes(const sp_platform_opts *o, const geom *m)
                        "    with the H100 preset's measured fractions, not measured on this GPU.\n");
   if (m->nodes_per_zone > 1)
     g_string_append_printf(t,
-        "  * NVLink domain of %d GPUs = %d nodes of %d: each SimGrid zone nodeN (hosts\n"
+        "  * NVLink domain of %d GPUs = %d nodes of %d: each %s nodeN (hosts\n"
         "    nodeN-gpuG, G = 0..%d, node property = domain index) is one domain with one\n"
         "    non-blocking NVSwitch fabric; GPU G sits in the domain's node G / %d.\n"
         "    gpus_per_node (top zone) is the domain size: the NVLink-connected group.\n",
-        m->zone_gpus, m->nodes_per_zone, o->gpus_per_node, m->zone_gpus - 1, o->gpus_per_node);
+        m->zone_gpus, m->nodes_per_zone, o->gpus_per_node, folded ? "domain" : "SimGrid zone", m->zone_gpus - 1,
+        o->gpus_per_node);
   if (o->pod_sus > 0)
     g_string_append_printf(t,
         "  * Three tiers: pods of %d SU(s), each a star of its SUs around its spine\n"
@@ -295,7 +296,7 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
   char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE], b3[G_ASCII_DTOSTR_BUF_SIZE],
       b4[G_ASCII_DTOSTR_BUF_SIZE], b5[G_ASCII_DTOSTR_BUF_SIZE], b6[G_ASCII_DTOSTR_BUF_SIZE];
   int32_t gpn = o->gpus_per_node;
-  g_autofree char *notes = domain_notes(o, m);
+  g_autofree char *notes = domain_notes(o, m, folded);
   g_autofree char *mixn = mspec != NULL ? mix_notes(o, mspec) : NULL;
   g_autofree char *gpuopt = NULL;
   if (mspec != NULL) {

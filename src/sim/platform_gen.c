@@ -317,8 +317,8 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
       "    DOWN, suJ-leaf). Links are declared at the top level for fast loading.\n";
   static const char routing_folded[] =
       "  * Routing is computed, not listed: each SU is one DijkstraCache zone holding\n"
-      "    its nodes' GPUs and routers (no zone per node, so that SimGrid loads large\n"
-      "    platforms in linear time), with routes between neighbours only: GPU <->\n"
+      "    its nodes' GPUs and routers (no zone per node: SimGrid's loading work grows\n"
+      "    with zones x hosts), with routes between neighbours only: GPU <->\n"
       "    nodeN-nvswitch over its NVLink ports, GPU -> nodeN-tx and nodeN-rx -> GPU\n"
       "    over its NIC, nodeN-tx -> suK-gw over nodeN-rails and suK-leaf, suK-gw ->\n"
       "    nodeN-rx over nodeN-rails (a FATPIPE of the node's NICs' sum with no latency\n"
@@ -384,7 +384,7 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
                      "</config>\n");
 }
 
-/* The hosts of node zone @p node (see put_node), at @p indent. */
+/* The hosts and routers of node (NVLink domain) @p node (see put_node), at @p indent. */
 static void put_hosts(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, const geom *m, int32_t node,
                       const char *indent)
 {

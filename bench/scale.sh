@@ -7,8 +7,11 @@
 #      once for the run);
 #   3. at 2,048 nodes (16,384 GPUs), one what-if layout:
 #      spsim PLATFORM --model llama3-405b --global-batch 16M --layout tp=8,pp=16,dp=128,zero=1,ckpt=full
-#      (Llama 3's 16M-token batch; a layout that fits in 80 GiB).
+#      (Llama 3's 16M-token batch; a layout that fits in 80 GiB);
+#   4. at 16,384 nodes (131,072 GPUs), an all-reduce of 1 GiB on every GPU (flow
+#      fidelity): spsim bench PLATFORM --coll all-reduce --ranks 131072 --sizes 1G.
 # Usage: bench/scale.sh [path/to/spsim] [NODES...]   (default: 128 2048 16384)
+# ZONES (environment): node, su or auto (default), passed as spsim platform dgx --zones.
 # LIMIT (environment): seconds allowed per command (default 600); a command that
 # runs longer is stopped and reported as "> LIMIT".
 # Use a build without sanitizers (./build.sh release).
@@ -18,6 +21,7 @@ bin=${1:-./spsim}
 [ $# -gt 0 ] && shift
 nodes=${*:-128 2048 16384}
 limit=${LIMIT:-600}
+zones=${ZONES:-auto}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -41,13 +45,16 @@ echo "|---|---|---|"
 for n in $nodes; do
   gpus=$((n * 8))
   p="$tmp/dgx$n.xml"
-  timed "generate $n nodes ($gpus GPUs)" "$bin" platform dgx --nodes "$n" -o "$p"
+  timed "generate $n nodes ($gpus GPUs, --zones $zones)" "$bin" platform dgx --nodes "$n" --zones "$zones" -o "$p"
   [ -f "$p" ] || continue
   echo "| (file: $(($(wc -c <"$p") / 1048576)) MiB) | | |"
   timed "load $gpus GPUs (bench, 8 ranks)" "$bin" bench "$p" --coll all-reduce --ranks 8 --sizes 1M
   if [ "$n" -eq 2048 ]; then
     timed "what-if llama3-405b tp=8,pp=16,dp=128,zero=1,ckpt=full, 16M tokens, on $gpus GPUs" \
       "$bin" "$p" --model llama3-405b --global-batch 16M --layout tp=8,pp=16,dp=128,zero=1,ckpt=full
+  fi
+  if [ "$n" -eq 16384 ]; then
+    timed "all-reduce 1 GiB on $gpus ranks (flow)" "$bin" bench "$p" --coll all-reduce --ranks "$gpus" --sizes 1G
   fi
   rm -f "$p"
 done

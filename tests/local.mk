@@ -109,6 +109,8 @@ tests_test_platform_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_L
 TESTS += tests/test-platform tests/test-bench-cli.sh tests/test-platform-cli.sh tests/test-flow-pattern.sh
 TESTS += tests/test-platform-topo.sh
 EXTRA_DIST += tests/test-platform-topo.sh
+TESTS += tests/test-platform-zones.sh
+EXTRA_DIST += tests/test-platform-zones.sh
 EXTRA_DIST += tests/test-bench-cli.sh tests/test-platform-cli.sh tests/test-flow-pattern.sh
 
 # nccl-tests: its counts, names, table layout and log reader; spsim calibrate

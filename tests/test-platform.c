@@ -234,6 +234,46 @@ static void test_large(void)
   g_assert_cmpstr(name, ==, "node0017-gpu3");
 }
 
+/* --zones su on 64 nodes (2 SUs): the same links as node zones, no node zone; per GPU 3
+ * routes (NVLink port, NIC up, NIC down) and per node 2 (tx -> gw, gw -> rx); two zone
+ * routes per SU (to and from the spine). Zones: the top, the spine and 2 SUs. */
+static void test_su_zones(void)
+{
+  sp_platform_opts o;
+  sp_platform_opts_init(&o);
+  o.nodes = 64;
+  o.zones = SP_PLATFORM_ZONES_SU;
+  GError *err = NULL;
+  g_autofree char *xml = sp_platform_dgx_xml(&o, &err);
+  g_assert_no_error(err);
+  plat *p = plat_parse(xml);
+  g_assert_cmpint(p->hosts, ==, 512);
+  g_assert_cmpint(p->zones, ==, 1 + 1 + 2);
+  g_assert_cmpint(p->routers, ==, 64 * 3 + 2 + 1);
+  g_assert_cmpint(p->links, ==, 64 * 17 + 2 + 2 + 1);
+  g_assert_cmpint(p->routes, ==, 64 * (3 * 8 + 2));
+  g_assert_cmpint(p->zone_routes, ==, 2 * 2);
+  g_assert_cmpstr(g_ptr_array_index(p->host_names, 511), ==, "node063-gpu7");
+  g_assert_cmpstr(hprop(p, "node063-gpu7", "local_rank"), ==, "7");
+  g_assert_cmpstr(g_hash_table_lookup(p->top_props, "gpus_per_node"), ==, "8");
+  plat_free(p);
+  /* auto: node zones at 2,048 nodes (one per node), SU zones above */
+  o.zones = SP_PLATFORM_ZONES_AUTO;
+  o.gpus_per_node = 1;
+  o.nodes = 2048;
+  g_autofree char *a = sp_platform_dgx_xml(&o, &err);
+  g_assert_no_error(err);
+  p = plat_parse(a);
+  g_assert_cmpint(p->zones, ==, 1 + 1 + 64 + 2048 + 64);
+  plat_free(p);
+  o.nodes = 2049;
+  g_autofree char *b = sp_platform_dgx_xml(&o, &err);
+  g_assert_no_error(err);
+  p = plat_parse(b);
+  g_assert_cmpint(p->zones, ==, 1 + 1 + 65);
+  plat_free(p);
+}
+
 static void test_bad(void)
 {
   sp_platform_opts o;
@@ -607,6 +647,7 @@ int main(int argc, char **argv)
   g_test_add_func("/platform/auto-channels", test_auto_channels);
   g_test_add_func("/platform/channels-closed-form", test_channels_closed_form);
   g_test_add_func("/platform/large", test_large);
+  g_test_add_func("/platform/su-zones", test_su_zones);
   g_test_add_func("/platform/bad", test_bad);
   g_test_add_func("/platform/mix", test_mix);
   g_test_add_func("/platform/cluster-gpus-per-node", test_cluster_gpus_per_node);

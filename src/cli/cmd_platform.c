@@ -1,6 +1,6 @@
 /* spsim platform dgx --nodes N [--gpu h100|a100|h100-hbm2e|b200|gb200|toy] [--gpus-per-node 8] [--charge-local]
  *                    [--nvlink-bw GBPS] [--nic-bw GBPS] [--su-nodes N] [--oversubscription R[,C]]
- *                    [--nvlink-domain G] [--nics-per-node K] [--pod-sus N] [--mix KIND:N,...] [-o FILE]:
+ *                    [--nvlink-domain G] [--nics-per-node K] [--pod-sus N] [--mix KIND:N,...] [--zones node|su|auto] [-o FILE]:
  * write a calibrated platform XML (stdout by default). */
 #include "config.h"
 #include "cli.h"
@@ -50,7 +50,7 @@ int sp_cmd_platform(int argc, char **argv)
   double oversub = 1.0, core_oversub = 1.0;
   g_autofree char *oversub_s = NULL;
   g_autofree char *nvl_s = NULL, *nic_s = NULL;
-  g_autofree char *gpu = NULL, *out = NULL, *mix = NULL;
+  g_autofree char *gpu = NULL, *out = NULL, *mix = NULL, *zones = NULL;
   GOptionEntry entries[] = {
     { "nodes", 'n', 0, G_OPTION_ARG_INT, &nodes, "number of nodes (required without --mix, >= 1)", "N" },
     { "gpu", 0, 0, G_OPTION_ARG_STRING, &gpu, "GPU preset: h100 (default), a100, h100-hbm2e (96 GB HBM2e at 2.4 TB/s), b200 (DGX B200), gb200 (GB200 NVL72: trays of 4 GPUs, 72 per NVLink domain), toy", "KIND" },
@@ -65,6 +65,7 @@ int sp_cmd_platform(int argc, char **argv)
     { "pod-sus", 0, 0, G_OPTION_ARG_INT, &pod_sus, "SUs per pod: a third tier, pods of N SUs under their own spines, joined by a core (default: none)", "N" },
     { "nvlink-domain", 0, 0, G_OPTION_ARG_INT, &domain, "GPUs sharing one NVSwitch fabric, a multiple of --gpus-per-node whose nodes divide --nodes and --su-nodes (default: one node; gb200: 72); the what-if treats the domain as the node", "G" },
     { "nics-per-node", 0, 0, G_OPTION_ARG_INT, &nics, "NICs per node, dividing --gpus-per-node: GPUs share them evenly, each of --nic-bw (default: one per GPU)", "K" },
+    { "zones", 0, 0, G_OPTION_ARG_STRING, &zones, "SimGrid zones: node (one per node inside one per SU), su (one per SU holding its nodes: loads in linear time, same routes) or auto (default: node up to 2048 nodes or NVLink domains, su above)", "node|su|auto" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "write to FILE instead of stdout", "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
@@ -141,6 +142,13 @@ int sp_cmd_platform(int argc, char **argv)
   o.nics_per_node = nics == G_MININT ? 0 : nics;
   o.pod_sus = pod_sus == G_MININT ? 0 : pod_sus;
   o.core_oversubscription = core_oversub;
+  if (zones != NULL) {
+    if (strcmp(zones, "node") == 0) o.zones = SP_PLATFORM_ZONES_NODE;
+    else if (strcmp(zones, "su") == 0) o.zones = SP_PLATFORM_ZONES_SU;
+    else if (strcmp(zones, "auto") != 0)
+      return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
+                                     "platform: --zones must be node, su or auto (got '%s')", zones));
+  }
   if (gpu != NULL && !sp_gpu_parse(gpu, &o.gpu, &err)) {
     g_prefix_error(&err, "platform: ");
     return sp_cli_fail(err);

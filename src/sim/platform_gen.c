@@ -99,6 +99,7 @@ void sp_platform_opts_init(sp_platform_opts *opts)
   opts->pod_sus = 0;
   opts->core_oversubscription = 1.0;
   opts->mix_count = 0;
+  opts->zones = SP_PLATFORM_ZONES_AUTO;
 }
 
 gboolean sp_platform_mix_parse(const char *s, sp_platform_opts *o, GError **err)
@@ -217,7 +218,7 @@ static void put_link(GString *s, const char *indent, const char *id, double bw, 
 
 /* The header's lines for the Blackwell presets, NVLink domains beyond one node and
  * shared NICs ("" otherwise, so that the older presets' text is unchanged). */
-static char *domain_notes(const sp_platform_opts *o, const geom *m)
+static char *domain_notes(const sp_platform_opts *o, const geom *m, gboolean folded)
 {
   GString *t = g_string_new("");
   char b[G_ASCII_DTOSTR_BUF_SIZE];
@@ -226,11 +227,12 @@ static char *domain_notes(const sp_platform_opts *o, const geom *m)
                        "    with the H100 preset's measured fractions, not measured on this GPU.\n");
   if (m->nodes_per_zone > 1)
     g_string_append_printf(t,
-        "  * NVLink domain of %d GPUs = %d nodes of %d: each SimGrid zone nodeN (hosts\n"
+        "  * NVLink domain of %d GPUs = %d nodes of %d: each %s nodeN (hosts\n"
         "    nodeN-gpuG, G = 0..%d, node property = domain index) is one domain with one\n"
         "    non-blocking NVSwitch fabric; GPU G sits in the domain's node G / %d.\n"
         "    gpus_per_node (top zone) is the domain size: the NVLink-connected group.\n",
-        m->zone_gpus, m->nodes_per_zone, o->gpus_per_node, m->zone_gpus - 1, o->gpus_per_node);
+        m->zone_gpus, m->nodes_per_zone, o->gpus_per_node, folded ? "domain" : "SimGrid zone", m->zone_gpus - 1,
+        o->gpus_per_node);
   if (o->pod_sus > 0)
     g_string_append_printf(t,
         "  * Three tiers: pods of %d SU(s), each a star of its SUs around its spine\n"
@@ -263,7 +265,7 @@ static char *mix_notes(const sp_platform_opts *o, const sp_gpu_spec *mspec)
 }
 
 static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, const geom *m,
-                       int32_t n_su, int32_t per, const char *origin, const sp_gpu_spec *mspec)
+                       int32_t n_su, int32_t per, const char *origin, const sp_gpu_spec *mspec, gboolean folded)
 {
   /* the options beyond the preset, as given on the command line (none: the text of
    * the preset's platform is unchanged) */
@@ -278,6 +280,8 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
   if (o->nvlink_domain > 0) g_string_append_printf(ex, " --nvlink-domain %d", o->nvlink_domain);
   if (o->nics_per_node > 0) g_string_append_printf(ex, " --nics-per-node %d", o->nics_per_node);
   if (o->pod_sus > 0) g_string_append_printf(ex, " --pod-sus %d", o->pod_sus);
+  if (o->zones != SP_PLATFORM_ZONES_AUTO)
+    g_string_append(ex, o->zones == SP_PLATFORM_ZONES_SU ? " --zones su" : " --zones node");
   if (o->core_oversubscription > 1.0)
     g_string_append_printf(ex, " --oversubscription %s,%s", num(v, o->oversubscription),
                            g_ascii_formatd(v2, sizeof v2, "%.6g", o->core_oversubscription));
@@ -292,7 +296,7 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
   char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE], b3[G_ASCII_DTOSTR_BUF_SIZE],
       b4[G_ASCII_DTOSTR_BUF_SIZE], b5[G_ASCII_DTOSTR_BUF_SIZE], b6[G_ASCII_DTOSTR_BUF_SIZE];
   int32_t gpn = o->gpus_per_node;
-  g_autofree char *notes = domain_notes(o, m);
+  g_autofree char *notes = domain_notes(o, m, folded);
   g_autofree char *mixn = mspec != NULL ? mix_notes(o, mspec) : NULL;
   g_autofree char *gpuopt = NULL;
   if (mspec != NULL) {
@@ -303,6 +307,25 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
   } else {
     gpuopt = g_strconcat("--gpu ", g->key, NULL);
   }
+  static const char routing_nodes[] =
+      "  * Routing is computed, not listed: each node is a Floyd zone (GPU <->\n"
+      "    nodeN-nvswitch over its NVLink ports; GPU -> nodeN-tx and nodeN-rx -> GPU\n"
+      "    over its NIC), each SU a Floyd star of nodes around its leaf (node -> leaf:\n"
+      "    nodeN-rails, suK-leaf; leaf -> node: nodeN-rails, a FATPIPE of the node's\n"
+      "    NICs' sum with no latency of its own, so never the bottleneck), the top a\n"
+      "    Dijkstra star of SUs around the spine (up: suK-up UP, spine; down: suJ-up\n"
+      "    DOWN, suJ-leaf). Links are declared at the top level for fast loading.\n";
+  static const char routing_folded[] =
+      "  * Routing is computed, not listed: each SU is one DijkstraCache zone holding\n"
+      "    its nodes' GPUs and routers (no zone per node: SimGrid's loading work grows\n"
+      "    with zones x hosts), with routes between neighbours only: GPU <->\n"
+      "    nodeN-nvswitch over its NVLink ports, GPU -> nodeN-tx and nodeN-rx -> GPU\n"
+      "    over its NIC, nodeN-tx -> suK-gw over nodeN-rails and suK-leaf, suK-gw ->\n"
+      "    nodeN-rx over nodeN-rails (a FATPIPE of the node's NICs' sum with no latency\n"
+      "    of its own, so never the bottleneck). The route of fewest links is the\n"
+      "    only one: NVLink within a node, the GPUs' own NICs across nodes. The top is\n"
+      "    a Dijkstra star of SUs around the spine (up: suK-up UP, spine; down: suJ-up\n"
+      "    DOWN, suJ-leaf). Links are declared at the top level for fast loading.\n";
   g_string_append(s, "<?xml version='1.0'?>\n"
                      "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
                      "<platform version=\"4.1\">\n");
@@ -326,13 +349,7 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
       "%s"
       "    NICs, and a non-blocking spine (link spine, FATPIPE). Rails are aggregated\n"
       "    per SU: the model is exact for traffic that is balanced across rails.\n"
-      "  * Routing is computed, not listed: each node is a Floyd zone (GPU <->\n"
-      "    nodeN-nvswitch over its NVLink ports; GPU -> nodeN-tx and nodeN-rx -> GPU\n"
-      "    over its NIC), each SU a Floyd star of nodes around its leaf (node -> leaf:\n"
-      "    nodeN-rails, suK-leaf; leaf -> node: nodeN-rails, a FATPIPE of the node's\n"
-      "    NICs' sum with no latency of its own, so never the bottleneck), the top a\n"
-      "    Dijkstra star of SUs around the spine (up: suK-up UP, spine; down: suJ-up\n"
-      "    DOWN, suJ-leaf). Links are declared at the top level for fast loading.\n"
+      "%s"
       "  * Network model CM02 with unit latency/bandwidth factors, no TCP window\n"
       "    bound and no cross-traffic: an uncontended message of S bytes takes\n"
       "    sum(route latencies) + S / min(route bandwidths); contention is max-min fair.\n"
@@ -353,7 +370,7 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
       mspec != NULL ? "GPUs of mixed presets (below)" : g->model,
       o->nodes * gpn, n_su, per,
       num(b1, g->flops / 1e12), num(b2, g->nvl_bw / 1e9), num(b3, g->nvl_lat * 1e6), num(b4, g->nic_bw / 1e9),
-      num(b5, g->nic_lat * 1e6), bisection, num(b6, g->coll_lat * 1e6),
+      num(b5, g->nic_lat * 1e6), bisection, folded ? routing_folded : routing_nodes, num(b6, g->coll_lat * 1e6),
       g->nvls ? "  * The NVSwitches reduce (NVLink SHARP): top-zone property nvls = 1.\n" : "",
       o->gpu == SP_GPU_TOY ? "  * Preset toy: round numbers for tests, not a real machine.\n" : "", notes,
       mixn ? mixn : "");
@@ -367,6 +384,27 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
                      "</config>\n");
 }
 
+/* The hosts and routers of node (NVLink domain) @p node (see put_node), at @p indent. */
+static void put_hosts(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, const geom *m, int32_t node,
+                      const char *indent)
+{
+  char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE];
+  const int w = m->w;
+  const char *clat = num(b2, g->coll_lat * 1e6);
+  /* mem_bw makes the engine charge local steps (reductions, copies) at HBM speed. */
+  g_autofree char *charge = o->charge_local ? g_strdup_printf("<prop id=\"mem_bw\" value=\"%.0f\"/>", g->mem_bw) : NULL;
+  for (int32_t k = 0; k < m->zone_gpus; k++)
+    g_string_append_printf(s,
+        "%s<host id=\"node%0*d-gpu%d\" speed=\"%sTf\">"
+        "<prop id=\"gpu\" value=\"%s\"/><prop id=\"gpu_mem\" value=\"%.0f\"/>"
+        "<prop id=\"hbm_bw\" value=\"%.0f\"/>%s<prop id=\"node\" value=\"%d\"/>"
+        "<prop id=\"local_rank\" value=\"%d\"/><prop id=\"coll_latency\" value=\"%sus\"/></host>\n",
+        indent, w, node, k, num(b1, g->flops / 1e12), g->model, g->gpu_mem, g->mem_bw, charge ? charge : "", node,
+        k, clat);
+  g_string_append_printf(s, "%s<router id=\"node%0*d-nvswitch\"/><router id=\"node%0*d-tx\"/><router id=\"node%0*d-rx\"/>\n",
+                         indent, w, node, w, node, w, node);
+}
+
 /* One node: its GPUs, the NVSwitch and the two NIC-side gateways. Floyd finds
  * GPU a -> GPU b through the NVSwitch (nvl a UP, nvl b DOWN) and GPU a -> the
  * node's exit through its own NIC; "tx" has no way back in and "rx" no way out,
@@ -374,24 +412,10 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
  * the top level (put_node_links). */
 static void put_node(GString *s, const sp_platform_opts *o, const sp_gpu_spec *g, const geom *m, int32_t node)
 {
-  char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE];
   int w = m->w;
   int32_t gpn = m->zone_gpus;
-  const char *clat = num(b2, g->coll_lat * 1e6);
-  /* mem_bw makes the engine charge local steps (reductions, copies) at HBM speed. */
-  g_autofree char *charge = o->charge_local ? g_strdup_printf("<prop id=\"mem_bw\" value=\"%.0f\"/>", g->mem_bw) : NULL;
   g_string_append_printf(s, "    <zone id=\"node%0*d\" routing=\"Floyd\">\n", w, node);
-  for (int32_t k = 0; k < gpn; k++) {
-    g_string_append_printf(s,
-        "      <host id=\"node%0*d-gpu%d\" speed=\"%sTf\">"
-        "<prop id=\"gpu\" value=\"%s\"/><prop id=\"gpu_mem\" value=\"%.0f\"/>"
-        "<prop id=\"hbm_bw\" value=\"%.0f\"/>%s<prop id=\"node\" value=\"%d\"/>"
-        "<prop id=\"local_rank\" value=\"%d\"/><prop id=\"coll_latency\" value=\"%sus\"/></host>\n",
-        w, node, k, num(b1, g->flops / 1e12), g->model, g->gpu_mem, g->mem_bw, charge ? charge : "", node, k,
-        clat);
-  }
-  g_string_append_printf(s, "      <router id=\"node%0*d-nvswitch\"/><router id=\"node%0*d-tx\"/><router id=\"node%0*d-rx\"/>\n",
-                         w, node, w, node, w, node);
+  put_hosts(s, o, g, m, node, "      ");
   for (int32_t k = 0; k < gpn; k++)
     g_string_append_printf(s,
         "      <route src=\"node%0*d-gpu%d\" dst=\"node%0*d-nvswitch\">"
@@ -432,6 +456,7 @@ typedef struct {
   int32_t zper; /* zones per SU */
   int ws;       /* digits of an SU index */
   const sp_gpu_spec *const *zg; /* mixed cluster: each zone's preset (NULL: g for all) */
+  gboolean folded; /* one zone per SU (SP_PLATFORM_ZONES_SU), no node zones */
 } su_ctx;
 
 /* The constants of zone @p z's nodes: its own preset's in a mixed cluster. */
@@ -473,12 +498,55 @@ static void put_su_links(GString *s, const su_ctx *c, int32_t u)
   put_link(s, "  ", up, nics_sum(c, first, last) / c->o->oversubscription, g->su_up_lat, "SPLITDUPLEX");
 }
 
+/* SU @p u with its nodes folded into one zone (SP_PLATFORM_ZONES_SU): the hosts and
+ * routers of every node, the SU's gateway suK-gw, and routes between neighbours only:
+ * GPU <-> NVSwitch (nvl G), GPU -> tx (nic UP), rx -> GPU (nic DOWN), tx -> gw (rails,
+ * leaf), gw -> rx (rails). DijkstraCache takes the route of fewest links: NVSwitch for
+ * a GPU pair of a node (2 links; through the NICs it would take 5), tx, gw, rx across
+ * nodes (5 links, the only way: a node's GPUs reach only its NVSwitch and tx). The links
+ * and the latencies are those of the node zones; only SimGrid's zone count changes.
+ * Dijkstra writes each hop's links in reverse order, hence "leaf, rails" below: the
+ * route lists rails before leaf, as the node zones' routes do. */
+static void put_su_zone_folded(GString *s, const su_ctx *c, int32_t u)
+{
+  const int w = c->m->w;
+  int32_t first, last;
+  su_zones(c, u, &first, &last);
+  g_string_append_printf(s, "  <zone id=\"su%0*d\" routing=\"DijkstraCache\">\n", c->ws, u);
+  for (int32_t n = first; n < last; n++) put_hosts(s, c->o, zspec(c, n), c->m, n, "    ");
+  g_string_append_printf(s, "    <router id=\"su%0*d-gw\"/>\n", c->ws, u);
+  for (int32_t n = first; n < last; n++) {
+    for (int32_t k = 0; k < c->m->zone_gpus; k++) {
+      const int32_t nic = k / c->m->gpus_per_nic;
+      g_string_append_printf(s,
+          "    <route src=\"node%0*d-gpu%d\" dst=\"node%0*d-nvswitch\">"
+          "<link_ctn id=\"node%0*d-nvl%d\" direction=\"UP\"/></route>\n"
+          "    <route src=\"node%0*d-gpu%d\" dst=\"node%0*d-tx\" symmetrical=\"NO\">"
+          "<link_ctn id=\"node%0*d-nic%d\" direction=\"UP\"/></route>\n"
+          "    <route src=\"node%0*d-rx\" dst=\"node%0*d-gpu%d\" symmetrical=\"NO\">"
+          "<link_ctn id=\"node%0*d-nic%d\" direction=\"DOWN\"/></route>\n",
+          w, n, k, w, n, w, n, k, w, n, k, w, n, w, n, nic, w, n, w, n, k, w, n, nic);
+    }
+    g_string_append_printf(s,
+        "    <route src=\"node%0*d-tx\" dst=\"su%0*d-gw\" symmetrical=\"NO\">"
+        "<link_ctn id=\"su%0*d-leaf\"/><link_ctn id=\"node%0*d-rails\"/></route>\n"
+        "    <route src=\"su%0*d-gw\" dst=\"node%0*d-rx\" symmetrical=\"NO\">"
+        "<link_ctn id=\"node%0*d-rails\"/></route>\n",
+        w, n, c->ws, u, c->ws, u, w, n, c->ws, u, w, n, w, n);
+  }
+  g_string_append(s, "  </zone>\n");
+}
+
 /* SU @p u: a star of node zones around its leaf level. The leaf hop is charged on
  * the way in (node -> leaf), so a node pair crosses it once. */
 static void put_su_zone(GString *s, const su_ctx *c, int32_t u)
 {
   const int w = c->m->w;
   int32_t first, last;
+  if (c->folded) {
+    put_su_zone_folded(s, c, u);
+    return;
+  }
   su_zones(c, u, &first, &last);
   g_autofree char *gw = g_strdup_printf("su%0*d-gw", c->ws, u);
   g_autofree char *leaf = g_strdup_printf("su%0*d-leaf", c->ws, u);
@@ -722,8 +790,10 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
   const int32_t n_su = (o->nodes + per - 1) / per;
   const int32_t zper = per / m.nodes_per_zone; /* zones per SU */
   const int ws = digits(n_su > 1 ? n_su - 1 : 0);
+  const gboolean folded = o->zones == SP_PLATFORM_ZONES_SU ||
+                          (o->zones == SP_PLATFORM_ZONES_AUTO && m.zones > SP_PLATFORM_NODE_ZONES_MAX);
   GString *s = g_string_sized_new((gsize)o->nodes * (gsize)o->gpus_per_node * 700u + 4096u);
-  put_header(s, o, g, &m, n_su, per, origin, o->mix_count > 0 ? mspec : NULL);
+  put_header(s, o, g, &m, n_su, per, origin, o->mix_count > 0 ? mspec : NULL, folded);
 
   /* Every link is declared in the top zone, just before the zone that uses it:
    * SimGrid 3.32 looks a link name up from the top zone down, through every zone
@@ -733,7 +803,8 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
   g_string_append_printf(s, "  <prop id=\"gpus_per_node\" value=\"%d\"/>\n", m.zone_gpus);
   if (g->nvls)
     g_string_append(s, "  <prop id=\"nvls\" value=\"1\"/>\n");
-  su_ctx c = { .o = o, .g = g, .m = &m, .zper = zper, .ws = ws, .zg = (const sp_gpu_spec *const *)zg };
+  su_ctx c = { .o = o, .g = g, .m = &m, .zper = zper, .ws = ws, .zg = (const sp_gpu_spec *const *)zg,
+               .folded = folded };
   if (o->pod_sus > 0) {
     put_pods(s, &c, n_su);
   } else {

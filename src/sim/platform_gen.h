@@ -25,6 +25,12 @@
  *   DOWN. Across nodes of an SU: nic a UP, rails, leaf, rails, nic b DOWN.
  *   Across SUs: nic a UP, rails, leaf K, up K UP, spine, up J DOWN, leaf J,
  *   rails, nic b DOWN.
+ * SU zones (sp_platform_opts.zones, automatic above #SP_PLATFORM_NODE_ZONES_MAX nodes):
+ *   no node zones; zone "suK" (routing DijkstraCache) holds its nodes' hosts and
+ *   routers and the router "suK-gw", with routes between neighbours only (GPU <->
+ *   nvswitch: nvl; GPU -> tx: nic UP; rx -> GPU: nic DOWN; tx -> suK-gw: rails, leaf;
+ *   suK-gw -> rx: rails). The route of fewest links is unique and is the node zones'
+ *   route above, link for link.
  * NVLink domains (sp_platform_opts.nvlink_domain > gpus_per_node, GB200 NVL72): the
  * zone "nodeN" is a whole domain (its nodes' GPUs, one NVSwitch; property "node" = the
  * domain, "local_rank" = the GPU's index in it, top-zone "gpus_per_node" = the domain
@@ -104,6 +110,26 @@ typedef struct {
   int32_t su_nodes;     /**< nodes per scalable unit (0: #SP_PLATFORM_NODES_PER_SU) */
 } sp_gpu_spec;
 
+/** How the GPUs group into SimGrid zones. Both give every GPU pair the same links,
+ *  bandwidths and latencies; they differ in SimGrid's loading cost. */
+typedef enum {
+  SP_PLATFORM_ZONES_AUTO = 0, /**< per node up to #SP_PLATFORM_NODE_ZONES_MAX zones, else per SU */
+  SP_PLATFORM_ZONES_NODE,     /**< a Floyd zone per node (NVLink domain) inside a Floyd zone per SU */
+  SP_PLATFORM_ZONES_SU,       /**< one DijkstraCache zone per SU holding its nodes' GPUs and routers */
+} sp_platform_zones;
+
+/** Node zones (NVLink domains) above which #SP_PLATFORM_ZONES_AUTO folds the nodes into
+ *  their SU's zone. SimGrid 3.32 does work proportional to zones x hosts when it loads a
+ *  platform (NetZoneImpl::seal lists every host once per zone; creating a host looks its
+ *  name up in every zone): with a zone per node that is quadratic in the node count
+ *  (bench/RESULTS.md, "Platform loading at scale": 2,048 nodes load in 13.9 s with node
+ *  zones and 4.5 s with SU zones on a loaded 2-core VM, 16,384 nodes in over 11 minutes
+ *  and 162 s). Up to this count the node zones keep every prediction as it was: across
+ *  SUs, SU zones list a route's links in another order (SimGrid's Dijkstra puts the
+ *  destination's side first), and contended collectives across SUs then move (a tree
+ *  all-reduce of 512 ranks over 2 SUs by 11 %, bench/zones.sh). */
+#define SP_PLATFORM_NODE_ZONES_MAX 2048
+
 /** Options of sp_platform_dgx_xml. */
 typedef struct {
   int32_t nodes;          /**< >= 1 */
@@ -124,6 +150,8 @@ typedef struct {
   double core_oversubscription; /**< spine-to-core oversubscription of a pod's uplink (>= 1; > 1
                                      needs pod_sus): it carries the pod's NICs' sum divided by
                                      oversubscription x this */
+  sp_platform_zones zones; /**< one zone per node or per SU (#SP_PLATFORM_ZONES_AUTO: per SU
+                                above #SP_PLATFORM_NODE_ZONES_MAX node zones) */
   int32_t mix_count;      /**< presets of a mixed cluster (0: every node is @c gpu's) */
   sp_gpu_kind mix_gpu[SP_GPU_COUNT]; /**< mixed cluster: the presets, in node order */
   int32_t mix_nodes[SP_GPU_COUNT];   /**< mixed cluster: nodes of each preset (their sum = nodes) */

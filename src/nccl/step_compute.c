@@ -514,11 +514,11 @@ double sk_measure_membw(double secs)
 #endif
 }
 
-double sk_measure_attn(int64_t seq, int64_t d, double secs)
+double sk_measure_attn(int64_t seq, int64_t d, gboolean bwd, double secs)
 {
 #ifdef SP_HAVE_CBLAS
   g_autoptr(GArray) ks = g_array_new(FALSE, FALSE, sizeof(sk_kernel));
-  sk_kernel a = { .kind = SK_ATTN, .m = seq, .n = seq, .k = d, .batch = 1 };
+  sk_kernel a = { .kind = SK_ATTN, .bwd = bwd, .m = seq, .n = seq, .k = d, .batch = 1 };
   g_array_append_val(ks, a);
   sk_buffers *b = sk_buffers_new(ks);
   run_attn(b, &a, NULL, NULL);
@@ -534,6 +534,7 @@ double sk_measure_attn(int64_t seq, int64_t d, double secs)
 #else
   (void)seq;
   (void)d;
+  (void)bwd;
   (void)secs;
   return 0.0;
 #endif

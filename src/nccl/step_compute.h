@@ -64,8 +64,9 @@ gboolean sk_available(void);
  * seconds, and the memory bandwidth of the element-wise pass in bytes/s. */
 double sk_measure_gemm(int64_t m, int64_t n, int64_t k, double secs);
 double sk_measure_membw(double secs);
-/* Measure: FLOP/s of the causal attention forward of one head of @p seq tokens, head dim @p d. */
-double sk_measure_attn(int64_t seq, int64_t d, double secs);
+/* Measure: FLOP/s of the causal attention of one head of @p seq tokens, head dim @p d,
+ * forward or (@p bwd) backward, its FLOPs counted as sk_flops counts them. */
+double sk_measure_attn(int64_t seq, int64_t d, gboolean bwd, double secs);
 
 /* The kernels on this rank's GPU (step_compute_cuda.c, built with CUDA and cuBLAS):
  * GEMMs and attention products with cublasSgemm, the softmax and element-wise passes

@@ -87,8 +87,9 @@ static gboolean probe(int np, double *gemm, double *attn, double *attn_bwd, doub
   *sync = num(o, "sync_s");
   /* the GEMM table as spsim's --gemm-table CSV (m, n, k, tflops) */
   JsonArray *rows = json_object_has_member(o, "gemm_table") ? json_object_get_array_member(o, "gemm_table") : NULL;
-  g_string_append(table, "# measured by spsim platform local: single-precision OpenBLAS sgemm, one thread per rank, "
-                         "all ranks at once (median over ranks)\nm,n,k,tflops\n");
+  g_string_append_printf(table, "# measured by spsim platform local: single-precision OpenBLAS sgemm, one thread per "
+                         "rank, all ranks at once: each shape's rate per second of processor time (median over ranks) "
+                         "times the share of a core the ranks got (%.4g)\nm,n,k,tflops\n", num(o, "core_share"));
   for (guint i = 0; rows != NULL && i < json_array_get_length(rows); i++) {
     JsonArray *r = json_array_get_array_element(rows, i);
     if (r == NULL || json_array_get_length(r) != 4 || !(json_array_get_double_element(r, 3) > 0)) {

@@ -1,11 +1,14 @@
 /* spsim-run --probe: the figures of this machine that `spsim platform local` writes
  * into a platform. Every rank measures at the same time (ranks share the cores as
- * they do in a step): single-precision GEMM FLOP/s (OpenBLAS, one thread), the
- * attention kernel's FLOP/s forward and backward and the bandwidth of the element-wise pass (the kernels
- * of step_compute.c); ranks 0 and 1 then measure MPI point-to-point latency (8-byte
- * ping-pong) and bandwidth (4 MiB ping-pong) while the others wait; every rank then
- * measures what a collective costs between ranks that compute (sync_cost). Rank 0 prints
- * one JSON object: the medians over ranks of the compute figures, the MPI figures. */
+ * they do in a step): single-precision GEMM FLOP/s (OpenBLAS, one thread) per second
+ * of wall-clock time and of processor time (their ratio: the share of a core the
+ * ranks get), the attention kernel's FLOP/s forward and backward, the bandwidth of
+ * the element-wise pass (the kernels of step_compute.c) and what a collective costs
+ * between ranks that compute (sync_cost); then the GEMM table in processor time;
+ * ranks 0 and 1 then measure MPI point-to-point latency (8-byte ping-pong) and
+ * bandwidth (4 MiB ping-pong) while the others wait. Rank 0 prints one JSON object:
+ * the medians over ranks of the compute figures, the table's rates at the median
+ * share of a core, the MPI figures. */
 #include "config.h"
 
 #include <sched.h>
@@ -23,8 +26,9 @@
 /* Seconds per measurement: long enough for a stable rate under the OS scheduler. */
 #define PROBE_SECS 0.4
 /* The figures every rank measures: GEMM, attention forward, memory, attention
- * backward, the synchronisation cost of a collective. */
-#define NFIG 5
+ * backward, the synchronisation cost of a collective, the share of a core the GEMM
+ * got (its rate per wall-clock second over its rate per second of processor time). */
+#define NFIG 6
 /* The GEMM table: every (m, n, k) of this grid, so that any shape from 32 to 8192 in
  * each dimension is within a factor of 2 of a row (sp_gemm_table_lookup's bound). */
 static const int64_t grid[] = { 64, 256, 1024, 4096 };
@@ -33,7 +37,12 @@ static const int64_t grid[] = { 64, 256, 1024, 4096 };
  * 1024 x 1024 x 4096 within 3 % on this machine), and a 4096^3 product would take
  * seconds. */
 #define GRID_CAP 1024
-/* Seconds per table shape (after one warm-up product). */
+/* Seconds of processor time per table shape (after one warm-up product). The table
+ * is measured in processor time and scaled by the share of a core the ranks got
+ * during the longer GEMM measurement (PROBE_SECS of wall-clock time): windows this
+ * short in wall-clock time measured the OS's scheduling, not the shape (-np 4 on the
+ * 2-core build machine at load average 10: rates from 4.7 to 26.8 GFLOP/s with no
+ * order by shape, 256 x 1024 x 64 the slowest and 1024 x 64 x 256 the fastest). */
 #define GRID_SECS 0.02
 /* Ping-pong sizes and repetitions. */
 #define PROBE_LAT_BYTES 8
@@ -132,9 +141,11 @@ int run_probe(runner *r)
   }
   sk_init();
   barrier(r);
-  double mine[NFIG] = { sk_measure_gemm(PROBE_M, PROBE_N, PROBE_K, PROBE_SECS),
+  double gemm_cpu = 0, gemm_wall = sk_measure_gemm(PROBE_M, PROBE_N, PROBE_K, PROBE_SECS, FALSE, &gemm_cpu);
+  double mine[NFIG] = { gemm_wall,
                         sk_measure_attn(PROBE_SEQ, PROBE_D, FALSE, PROBE_SECS), sk_measure_membw(PROBE_SECS),
-                        sk_measure_attn(PROBE_SEQ, PROBE_D, TRUE, PROBE_SECS), sync_cost() };
+                        sk_measure_attn(PROBE_SEQ, PROBE_D, TRUE, PROBE_SECS), sync_cost(),
+                        gemm_wall / MAX(gemm_cpu, 1.0) };
   g_autofree double *all = g_new0(double, NFIG * (gsize)w->world);
   MPI_Gather(mine, NFIG, MPI_DOUBLE, all, NFIG, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   /* the table: each capped shape measured once, on every rank at once */
@@ -146,7 +157,7 @@ int run_probe(runner *r)
       if (m == MIN(grid[j / (ng * ng)], GRID_CAP) && n == MIN(grid[j / ng % ng], GRID_CAP) &&
           k == MIN(grid[j % ng], GRID_CAP))
         rate[i] = rate[j];
-    if (rate[i] == 0) rate[i] = sk_measure_gemm(m, n, k, GRID_SECS);
+    if (rate[i] == 0) (void)sk_measure_gemm(m, n, k, GRID_SECS, TRUE, &rate[i]);
   }
   g_autofree double *rates = g_new0(double, (gsize)nt * w->world);
   MPI_Gather(rate, nt, MPI_DOUBLE, rates, nt, MPI_DOUBLE, 0, MPI_COMM_WORLD);
@@ -164,14 +175,17 @@ int run_probe(runner *r)
     /* bandwidth of the large message after its share of latency */
     double bw = PROBE_BW_BYTES / MAX(bw_t - lat, 1e-9);
     printf("{\"ranks\": %d, \"gemm_flops\": %.6e, \"attn_flops\": %.6e, \"attn_bwd_flops\": %.6e, "
-           "\"mem_bw\": %.6e, \"mpi_latency_s\": %.6e, \"mpi_bw\": %.6e, \"sync_s\": %.6e, "
+           "\"mem_bw\": %.6e, \"mpi_latency_s\": %.6e, \"mpi_bw\": %.6e, \"sync_s\": %.6e, \"core_share\": %.6e, "
            "\"gemm_shape\": [%d, %d, %d], \"gemm_table\": [", w->world, med[0], med[1], med[3], med[2], lat, bw,
-           med[4], PROBE_M, PROBE_N, PROBE_K);
+           med[4], med[5], PROBE_M, PROBE_N, PROBE_K);
+    /* each shape's rate per second of processor time, over ranks, at the share of a
+     * core the ranks got */
+    double share = MIN(1.0, med[5]);
     for (int i = 0; i < nt; i++) {
       for (int q = 0; q < w->world; q++) col[q] = rates[(gsize)q * nt + i];
       qsort(col, (size_t)w->world, sizeof(double), cmp_double);
       printf("%s[%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %.6e]", i ? ", " : "",
-             grid[i / (ng * ng)], grid[i / ng % ng], grid[i % ng], col[w->world / 2]);
+             grid[i / (ng * ng)], grid[i / ng % ng], grid[i % ng], col[w->world / 2] * share);
     }
     printf("]}\n");
     fflush(stdout);

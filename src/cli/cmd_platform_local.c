@@ -126,8 +126,9 @@ int sp_cmd_platform_local(int argc, char **argv)
     if (strcmp(argv[i], "-np") == 0) argv[i] = (char *)"--np";
   g_autoptr(GOptionContext) ctx = g_option_context_new("local - measure this machine and write its platform");
   g_option_context_set_summary(ctx,
-      "Runs `mpirun -np N spsim-run --probe` (GEMM and attention FLOP/s, memory bandwidth, MPI latency and\n"
-      "bandwidth) and writes a platform of N hosts, one per rank, for spsim PLATFORM and spsim-run --compare.\n"
+      "Runs `mpirun -np N spsim-run --probe` (GEMM FLOP/s and table, attention FLOP/s forward and backward,\n"
+      "memory bandwidth, MPI latency and bandwidth, what a collective costs between computing ranks) and\n"
+      "writes a platform of N hosts, one per rank, for spsim PLATFORM and spsim-run --compare.\n"
       "Example: spsim platform local -np 4 -o local.xml");
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *err = NULL;

@@ -107,8 +107,8 @@ tests_test_platform_SOURCES = tests/test-platform.c
 tests_test_platform_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/sim -DSP_TOP_SRCDIR='"$(abs_top_srcdir)"'
 tests_test_platform_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-platform tests/test-bench-cli.sh tests/test-platform-cli.sh tests/test-flow-pattern.sh
-TESTS += tests/test-platform-topo.sh
-EXTRA_DIST += tests/test-platform-topo.sh
+TESTS += tests/test-platform-topo.sh tests/test-platform-local-props.sh
+EXTRA_DIST += tests/test-platform-topo.sh tests/test-platform-local-props.sh
 TESTS += tests/test-platform-zones.sh
 EXTRA_DIST += tests/test-platform-zones.sh
 EXTRA_DIST += tests/test-bench-cli.sh tests/test-platform-cli.sh tests/test-flow-pattern.sh

@@ -96,9 +96,15 @@ else nok "--checksum with compute: exit $rc, lines differ"; fi
 
 # 9-11: spsim platform local, accepted by the what-if, and --compare with both figures
 if [ -x "$build/spsim" ]; then
+  # the measured rates, the attention backward's among them, and a collective's cost
+  # between computing ranks as coll_latency, at least the one-way MPI latency
   if "$build/spsim" platform local -np 2 -o "$tmp/local.xml" 2>"$tmp/perr" && [ -s "$tmp/local-gemm.csv" ] &&
-     grep -q 'prop id="local_gemm_flops"' "$tmp/local.xml"; then ok "spsim platform local -np 2: platform and GEMM table"
-  else nok "spsim platform local: $(head -c 600 "$tmp/perr")"; fi
+     grep -q 'prop id="local_gemm_flops"' "$tmp/local.xml" && grep -Eq 'prop id="local_attn_bwd_flops" value="[0-9.]+e[-+][0-9]+"' "$tmp/local.xml" &&
+     awk '/MPI point-to-point/ { for (i = 1; i <= NF; i++) if ($i == "s" && $(i + 1) == "one") lat = $(i - 1) }
+          /id="coll_latency" value=/ { v = $0; sub(/.*coll_latency" value="/, "", v); sub(/us".*/, "", v); c = v + 0; k++ }
+          END { exit !(k == 2 && lat > 0 && c >= lat * 1e6 * 0.999) }' "$tmp/local.xml"; then
+    ok "spsim platform local -np 2: platform, GEMM table, attention backward rate, coll_latency"
+  else nok "spsim platform local: $(head -c 600 "$tmp/perr") $(grep -E 'attn|coll_latency|point-to-point' "$tmp/local.xml" | head -c 600)"; fi
   if "$build/spsim" "$tmp/local.xml" --model tiny --layout tp=2 --seq 256 --global-batch 8 >"$tmp/w" 2>&1 &&
      grep -q "tp2" "$tmp/w" && grep -q "(measured by spsim platform local)" "$tmp/w" &&
      grep -q "(measured GEMM table)" "$tmp/w"; then ok "the what-if accepts the local platform and prices with its measured rates"

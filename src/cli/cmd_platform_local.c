@@ -6,10 +6,13 @@
  * platform of N hosts (one per rank) with the DGX generator's structure
  * (sp_platform_dgx_xml_spec) and the measured figures: host speed = GEMM FLOP/s,
  * hbm_bw = memory bandwidth, gpu_mem = MemAvailable / N, the NVLink-style links =
- * MPI bandwidth with half the one-way latency per port (a pair crosses two), and the
- * top-zone properties local_gemm_flops, local_attn_flops and local_gemm_table (the
- * measured GEMM table, written beside the platform) that spsim-run --compare passes
- * to the what-if as --peak-tflops, --eff-attn and --gemm-table. */
+ * MPI bandwidth with half the one-way latency per port (a pair crosses two),
+ * coll_latency = what a collective between computing ranks costs beyond their compute
+ * (at least the one-way latency), and the
+ * top-zone properties local_gemm_flops, local_attn_flops, local_attn_bwd_flops and
+ * local_gemm_table (the measured GEMM table, written beside the platform) that the
+ * what-if reads as the CPU's rates (spsim-run --compare passes the GEMM rate and
+ * table again as --peak-tflops and --gemm-table). */
 #include "config.h"
 #include "cli.h"
 #include "spsim/error.h"
@@ -42,8 +45,8 @@ static double num(JsonObject *o, const char *k)
 }
 
 /* Run the probe; fill the figures. */
-static gboolean probe(int np, double *gemm, double *attn, double *membw, double *lat, double *bw, GString *table,
-                      GError **err)
+static gboolean probe(int np, double *gemm, double *attn, double *attn_bwd, double *membw, double *lat, double *bw,
+                      double *sync, GString *table, GError **err)
 {
   g_autofree char *run = find_run();
   g_autofree char *mpirun = g_find_program_in_path("mpirun");
@@ -77,13 +80,16 @@ static gboolean probe(int np, double *gemm, double *attn, double *membw, double 
   }
   *gemm = num(o, "gemm_flops");
   *attn = num(o, "attn_flops");
+  *attn_bwd = num(o, "attn_bwd_flops");
   *membw = num(o, "mem_bw");
   *lat = num(o, "mpi_latency_s");
   *bw = num(o, "mpi_bw");
+  *sync = num(o, "sync_s");
   /* the GEMM table as spsim's --gemm-table CSV (m, n, k, tflops) */
   JsonArray *rows = json_object_has_member(o, "gemm_table") ? json_object_get_array_member(o, "gemm_table") : NULL;
-  g_string_append(table, "# measured by spsim platform local: single-precision OpenBLAS sgemm, one thread per rank, "
-                         "all ranks at once (median over ranks)\nm,n,k,tflops\n");
+  g_string_append_printf(table, "# measured by spsim platform local: single-precision OpenBLAS sgemm, one thread per "
+                         "rank, all ranks at once: each shape's rate per second of processor time (median over ranks) "
+                         "times the share of a core the ranks got (%.4g)\nm,n,k,tflops\n", num(o, "core_share"));
   for (guint i = 0; rows != NULL && i < json_array_get_length(rows); i++) {
     JsonArray *r = json_array_get_array_element(rows, i);
     if (r == NULL || json_array_get_length(r) != 4 || !(json_array_get_double_element(r, 3) > 0)) {
@@ -96,7 +102,8 @@ static gboolean probe(int np, double *gemm, double *attn, double *membw, double 
                            json_array_get_int_element(r, 2),
                            g_ascii_formatd(v, sizeof v, "%.6e", json_array_get_double_element(r, 3) / 1e12));
   }
-  if (!(*gemm > 0 && *attn > 0 && *membw > 0 && *lat > 0 && *bw > 0) || rows == NULL) {
+  if (!(*gemm > 0 && *attn > 0 && *attn_bwd > 0 && *membw > 0 && *lat > 0 && *bw > 0 && *sync >= 0) ||
+      rows == NULL) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "platform local: the probe reported a figure that is not above 0: %s",
                 out);
     return FALSE;
@@ -119,8 +126,9 @@ int sp_cmd_platform_local(int argc, char **argv)
     if (strcmp(argv[i], "-np") == 0) argv[i] = (char *)"--np";
   g_autoptr(GOptionContext) ctx = g_option_context_new("local - measure this machine and write its platform");
   g_option_context_set_summary(ctx,
-      "Runs `mpirun -np N spsim-run --probe` (GEMM and attention FLOP/s, memory bandwidth, MPI latency and\n"
-      "bandwidth) and writes a platform of N hosts, one per rank, for spsim PLATFORM and spsim-run --compare.\n"
+      "Runs `mpirun -np N spsim-run --probe` (GEMM FLOP/s and table, attention FLOP/s forward and backward,\n"
+      "memory bandwidth, MPI latency and bandwidth, what a collective costs between computing ranks) and\n"
+      "writes a platform of N hosts, one per rank, for spsim PLATFORM and spsim-run --compare.\n"
       "Example: spsim platform local -np 4 -o local.xml");
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *err = NULL;
@@ -136,9 +144,12 @@ int sp_cmd_platform_local(int argc, char **argv)
   if (out == NULL || strcmp(out, "-") == 0)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform local: -o FILE is required (the measured "
                                    "GEMM table is written beside it as FILE's name with -gemm.csv)"));
-  double gemm = 0, attn = 0, membw = 0, lat = 0, bw = 0;
+  double gemm = 0, attn = 0, attn_bwd = 0, membw = 0, lat = 0, bw = 0, sync = -1;
   g_autoptr(GString) table = g_string_new(NULL);
-  if (!probe(np, &gemm, &attn, &membw, &lat, &bw, table, &err)) return sp_cli_fail(err);
+  if (!probe(np, &gemm, &attn, &attn_bwd, &membw, &lat, &bw, &sync, table, &err)) return sp_cli_fail(err);
+  /* every collective of a step costs what a collective between computing ranks was
+   * measured to cost, at least the point-to-point latency */
+  double coll_lat = MAX(lat, sync);
   g_autofree char *stem = g_str_has_suffix(out, ".xml") ? g_strndup(out, strlen(out) - 4) : g_strdup(out);
   g_autofree char *table_path = g_strconcat(stem, "-gemm.csv", NULL);
   g_autofree char *table_base = g_path_get_basename(table_path);
@@ -161,15 +172,18 @@ int sp_cmd_platform_local(int argc, char **argv)
   spec.mem_bw = membw;
   spec.nvl_bw = spec.nic_bw = bw;
   spec.nvl_lat = spec.nic_lat = lat / 2;
-  spec.coll_lat = lat;
+  spec.coll_lat = coll_lat;
   spec.nvls = FALSE;
   g_autofree char *origin = g_strdup_printf(
       "Measured on this machine by spsim platform local -np %d (mpirun -np %d spsim-run --probe):\n"
       "  single-precision GEMM %.4g FLOP/s per rank (host speed; OpenBLAS, one thread, all ranks at once),\n"
-      "  attention %.4g FLOP/s, memory %.4g B/s per rank (hbm_bw), MemAvailable / %d = gpu_mem,\n"
-      "  MPI point-to-point %.4g s one way (%.4g s per link, two links a pair; coll_latency %.4g s)\n"
-      "  and %.4g B/s (NVLink and NIC links). The preset named below gives the structure only.",
-      np, np, gemm, attn, membw, np, lat, lat / 2, lat, bw);
+      "  attention %.4g FLOP/s forward, %.4g backward, memory %.4g B/s per rank (hbm_bw),\n"
+      "  MemAvailable / %d = gpu_mem,\n"
+      "  MPI point-to-point %.4g s one way (%.4g s per link, two links a pair) and %.4g B/s\n"
+      "  (NVLink and NIC links), a collective between computing ranks %.4g s more than their\n"
+      "  compute (coll_latency %.4g s: that, at least the one-way latency).\n"
+      "  The preset named below gives the structure only.",
+      np, np, gemm, attn, attn_bwd, membw, np, lat, lat / 2, bw, sync, coll_lat);
   g_autofree char *xml = sp_platform_dgx_xml_spec(&o, &spec, origin, &err);
   if (xml == NULL) {
     g_prefix_error(&err, "platform local: ");
@@ -181,13 +195,15 @@ int sp_cmd_platform_local(int argc, char **argv)
   if (at == NULL)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform local: the generated platform has no "
                                    "gpus_per_node property to anchor the measured rates"));
-  char gs[G_ASCII_DTOSTR_BUF_SIZE], as[G_ASCII_DTOSTR_BUF_SIZE];
+  char gs[G_ASCII_DTOSTR_BUF_SIZE], as[G_ASCII_DTOSTR_BUF_SIZE], bs[G_ASCII_DTOSTR_BUF_SIZE];
   g_autofree char *tb = g_markup_escape_text(table_base, -1);
   g_autofree char *props = g_strdup_printf("  <prop id=\"local_gemm_flops\" value=\"%s\"/>\n"
                                            "  <prop id=\"local_attn_flops\" value=\"%s\"/>\n"
+                                           "  <prop id=\"local_attn_bwd_flops\" value=\"%s\"/>\n"
                                            "  <prop id=\"local_gemm_table\" value=\"%s\"/>\n",
                                            g_ascii_formatd(gs, sizeof gs, "%.6e", gemm),
-                                           g_ascii_formatd(as, sizeof as, "%.6e", attn), tb);
+                                           g_ascii_formatd(as, sizeof as, "%.6e", attn),
+                                           g_ascii_formatd(bs, sizeof bs, "%.6e", attn_bwd), tb);
   size_t cut = (size_t)(at - xml) + strlen(anchor);
   g_autofree char *full = g_strdup_printf("%.*s%s%s", (int)cut, xml, props, xml + cut);
   if (!g_file_set_contents(out, full, -1, &err)) {
@@ -195,9 +211,9 @@ int sp_cmd_platform_local(int argc, char **argv)
     g_error_free(err);
     return sp_cli_fail(e2);
   }
-  fprintf(stderr, "spsim platform local: GEMM %.3g GFLOP/s, attention %.3g GFLOP/s, memory %.3g GB/s per rank; "
-          "MPI %.3g us, %.3g GB/s; wrote %s and %s\n", gemm / 1e9, attn / 1e9, membw / 1e9, lat * 1e6, bw / 1e9, out,
-          table_path);
+  fprintf(stderr, "spsim platform local: GEMM %.3g GFLOP/s, attention %.3g GFLOP/s (backward %.3g), memory %.3g GB/s "
+          "per rank; MPI %.3g us, %.3g GB/s; a collective %.3g us; wrote %s and %s\n", gemm / 1e9, attn / 1e9,
+          attn_bwd / 1e9, membw / 1e9, lat * 1e6, bw / 1e9, coll_lat * 1e6, out, table_path);
   return 0;
 }
 

@@ -4,10 +4,10 @@
  *   spsim PLATFORM --model M --layout L --seq S --global-batch B --json -
  * as a child (the spsim beside spsim-run, else on PATH) and reads the JSON row of the
  * layout with json-glib. A platform of this machine (spsim platform local) carries the
- * measured rates as top-zone properties: local_gemm_flops and local_attn_flops become
- * --peak-tflops (--eff-matmul 1) and --eff-attn (the attention rate over the GEMM
- * rate), because the what-if takes its peak from a host speed only at GPU scale (1
- * TFLOP/s and above); local_gemm_table (the measured GEMM table beside the platform)
+ * measured rates as top-zone properties, which the what-if reads (the attention rates
+ * local_attn_flops and local_attn_bwd_flops among them); local_gemm_flops is passed
+ * again as --peak-tflops (--eff-matmul 1), because the what-if takes its peak from a
+ * host speed only at GPU scale (1 TFLOP/s and above); local_gemm_table (the measured GEMM table beside the platform)
  * becomes --gemm-table, so that GEMMs are priced at this CPU's measured rate of
  * their shape instead of the GPU model's tile and wave quantisation over 132 SMs. */
 #include "config.h"
@@ -19,7 +19,7 @@
 #include "spsim/step.h"
 
 typedef struct {
-  double gemm, attn;
+  double gemm;
   char *table; /* local_gemm_table, relative to the platform's folder */
 } local_props;
 
@@ -37,7 +37,6 @@ static void on_start(GMarkupParseContext *ctx, const char *el, const char **an, 
   }
   if (id == NULL || val == NULL) return;
   if (strcmp(id, "local_gemm_flops") == 0 && p->gemm == 0) p->gemm = g_ascii_strtod(val, NULL);
-  if (strcmp(id, "local_attn_flops") == 0 && p->attn == 0) p->attn = g_ascii_strtod(val, NULL);
   if (strcmp(id, "local_gemm_table") == 0 && p->table == NULL) p->table = g_strdup(val);
 }
 
@@ -113,9 +112,6 @@ int step_compare(runner *r, const char *model, const char *layout, const double 
       g_ptr_array_add(argv, g_strdup("--gemm-table"));
       g_ptr_array_add(argv, g_path_is_absolute(lp.table) ? g_strdup(lp.table) : g_build_filename(dir, lp.table, NULL));
     }
-    if (lp.attn > 0)
-      g_ptr_array_add(argv, g_strdup_printf("--eff-attn=%s",
-                                            g_ascii_dtostr(num, sizeof num, MIN(1.0, lp.attn / lp.gemm))));
   }
   g_ptr_array_add(argv, g_strdup("--json"));
   g_ptr_array_add(argv, g_strdup("-"));

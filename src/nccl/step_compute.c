@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "spsim/error.h"
 #include "step_compute.h"
@@ -466,7 +467,15 @@ static double now(void)
   return (double)g_get_monotonic_time() * 1e-6;
 }
 
-double sk_measure_gemm(int64_t m, int64_t n, int64_t k, double secs)
+/* Seconds of processor time this thread has used (OpenBLAS runs on it: one thread). */
+static double cpu_now(void)
+{
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return now();
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double sk_measure_gemm(int64_t m, int64_t n, int64_t k, double secs, gboolean cpu_time, double *cpu_rate)
 {
 #ifdef SP_HAVE_CBLAS
   g_autoptr(GArray) ks = g_array_new(FALSE, FALSE, sizeof(sk_kernel));
@@ -474,20 +483,24 @@ double sk_measure_gemm(int64_t m, int64_t n, int64_t k, double secs)
   g_array_append_val(ks, g);
   sk_buffers *b = sk_buffers_new(ks);
   mm(FALSE, FALSE, m, n, k, b->a, b->b, b->c); /* warm-up */
-  double t0 = now(), t = 0;
+  double t0 = now(), c0 = cpu_now(), t = 0, c = 0;
   long reps = 0;
   do {
     mm(FALSE, FALSE, m, n, k, b->a, b->b, b->c);
     reps++;
     t = now() - t0;
-  } while (t < secs);
+    c = cpu_now() - c0;
+  } while ((cpu_time ? c : t) < secs);
   sk_buffers_free(b);
+  if (cpu_rate) *cpu_rate = (double)reps * sk_flops(&g) / MAX(c, 1e-9);
   return (double)reps * sk_flops(&g) / t;
 #else
   (void)m;
   (void)n;
   (void)k;
   (void)secs;
+  (void)cpu_time;
+  if (cpu_rate) *cpu_rate = 0.0;
   return 0.0;
 #endif
 }
@@ -514,11 +527,11 @@ double sk_measure_membw(double secs)
 #endif
 }
 
-double sk_measure_attn(int64_t seq, int64_t d, double secs)
+double sk_measure_attn(int64_t seq, int64_t d, gboolean bwd, double secs)
 {
 #ifdef SP_HAVE_CBLAS
   g_autoptr(GArray) ks = g_array_new(FALSE, FALSE, sizeof(sk_kernel));
-  sk_kernel a = { .kind = SK_ATTN, .m = seq, .n = seq, .k = d, .batch = 1 };
+  sk_kernel a = { .kind = SK_ATTN, .bwd = bwd, .m = seq, .n = seq, .k = d, .batch = 1 };
   g_array_append_val(ks, a);
   sk_buffers *b = sk_buffers_new(ks);
   run_attn(b, &a, NULL, NULL);
@@ -534,6 +547,7 @@ double sk_measure_attn(int64_t seq, int64_t d, double secs)
 #else
   (void)seq;
   (void)d;
+  (void)bwd;
   (void)secs;
   return 0.0;
 #endif

@@ -61,11 +61,15 @@ void sk_init(void);
 gboolean sk_available(void);
 
 /* Measure: single-precision GEMM FLOP/s of an m x n x k product over about @p secs
- * seconds, and the memory bandwidth of the element-wise pass in bytes/s. */
-double sk_measure_gemm(int64_t m, int64_t n, int64_t k, double secs);
+ * seconds of wall-clock time (of this thread's processor time when @p cpu_time), and
+ * the memory bandwidth of the element-wise pass in bytes/s. The rate per second of
+ * wall-clock time is returned; @p cpu_rate (may be NULL) gets the rate per second of
+ * the thread's processor time, which leaves out the time the OS gave other threads. */
+double sk_measure_gemm(int64_t m, int64_t n, int64_t k, double secs, gboolean cpu_time, double *cpu_rate);
 double sk_measure_membw(double secs);
-/* Measure: FLOP/s of the causal attention forward of one head of @p seq tokens, head dim @p d. */
-double sk_measure_attn(int64_t seq, int64_t d, double secs);
+/* Measure: FLOP/s of the causal attention of one head of @p seq tokens, head dim @p d,
+ * forward or (@p bwd) backward, its FLOPs counted as sk_flops counts them. */
+double sk_measure_attn(int64_t seq, int64_t d, gboolean bwd, double secs);
 
 /* The kernels on this rank's GPU (step_compute_cuda.c, built with CUDA and cuBLAS):
  * GEMMs and attention products with cublasSgemm, the softmax and element-wise passes

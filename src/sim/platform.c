@@ -171,11 +171,14 @@ static void gpu_fact(reader *r, const char *id, const char *val)
     r->d->nvls = strcmp(val, "1") == 0 || g_ascii_strcasecmp(val, "true") == 0 ||
                  g_ascii_strcasecmp(val, "yes") == 0;
   } else if ((strcmp(id, "local_gemm_flops") == 0 && r->d->local_gemm_flops == 0) ||
-             (strcmp(id, "local_attn_flops") == 0 && r->d->local_attn_flops == 0)) {
+             (strcmp(id, "local_attn_flops") == 0 && r->d->local_attn_flops == 0) ||
+             (strcmp(id, "local_attn_bwd_flops") == 0 && r->d->local_attn_bwd_flops == 0)) {
     gboolean ok;
     double v = value_with_suffix(val, FALSE, &ok);
     if (ok && v > 0)
-      *(strcmp(id, "local_gemm_flops") == 0 ? &r->d->local_gemm_flops : &r->d->local_attn_flops) = v;
+      *(strcmp(id, "local_gemm_flops") == 0  ? &r->d->local_gemm_flops
+        : strcmp(id, "local_attn_flops") == 0 ? &r->d->local_attn_flops
+                                              : &r->d->local_attn_bwd_flops) = v;
   } else if (strcmp(id, "local_gemm_table") == 0 && r->d->local_gemm_table == NULL) {
     r->d->local_gemm_table = g_strdup(val);
   } else if (strcmp(id, "gpu") == 0 && r->d->gpu_model == NULL) {

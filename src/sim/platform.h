@@ -58,6 +58,7 @@ typedef struct {
   GArray *host;            /**< sp_plat_host per host, in declaration order */
   double local_gemm_flops; /**< top-zone `local_gemm_flops`: a CPU's measured GEMM rate (spsim platform local; 0: none) */
   double local_attn_flops; /**< top-zone `local_attn_flops`: its measured attention rate (0: none) */
+  double local_attn_bwd_flops; /**< top-zone `local_attn_bwd_flops`: its measured attention backward rate (0: none) */
   char *local_gemm_table;  /**< top-zone `local_gemm_table`: its measured GEMM table, as written (NULL: none) */
 } sp_plat_desc;
 

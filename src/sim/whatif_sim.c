@@ -337,6 +337,7 @@ sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError
   if (pd->local_gemm_flops > 0) {
     plat.measured_gemm_flops = pd->local_gemm_flops;
     plat.measured_attn_flops = pd->local_attn_flops;
+    plat.measured_attn_bwd_flops = pd->local_attn_bwd_flops;
     if (pd->local_gemm_table != NULL) {
       g_autofree char *dir = g_path_get_dirname(xml);
       gemm_table = g_path_is_absolute(pd->local_gemm_table) ? g_strdup(pd->local_gemm_table)

@@ -133,6 +133,8 @@ typedef struct {
   double measured_gemm_flops; /**< a CPU's GEMM rate measured by `spsim platform local` (> 0: the peak, at
                                efficiency 1), 0: none */
   double measured_attn_flops; /**< its measured attention rate (> 0: attention at this rate), 0: none */
+  double measured_attn_bwd_flops; /**< its measured attention backward rate (> 0: the backward at this rate,
+                                   else at measured_attn_flops' share of the GPU's backward), 0: none */
   const char *measured_gemm_table; /**< its measured GEMM table (a path), or NULL */
   const char *mixed;      /**< the GPUs used differ: what they are and how they are priced ("mixed cluster:
                                ..."; speed, gpu_mem and hbm_bw are then the slowest and smallest); NULL: alike */

@@ -308,6 +308,9 @@ static gboolean resolve_hw(sp_whatif_result *r, const sp_whatif_opts *o, const s
       double a = MIN(1.0, p->measured_attn_flops / p->measured_gemm_flops);
       hw->gpu.attn_bwd_eff *= a / hw->gpu.attn_fwd_eff;
       hw->gpu.attn_fwd_eff = a;
+      /* the backward at its own measured rate when the platform has one */
+      if (p->measured_attn_bwd_flops > 0)
+        hw->gpu.attn_bwd_eff = MIN(1.0, p->measured_attn_bwd_flops / p->measured_gemm_flops);
       hw->gpu.attn2_bwd_eff = hw->gpu.attn_bwd_eff;
       hw->gpu.attn2_fwd_eff = hw->gpu.attn_fwd_eff;
     }

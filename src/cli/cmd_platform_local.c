@@ -57,14 +57,32 @@ static gboolean probe(int np, double *gemm, double *attn, double *attn_bwd, doub
     return FALSE;
   }
   g_autofree char *nps = g_strdup_printf("%d", np);
-  const char *argv[] = { mpirun, "--oversubscribe", "-np", nps, run, "--probe", NULL };
+  /* the probe is spsim's own program: run as root, say so to Open MPI's mpirun, which
+   * refuses root otherwise (Open MPI 4.1 mpirun(1): --allow-run-as-root) */
+  gboolean as_root = geteuid() == 0;
+  g_autoptr(GPtrArray) argv = g_ptr_array_new();
+  g_ptr_array_add(argv, mpirun);
+  if (as_root) g_ptr_array_add(argv, "--allow-run-as-root");
+  const char *rest[] = { "--oversubscribe", "-np", nps, run, "--probe", NULL };
+  for (const char **a = rest; *a != NULL; a++) g_ptr_array_add(argv, (char *)*a);
+  g_ptr_array_add(argv, NULL);
   g_autofree char *out = NULL, *errtext = NULL;
   int status = 0;
-  if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errtext, &status, err))
+  if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errtext, &status, err))
     return FALSE;
   if (!g_spawn_check_wait_status(status, NULL)) {
-    g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "platform local: `%s --oversubscribe -np %d %s --probe` failed: %s",
-                mpirun, np, run, errtext ? g_strstrip(errtext) : "?");
+    /* one line: mpirun's first line of text, or the probe's own */
+    const char *why = "?";
+    g_auto(GStrv) lines = g_strsplit(errtext ? errtext : "", "\n", -1);
+    for (char **l = lines; *l != NULL; l++) {
+      g_strstrip(*l);
+      if (**l != '\0' && strspn(*l, "-") != strlen(*l)) {
+        why = *l;
+        break;
+      }
+    }
+    g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "platform local: `%s%s --oversubscribe -np %d %s --probe` failed: %s "
+                "(run it by hand for the whole output)", mpirun, as_root ? " --allow-run-as-root" : "", np, run, why);
     return FALSE;
   }
   g_autoptr(JsonParser) p = json_parser_new();

@@ -125,6 +125,9 @@ typedef struct {
                                      needs pod_sus): it carries the pod's NICs' sum divided by
                                      oversubscription x this */
   int32_t mix_count;      /**< presets of a mixed cluster (0: every node is @c gpu's) */
+  gboolean sharp;         /**< the network's switches reduce (SHARP): top-zone property sharp = 1 */
+  double sharp_bw;        /**< with sharp: their reduction bandwidth per port in bytes/s, top-zone
+                               property sharp_bw (0: none written, the NIC's line rate) */
   sp_gpu_kind mix_gpu[SP_GPU_COUNT]; /**< mixed cluster: the presets, in node order */
   int32_t mix_nodes[SP_GPU_COUNT];   /**< mixed cluster: nodes of each preset (their sum = nodes) */
 } sp_platform_opts;

@@ -150,6 +150,15 @@ typedef enum {
                          reduce-scatter); lowered as DIRECT, priced as the switch does it */
   SP_ALGO_PAT,      /**< NCCL's PAT (all-gather, reduce-scatter): log2 steps of recursive
                          doubling/halving (lower_pat.c); NCCL runs it at one GPU per node */
+  SP_ALGO_NVLS_TREE, /**< all-reduce: NVLink SHARP reduce-scatter inside every node, NCCL's
+                          double binary tree across nodes, NVLink SHARP all-gather
+                          (lower_hier.c); NCCL's choice across H100 nodes */
+  SP_ALGO_COLLNET_DIRECT, /**< all-reduce: reduce-scatter inside every node, one reduction
+                               per segment in the network switches (SHARP), all-gather
+                               (lower_hier.c); needs the platform's sharp property */
+  SP_ALGO_COLLNET_CHAIN,  /**< all-reduce: a chain inside every node to the GPU whose NIC
+                               carries the segment, the switches' reduction, the chain back
+                               (lower_hier.c); needs the platform's sharp property */
   SP_ALGO_COUNT
 } sp_algo;
 
@@ -202,7 +211,8 @@ const char *sp_coll_name(sp_coll c);
 const char *sp_coll_semantics(sp_coll c);
 /** Parse a collective name. */
 gboolean sp_coll_parse(const char *s, sp_coll *out, GError **err);
-/** @return "auto", "ring", "direct", "tree", "nvls". */
+/** @return "auto", "ring", "direct", "tree", "nvls", "pat", "nvls-tree", "collnet-direct",
+ *  "collnet-chain". */
 const char *sp_algo_name(sp_algo a);
 /** Parse an algorithm name. */
 gboolean sp_algo_parse(const char *s, sp_algo *out, GError **err);

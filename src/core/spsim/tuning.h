@@ -122,6 +122,10 @@ typedef struct {
   gboolean pat_nodes;  /**< every node of the platform holds one GPU: spsim's condition for
                             PAT, stricter than NCCL's (one GPU per node of the communicator,
                             which a data-parallel group across 8-GPU nodes also meets) */
+  gboolean sharp;      /**< the network switches reduce (SHARP; platform property sharp = 1):
+                            NCCL's CollNet */
+  double bw_sharp;     /**< GB/s: the switches' reduction bandwidth per port and direction
+                            (platform property sharp_bw; 0: the NIC's line rate) */
 } sp_tune_topo;
 
 /** The model's table for one collective: NCCL's comm->latencies / bandwidths. */
@@ -132,11 +136,16 @@ typedef struct {
 
 /** What a protocol (and NVLS) costs the engine's pricing (see the file comment). */
 typedef struct {
-  double wire;      /**< simulated bytes per payload byte (1 / bandwidth fraction) */
-  double lat_intra; /**< factor on the latency of links inside a node */
-  double lat_inter; /**< factor on the latency of links between nodes */
-  double coll_lat;  /**< factor on the platform's coll_latency */
+  double wire;       /**< simulated bytes per payload byte (1 / bandwidth fraction) */
+  double lat_intra;  /**< factor on the latency of links inside a node */
+  double lat_inter;  /**< factor on the latency of links between nodes */
+  double coll_lat;   /**< factor on the platform's coll_latency */
+  double wire_intra; /**< further factor on the wire bytes of messages inside a node */
+  double wire_inter; /**< further factor on the wire bytes of messages between nodes */
 } sp_tune_cost;
+
+/** The neutral cost (Simple on RING, TREE, DIRECT). */
+#define SP_TUNE_COST_NEUTRAL ((sp_tune_cost){ 1.0, 1.0, 1.0, 1.0, 1.0, 1.0 })
 
 /** @return "volta", "ampere", "hopper", "blackwell". */
 const char *sp_tune_arch_name(sp_tune_arch a);
@@ -171,7 +180,9 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
                         sp_algo algo, sp_proto proto, sp_algo *algo_out, sp_proto *proto_out,
                         double *time_us, GError **err);
 
-/** NCCL's ncclNvlsSupported: sum, max or min on f32, f16, bf16 or i32 (all-gather: any). */
+/** NCCL's ncclNvlsSupported: sum, max or min on f32, f16, bf16 or i32 (all-gather: any).
+ *  The same test stands for the switches' reduction of CollNet (SHARP reduces sum, max
+ *  and min). */
 gboolean sp_tune_nvls_supported(sp_coll coll, sp_redop op, sp_dtype dtype);
 
 /**

@@ -183,7 +183,7 @@ int sp_cmd_bench(int argc, char **argv)
     { "average", 'a', 0, G_OPTION_ARG_INT, &average, "nccl-tests: 0-3, how ranks' times combine (no effect)", "A" },
     { "blocking", 'z', 0, G_OPTION_ARG_INT, &blocking, "nccl-tests: blocking collectives 0-3 (no effect)", "Z" },
     { "algo", 0, 0, G_OPTION_ARG_STRING, &algo_s,
-      "ring, tree, direct, nvls, pat or auto (default: NCCL's tuning model per size)", "A" },
+      "ring, tree, direct, nvls, pat, nvls-tree, collnet-direct, collnet-chain or auto (default: NCCL's tuning model per size; collnet-* need a platform with sharp=1)", "A" },
     { "proto", 0, 0, G_OPTION_ARG_STRING, &proto_s,
       "NCCL protocol: ll, ll128, simple or auto (default: NCCL's tuning model per size)", "P" },
     { "fidelity", 0, 0, G_OPTION_ARG_STRING, &fid_s, "flow (default, fast) or step", "F" },

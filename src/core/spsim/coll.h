@@ -108,6 +108,16 @@
  *   engine prices them as NVLink SHARP, where the NVSwitch reduces and multicasts,
  *   so each GPU sends its data to the switch once and receives the result once
  *   (spsim/tuning.h, sp_tune_cost_of).
+ * - NVLS_TREE, COLLNET_DIRECT, COLLNET_CHAIN (all-reduce only; lower/lower_hier.c):
+ *   nodes of B = sp_dbtree_block(n, channel_block) members, the vector in B segments
+ *   (segment l to local index l of every node). Node partial of segment l: index order
+ *   ((x[0] ⊕ x[1]) ⊕ ...) ⊕ x[B-1] over the node's members (NVLS_TREE, COLLNET_DIRECT),
+ *   or the chain from local l+1: ((x[l+1] ⊕ x[l+2]) ⊕ ...) ⊕ x[l] (COLLNET_CHAIN). Across
+ *   the N = n / B nodes: NVLS_TREE folds the node partials over NCCL's double binary tree
+ *   of the nodes as TREE does (2 instances, instance k on half k of the segment);
+ *   COLLNET_* in node order ((p[0] ⊕ p[1]) ⊕ ...) ⊕ p[N-1]. AVG divides once where the
+ *   total is complete. The engine prices the exchanges as the switches run them
+ *   (spsim/tuning.h, sp_tune_cost_of).
  *
  * AVG is SUM through the schedule, then one SCALE (divide by n) where the final
  * value is produced; on integer dtypes the division truncates toward zero.

@@ -95,6 +95,8 @@ row "8xH100 all-gather auto busbw, 16 GiB [nccl-tests #326]" 360 busbw 0.10 "$P/
 # HyperPod, nccl-tests out-of-place busbw: github.com/crazyguitar/aws-gpu-communication-benchmark,
 # data/nccl_all_reduce.csv and data/nccl_alltoall.csv (NCCL's default algorithm)
 for n in 2 4 8 16 32; do gen "p5x$n" --nodes "$n"; done
+gen p5x2sharp --nodes 2 --sharp
+gen p5x32sharp --nodes 32 --sharp
 row "2x8 H100 (AWS p5) all-reduce auto busbw, 8 GiB [aws-gpu-communication-benchmark]" 477.71 busbw 0.10 "$T/p5x2.xml" --coll all-reduce --ranks 16 --sizes 8G
 row "4x8 H100 (AWS p5) all-reduce auto busbw, 8 GiB [aws-gpu-communication-benchmark]" 356.99 busbw 0.10 "$T/p5x4.xml" --coll all-reduce --ranks 32 --sizes 8G
 row "8x8 H100 (AWS p5) all-reduce auto busbw, 8 GiB [aws-gpu-communication-benchmark]" 355.36 busbw 0.10 "$T/p5x8.xml" --coll all-reduce --ranks 64 --sizes 8G
@@ -131,6 +133,16 @@ info "8xH100 all-to-all direct busbw, 1 GiB" busbw "$P/dgx.xml" --coll all-to-al
 info "2x8 H100 all-reduce tree busbw, 8 GiB (AWS p5: 477.71)" busbw "$T/p5x2.xml" --coll all-reduce --ranks 16 --algo tree --proto simple --sizes 8G
 info "4x8 H100 all-reduce tree busbw, 8 GiB (AWS p5: 356.99)" busbw "$T/p5x4.xml" --coll all-reduce --ranks 32 --algo tree --proto simple --sizes 8G
 info "32x8 H100 all-reduce tree busbw, 8 GiB (AWS p5: 321.10)" busbw "$T/p5x32.xml" --coll all-reduce --ranks 256 --algo tree --proto simple --sizes 8G
+# NVLS-tree (AUTO's choice at 8 GiB on these H100 platforms) and CollNet on the same
+# platforms with the switches reducing (--sharp; AWS p5's EFA does not reduce, so no
+# published figure of them here)
+info "2x8 H100 all-reduce nvls-tree busbw, 8 GiB (AWS p5: 477.71)" busbw "$T/p5x2.xml" --coll all-reduce --ranks 16 --algo nvls-tree --sizes 8G
+info "32x8 H100 all-reduce nvls-tree busbw, 8 GiB (AWS p5: 321.10)" busbw "$T/p5x32.xml" --coll all-reduce --ranks 256 --algo nvls-tree --sizes 8G
+info "2x8 H100 all-reduce collnet-direct busbw, 8 GiB, --sharp" busbw "$T/p5x2sharp.xml" --coll all-reduce --ranks 16 --algo collnet-direct --sizes 8G
+info "2x8 H100 all-reduce collnet-chain busbw, 8 GiB, --sharp" busbw "$T/p5x2sharp.xml" --coll all-reduce --ranks 16 --algo collnet-chain --sizes 8G
+info "32x8 H100 all-reduce collnet-direct busbw, 8 GiB, --sharp" busbw "$T/p5x32sharp.xml" --coll all-reduce --ranks 256 --algo collnet-direct --sizes 8G
+info "32x8 H100 all-reduce auto time, 1 MiB, --sharp (NCCL's model: collnet-direct)" time_us "$T/p5x32sharp.xml" --coll all-reduce --ranks 256 --sizes 1M
+info "32x8 H100 all-reduce auto time, 1 MiB, no sharp" time_us "$T/p5x32.xml" --coll all-reduce --ranks 256 --sizes 1M
 echo
 [ "$fails" -eq 0 ] && echo "All calibration targets met." || echo "$fails figure(s) outside their target."
 [ "$fails" -eq 0 ]

@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..65"
+echo "1..72"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -285,3 +285,40 @@ done
 if "$bin" bench "$tmp/toy16.xml" --coll all-gather --ranks 16 --sizes 64K >"$tmp/pat.txt" 2>"$tmp/err" \
    && grep -Eq "^ +65536 .* pat +Simple " "$tmp/pat.txt"
 then ok "auto picks pat at one GPU per node"; else nok "auto pat: $(cat "$tmp/err" "$tmp/pat.txt")"; fi
+# 66-72: NVLS-tree and CollNet all-reduces on 2 DGX H100 nodes (16 GPUs; NVLink 450 GB/s,
+# 1.3 us per port; NIC 48 GB/s, a node pair 4.2 us apart; coll_latency 8.4 us). One chunk
+# per part (--chunk = the part), so the phases run one after the other:
+# NVLS-tree, 1 GiB: 25 us (NVLS-tree's latency) + reduce-scatter and all-gather inside
+# the node, each S/2 once each way at 275/450 of the port (S / 550e9 + 2.6 us), + the
+# tree across 2 nodes, up then down, S/16 per GPU and NIC each (S / 16 / 48e9 + 4.2 us):
+#   25 + 2 x (1952.2579 + 2.6) + 2 x (1398.1013 + 4.2) = 6739.32 us
+"$bin" platform dgx --nodes 2 -o "$tmp/dgx2.xml"
+if "$bin" bench "$tmp/dgx2.xml" --ranks 16 --algo nvls-tree --sizes 1G --chunk 67108864 --json >"$tmp/nt.json" 2>"$tmp/err" \
+   && grep -q '"algo":"nvls-tree","proto":"Simple"' "$tmp/nt.json" && closed "$tmp/nt.json" 6739.32
+then ok "nvls-tree on 2 H100 nodes, one chunk = closed form"; else nok "nvls-tree: $(cat "$tmp/err") $(rows "$tmp/nt.json")"; fi
+# NCCL's model picks NVLS-tree for 1 GiB across 2 H100 nodes (tests/test-tuning.c: 2874
+# us against tree Simple's 6171 and ring Simple's 5427)
+if "$bin" bench "$tmp/dgx2.xml" --ranks 16 --sizes 1G --json >"$tmp/nta.json" 2>"$tmp/err" \
+   && grep -q '"algo":"nvls-tree"' "$tmp/nta.json"
+then ok "auto picks nvls-tree at 1 GiB on 2 H100 nodes"; else nok "auto nvls-tree: $(cat "$tmp/err") $(rows "$tmp/nta.json")"; fi
+# CollNet Direct, 1 GiB, with the switches reducing (--sharp): 31 us (CollNet's latency)
+# + reduce-scatter and all-gather inside the node, 7/8 S each way (7/8 S / 450e9 + 2.6
+# us), + the switch's reduction across 2 nodes: S/16 up and S/16 down per GPU and NIC:
+#   31 + 2 x (2087.8313 + 2.6) + 2 x (1398.1013 + 4.2) = 7016.47 us
+"$bin" platform dgx --nodes 2 --sharp -o "$tmp/dgx2s.xml"
+if grep -q '<prop id="sharp" value="1"/>' "$tmp/dgx2s.xml" && ! grep -q 'id="sharp"' "$tmp/dgx2.xml" \
+   && "$bin" bench "$tmp/dgx2s.xml" --ranks 16 --algo collnet-direct --sizes 1G --chunk 134217728 --json >"$tmp/cd.json" 2>"$tmp/err" \
+   && closed "$tmp/cd.json" 7016.47
+then ok "collnet-direct on 2 H100 nodes with --sharp, one chunk = closed form"; else nok "collnet-direct: $(cat "$tmp/err") $(rows "$tmp/cd.json")"; fi
+# switches reducing at half the NIC's rate: the exchange across nodes takes twice as long
+#   31 + 2 x 2090.4313 + 2 x (2 x 1398.1013 + 4.2) = 9812.67 us
+"$bin" platform dgx --nodes 2 --sharp --sharp-bw 24 -o "$tmp/dgx2h.xml"
+if grep -q '<prop id="sharp_bw" value="24GBps"/>' "$tmp/dgx2h.xml" \
+   && "$bin" bench "$tmp/dgx2h.xml" --ranks 16 --algo collnet-direct --sizes 1G --chunk 134217728 --json >"$tmp/cdh.json" 2>"$tmp/err" \
+   && closed "$tmp/cdh.json" 9812.67
+then ok "collnet-direct with sharp_bw = NIC / 2"; else nok "sharp_bw: $(cat "$tmp/err") $(rows "$tmp/cdh.json")"; fi
+expect_fail "collnet-direct without SHARP is refused" "collnet-direct needs switches that reduce (SHARP: the platform property sharp=1" \
+  bench "$tmp/dgx2.xml" --ranks 16 --algo collnet-direct --sizes 1M
+expect_fail "nvls-tree on one node is refused" "nvls-tree needs NVLink SHARP" \
+  bench "$tmp/dgx2.xml" --ranks 8 --algo nvls-tree --sizes 1M
+expect_fail "--sharp-bw needs --sharp" "needs --sharp" platform dgx --nodes 2 --sharp-bw 24

@@ -432,6 +432,67 @@ static void test_hand_orders(void)
   g_free(ranks);
 }
 
+/* NVLS-tree and CollNet (lower_hier.c), by hand with f32 (spacing 8 at 1e8).
+ * 2 nodes of 2, x = {1e8, 1 | -1e8, 1}: node partials 1e8 + 1 = 1e8 and -1e8 + 1 = -1e8,
+ * their sum 0 everywhere (a flat direct sum gives ((1e8 + 1) - 1e8) + 1 = 1).
+ * 2 nodes of 3, x = {1e8, -1e8, 1 | 0, 0, 0}, 6 elements in 3 segments of 2: inside node
+ * 0, direct (index order) (1e8 - 1e8) + 1 = 1 for every segment; the chain of segment l
+ * starts at local l + 1: l = 0: (-1e8 + 1) + 1e8 = 0, l = 1: (1 + 1e8) - 1e8 = 0,
+ * l = 2: (1e8 - 1e8) + 1 = 1; node 1 adds 0. */
+static void test_hier_orders(void)
+{
+  static const float x4[] = { 1e8f, 1.0f, -1e8f, 1.0f };
+  static const float x6[] = { 1e8f, -1e8f, 1.0f, 0.0f, 0.0f, 0.0f };
+  int32_t *ranks = sp_group_range(0, 1, 6);
+  static const sp_algo hier[] = { SP_ALGO_NVLS_TREE, SP_ALGO_COLLNET_DIRECT, SP_ALGO_COLLNET_CHAIN };
+  for (gsize h = 0; h < G_N_ELEMENTS(hier); h++) {
+    sp_coll_spec s = { .coll = SP_COLL_ALL_REDUCE, .algo = hier[h], .dtype = SP_F32,
+                       .redop = SP_RED_SUM, .ranks = ranks, .n = 4, .count = 8,
+                       .channel_block = 2 };
+    void **o = run_custom(&s, 4, FALSE, fill_magn, (gpointer)x4, NULL);
+    for (int i = 0; i < 4; i++)
+      for (int e = 0; e < 8; e++)
+        g_assert_cmpfloat(((float *)o[i])[e], ==, 0.0f);
+    free_bufs(o, 4);
+    s.n = 6;
+    s.count = 6;
+    s.channel_block = 3;
+    o = run_custom(&s, 6, FALSE, fill_magn, (gpointer)x6, NULL);
+    for (int i = 0; i < 6; i++)
+      for (int e = 0; e < 6; e++) {
+        float want = hier[h] == SP_ALGO_COLLNET_CHAIN && e < 4 ? 0.0f : 1.0f;
+        g_assert_cmpfloat(((float *)o[i])[e], ==, want);
+      }
+    free_bufs(o, 6);
+  }
+  g_free(ranks);
+}
+
+/* The three against the reference, bitwise: nodes of B members (B = 0 or not dividing n:
+ * one member per node), sizes that leave segments and chunks uneven. */
+static void test_hier_matrix(void)
+{
+  static const sp_algo hier[] = { SP_ALGO_NVLS_TREE, SP_ALGO_COLLNET_DIRECT, SP_ALGO_COLLNET_CHAIN };
+  static const int32_t shapes[][2] = { { 2, 2 }, { 4, 2 }, { 6, 3 }, { 6, 2 }, { 8, 4 }, { 12, 4 },
+                                       { 16, 8 }, { 5, 0 }, { 9, 3 }, { 7, 2 } };
+  static const sp_dtype dts[] = { SP_F32, SP_BF16, SP_I32 };
+  static const sp_redop ops[] = { SP_RED_SUM, SP_RED_AVG, SP_RED_MAX, SP_RED_MIN };
+  static const uint64_t counts[] = { 0, 1, 7, 100, 1001 };
+  int32_t *ranks = sp_group_range(0, 1, 16);
+  int k = 0;
+  for (gsize h = 0; h < G_N_ELEMENTS(hier); h++)
+    for (gsize sh = 0; sh < G_N_ELEMENTS(shapes); sh++)
+      for (gsize d = 0; d < G_N_ELEMENTS(dts); d++)
+        for (gsize c = 0; c < G_N_ELEMENTS(counts); c++, k++) {
+          sp_coll_spec s = { .coll = SP_COLL_ALL_REDUCE, .algo = hier[h], .dtype = dts[d],
+                             .redop = ops[k % 4], .ranks = ranks, .n = shapes[sh][0],
+                             .count = counts[c], .channel_block = shapes[sh][1],
+                             .chunk_bytes = k % 2 ? 16 : 0 };
+          run_case(&s, 16);
+        }
+  g_free(ranks);
+}
+
 /* ------------------------------------------------------------ schedule shape */
 
 typedef struct {
@@ -1156,6 +1217,8 @@ int main(int argc, char **argv)
   g_test_add_func("/coll/avg-float", test_avg_float);
   g_test_add_func("/coll/block-placement", test_block_placement);
   g_test_add_func("/coll/hand-orders", test_hand_orders);
+  g_test_add_func("/coll/hier-orders", test_hier_orders);
+  g_test_add_func("/coll/hier-matrix", test_hier_matrix);
   g_test_add_func("/coll/ring-shape", test_ring_shape);
   g_test_add_func("/coll/dbtree-shape", test_dbtree_shape);
   g_test_add_func("/coll/pat-schedule", test_pat_schedule);

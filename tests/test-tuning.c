@@ -159,7 +159,11 @@ static void test_choice_a100(void)
  * 1024/2046 x 1e3) = 4482.2, ring Simple (8.4 + 1792 x 3.4 + 254 x 14) x 1.4 = 13520 +
  * 43.6: TREE LL128. 1 GiB (no correction above 2^22 x 64 B): tree Simple 260.4 + S /
  * 176.64e3 = 6339.1 us beats tree LL128 (6634.5) and ring LL128 (4434.8 + 6072.8 =
- * 10507.6): TREE Simple. */
+ * 10507.6): TREE Simple without NVLink SHARP. With it, NVLS-tree (perChMaxNVLSTreeBw
+ * Hopper 3+ nodes 45.5; NVLS-tree hwLat NVLink 25, NET 20.9): per channel min(450/16 x
+ * 0.85 x 15/16 x 2 = 44.82, NICs 8 x 48 / 16 = 24, 45.5) = 24, busBw 384, algbw 384 x
+ * 1024 / 2046, latency 25 + 2 log2(128) x 20.9 = 317.6 us: at 1 GiB 317.6 + 5586.9 =
+ * 5904.5 us beats tree Simple; at 8 MiB (361.2 us) it does not. */
 static void test_choice_1024(void)
 {
   sp_tune_topo t = { .nranks = 1024, .nnodes = 128, .arch = SP_TUNE_HOPPER, .bw_nvl = 450,
@@ -180,6 +184,12 @@ static void test_choice_1024(void)
   /* NVLS is not available across nodes (NCCL: only with CollNet) */
   g_assert_cmpfloat(tab.bw[SP_ALGO_NVLS][SP_PROTO_SIMPLE], ==, 0.0);
   g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 1024 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_NVLS_TREE);
+  g_assert_cmpint(p, ==, SP_PROTO_SIMPLE);
+  assert_rel(us, 317.6 + 1073741824.0 / (384.0 * 1024 / 2046 * 1e3), 1e-9);
+  sp_tune_topo nn = t;
+  nn.nvls = FALSE;
+  g_assert_true(sp_tune_choose(&nn, SP_COLL_ALL_REDUCE, 1024 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
   g_assert_cmpint(a, ==, SP_ALGO_TREE);
   g_assert_cmpint(p, ==, SP_PROTO_SIMPLE);
   assert_rel(us, 260.4 + 1073741824.0 / (0.5 * 0.92 * 384 * 1e3), 1e-9);
@@ -287,6 +297,122 @@ static void test_cost(void)
   assert_rel(c.lat_inter, 5.0 / 14, 1e-12);
 }
 
+/* NVLS-tree and CollNet (NCCL v2.30.7-1 src/graph/tuning.cc, ncclTopoTuneModel), on 2 and
+ * 4 DGX H100 nodes (NVLink 450 GB/s, NIC 48 GB/s per GPU, 16 channels), by hand:
+ * NVLS-tree per channel = min(NVLink SHARP 450/16 x 0.85 x 15/16 x 2 = 44.82421875, NICs
+ * 8 x 48/16 = 24 (x2 on 2 nodes = 48), perChMaxNVLSTreeBw Hopper 57.7 (2 nodes) / 45.5);
+ * busBw x 16, algbw x n / (2(n-1)); latency hwLat NVLink 25 + 2 log2(nodes) x NET 20.9.
+ * CollNet: busBw = the node's min(450, 8 x 48) = 384, Direct x 0.85 on Hopper, algbw half;
+ * latency Direct 2(min(1, 7) x 3.7 + 7 x 0.4) + 31 = 44, Chain 2 x 7 x 2.8 + 30 = 69.2. */
+static void test_hier(void)
+{
+  sp_tune_topo t2 = { .nranks = 16, .nnodes = 2, .arch = SP_TUNE_HOPPER, .bw_nvl = 450,
+                      .bw_nic = 48, .nvls = TRUE, .sharp = TRUE };
+  sp_tune_table tab;
+  sp_tune_model(&t2, SP_COLL_ALL_REDUCE, &tab);
+  assert_rel(tab.bw[SP_ALGO_NVLS_TREE][SP_PROTO_SIMPLE], 16 * 44.82421875 * 16 / 30, 1e-12);
+  assert_rel(tab.lat_us[SP_ALGO_NVLS_TREE][SP_PROTO_SIMPLE], 25 + 2 * 20.9, 1e-12);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_NVLS_TREE][SP_PROTO_LL128], ==, 0.0);
+  assert_rel(tab.bw[SP_ALGO_COLLNET_DIRECT][SP_PROTO_SIMPLE], 384 * 0.85 * 0.5, 1e-12);
+  assert_rel(tab.lat_us[SP_ALGO_COLLNET_DIRECT][SP_PROTO_SIMPLE], 44.0, 1e-12);
+  assert_rel(tab.bw[SP_ALGO_COLLNET_CHAIN][SP_PROTO_SIMPLE], 384 * 0.5, 1e-12);
+  assert_rel(tab.lat_us[SP_ALGO_COLLNET_CHAIN][SP_PROTO_SIMPLE], 69.2, 1e-12);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_COLLNET_DIRECT][SP_PROTO_LL], ==, 0.0);
+  /* 4 nodes: the NICs bound NVLS-tree (24 per channel), two tree levels */
+  sp_tune_topo t4 = t2;
+  t4.nranks = 32;
+  t4.nnodes = 4;
+  sp_tune_model(&t4, SP_COLL_ALL_REDUCE, &tab);
+  assert_rel(tab.bw[SP_ALGO_NVLS_TREE][SP_PROTO_SIMPLE], 384.0 * 32 / 62, 1e-12);
+  assert_rel(tab.lat_us[SP_ALGO_NVLS_TREE][SP_PROTO_SIMPLE], 25 + 4 * 20.9, 1e-12);
+  /* switches reducing at half the NIC's rate halve CollNet's bandwidth */
+  t4.bw_sharp = 24;
+  sp_tune_model(&t4, SP_COLL_ALL_REDUCE, &tab);
+  assert_rel(tab.bw[SP_ALGO_COLLNET_CHAIN][SP_PROTO_SIMPLE], 384 * 0.5 * 0.5, 1e-12);
+
+  /* AUTO on 2 nodes with NVLink SHARP and SHARP, 1 GiB: NVLS-tree 66.8 + S / 382.5e3 =
+   * 2874 us beats CollNet Chain 69.2 + S / 192e3 = 5661, tree Simple (busBw min(0.92 x
+   * 384, 16 x 41.4) = 353.28, half: 8.4 + 2(7 x 4 + 14) + S / 176.64e3 = 6171) and ring
+   * Simple (busBw 384); 1 MiB: CollNet Direct 44 + S / 163.2e3 = 50.43 us beats NVLS-tree
+   * (66.8 + 2.74) and CollNet Chain (69.2 + 5.46) */
+  sp_algo a;
+  sp_proto p;
+  double us;
+  g_assert_true(sp_tune_choose(&t2, SP_COLL_ALL_REDUCE, 1024 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_NVLS_TREE);
+  g_assert_cmpint(p, ==, SP_PROTO_SIMPLE);
+  assert_rel(us, 66.8 + 1073741824.0 / (16 * 44.82421875 * 16 / 30 * 1e3), 1e-9);
+  g_assert_true(sp_tune_choose(&t2, SP_COLL_ALL_REDUCE, MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_COLLNET_DIRECT);
+  assert_rel(us, 44.0 + 1048576.0 / (384 * 0.85 * 0.5 * 1e3), 1e-9);
+  /* the switch cannot reduce f32 max: neither runs; ring Simple (8.4 + 28 x 3.4 + 2 x
+   * 14) x 1.4 + S / (384 x 16/30 x 1e3) = 5427.1 us beats tree Simple (6171) */
+  g_assert_true(sp_tune_choose(&t2, SP_COLL_ALL_REDUCE, 1024 * MIB, FALSE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_RING);
+  assert_rel(us, (8.4 + 28 * 3.4 + 2 * 14) * 1.4 + 1073741824.0 / (384.0 * 16 / 30 * 1e3), 1e-9);
+
+  /* not available: one node, one GPU per node (NVLS needs two of a node), no nvls, no
+   * sharp, collectives other than all-reduce */
+  sp_tune_topo one = h100x8();
+  one.sharp = TRUE;
+  sp_tune_model(&one, SP_COLL_ALL_REDUCE, &tab);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_NVLS_TREE][SP_PROTO_SIMPLE], ==, 0.0);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_COLLNET_DIRECT][SP_PROTO_SIMPLE], ==, 0.0);
+  sp_tune_topo u = { .nranks = 4, .nnodes = 4, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48,
+                     .nvls = TRUE };
+  sp_tune_model(&u, SP_COLL_ALL_REDUCE, &tab);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_NVLS_TREE][SP_PROTO_SIMPLE], ==, 0.0);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_COLLNET_CHAIN][SP_PROTO_SIMPLE], ==, 0.0);
+  sp_tune_topo plain = t2;
+  plain.nvls = FALSE;
+  plain.sharp = FALSE;
+  sp_tune_model(&plain, SP_COLL_ALL_REDUCE, &tab);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_NVLS_TREE][SP_PROTO_SIMPLE], ==, 0.0);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_COLLNET_DIRECT][SP_PROTO_SIMPLE], ==, 0.0);
+  sp_tune_model(&t2, SP_COLL_ALL_GATHER, &tab);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_NVLS_TREE][SP_PROTO_SIMPLE], ==, 0.0);
+  g_assert_cmpfloat(tab.bw[SP_ALGO_COLLNET_DIRECT][SP_PROTO_SIMPLE], ==, 0.0);
+
+  /* forced where it cannot run: one line saying what is missing */
+  GError *err = NULL;
+  g_assert_false(sp_tune_choose(&plain, SP_COLL_ALL_REDUCE, MIB, TRUE, SP_ALGO_COLLNET_DIRECT, SP_PROTO_AUTO, &a, &p, NULL, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED);
+  g_assert_nonnull(strstr(err->message, "sharp=1"));
+  g_assert_null(strchr(err->message, '\n'));
+  g_clear_error(&err);
+  g_assert_false(sp_tune_choose(&plain, SP_COLL_ALL_REDUCE, MIB, TRUE, SP_ALGO_NVLS_TREE, SP_PROTO_AUTO, &a, &p, NULL, &err));
+  g_assert_nonnull(strstr(err->message, "nvls=1"));
+  g_clear_error(&err);
+  g_assert_false(sp_tune_choose(&t2, SP_COLL_ALL_REDUCE, MIB, TRUE, SP_ALGO_COLLNET_CHAIN, SP_PROTO_LL128, &a, &p, NULL, &err));
+  g_assert_nonnull(strstr(err->message, "Simple"));
+  g_clear_error(&err);
+  g_assert_false(sp_tune_choose(&t2, SP_COLL_BROADCAST, MIB, TRUE, SP_ALGO_NVLS_TREE, SP_PROTO_AUTO, &a, &p, NULL, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED);
+  g_clear_error(&err);
+  g_assert_false(sp_tune_choose(&t2, SP_COLL_ALL_REDUCE, MIB, FALSE, SP_ALGO_COLLNET_DIRECT, SP_PROTO_AUTO, &a, &p, NULL, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED);
+  g_clear_error(&err);
+
+  /* what the engine charges (lower_hier.c): NVLS-tree's exchanges inside a node move
+   * 2 x 7/8 of the data where the switch moves it once each way at 275/450 of the port:
+   * wire_intra = 8 / (14 x 275/450); CollNet's exchange across N nodes moves 2(N-1)/N
+   * where the switch takes it once: wire_inter = N / (2(N-1)), x 48/24 when the switch
+   * reduces at 24 GB/s; latency of the switch operation in place of ring Simple's 8.4 */
+  sp_tune_cost c;
+  sp_tune_cost_of(&t2, SP_COLL_ALL_REDUCE, SP_ALGO_NVLS_TREE, SP_PROTO_SIMPLE, &c);
+  assert_rel(c.wire_intra, 8.0 / (14.0 * 275.0 / 450.0), 1e-12);
+  g_assert_cmpfloat(c.wire_inter, ==, 1.0);
+  g_assert_cmpfloat(c.wire, ==, 1.0);
+  assert_rel(c.coll_lat, 25.0 / 8.4, 1e-12);
+  sp_tune_cost_of(&t4, SP_COLL_ALL_REDUCE, SP_ALGO_COLLNET_DIRECT, SP_PROTO_SIMPLE, &c);
+  assert_rel(c.wire_inter, 4.0 / 6.0 * 2.0, 1e-12);
+  g_assert_cmpfloat(c.wire_intra, ==, 1.0);
+  assert_rel(c.coll_lat, 31.0 / 8.4, 1e-12);
+  sp_tune_cost_of(&t2, SP_COLL_ALL_REDUCE, SP_ALGO_COLLNET_CHAIN, SP_PROTO_SIMPLE, &c);
+  assert_rel(c.wire_inter, 1.0, 1e-12);
+  assert_rel(c.coll_lat, 30.0 / 8.4, 1e-12);
+}
+
 /* PAT (NCCL 2.23+), one GPU per node (ncclPatEnable), Simple only, all-gather and
  * reduce-scatter only: busBw = graph bw x 0.75, no bus -> algorithm conversion;
  * latency = baseLat 8.0 + log2i(nNodes) x (interLat / 3.5) + nRanks x 2.8, interLat =
@@ -360,5 +486,6 @@ int main(int argc, char **argv)
   g_test_add_func("/tuning/errors", test_errors);
   g_test_add_func("/tuning/cost", test_cost);
   g_test_add_func("/tuning/pat", test_pat);
+  g_test_add_func("/tuning/hier", test_hier);
   return g_test_run();
 }

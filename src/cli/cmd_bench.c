@@ -183,7 +183,7 @@ int sp_cmd_bench(int argc, char **argv)
     { "average", 'a', 0, G_OPTION_ARG_INT, &average, "nccl-tests: 0-3, how ranks' times combine (no effect)", "A" },
     { "blocking", 'z', 0, G_OPTION_ARG_INT, &blocking, "nccl-tests: blocking collectives 0-3 (no effect)", "Z" },
     { "algo", 0, 0, G_OPTION_ARG_STRING, &algo_s,
-      "ring, tree, direct, nvls, pat or auto (default: NCCL's tuning model per size)", "A" },
+      "ring, tree, direct, nvls, pat, nvls-tree, collnet-direct, collnet-chain or auto (default: NCCL's tuning model per size; collnet-* need a platform with sharp=1)", "A" },
     { "proto", 0, 0, G_OPTION_ARG_STRING, &proto_s,
       "NCCL protocol: ll, ll128, simple or auto (default: NCCL's tuning model per size)", "P" },
     { "fidelity", 0, 0, G_OPTION_ARG_STRING, &fid_s, "flow (default, fast) or step", "F" },
@@ -594,17 +594,19 @@ int sp_cmd_bench(int argc, char **argv)
     if (unchecked_above > 0)
       printf("# sizes from %" G_GUINT64_FORMAT " B not checked: above %" G_GUINT64_FORMAT " B\n",
              (guint64)unchecked_above, (guint64)CHECK_MAX_BYTES);
-    int32_t maxch = 1;
-    for (guint i = 0; i < rows->len; i++)
+    int32_t maxch = 1, aw = 6; /* the algo column widens for nvls-tree, collnet-direct, ... */
+    for (guint i = 0; i < rows->len; i++) {
       maxch = MAX(maxch, g_array_index(rows, row, i).channels);
+      aw = MAX(aw, (int)strlen(sp_algo_name(g_array_index(rows, row, i).algo)));
+    }
     if (maxch > 1)
       printf("# ring rows: %d channels (concurrent rings, each through other GPUs' NICs%s)\n", maxch,
              channels == 0 ? "; chosen per node, --channels N overrides" : "");
     printf("#\n# %64s  %-34s %-34s\n", "", "---------- out-of-place ----------", "------------ in-place ------------");
-    printf("# %12s %12s %6s %6s %6s %6s %6s %3s %10s %8s %8s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop",
-           "root", "algo", "proto", "ch", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    printf("# %12s %12s %6s %6s %6s %6s %6s %3s %10s %8s %8s %6s %10s %8s %8s %6s\n", "(B)", "(elements)", "", "", "",
-           "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    printf("# %12s %12s %6s %6s %6s %*s %6s %3s %10s %8s %8s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop",
+           "root", aw, "algo", "proto", "ch", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    printf("# %12s %12s %6s %6s %6s %*s %6s %3s %10s %8s %8s %6s %10s %8s %8s %6s\n", "(B)", "(elements)", "", "", "",
+           aw, "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     for (guint i = 0; i < rows->len; i++) {
       const row *r = &g_array_index(rows, row, i);
       char w[2][24];
@@ -612,8 +614,8 @@ int sp_cmd_bench(int argc, char **argv)
         if (r->wrong[k] == SP_NT_WRONG_NA) g_strlcpy(w[k], "N/A", sizeof w[k]);
         else snprintf(w[k], sizeof w[k], "%" G_GINT64_FORMAT, (gint64)r->wrong[k]);
       }
-      printf("  %12" G_GUINT64_FORMAT " %12" G_GUINT64_FORMAT " %6s %6s %6d %6s %6s %3d %10.2f %8.2f %8.2f %6s %10.2f %8.2f %8.2f %6s\n",
-             (guint64)r->bytes, (guint64)r->count, sp_dtype_name(dtype), redop_name, root_col, sp_algo_name(r->algo),
+      printf("  %12" G_GUINT64_FORMAT " %12" G_GUINT64_FORMAT " %6s %6s %6d %*s %6s %3d %10.2f %8.2f %8.2f %6s %10.2f %8.2f %8.2f %6s\n",
+             (guint64)r->bytes, (guint64)r->count, sp_dtype_name(dtype), redop_name, root_col, aw, sp_algo_name(r->algo),
              sp_proto_name(r->proto), r->channels, r->time_us[0], r->algbw[0], r->busbw[0], w[0], r->time_us[1], r->algbw[1], r->busbw[1],
              w[1]);
     }

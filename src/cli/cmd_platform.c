@@ -46,7 +46,9 @@ int sp_cmd_platform(int argc, char **argv)
 {
   gint nodes = G_MININT, gpn = G_MININT, su_nodes = G_MININT, domain = G_MININT, nics = G_MININT;
   gint pod_sus = G_MININT;
-  gboolean charge = FALSE;
+  gboolean charge = FALSE, sharp = FALSE;
+  g_autofree char *sharp_s = NULL;
+  double sharp_bw = 0;
   double oversub = 1.0, core_oversub = 1.0;
   g_autofree char *oversub_s = NULL;
   g_autofree char *nvl_s = NULL, *nic_s = NULL;
@@ -66,6 +68,8 @@ int sp_cmd_platform(int argc, char **argv)
     { "nvlink-domain", 0, 0, G_OPTION_ARG_INT, &domain, "GPUs sharing one NVSwitch fabric, a multiple of --gpus-per-node whose nodes divide --nodes and --su-nodes (default: one node; gb200: 72); the what-if treats the domain as the node", "G" },
     { "nics-per-node", 0, 0, G_OPTION_ARG_INT, &nics, "NICs per node, dividing --gpus-per-node: GPUs share them evenly, each of --nic-bw (default: one per GPU)", "K" },
     { "zones", 0, 0, G_OPTION_ARG_STRING, &zones, "SimGrid zones: node (one per node inside one per SU), su (one per SU holding its nodes: loads in linear time, same routes) or auto (default: node up to 2048 nodes or NVLink domains, su above)", "node|su|auto" },
+    { "sharp", 0, 0, G_OPTION_ARG_NONE, &sharp, "the network's switches reduce (SHARP, as NVIDIA Quantum-2 InfiniBand's SHARPv3): top-zone property sharp = 1, for NCCL's CollNet algorithms (--algo collnet-direct, collnet-chain)", NULL },
+    { "sharp-bw", 0, 0, G_OPTION_ARG_STRING, &sharp_s, "with --sharp: the switches' reduction bandwidth per port and direction in GB/s (default: the NIC's line rate)", "GBPS" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "write to FILE instead of stdout", "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
@@ -130,6 +134,13 @@ int sp_cmd_platform(int argc, char **argv)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
                                    "platform: --oversubscription must be a ratio R or R:1, or two as R,C (got '%s')",
                                    oversub_s));
+  if (sharp_s != NULL && (!sharp || !parse_gbps(sharp_s, &sharp_bw)))
+    return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
+                                   sharp ? "platform: --sharp-bw must be a bandwidth in GB/s above 0 (got '%s')"
+                                         : "platform: --sharp-bw '%s' needs --sharp (the switches reduce)",
+                                   sharp_s));
+  o.sharp = sharp;
+  o.sharp_bw = sharp_bw * 1e9;
   if (pod_sus != G_MININT && pod_sus < 1)
     return sp_cli_fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "platform: --pod-sus must be >= 1 (got %d)", pod_sus));
   if (su_nodes != G_MININT && su_nodes < 1)

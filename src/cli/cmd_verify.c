@@ -367,7 +367,7 @@ int sp_cmd_verify(int argc, char **argv)
     { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "element type: f32 (default), f16, bf16, i32, i64, u8", "T" },
     { "count", 0, 0, G_OPTION_ARG_STRING, &count, "elements per rank (coll.h convention); default about 1024 elements per buffer", "ELEMS" },
     { "size", 0, 0, G_OPTION_ARG_STRING, &size, "the same in bytes (K, M, G suffixes)", "BYTES" },
-    { "algo", 0, 0, G_OPTION_ARG_STRING, &algo, "ring, tree, direct, nvls, pat or auto (default)", "ALGO" },
+    { "algo", 0, 0, G_OPTION_ARG_STRING, &algo, "ring, tree, direct, nvls, pat, nvls-tree, collnet-direct, collnet-chain or auto (default)", "ALGO" },
     { "redop", 0, 0, G_OPTION_ARG_STRING, &redop, "sum (default), avg, max, min", "OP" },
     { "root", 0, 0, G_OPTION_ARG_INT, &root, "group index of the root (broadcast, reduce; default 0)", "R" },
     { "chunk", 0, 0, G_OPTION_ARG_STRING, &chunk, "pipelining chunk in bytes (default: the algorithm's)", "BYTES" },

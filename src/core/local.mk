@@ -53,7 +53,8 @@ spsiminclude_HEADERS += src/core/spsim/ops.h
 # NCCL's tuning model (algorithm and protocol per call, what a protocol costs)
 libspsim_la_SOURCES += src/core/lower/graph_lower.c src/core/lower/lower.c \
 	src/core/lower/lower_emit.c src/core/lower/lower_direct.c src/core/lower/lower_ring.c \
-	src/core/lower/lower_tree.c src/core/lower/lower_pat.c src/core/lower/lower_dbtree.c src/core/lower/tuning.c
+	src/core/lower/lower_tree.c src/core/lower/lower_pat.c src/core/lower/lower_dbtree.c src/core/lower/lower_hier.c \
+	src/core/lower/tuning.c
 spsiminclude_HEADERS += src/core/spsim/tuning.h
 
 # exec: per-rank programs, the executor, the loopback transport, timelines

@@ -12,7 +12,8 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 const char *const sp_plat_known_props[] = { "gpu", "gpu_mem", "hbm_bw", "mem_bw", "node", "local_rank",
-                                            "coll_latency", "local_latency", "comm_slowdown", "nvls", NULL };
+                                            "coll_latency", "local_latency", "comm_slowdown", "nvls", "sharp",
+                                            "sharp_bw", NULL };
 
 typedef struct {
   sp_plat_desc *d;
@@ -22,6 +23,7 @@ typedef struct {
   GHashTable *node_sizes; /* hosts per innermost zone -> occurrences */
   int32_t gpn_prop;      /* gpus_per_node property (0: none, -1: malformed) */
   gboolean nvls_seen;    /* the first nvls property was read */
+  gboolean sharp_seen;   /* the first sharp property was read */
   char *gpn_bad;         /* the malformed value */
   gboolean saw_platform;
   gboolean in_first_host;
@@ -170,6 +172,15 @@ static void gpu_fact(reader *r, const char *id, const char *val)
     r->nvls_seen = TRUE;
     r->d->nvls = strcmp(val, "1") == 0 || g_ascii_strcasecmp(val, "true") == 0 ||
                  g_ascii_strcasecmp(val, "yes") == 0;
+  } else if (strcmp(id, "sharp") == 0 && !r->sharp_seen) {
+    r->sharp_seen = TRUE;
+    r->d->sharp = strcmp(val, "1") == 0 || g_ascii_strcasecmp(val, "true") == 0 ||
+                  g_ascii_strcasecmp(val, "yes") == 0;
+  } else if (strcmp(id, "sharp_bw") == 0 && r->d->sharp_bw == 0) {
+    gboolean ok;
+    double v = value_with_suffix(val, FALSE, &ok);
+    if (ok && v > 0)
+      r->d->sharp_bw = v;
   } else if ((strcmp(id, "local_gemm_flops") == 0 && r->d->local_gemm_flops == 0) ||
              (strcmp(id, "local_attn_flops") == 0 && r->d->local_attn_flops == 0) ||
              (strcmp(id, "local_attn_bwd_flops") == 0 && r->d->local_attn_bwd_flops == 0)) {

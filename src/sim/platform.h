@@ -10,8 +10,10 @@
  * `hbm_bw`, `mem_bw` (bytes/s), `node` (node index), `local_rank`,
  * `coll_latency` and `local_latency` (seconds, with a suffix s, ms, us, ns).
  * At zone or `<cluster>` level: `gpus_per_node` (a whole number >= 1; anything
- * else is refused) and `nvls` (1, true or yes: the nodes' NVSwitches reduce,
- * NVLink SHARP; on the top zone or the first host). See sim.h for what the engine does with them.
+ * else is refused), `nvls` (1, true or yes: the nodes' NVSwitches reduce,
+ * NVLink SHARP; on the top zone or the first host), `sharp` (1, true or yes: the
+ * network's switches reduce, SHARP) and `sharp_bw` (their reduction bandwidth per
+ * port, bytes/s or with a suffix such as 50GBps). See sim.h for what the engine does with them.
  */
 #ifndef SPSIM_SIM_PLATFORM_H
 #define SPSIM_SIM_PLATFORM_H
@@ -47,6 +49,10 @@ typedef struct {
   double hbm_bw;           /**< GPU memory bandwidth in bytes/s, property hbm_bw (0: unknown) */
   char *gpu_model;         /**< `gpu` property of the first host or the top zone, or NULL */
   gboolean nvls;           /**< `nvls` property (top zone or first host): NVLink SHARP */
+  gboolean sharp;          /**< `sharp` property (top zone or first host): the network switches
+                                reduce (SHARP, NCCL's CollNet) */
+  double sharp_bw;         /**< `sharp_bw`: their reduction bandwidth per port, bytes/s (0: the
+                                NIC's line rate) */
   int32_t gpus_per_node;   /**< `gpus_per_node` property, else the most common number of hosts per
                                 innermost zone (0: unknown) */
   GPtrArray *unknown;      /**< "'id' (first in <host> 'name')" for each host property name spsim does not know */

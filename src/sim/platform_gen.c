@@ -282,6 +282,8 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
   if (o->pod_sus > 0) g_string_append_printf(ex, " --pod-sus %d", o->pod_sus);
   if (o->zones != SP_PLATFORM_ZONES_AUTO)
     g_string_append(ex, o->zones == SP_PLATFORM_ZONES_SU ? " --zones su" : " --zones node");
+  if (o->sharp) g_string_append(ex, " --sharp");
+  if (o->sharp && o->sharp_bw > 0) g_string_append_printf(ex, " --sharp-bw %s", num(v, o->sharp_bw / 1e9));
   if (o->core_oversubscription > 1.0)
     g_string_append_printf(ex, " --oversubscription %s,%s", num(v, o->oversubscription),
                            g_ascii_formatd(v2, sizeof v2, "%.6g", o->core_oversubscription));
@@ -803,6 +805,12 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
   g_string_append_printf(s, "  <prop id=\"gpus_per_node\" value=\"%d\"/>\n", m.zone_gpus);
   if (g->nvls)
     g_string_append(s, "  <prop id=\"nvls\" value=\"1\"/>\n");
+  if (o->sharp) { /* the switches reduce: NVIDIA Quantum-2 (SHARPv3), NCCL's CollNet */
+    char v[G_ASCII_DTOSTR_BUF_SIZE];
+    g_string_append(s, "  <prop id=\"sharp\" value=\"1\"/>\n");
+    if (o->sharp_bw > 0)
+      g_string_append_printf(s, "  <prop id=\"sharp_bw\" value=\"%sGBps\"/>\n", num(v, o->sharp_bw / 1e9));
+  }
   su_ctx c = { .o = o, .g = g, .m = &m, .zper = zper, .ws = ws, .zg = (const sp_gpu_spec *const *)zg,
                .folded = folded };
   if (o->pod_sus > 0) {

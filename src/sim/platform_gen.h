@@ -153,6 +153,9 @@ typedef struct {
   sp_platform_zones zones; /**< one zone per node or per SU (#SP_PLATFORM_ZONES_AUTO: per SU
                                 above #SP_PLATFORM_NODE_ZONES_MAX node zones) */
   int32_t mix_count;      /**< presets of a mixed cluster (0: every node is @c gpu's) */
+  gboolean sharp;         /**< the network's switches reduce (SHARP): top-zone property sharp = 1 */
+  double sharp_bw;        /**< with sharp: their reduction bandwidth per port in bytes/s, top-zone
+                               property sharp_bw (0: none written, the NIC's line rate) */
   sp_gpu_kind mix_gpu[SP_GPU_COUNT]; /**< mixed cluster: the presets, in node order */
   int32_t mix_nodes[SP_GPU_COUNT];   /**< mixed cluster: nodes of each preset (their sum = nodes) */
 } sp_platform_opts;

@@ -37,7 +37,7 @@ G_STATIC_ASSERT(sizeof(gpointer) >= 8); /* (src, tag) keys are packed into point
 
 /* ---- global engine state ------------------------------------------------ */
 
-sp_sim_state g_sim = { .cost = { 1.0, 1.0, 1.0, 1.0 }, .lat_fi = 1.0, .lat_fe = 1.0 };
+sp_sim_state g_sim = { .cost = { 1.0, 1.0, 1.0, 1.0, 1.0, 1.0 }, .lat_fi = 1.0, .lat_fe = 1.0 };
 
 /* SPSIM_FLOW_STEPS set: FLOW summaries of rings read every step (no
  * sp_lower_coll_pattern), to check that both give the same programs. */
@@ -189,6 +189,8 @@ gboolean sp_sim_init(const char *platform_xml, GError **err)
     g_sim.lat = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
     g_sim.arch = sp_tune_arch_of_model(pp->gpu_model);
     g_sim.nvls = pp->nvls;
+    g_sim.sharp = pp->sharp;
+    g_sim.sharp_bw = pp->sharp_bw;
     g_sim.path = g_strdup(platform_xml);
     g_sim.ready = TRUE;
   }
@@ -382,8 +384,16 @@ static gboolean sim_post_send(void *vctx, int32_t peer, int32_t tag, const void 
   m->prev = &run->live;
   run->live.next->prev = m;
   run->live.next = m;
-  /* the protocol's bandwidth fraction: bytes / f on the wire (the payload is exact) */
-  double wire = g_sim.cost.wire == 1.0 ? (double)m->bytes : floor((double)m->bytes * g_sim.cost.wire + 0.5);
+  /* the protocol's bandwidth fraction: bytes / f on the wire (the payload is exact), and
+   * the algorithm's factors inside and between nodes (NVLS-tree, CollNet) */
+  double f = g_sim.cost.wire;
+  if (g_sim.cost.wire_intra != 1.0 || g_sim.cost.wire_inter != 1.0) {
+    int32_t ph = sp_sim_host_of(peer);
+    gboolean same = ph >= 0 && ph < g_sim.nhosts && g_sim.node[ph] == g_sim.node[c->host] &&
+                    g_sim.node[ph] >= 0;
+    f *= same ? g_sim.cost.wire_intra : g_sim.cost.wire_inter;
+  }
+  double wire = f == 1.0 ? (double)m->bytes : floor((double)m->bytes * f + 0.5);
   sg_comm_t comm = sg_mailbox_put_async(mbox_of(run, peer), m, (long)wire);
   g_array_append_val(c->sends, comm);
   return TRUE;

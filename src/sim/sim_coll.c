@@ -301,7 +301,7 @@ static void links_classify(void)
 
 void sp_sim_set_cost(const sp_tune_cost *c)
 {
-  static const sp_tune_cost neutral = { 1.0, 1.0, 1.0, 1.0 };
+  static const sp_tune_cost neutral = { 1.0, 1.0, 1.0, 1.0, 1.0, 1.0 };
   if (c == NULL)
     c = &neutral;
   g_sim.cost = *c;
@@ -342,6 +342,8 @@ void sp_sim_tune_topo(const sp_coll_spec *spec, sp_tune_topo *t)
   t->arch = g_sim.arch;
   t->cpu_amd = g_sim.arch == SP_TUNE_AMPERE; /* DGX A100: AMD EPYC; DGX H100/B200: Intel */
   t->nvls = g_sim.nvls;
+  t->sharp = g_sim.sharp;
+  t->bw_sharp = g_sim.sharp_bw / 1e9;
   if (!g_sim.ready || spec->n < 1 || spec->ranks == NULL)
     return;
   int32_t h0 = sp_sim_host_of(spec->ranks[0]);
@@ -433,7 +435,7 @@ gboolean sp_sim_coll_resolve(const sp_coll_spec *spec, sp_coll_spec *out, sp_tun
                              double *model_us, GError **err)
 {
   *out = *spec;
-  *cost = (sp_tune_cost){ 1.0, 1.0, 1.0, 1.0 };
+  *cost = (sp_tune_cost){ 1.0, 1.0, 1.0, 1.0, 1.0, 1.0 };
   if (model_us)
     *model_us = -1;
   if (!sp_coll_spec_validate(spec, err))
@@ -582,7 +584,8 @@ void sp_sim_ring_channels(const sp_coll_spec *spec, int32_t *channels, int32_t *
       spec->coll != SP_COLL_REDUCE_SCATTER)
     return;
   sp_algo algo = sp_algo_choose(spec);
-  gboolean tree = algo == SP_ALGO_TREE && spec->coll == SP_COLL_ALL_REDUCE;
+  gboolean tree = (algo == SP_ALGO_TREE || algo == SP_ALGO_NVLS_TREE || algo == SP_ALGO_COLLNET_DIRECT ||
+                   algo == SP_ALGO_COLLNET_CHAIN) && spec->coll == SP_COLL_ALL_REDUCE;
   if (algo != SP_ALGO_RING && !tree)
     return;
   /* members must come as runs of k consecutive members per node, each node once */
@@ -613,7 +616,8 @@ void sp_sim_ring_channels(const sp_coll_spec *spec, int32_t *channels, int32_t *
   if (ok && k != 0 && run != k)
     ok = FALSE;
   g_hash_table_unref(seen);
-  if (tree) { /* NCCL's double binary tree chains each node's members (spsim/dbtree.h) */
+  if (tree) { /* NCCL's double binary tree chains each node's members (spsim/dbtree.h); the
+                 hierarchical all-reduces (lower_hier.c) take the node's members as a block */
     if (ok)
       *block = run;
     return;

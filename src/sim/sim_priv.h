@@ -35,6 +35,8 @@ typedef struct {
   void *compute_ud;
   sp_tune_arch arch;   /* GPU generation of the platform's `gpu` model (tuning model) */
   gboolean nvls;       /* platform property nvls: the NVSwitches reduce */
+  gboolean sharp;      /* platform property sharp: the network switches reduce */
+  double sharp_bw;     /* platform property sharp_bw, B/s (0: the NICs' line rate) */
   sp_tune_cost cost;   /* cost attributes of the collective being priced (neutral: 1s) */
   /* link latencies scaled by the protocol (sp_sim_set_cost): every link on a route
    * between GPUs, its latency as loaded, and whether it lies inside a node */

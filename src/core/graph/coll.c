@@ -30,6 +30,8 @@ static const struct {
 static const char *const algo_names[SP_ALGO_COUNT] = {
   [SP_ALGO_AUTO] = "auto", [SP_ALGO_RING] = "ring", [SP_ALGO_DIRECT] = "direct",
   [SP_ALGO_TREE] = "tree", [SP_ALGO_NVLS] = "nvls", [SP_ALGO_PAT] = "pat",
+  [SP_ALGO_NVLS_TREE] = "nvls-tree", [SP_ALGO_COLLNET_DIRECT] = "collnet-direct",
+  [SP_ALGO_COLLNET_CHAIN] = "collnet-chain",
 };
 
 static const char *const proto_names[SP_PROTO_COUNT] = {
@@ -94,9 +96,23 @@ gboolean sp_algo_parse(const char *s, sp_algo *out, GError **err)
       *out = SP_ALGO_DIRECT;
       return TRUE;
     }
+    /* NCCL_ALGO's spellings (NVLSTree, CollNetDirect, CollNetChain: ncclAlgoStr, NVIDIA/nccl src/init.cc) */
+    static const struct {
+      const char *name;
+      sp_algo a;
+    } nccl_names[] = { { "nvlstree", SP_ALGO_NVLS_TREE },
+                       { "collnetdirect", SP_ALGO_COLLNET_DIRECT },
+                       { "collnetchain", SP_ALGO_COLLNET_CHAIN },
+                       { "collnet", SP_ALGO_COLLNET_DIRECT } };
+    for (gsize i = 0; i < G_N_ELEMENTS(nccl_names); i++)
+      if (g_ascii_strcasecmp(s, nccl_names[i].name) == 0) {
+        *out = nccl_names[i].a;
+        return TRUE;
+      }
   }
   g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
-              "unknown algorithm '%s': use one of auto, ring, direct, tree, nvls", s ? s : "(null)");
+              "unknown algorithm '%s': use one of auto, ring, direct, tree, nvls, pat, nvls-tree, "
+              "collnet-direct, collnet-chain", s ? s : "(null)");
   return FALSE;
 }
 
@@ -310,6 +326,14 @@ gboolean sp_coll_algo_supported(const sp_coll_spec *spec, sp_algo algo, GError *
                 "%s has no nvls algorithm (NVLink SHARP runs all-reduce, all-gather and "
                 "reduce-scatter): use ring, tree, direct or auto",
                 sp_coll_name(spec->coll));
+    return FALSE;
+  }
+  if ((algo == SP_ALGO_NVLS_TREE || algo == SP_ALGO_COLLNET_DIRECT ||
+       algo == SP_ALGO_COLLNET_CHAIN) && spec->coll != SP_COLL_ALL_REDUCE) {
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                "%s has no %s algorithm (spsim runs it for all-reduce only): use ring, tree, "
+                "direct, nvls, pat or auto",
+                sp_coll_name(spec->coll), sp_algo_name(algo));
     return FALSE;
   }
   if (algo == SP_ALGO_PAT && spec->coll != SP_COLL_ALL_GATHER &&

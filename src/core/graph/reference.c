@@ -102,6 +102,59 @@ static void dbtree_fold(const refctx *rc, int32_t B, int32_t k, int32_t m, uint6
   g_free(tmp);
 }
 
+/* NVLS-tree and CollNet (lower/lower_hier.c): "member" v of the fold over nodes is
+ * node v's partial: its B members' inputs in index order (from local 0, direct) or
+ * in chain order (from local s0 + 1 where s0 is the segment's local index). */
+typedef struct {
+  const refctx *rc; /* the whole group's */
+  int32_t B, start; /* members per node; the node fold's first local index */
+} node_user;
+
+static void node_partial(void *user, int32_t node, uint64_t first, uint64_t count, void *dst)
+{
+  const node_user *u = user;
+  const refctx *rc = u->rc;
+  if (count == 0)
+    return;
+  unsigned char *tmp = u->B > 1 ? g_malloc(count * rc->es) : NULL;
+  rc->get(rc->user, node * u->B + u->start % u->B, first, count, dst);
+  for (int32_t i = 1; i < u->B; i++) {
+    rc->get(rc->user, node * u->B + (u->start + i) % u->B, first, count, tmp);
+    sp_reduce_host(dst, tmp, count, rc->spec->dtype, rc->spec->redop);
+  }
+  g_free(tmp);
+}
+
+static void hier_all_reduce(const refctx *rc, sp_algo algo, unsigned char *o)
+{
+  const sp_coll_spec *spec = rc->spec;
+  int32_t B = sp_dbtree_block(rc->n, spec->channel_block), N = rc->n / B;
+  uint64_t c = spec->count;
+  size_t es = rc->es;
+  gboolean tree = algo == SP_ALGO_NVLS_TREE && N > 1;
+  int32_t K = tree ? sp_dbtree_instances(N, 1) : 1;
+  uint64_t win = ((uint64_t)8 << 20) / ((uint64_t)(N + 1) * es);
+  win = win ? win : 1;
+  for (int32_t l = 0; l < B; l++) {
+    uint64_t so = sp_seg_off(c, B, l), sl = sp_seg_len(c, B, l);
+    node_user nu = { rc, B, algo == SP_ALGO_COLLNET_CHAIN ? l + 1 : 0 };
+    refctx nrc = { spec, node_partial, &nu, es, N, NULL };
+    for (int32_t k = 0; k < K; k++) {
+      uint64_t ko = so + sp_seg_off(sl, K, k), kl = sp_seg_len(sl, K, k);
+      int32_t root = tree ? sp_dbtree_root_member(N, 1, k) : 0;
+      for (uint64_t e = 0; e < kl; e += win) {
+        uint64_t w = kl - e < win ? kl - e : win;
+        if (tree)
+          dbtree_fold(&nrc, 1, k, root, ko + e, w, o + (ko + e) * es);
+        else
+          fold(&nrc, PLAN_CHAIN, 0, ko + e, w, o + (ko + e) * es);
+      }
+    }
+  }
+  if (spec->redop == SP_RED_AVG)
+    sp_scale_host(o, c, spec->dtype, (double)rc->n, TRUE);
+}
+
 /* Reduce the n contributions of elements [first, first + len) into out,
  * window by window to bound memory, then AVG. */
 static void reduce_range(const refctx *rc, plan_kind plan, int32_t s, uint64_t first, uint64_t len,
@@ -174,6 +227,11 @@ gboolean sp_coll_reference_member(const sp_coll_spec *spec, sp_ref_input_fn get,
       }
       rc.perm = NULL;
       g_free(perm);
+      break;
+    }
+    if (algo == SP_ALGO_NVLS_TREE || algo == SP_ALGO_COLLNET_DIRECT ||
+        algo == SP_ALGO_COLLNET_CHAIN) {
+      hier_all_reduce(&rc, algo, o);
       break;
     }
     if (algo == SP_ALGO_TREE) {

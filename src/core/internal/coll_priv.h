@@ -125,6 +125,8 @@ gboolean sp_lower_ring(sp_lctx *c, GError **err);   /* lower_ring.c */
 gboolean sp_lower_direct(sp_lctx *c, GError **err); /* lower_direct.c */
 gboolean sp_lower_tree(sp_lctx *c, GError **err);   /* lower_tree.c */
 gboolean sp_lower_pat(sp_lctx *c, GError **err);    /* lower_pat.c */
+/* NVLS-tree, CollNet Direct and CollNet Chain all-reduces (lower_hier.c) */
+gboolean sp_lower_hier(sp_lctx *c, GError **err);
 void sp_lower_tree_all_gather(sp_lctx *c);          /* lower_tree.c */
 void sp_lower_tree_reduce_scatter(sp_lctx *c);      /* lower_tree.c */
 /* TREE all-reduce: NCCL's double binary tree (lower_dbtree.c) */

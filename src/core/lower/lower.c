@@ -44,6 +44,9 @@ static const sp_lower_fn lowerings[SP_ALGO_COUNT] = {
   /* NVLS: DIRECT's programs; only the engine's pricing differs (coll.h) */
   [SP_ALGO_NVLS] = sp_lower_direct,
   [SP_ALGO_PAT] = sp_lower_pat,
+  [SP_ALGO_NVLS_TREE] = sp_lower_hier,
+  [SP_ALGO_COLLNET_DIRECT] = sp_lower_hier,
+  [SP_ALGO_COLLNET_CHAIN] = sp_lower_hier,
 };
 
 /* The steps of a member (after the in-place snapshot). @algo is resolved and

@@ -12,10 +12,11 @@
 #include "spsim/error.h"
 #include "spsim/tuning.h"
 
-/* NCCL's indices: algorithms Tree, Ring, NVLS, PAT (of NCCL's seven; CollNet and
- * NVLS-Tree are not modelled), protocols LL, LL128, Simple; hardware NVLink, PCI,
+/* NCCL's seven algorithms (in spsim's order of ties: tree, ring, NVLS, PAT, NVLS-tree,
+ * CollNet Direct, CollNet Chain), protocols LL, LL128, Simple; hardware NVLink, PCI,
  * network. */
-enum { NA_TREE = 0, NA_RING, NA_NVLS, NA_PAT, NA_COUNT };
+enum { NA_TREE = 0, NA_RING, NA_NVLS, NA_PAT, NA_NVLS_TREE, NA_COLLNET_DIRECT, NA_COLLNET_CHAIN,
+       NA_COUNT };
 enum { NP_LL = 0, NP_LL128, NP_SIMPLE, NP_COUNT };
 enum { HW_NVLINK = 0, HW_PCI, HW_NET, HW_COUNT };
 
@@ -27,16 +28,25 @@ static const struct {
   double tree_ll128_bw[SP_TUNE_ARCH_COUNT][3];      /* perChMaxTreeLL128Bws */
   double tree_bw[SP_TUNE_ARCH_COUNT][3];            /* perChMaxTreeBws */
   double nvls_eff[SP_TUNE_ARCH_COUNT];              /* nvlsEfficiency */
+  double nvls_tree_bw[SP_TUNE_ARCH_COUNT][3];       /* perChMaxNVLSTreeBws */
 } nccl = {
   .base_lat = { [NA_TREE] = { 6.8, 14.0, 8.4 }, [NA_RING] = { 6.6, 14.0, 8.4 },
-                [NA_NVLS] = { 0, 0, 0 }, [NA_PAT] = { 8.0, 8.0, 8.0 } },
+                [NA_NVLS] = { 0, 0, 0 }, [NA_PAT] = { 8.0, 8.0, 8.0 },
+                [NA_NVLS_TREE] = { 0, 0, 0 }, [NA_COLLNET_DIRECT] = { 0, 0, 0 },
+                [NA_COLLNET_CHAIN] = { 0, 0, 0 } },
   .hw_lat = {
     [HW_NVLINK] = { [NA_TREE] = { 0.6, 1.25, 4.0 }, [NA_RING] = { 0.6, 1.9, 3.4 },
-                    [NA_NVLS] = { 0, 0, 25 }, [NA_PAT] = { 0, 0, 4.0 } },
+                    [NA_NVLS] = { 0, 0, 25 }, [NA_PAT] = { 0, 0, 4.0 },
+                    [NA_NVLS_TREE] = { 0, 0, 25 }, [NA_COLLNET_DIRECT] = { 0, 0, 3.7 },
+                    [NA_COLLNET_CHAIN] = { 0, 0, 2.8 } },
     [HW_PCI] = { [NA_TREE] = { 1.0, 1.9, 4.0 }, [NA_RING] = { 1.0, 2.5, 5.7 },
-                 [NA_NVLS] = { 0, 0, 0 }, [NA_PAT] = { 0, 0, 4.0 } },
+                 [NA_NVLS] = { 0, 0, 0 }, [NA_PAT] = { 0, 0, 4.0 },
+                 [NA_NVLS_TREE] = { 0, 0, 0 }, [NA_COLLNET_DIRECT] = { 0, 0, 3.7 },
+                 [NA_COLLNET_CHAIN] = { 0, 0, 2.8 } },
     [HW_NET] = { [NA_TREE] = { 5.0, 8.5, 14 }, [NA_RING] = { 2.7, 4.0, 14.0 },
-                 [NA_NVLS] = { 0, 0, 18 }, [NA_PAT] = { 0, 0, 14 } },
+                 [NA_NVLS] = { 0, 0, 18 }, [NA_PAT] = { 0, 0, 14 },
+                 [NA_NVLS_TREE] = { 0, 0, 20.9 }, [NA_COLLNET_DIRECT] = { 0, 0, 31 },
+                 [NA_COLLNET_CHAIN] = { 0, 0, 30 } },
   },
   /* one node: by GPU generation; several: by CPU (row 0 Intel, row 1 AMD) */
   .ll_max_bw = { { 39.0, 39.0, 20.4 }, { 87.7, 22.5, 19.0 }, { 141.0, 45.0, 35.0 },
@@ -48,7 +58,15 @@ static const struct {
   .tree_bw = { { 26.5, 18.5, 10.0 }, { 24.0, 23.6, 17.8 }, { 38.7, 41.4, 36.0 },
                { 70.0, 42.8, 24.0 } },
   .nvls_eff = { 0.0, 0.0, 0.85, 0.74 },
+  .nvls_tree_bw = { { 26.5, 18.5, 10.0 }, { 24.0, 23.6, 17.8 }, { 0.0, 57.7, 45.5 },
+                    { 0.0, 96.0, 80.0 } },
 };
+
+/* NCCL's CollNet Direct all-reduce on Hopper and later ("if (minCompCap >= 90) busBw *=
+ * .85", ncclTopoTuneModel) and its arity serialisation latency per local rank ("Add 0.4 us
+ * arity serialization latency"). */
+#define COLLNET_DIRECT_HOPPER_FACTOR 0.85
+#define COLLNET_ARITY_LAT 0.4
 
 /* NCCL's bandwidth of one NVLink per direction (src/graph/topo.h: SM70/SM80_NVLINK_BW
  * 20.0, SM90_NVLINK_BW 20.6, SM100_NVLINK_BW 40.1 GB/s) times the links of the SXM
@@ -107,10 +125,12 @@ static int32_t log2i(int32_t n) /* NCCL's log2i: floor(log2 n), 0 for n <= 1 */
 
 static sp_algo algo_of(int na)
 {
-  return na == NA_TREE   ? SP_ALGO_TREE
-         : na == NA_RING ? SP_ALGO_RING
-         : na == NA_NVLS ? SP_ALGO_NVLS
-                         : SP_ALGO_PAT;
+  static const sp_algo of[NA_COUNT] = {
+    [NA_TREE] = SP_ALGO_TREE, [NA_RING] = SP_ALGO_RING, [NA_NVLS] = SP_ALGO_NVLS,
+    [NA_PAT] = SP_ALGO_PAT, [NA_NVLS_TREE] = SP_ALGO_NVLS_TREE,
+    [NA_COLLNET_DIRECT] = SP_ALGO_COLLNET_DIRECT, [NA_COLLNET_CHAIN] = SP_ALGO_COLLNET_CHAIN,
+  };
+  return of[na];
 }
 
 static sp_proto proto_of(int np)
@@ -202,11 +222,38 @@ void sp_tune_model(const sp_tune_topo *t, sp_coll coll, sp_tune_table *out)
      * multi-GPU nodes keep the ring as before */
     if (a == NA_PAT && (nodes != n || !t->pat_nodes))
       continue;
+    gboolean hier = a == NA_NVLS_TREE || a == NA_COLLNET_DIRECT || a == NA_COLLNET_CHAIN;
+    /* all-reduce across nodes only (NCCL disables NVLS-tree on one node and CollNet
+     * without a network that reduces); NVLS-tree also needs the NVSwitch's reduction and
+     * two GPUs of a node (ncclNvlsInit: "gpuCount < 2"), CollNet the switches' (sharp) */
+    if (hier && (coll != SP_COLL_ALL_REDUCE || nodes < 2))
+      continue;
+    if (a == NA_NVLS_TREE && (!t->nvls || ppn < 2 || nc < 2))
+      continue;
+    if ((a == NA_COLLNET_DIRECT || a == NA_COLLNET_CHAIN) && !t->sharp)
+      continue;
     for (int p = 0; p < NP_COUNT; p++) {
-      if ((a == NA_NVLS || a == NA_PAT) && p != NP_SIMPLE)
+      if ((a == NA_NVLS || a == NA_PAT || hier) && p != NP_SIMPLE)
         continue;
       double bus;
-      if (a == NA_NVLS) {
+      if (a == NA_NVLS_TREE) {
+        /* per channel: NVLink SHARP inside (bwIntra x nvlsEfficiency x (nc-1)/nc, x2 as
+         * the all-reduce pipelines two operations), the network across (bwInter, x2 on
+         * two nodes), capped by perChMaxNVLSTreeBws; bwIntra = B_nvl / nc, bwInter = the
+         * node's NICs ppn x B_nic / nc (spsim's graph: every GPU's NIC carries channels) */
+        double intra = t->bw_nvl / nc * nccl.nvls_eff[t->arch] * (nc - 1) / nc * 2.0;
+        double inter = ppn * t->bw_nic / nc * (nodes <= 2 ? 2.0 : 1.0);
+        bus = nc * MIN(MIN(intra, inter), nccl.nvls_tree_bw[t->arch][i2]);
+      } else if (a == NA_COLLNET_DIRECT || a == NA_COLLNET_CHAIN) {
+        /* nChannels x bwIntra of the CollNet graph: spsim's node bandwidth (one NIC per
+         * GPU, so NCCL's GPU/NIC factor is 1); Direct x 0.85 from Hopper on; the switch
+         * reduces at sharp_bw per port where that is below the NIC */
+        bus = graph_bw(t);
+        if (t->bw_sharp > 0 && t->bw_nic > t->bw_sharp)
+          bus *= t->bw_sharp / t->bw_nic;
+        if (a == NA_COLLNET_DIRECT && t->arch >= SP_TUNE_HOPPER)
+          bus *= COLLNET_DIRECT_HOPPER_FACTOR;
+      } else if (a == NA_NVLS) {
         /* one node: NCCL's NVLS graph has bwInter = bwIntra = bw per channel */
         if (nc < 2 || !t->nvls || nodes > 1 || (agrs && ppn > NVLS_MAX_ARITY))
           continue;
@@ -228,9 +275,10 @@ void sp_tune_model(const sp_tune_topo *t, sp_coll coll, sp_tune_table *out)
       }
       if (bus <= 0)
         continue;
-      /* bus -> algorithm bandwidth */
+      /* bus -> algorithm bandwidth (NCCL: ring, NVLS and NVLS-tree n / nsteps, the
+       * others 0.5) */
       if (!(a != NA_RING && agrs))
-        bus *= a == NA_TREE ? 0.5 : (double)n / nsteps;
+        bus *= a == NA_RING || a == NA_NVLS || a == NA_NVLS_TREE ? (double)n / nsteps : 0.5;
       out->bw[algo_of(a)][proto_of(p)] = bus;
 
       double lat = nccl.base_lat[a][p];
@@ -251,6 +299,13 @@ void sp_tune_model(const sp_tune_topo *t, sp_coll coll, sp_tune_table *out)
         lat += 2 * ((n / nodes - 1) * intra_lat + log2i(nodes) * inter_lat);
       } else if (a == NA_PAT) {
         lat += log2i(nodes) * (inter_lat / PAT_LOG_LAT_DIV) + n * PAT_LAT_PER_RANK;
+      } else if (a == NA_NVLS_TREE) {
+        lat += intra_lat + 2 * log2i(nodes) * inter_lat;
+      } else if (a == NA_COLLNET_DIRECT) {
+        int32_t local = n / nodes - 1;
+        lat += 2 * (MIN(1, local) * intra_lat + local * COLLNET_ARITY_LAT) + inter_lat;
+      } else if (a == NA_COLLNET_CHAIN) {
+        lat += 2 * (n / nodes - 1) * intra_lat + inter_lat;
       } else { /* NVLS */
         lat = intra_lat;
         if (nodes > 1)
@@ -317,6 +372,20 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
                 cn, sp_proto_name(proto));
     return FALSE;
   }
+  gboolean hier = algo == SP_ALGO_NVLS_TREE || algo == SP_ALGO_COLLNET_DIRECT ||
+                  algo == SP_ALGO_COLLNET_CHAIN;
+  if (hier && proto != SP_PROTO_AUTO && proto != SP_PROTO_SIMPLE) {
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                "%s: %s runs the Simple protocol only (NCCL), not %s: use --proto simple or auto",
+                cn, sp_algo_name(algo), sp_proto_name(proto));
+    return FALSE;
+  }
+  if (hier && coll != SP_COLL_ALL_REDUCE) {
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                "%s has no %s algorithm (spsim runs it for all-reduce only): use ring, tree, "
+                "direct, nvls, pat or auto", cn, sp_algo_name(algo));
+    return FALSE;
+  }
   if (algo == SP_ALGO_NVLS && coll != SP_COLL_ALL_REDUCE && coll != SP_COLL_ALL_GATHER &&
       coll != SP_COLL_REDUCE_SCATTER) {
     g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
@@ -349,6 +418,30 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
       return FALSE;
     }
   }
+  if (hier && tab.bw[algo][SP_PROTO_SIMPLE] <= 0) {
+    int32_t ppn = t->nranks / MAX(t->nnodes, 1);
+    if (algo == SP_ALGO_NVLS_TREE)
+      g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                  "%s: nvls-tree needs NVLink SHARP (the platform property nvls=1) and a group "
+                  "of at least 2 GPUs on each of 2 or more nodes; this group of %d ranks has %d "
+                  "per node on %d node%s%s: use nvls on one node, or ring, tree or auto",
+                  cn, t->nranks, ppn, t->nnodes, t->nnodes == 1 ? "" : "s",
+                  t->nvls ? "" : " of a platform without nvls");
+    else
+      g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                  "%s: %s needs switches that reduce (SHARP: the platform property sharp=1, "
+                  "written by 'spsim platform dgx --sharp') and a group across 2 or more nodes; "
+                  "this group of %d ranks spans %d node%s%s: use ring, tree or auto",
+                  cn, sp_algo_name(algo), t->nranks, t->nnodes, t->nnodes == 1 ? "" : "s",
+                  t->sharp ? "" : " of a platform without sharp");
+    return FALSE;
+  }
+  if (hier && !nvls_ok) {
+    g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
+                "%s: the switches reduce sum, max and min of f16, bf16, i32 and i64, and sum of "
+                "f32 only (NCCL's ncclNvlsSupported): use ring, tree or auto", cn);
+    return FALSE;
+  }
   double best = -1;
   sp_algo ba = SP_ALGO_AUTO;
   sp_proto bp = SP_PROTO_AUTO;
@@ -356,7 +449,8 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
     sp_algo a = algo_of(na);
     if (algo != SP_ALGO_AUTO && algo != a)
       continue;
-    if (a == SP_ALGO_NVLS && !nvls_ok)
+    if ((a == SP_ALGO_NVLS || a == SP_ALGO_NVLS_TREE || a == SP_ALGO_COLLNET_DIRECT ||
+         a == SP_ALGO_COLLNET_CHAIN) && !nvls_ok)
       continue;
     for (int np = 0; np < NP_COUNT; np++) {
       sp_proto p = proto_of(np);
@@ -386,10 +480,32 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
 
 void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p, sp_tune_cost *out)
 {
-  *out = (sp_tune_cost){ 1.0, 1.0, 1.0, 1.0 };
+  *out = (sp_tune_cost){ 1.0, 1.0, 1.0, 1.0, 1.0, 1.0 };
   int32_t n = t->nranks;
   if (n <= 1)
     return;
+  double ppn = (double)n / (t->nnodes < 1 ? 1 : t->nnodes);
+  if (a == SP_ALGO_NVLS_TREE || a == SP_ALGO_COLLNET_DIRECT || a == SP_ALGO_COLLNET_CHAIN) {
+    int na = a == SP_ALGO_NVLS_TREE ? NA_NVLS_TREE : a == SP_ALGO_COLLNET_DIRECT ? NA_COLLNET_DIRECT
+                                                                               : NA_COLLNET_CHAIN;
+    double N = t->nnodes < 1 ? 1 : t->nnodes;
+    /* lower_hier.c: NVLS-tree's exchanges inside a node move 2(B-1)/B of the segment
+     * data per GPU where NVLink SHARP moves it once each way at SP_NVLS_EFFICIENCY */
+    if (a == SP_ALGO_NVLS_TREE && ppn > 1)
+      out->wire_intra = ppn / (2.0 * (ppn - 1) * SP_NVLS_EFFICIENCY);
+    /* CollNet's exchange across nodes moves 2(N-1)/N of a chunk each way where the switch
+     * takes it once and returns it once, at the reduction's rate where below the NIC's */
+    if (a != SP_ALGO_NVLS_TREE && N > 1) {
+      out->wire_inter = N / (2.0 * (N - 1));
+      if (t->bw_sharp > 0 && t->bw_nic > t->bw_sharp)
+        out->wire_inter *= t->bw_nic / t->bw_sharp;
+    }
+    /* NCCL's latency of the operation through the switches (hwLat of NVLS-tree on
+     * NVLink, of CollNet on the network) in place of the base latency */
+    int hw = a == SP_ALGO_NVLS_TREE ? HW_NVLINK : HW_NET;
+    out->coll_lat = nccl.hw_lat[hw][na][NP_SIMPLE] / nccl.base_lat[NA_RING][NP_SIMPLE];
+    return;
+  }
   if (a == SP_ALGO_NVLS) {
     double e = SP_NVLS_EFFICIENCY;
     /* lowered as DIRECT: all-reduce moves 2(n-1)/n S per GPU and direction in two
@@ -409,7 +525,6 @@ void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p,
   /* NCCL's tree constants for spsim's TREE all-reduce, its ring's for the rest
    * (rings, chains, point-to-point) */
   int na = a == SP_ALGO_TREE && coll == SP_COLL_ALL_REDUCE ? NA_TREE : NA_RING;
-  double ppn = (double)n / (t->nnodes < 1 ? 1 : t->nnodes);
   int net_a = ppn == 1 ? NA_TREE : na; /* NCCL: one GPU per node exposes the tree's */
   out->coll_lat = nccl.base_lat[na][np] / nccl.base_lat[na][NP_SIMPLE];
   out->lat_intra = nccl.hw_lat[HW_NVLINK][na][np] / nccl.hw_lat[HW_NVLINK][na][NP_SIMPLE];

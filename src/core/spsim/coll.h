@@ -108,6 +108,16 @@
  *   engine prices them as NVLink SHARP, where the NVSwitch reduces and multicasts,
  *   so each GPU sends its data to the switch once and receives the result once
  *   (spsim/tuning.h, sp_tune_cost_of).
+ * - NVLS_TREE, COLLNET_DIRECT, COLLNET_CHAIN (all-reduce only; lower/lower_hier.c):
+ *   nodes of B = sp_dbtree_block(n, channel_block) members, the vector in B segments
+ *   (segment l to local index l of every node). Node partial of segment l: index order
+ *   ((x[0] ⊕ x[1]) ⊕ ...) ⊕ x[B-1] over the node's members (NVLS_TREE, COLLNET_DIRECT),
+ *   or the chain from local l+1: ((x[l+1] ⊕ x[l+2]) ⊕ ...) ⊕ x[l] (COLLNET_CHAIN). Across
+ *   the N = n / B nodes: NVLS_TREE folds the node partials over NCCL's double binary tree
+ *   of the nodes as TREE does (2 instances, instance k on half k of the segment);
+ *   COLLNET_* in node order ((p[0] ⊕ p[1]) ⊕ ...) ⊕ p[N-1]. AVG divides once where the
+ *   total is complete. The engine prices the exchanges as the switches run them
+ *   (spsim/tuning.h, sp_tune_cost_of).
  *
  * AVG is SUM through the schedule, then one SCALE (divide by n) where the final
  * value is produced; on integer dtypes the division truncates toward zero.
@@ -150,6 +160,15 @@ typedef enum {
                          reduce-scatter); lowered as DIRECT, priced as the switch does it */
   SP_ALGO_PAT,      /**< NCCL's PAT (all-gather, reduce-scatter): log2 steps of recursive
                          doubling/halving (lower_pat.c); NCCL runs it at one GPU per node */
+  SP_ALGO_NVLS_TREE, /**< all-reduce: NVLink SHARP reduce-scatter inside every node, NCCL's
+                          double binary tree across nodes, NVLink SHARP all-gather
+                          (lower_hier.c); NCCL's choice across H100 nodes */
+  SP_ALGO_COLLNET_DIRECT, /**< all-reduce: reduce-scatter inside every node, one reduction
+                               per segment in the network switches (SHARP), all-gather
+                               (lower_hier.c); needs the platform's sharp property */
+  SP_ALGO_COLLNET_CHAIN,  /**< all-reduce: a chain inside every node to the GPU whose NIC
+                               carries the segment, the switches' reduction, the chain back
+                               (lower_hier.c); needs the platform's sharp property */
   SP_ALGO_COUNT
 } sp_algo;
 
@@ -202,7 +221,8 @@ const char *sp_coll_name(sp_coll c);
 const char *sp_coll_semantics(sp_coll c);
 /** Parse a collective name. */
 gboolean sp_coll_parse(const char *s, sp_coll *out, GError **err);
-/** @return "auto", "ring", "direct", "tree", "nvls". */
+/** @return "auto", "ring", "direct", "tree", "nvls", "pat", "nvls-tree", "collnet-direct",
+ *  "collnet-chain". */
 const char *sp_algo_name(sp_algo a);
 /** Parse an algorithm name. */
 gboolean sp_algo_parse(const char *s, sp_algo *out, GError **err);

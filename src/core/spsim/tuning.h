@@ -57,8 +57,17 @@
  * NICs, a GPU up to 2 S over NVLink: algorithm bandwidth about min(B_nvl, ppn x
  * B_nic) / 2; on 2 nodes the network carries half of that). AUTO therefore
  * picks TREE where NCCL's model does (small and medium all-reduces across nodes,
- * large ones on many nodes). NCCL's CollNet and NVLS-Tree are not modelled; PAT is
- * (all-gather and reduce-scatter, one GPU per node, Simple).
+ * large ones on many nodes). PAT is modelled (all-gather and reduce-scatter, one GPU
+ * per node, Simple), and so are NVLS-tree and CollNet for all-reduce across nodes
+ * (Simple): NVLS-tree per channel min(bwIntra x nvlsEfficiency x (nc-1)/nc x 2, bwInter x
+ * (2 on two nodes), perChMaxNVLSTreeBw), algorithm bandwidth x n / nsteps, latency
+ * hwLat[NVLink][NVLS-tree] + 2 log2(nodes) hwLat[NET][NVLS-tree], where bwIntra = B_nvl /
+ * nc and bwInter = ppn x B_nic / nc, with the platform's NVLink SHARP and two GPUs of the
+ * group per node; CollNet (the platform's `sharp`) bus bandwidth min(B_nvl, ppn x B_nic)
+ * (x sharp_bw / B_nic where the switches reduce slower, x 0.85 for Direct from Hopper on;
+ * NCCL's GPU/NIC factor is 1 with one NIC per GPU), algorithm bandwidth half of it,
+ * latency Direct 2 (min(1, ppn-1) hwLat[NVLink] + 0.4 (ppn-1)) + hwLat[NET], Chain
+ * 2 (ppn-1) hwLat[NVLink] + hwLat[NET]. Their programs are lower/lower_hier.c's.
  *
  * ## Protocols as cost (sp_tune_cost_of)
  * The platform's constants are Simple's: `coll_latency` is NCCL's Simple base
@@ -77,7 +86,13 @@
  * Point-to-point (all-to-all, send-recv) on one node moves at NCCL's effective
  * NVLink bandwidth, links x NCCL's per-link figure (H100: 18 x 20.6 = 370.8 GB/s,
  * A100 12 x 20, B200 18 x 40.1; src/graph/topo.h), where the platform's is higher:
- * wire x B_nvl / that (8 x H100 at 450 GB/s: x 1.2136).
+ * wire x B_nvl / that (8 x H100 at 450 GB/s: x 1.2136). NVLS-tree: messages inside a
+ * node move bytes x ppn / (2(ppn-1) e) (NVLink SHARP, as NVLS all-reduce), those between
+ * nodes their bytes; CollNet: messages between nodes move bytes x N / (2(N-1)) (the
+ * switches take a chunk once and return it once, where lower_hier.c's exchange among N
+ * nodes moves 2(N-1)/N of it), x B_nic / sharp_bw where the switches reduce slower; the
+ * latency of the switches' operation (NCCL's hwLat: NVLS-tree on NVLink 25 us, CollNet
+ * Direct 31 and Chain 30 us on the network) in place of the base latency.
  */
 #ifndef SPSIM_TUNING_H
 #define SPSIM_TUNING_H
@@ -122,6 +137,10 @@ typedef struct {
   gboolean pat_nodes;  /**< every node of the platform holds one GPU: spsim's condition for
                             PAT, stricter than NCCL's (one GPU per node of the communicator,
                             which a data-parallel group across 8-GPU nodes also meets) */
+  gboolean sharp;      /**< the network switches reduce (SHARP; platform property sharp = 1):
+                            NCCL's CollNet */
+  double bw_sharp;     /**< GB/s: the switches' reduction bandwidth per port and direction
+                            (platform property sharp_bw; 0: the NIC's line rate) */
 } sp_tune_topo;
 
 /** The model's table for one collective: NCCL's comm->latencies / bandwidths. */
@@ -132,11 +151,16 @@ typedef struct {
 
 /** What a protocol (and NVLS) costs the engine's pricing (see the file comment). */
 typedef struct {
-  double wire;      /**< simulated bytes per payload byte (1 / bandwidth fraction) */
-  double lat_intra; /**< factor on the latency of links inside a node */
-  double lat_inter; /**< factor on the latency of links between nodes */
-  double coll_lat;  /**< factor on the platform's coll_latency */
+  double wire;       /**< simulated bytes per payload byte (1 / bandwidth fraction) */
+  double lat_intra;  /**< factor on the latency of links inside a node */
+  double lat_inter;  /**< factor on the latency of links between nodes */
+  double coll_lat;   /**< factor on the platform's coll_latency */
+  double wire_intra; /**< further factor on the wire bytes of messages inside a node */
+  double wire_inter; /**< further factor on the wire bytes of messages between nodes */
 } sp_tune_cost;
+
+/** The neutral cost (Simple on RING, TREE, DIRECT). */
+#define SP_TUNE_COST_NEUTRAL ((sp_tune_cost){ 1.0, 1.0, 1.0, 1.0, 1.0, 1.0 })
 
 /** @return "volta", "ampere", "hopper", "blackwell". */
 const char *sp_tune_arch_name(sp_tune_arch a);
@@ -171,7 +195,9 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
                         sp_algo algo, sp_proto proto, sp_algo *algo_out, sp_proto *proto_out,
                         double *time_us, GError **err);
 
-/** NCCL's ncclNvlsSupported: sum, max or min on f32, f16, bf16 or i32 (all-gather: any). */
+/** NCCL's ncclNvlsSupported: sum, max or min on f32, f16, bf16 or i32 (all-gather: any).
+ *  The same test stands for the switches' reduction of CollNet (SHARP reduces sum, max
+ *  and min). */
 gboolean sp_tune_nvls_supported(sp_coll coll, sp_redop op, sp_dtype dtype);
 
 /**

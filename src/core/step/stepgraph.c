@@ -32,6 +32,7 @@ typedef struct {
   uint32_t need[2];     /* extra dependencies of the next task on the data path */
   /* collectives of a layer (-1: none) */
   int32_t tp_ag, tp_rs, tp_ar, a2a_q, a2a_kv, ring_f, ring_b, w_ag, w_rs, pp_msg;
+  int32_t tpo_shard, tpo_rs; /* tpoverlap: ring-exchange step, pipelined reduce-scatter chunk (tpo_*) */
   /* collectives of the input embedding and the output layer (-1: none) */
   int32_t emb_f, emb_b, tie_ar;
   sp_stream w_stream;   /* ISP or DP (ZeRO-3) */
@@ -187,6 +188,55 @@ static void layer_comms(sb *b)
   }
   if (l->pp > 1)
     b->pp_msg = comm_of(b, SP_COMM_PP, SP_COLL_SEND_RECV, 2, l->tp * l->sp * l->cp * l->dp, z.pp_msg, "pipeline send");
+  b->tpo_shard = b->tpo_rs = -1;
+  if (l->tp_overlap && l->tp > 1 && l->tp_sp) {
+    sp_comm sh, rs;
+    sp_step_tpo_comms(b->c, l, &sh, &rs);
+    b->tpo_shard = comm_of(b, sh.kind, sh.coll, sh.n, sh.stride, (double)sh.bytes, sh.what);
+    b->tpo_rs = comm_of(b, rs.kind, rs.coll, rs.n, rs.stride, (double)rs.bytes, rs.what);
+  }
+}
+
+/* ---------- tpoverlap=1: Megatron-LM's --tp-comm-overlap (step_tpoverlap.c has the sources) ---------- */
+
+/* A column-parallel GEMM behind its input's all-gather as a ring exchange: the held
+ * shard's GEMM chunk first, each of the tp - 1 steps passing a shard on while the GEMM of
+ * the one before runs; each chunk waits for its shard. Plain: gather, then GEMM. */
+static void tpo_ag_gemm(sb *b, double gemm, const char *what)
+{
+  if (b->tpo_shard < 0) {
+    coll_block(b, SP_STREAM_TP, b->tp_ag);
+    compute(b, gemm, what);
+    return;
+  }
+  int32_t n = b->l->tp;
+  uint32_t prev = b->chain, xfer = NONE;
+  for (int32_t j = 0; j < n; j++) {
+    uint32_t x = j + 1 < n ? coll_async(b, SP_STREAM_TP, b->tpo_shard, prev) : NONE;
+    prev = x;
+    need(b, xfer);
+    compute(b, gemm / n, what);
+    xfer = x;
+  }
+}
+
+/* A row-parallel GEMM in chunks, each chunk's reduce-scatter under the next chunk's GEMM
+ * (Transformer Engine's pipelined split); the data path waits for the last. Plain: GEMM,
+ * then reduce-scatter. */
+static void tpo_gemm_rs(sb *b, double gemm, const char *what)
+{
+  if (b->tpo_rs < 0) {
+    compute(b, gemm, what);
+    coll_block(b, SP_STREAM_TP, b->tp_rs);
+    return;
+  }
+  int32_t k = sp_step_tpo_rs_splits();
+  for (int32_t j = 0; j + 1 < k; j++) {
+    compute(b, gemm / k, what);
+    coll_async(b, SP_STREAM_TP, b->tpo_rs, b->chain);
+  }
+  compute(b, gemm / k, what);
+  coll_block(b, SP_STREAM_TP, b->tpo_rs);
 }
 
 /* The collectives of the input embedding and the output layer, as Megatron-LM issues
@@ -348,15 +398,21 @@ static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
   if (gather) weight_gather(b, has_next);
   if (b->pgather != NULL && b->mb == 0 && b->phase == SP_PHASE_FWD) need(b, b->pgather[b->layer]);
   compute(b, half, "norm");
-  coll_block(b, SP_STREAM_TP, b->tp_ag);
-  compute(b, b->k.qkv[0], "QKV");
+  if (l->tp_overlap) tpo_ag_gemm(b, b->k.qkv[0], "QKV");
+  else {
+    coll_block(b, SP_STREAM_TP, b->tp_ag);
+    compute(b, b->k.qkv[0], "QKV");
+  }
   coll_block(b, SP_STREAM_SP, b->a2a_q);
   coll_block(b, SP_STREAM_SP, b->a2a_kv);
   coll_block(b, SP_STREAM_SP, b->a2a_kv);
   attention_fwd(b, b->phase);
   coll_block(b, SP_STREAM_SP, b->a2a_q);
-  compute(b, b->k.proj[0], "output projection");
-  coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
+  if (l->tp_overlap) tpo_gemm_rs(b, b->k.proj[0], "output projection");
+  else {
+    compute(b, b->k.proj[0], "output projection");
+    coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
+  }
   compute(b, half, "residual, norm");
   if (moe_layer(b)) {
     gboolean shared = b->c->model->shared_experts > 0; /* shared experts run on the tp-gathered tokens */
@@ -366,9 +422,14 @@ static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
     if (gather) weight_release(b, has_next);
     return;
   }
-  coll_block(b, SP_STREAM_TP, b->tp_ag);
-  compute(b, b->k.up[0] + b->k.down[0], "MLP");
-  coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
+  if (l->tp_overlap) {
+    tpo_ag_gemm(b, b->k.up[0], "MLP");
+    tpo_gemm_rs(b, b->k.down[0], "MLP");
+  } else {
+    coll_block(b, SP_STREAM_TP, b->tp_ag);
+    compute(b, b->k.up[0] + b->k.down[0], "MLP");
+    coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
+  }
   if (gather) weight_release(b, has_next);
 }
 
@@ -411,6 +472,10 @@ static void layer_bwd(sb *b, gboolean has_next)
     if (shared) coll_block(b, SP_STREAM_TP, b->tp_ag);
     moe_mlp_bwd(b);
     if (shared) coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
+  } else if (l->tp_overlap) {
+    tpo_ag_gemm(b, b->k.down[1], "MLP down backward");
+    compute(b, b->k.down[2], "MLP down backward");
+    column_bwd(b, b->k.up, "MLP up backward");
   } else {
     coll_block(b, SP_STREAM_TP, b->tp_ag);
     compute(b, b->k.down[1] + b->k.down[2], "MLP down backward");
@@ -418,8 +483,13 @@ static void layer_bwd(sb *b, gboolean has_next)
   }
   compute(b, b->k.elem_fwd, "residual, norm backward");
   /* attention */
-  coll_block(b, SP_STREAM_TP, b->tp_ag);
-  compute(b, b->k.proj[1] + b->k.proj[2], "output projection backward");
+  if (l->tp_overlap) {
+    tpo_ag_gemm(b, b->k.proj[1], "output projection backward");
+    compute(b, b->k.proj[2], "output projection backward");
+  } else {
+    coll_block(b, SP_STREAM_TP, b->tp_ag);
+    compute(b, b->k.proj[1] + b->k.proj[2], "output projection backward");
+  }
   coll_block(b, SP_STREAM_SP, b->a2a_q);
   if (l->ckpt == SP_CKPT_SELECTIVE) attention_fwd(b, SP_PHASE_RECOMPUTE);
   if (l->cp > 1) {
@@ -833,64 +903,4 @@ gboolean sp_stepgraph_schedule(const sp_stepgraph *g, double *start, double *end
   if (end) memcpy(end, e0, n * sizeof(double));
   if (makespan) *makespan = span;
   return TRUE;
-}
-
-/* ---------- breakdown ---------- */
-
-typedef struct { double t; int32_t stream; int32_t delta; int32_t kind; } edge;
-
-static int cmp_edge(const void *a, const void *b)
-{
-  const edge *x = a, *y = b;
-  if (x->t != y->t) return x->t < y->t ? -1 : 1;
-  return x->delta - y->delta; /* ends before starts at one instant */
-}
-
-void sp_stepgraph_breakdown_of(const sp_stepgraph *g, const double *start, const double *end, sp_stepgraph_breakdown *b)
-{
-  memset(b, 0, sizeof *b);
-  const sp_task *T = (const sp_task *)g->tasks->data;
-  guint n = g->tasks->len;
-  /* the step ends with the last task; the stage whose kernels are busiest is the one
-   * the others wait for, and its idle time is the pipeline bubble */
-  g_autofree double *busy = g_new0(double, g->stages);
-  for (guint i = 0; i < n; i++) {
-    b->step_time = MAX(b->step_time, end[i]);
-    if (T[i].kind == SP_TASK_COMPUTE && end[i] > start[i]) busy[T[i].stage] += end[i] - start[i];
-  }
-  for (int32_t s = 1; s < g->stages; s++)
-    if (busy[s] > busy[b->stage]) b->stage = s;
-  GArray *ev = g_array_new(FALSE, FALSE, sizeof(edge));
-  for (guint i = 0; i < n; i++) {
-    if (T[i].stage != b->stage || end[i] <= start[i]) continue;
-    int32_t kind = -1;
-    if (T[i].kind == SP_TASK_COMPUTE) b->compute += end[i] - start[i];
-    else {
-      kind = g_array_index(g->comms, sp_comm, T[i].comm).kind;
-      b->comm[kind] += end[i] - start[i];
-    }
-    edge s = { start[i], T[i].stream, +1, kind }, e = { end[i], T[i].stream, -1, kind };
-    g_array_append_val(ev, s);
-    g_array_append_val(ev, e);
-  }
-  qsort(ev->data, ev->len, sizeof(edge), cmp_edge);
-  int32_t busy_compute = 0, active[SP_COMM_KIND_COUNT] = { 0 };
-  double t = 0;
-  for (guint i = 0; i <= ev->len; i++) {
-    double nt = i < ev->len ? g_array_index(ev, edge, i).t : b->step_time;
-    if (nt > t && busy_compute == 0) {
-      int nk = 0;
-      for (int k = 0; k < SP_COMM_KIND_COUNT; k++) nk += active[k] > 0;
-      if (nk == 0) b->idle += nt - t;
-      else
-        for (int k = 0; k < SP_COMM_KIND_COUNT; k++)
-          if (active[k] > 0) b->exposed[k] += (nt - t) / nk;
-    }
-    if (i == ev->len) break;
-    const edge *x = &g_array_index(ev, edge, i);
-    if (x->kind < 0) busy_compute += x->delta;
-    else active[x->kind] += x->delta;
-    t = MAX(t, nt);
-  }
-  g_array_unref(ev);
 }

@@ -29,15 +29,21 @@ const char sp_tpo_what_rs[] = "TP overlap: reduce-scatter chunk (pipelined)";
 
 int32_t sp_step_tpo_rs_splits(void) { return TPO_RS_SPLITS; }
 
+/* The rank's gathered activations, sp_step_comm_sizes' act: mb x seq / (sp x cp) tokens of h. */
+static double act_bytes(const sp_step_ctx *c, const sp_layout *l)
+{
+  const sp_model *m = c->model;
+  return (double)l->mb * (double)c->seq / ((double)l->sp * l->cp) * (double)m->hidden * sp_model_dtype_bytes(m);
+}
+
 void sp_step_tpo_comms(const sp_step_ctx *c, const sp_layout *l, sp_comm *shard, sp_comm *rs)
 {
-  sp_step_sizes z;
-  sp_step_comm_sizes(c, l, &z);
+  double act = act_bytes(c, l);
   int32_t tp = MAX(l->tp, 1);
   *shard = (sp_comm){ .kind = SP_COMM_TP, .when = SP_PER_LAYER_FWD, .coll = SP_COLL_SEND_RECV, .n = 2, .stride = 1,
-                      .bytes = (uint64_t)llround(z.act / tp), .times = 1, .what = sp_tpo_what_shard };
+                      .bytes = (uint64_t)llround(act / tp), .times = 1, .what = sp_tpo_what_shard };
   *rs = (sp_comm){ .kind = SP_COMM_TP, .when = SP_PER_LAYER_FWD, .coll = SP_COLL_REDUCE_SCATTER, .n = tp, .stride = 1,
-                   .bytes = (uint64_t)llround(z.act / TPO_RS_SPLITS), .times = 1, .what = sp_tpo_what_rs };
+                   .bytes = (uint64_t)llround(act / TPO_RS_SPLITS), .times = 1, .what = sp_tpo_what_rs };
 }
 
 double sp_step_tpo_ag_time(double gemm, int32_t n, double shard)
@@ -61,10 +67,8 @@ gboolean sp_step_tpo_terms(const sp_step_ctx *c, const sp_layout *l, const sp_la
   if (!l->tp_overlap || l->tp < 2 || !l->tp_sp) return TRUE;
   sp_comm shard, rs, whole_ag, whole_rs;
   sp_step_tpo_comms(c, l, &shard, &rs);
-  sp_step_sizes z;
-  sp_step_comm_sizes(c, l, &z);
   whole_ag = (sp_comm){ .kind = SP_COMM_TP, .when = SP_PER_LAYER_FWD, .coll = SP_COLL_ALL_GATHER, .n = l->tp,
-                        .stride = 1, .bytes = (uint64_t)llround(z.act), .times = 1, .what = "TP+SP all-gather" };
+                        .stride = 1, .bytes = (uint64_t)llround(act_bytes(c, l)), .times = 1, .what = "TP+SP all-gather" };
   whole_rs = whole_ag;
   whole_rs.coll = SP_COLL_REDUCE_SCATTER;
   double s = 0, r = 0, A = 0, R = 0;

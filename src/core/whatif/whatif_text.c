@@ -88,8 +88,9 @@ char *sp_whatif_table_text(const sp_whatif_result *res, guint n)
   }
   g_string_append(s, "     (step: the simulated step graph; * the closed form only. cf: the closed form's difference from\n"
                      "      the simulation. Exposed communication and bubble (idle compute) in seconds per step)\n"
-                     "     (layout: tpN tensor parallel, tpNs with Megatron sequence parallelism (tpsp); spN Ulysses sequence\n"
-                     "      parallel (all-to-all); cpN ring attention; wpN ISP weight parallel; ppN[vV] pipeline [V chunks];\n"
+                     "     (layout: tpN tensor parallel, tpNs with Megatron sequence parallelism (tpsp), tpNso with its\n"
+                     "      communication overlapped with the GEMMs (tpoverlap); spN Ulysses sequence parallel (all-to-all);\n"
+                     "      cpN ring attention; wpN ISP weight parallel; ppN[vV] pipeline [V chunks];\n"
                      "      dpN data parallel, zN ZeRO stage; sel/full/op recomputation; mbN micro-batch)\n");
   if (nvar > 0)
     g_string_append_printf(s, "     (a row with variants is a family: layouts differing only in ISP wp or the ZeRO stage (X, or the\n"

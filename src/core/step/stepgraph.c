@@ -222,12 +222,12 @@ static void tpo_ag_gemm(sb *b, double gemm, const char *what)
 
 /* A row-parallel GEMM in chunks, each chunk's reduce-scatter under the next chunk's GEMM
  * (Transformer Engine's pipelined split); the data path waits for the last. Plain: GEMM,
- * then reduce-scatter. */
+ * then reduce-scatter (all-reduce without sequence parallelism). */
 static void tpo_gemm_rs(sb *b, double gemm, const char *what)
 {
   if (b->tpo_rs < 0) {
     compute(b, gemm, what);
-    coll_block(b, SP_STREAM_TP, b->tp_rs);
+    coll_block(b, SP_STREAM_TP, b->l->tp_sp ? b->tp_rs : b->tp_ar);
     return;
   }
   int32_t k = sp_step_tpo_rs_splits();
@@ -398,21 +398,13 @@ static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
   if (gather) weight_gather(b, has_next);
   if (b->pgather != NULL && b->mb == 0 && b->phase == SP_PHASE_FWD) need(b, b->pgather[b->layer]);
   compute(b, half, "norm");
-  if (l->tp_overlap) tpo_ag_gemm(b, b->k.qkv[0], "QKV");
-  else {
-    coll_block(b, SP_STREAM_TP, b->tp_ag);
-    compute(b, b->k.qkv[0], "QKV");
-  }
+  tpo_ag_gemm(b, b->k.qkv[0], "QKV");
   coll_block(b, SP_STREAM_SP, b->a2a_q);
   coll_block(b, SP_STREAM_SP, b->a2a_kv);
   coll_block(b, SP_STREAM_SP, b->a2a_kv);
   attention_fwd(b, b->phase);
   coll_block(b, SP_STREAM_SP, b->a2a_q);
-  if (l->tp_overlap) tpo_gemm_rs(b, b->k.proj[0], "output projection");
-  else {
-    compute(b, b->k.proj[0], "output projection");
-    coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
-  }
+  tpo_gemm_rs(b, b->k.proj[0], "output projection");
   compute(b, half, "residual, norm");
   if (moe_layer(b)) {
     gboolean shared = b->c->model->shared_experts > 0; /* shared experts run on the tp-gathered tokens */
@@ -422,14 +414,8 @@ static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
     if (gather) weight_release(b, has_next);
     return;
   }
-  if (l->tp_overlap) {
-    tpo_ag_gemm(b, b->k.up[0], "MLP");
-    tpo_gemm_rs(b, b->k.down[0], "MLP");
-  } else {
-    coll_block(b, SP_STREAM_TP, b->tp_ag);
-    compute(b, b->k.up[0] + b->k.down[0], "MLP");
-    coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
-  }
+  tpo_ag_gemm(b, b->k.up[0], "MLP");
+  tpo_gemm_rs(b, b->k.down[0], "MLP");
   if (gather) weight_release(b, has_next);
 }
 
@@ -472,24 +458,15 @@ static void layer_bwd(sb *b, gboolean has_next)
     if (shared) coll_block(b, SP_STREAM_TP, b->tp_ag);
     moe_mlp_bwd(b);
     if (shared) coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
-  } else if (l->tp_overlap) {
+  } else {
     tpo_ag_gemm(b, b->k.down[1], "MLP down backward");
     compute(b, b->k.down[2], "MLP down backward");
-    column_bwd(b, b->k.up, "MLP up backward");
-  } else {
-    coll_block(b, SP_STREAM_TP, b->tp_ag);
-    compute(b, b->k.down[1] + b->k.down[2], "MLP down backward");
     column_bwd(b, b->k.up, "MLP up backward");
   }
   compute(b, b->k.elem_fwd, "residual, norm backward");
   /* attention */
-  if (l->tp_overlap) {
-    tpo_ag_gemm(b, b->k.proj[1], "output projection backward");
-    compute(b, b->k.proj[2], "output projection backward");
-  } else {
-    coll_block(b, SP_STREAM_TP, b->tp_ag);
-    compute(b, b->k.proj[1] + b->k.proj[2], "output projection backward");
-  }
+  tpo_ag_gemm(b, b->k.proj[1], "output projection backward");
+  compute(b, b->k.proj[2], "output projection backward");
   coll_block(b, SP_STREAM_SP, b->a2a_q);
   if (l->ckpt == SP_CKPT_SELECTIVE) attention_fwd(b, SP_PHASE_RECOMPUTE);
   if (l->cp > 1) {

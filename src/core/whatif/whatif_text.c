@@ -199,8 +199,9 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
                            l->tp_sp ? "all-gathers/reduce-scatters" : "all-reduces",
                            gpn > 0 && l->tp <= gpn ? "inside one node on NVLink" : "on the network", r->exposed[SP_COMM_TP]);
     pct(s, r->exposed[SP_COMM_TP], r->step_time);
-    g_string_append_printf(s, ")%s and divides the weights %d ways.",
-                           l->tp_sp ? ", with sequence parallelism splitting the activations," : "", l->tp);
+    g_string_append_printf(s, ")%s%s and divides the weights %d ways.",
+                           l->tp_sp ? ", with sequence parallelism splitting the activations," : "",
+                           l->tp_overlap ? " the transfers in chunks under the GEMMs (Megatron's --tp-comm-overlap)," : "", l->tp);
   } else {
     g_string_append(s, " It uses no tensor parallelism, so no per-layer all-reduces sit on the critical path.");
   }

@@ -222,12 +222,12 @@ static void tpo_ag_gemm(sb *b, double gemm, const char *what)
 
 /* A row-parallel GEMM in chunks, each chunk's reduce-scatter under the next chunk's GEMM
  * (Transformer Engine's pipelined split); the data path waits for the last. Plain: GEMM,
- * then reduce-scatter (all-reduce without sequence parallelism). */
-static void tpo_gemm_rs(sb *b, double gemm, const char *what)
+ * then the collective @p plain (reduce-scatter, or all-reduce without sequence parallelism). */
+static void tpo_gemm_rs(sb *b, int32_t plain, double gemm, const char *what)
 {
   if (b->tpo_rs < 0) {
     compute(b, gemm, what);
-    coll_block(b, SP_STREAM_TP, b->l->tp_sp ? b->tp_rs : b->tp_ar);
+    coll_block(b, SP_STREAM_TP, plain);
     return;
   }
   int32_t k = sp_step_tpo_rs_splits();
@@ -404,7 +404,7 @@ static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
   coll_block(b, SP_STREAM_SP, b->a2a_kv);
   attention_fwd(b, b->phase);
   coll_block(b, SP_STREAM_SP, b->a2a_q);
-  tpo_gemm_rs(b, b->k.proj[0], "output projection");
+  tpo_gemm_rs(b, l->tp_sp ? b->tp_rs : b->tp_ar, b->k.proj[0], "output projection");
   compute(b, half, "residual, norm");
   if (moe_layer(b)) {
     gboolean shared = b->c->model->shared_experts > 0; /* shared experts run on the tp-gathered tokens */
@@ -415,7 +415,7 @@ static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
     return;
   }
   tpo_ag_gemm(b, b->k.up[0], "MLP");
-  tpo_gemm_rs(b, b->k.down[0], "MLP");
+  tpo_gemm_rs(b, l->tp_sp ? b->tp_rs : b->tp_ar, b->k.down[0], "MLP");
   if (gather) weight_release(b, has_next);
 }
 

@@ -64,11 +64,15 @@ expect() {
   else ok "$1"; fi
 }
 
-echo "1..25"
+echo "1..26"
 
-# 1-11: layouts on 2 and 4 ranks, counts by hand
+# 1-12: layouts on 2 and 4 ranks, counts by hand
 pass 2 tp=2 30 0
 pass 2 tp=2,tpsp=0 12 0
+# tpoverlap=1: per layer the forward's 2 ring exchanges of tp - 1 = 1 step and 2 reduce-scatters
+# in 4 chunks, the backward's 2 ring exchanges and the column-parallel re-gathers and
+# reduce-scatters (2 x 2): 10 + 6, with the output layer's 3 and the embedding's 2
+pass 2 tp=2,tpoverlap=1 $((2 * (2 + 8 + 2 + 4 + 3 + 2))) 0
 pass 4 tp=2,pp=2 50 4
 pass 2 pp=2 0 4
 pass 4 pp=4 0 24
@@ -84,7 +88,7 @@ if [ -x "$build/spsim" ] && "$build/spsim" platform dgx --nodes 1 --gpus-per-nod
   have_sim=yes
 fi
 
-# 12-13: --checksum: the lines of the loopback replay, and on every rank with outputs
+# 13-14: --checksum: the lines of the loopback replay, and on every rank with outputs
 ref() { # LAYOUT WORLD GPN [PLATFORM]
   "$build/tests/test-real-step-ref" "$src/models/tiny.json" "$1" "$2" "$3" 256 8 $4
 }
@@ -97,7 +101,7 @@ elif [ "$rc" -ne 0 ] || [ ! -s "$tmp/want" ] || ! cmp -s "$tmp/want" "$tmp/got";
 else ok "tp=2,pp=2 --checksum: the loopback replay's lines"; fi
 if [ "$(grep -c '^checksum rank=' "$tmp/got")" = 4 ]; then ok "tp=2,pp=2 --checksum: a line per rank (all 4 receive)"
 else nok "tp=2,pp=2 --checksum: want 4 rank lines: $(cat "$tmp/got")"; fi
-# 14-15: ... and those of SimGrid's data-mode replay of the same step (--verify's engine)
+# 15-16: ... and those of SimGrid's data-mode replay of the same step (--verify's engine)
 for lay in tp=2,pp=2 sp=4; do
   if [ $have_sim = no ]; then n=$((n + 1)); echo "ok $n # SKIP $lay: spsim (SimGrid) not built"; continue; fi
   mpi 4 $A --layout $lay --checksum
@@ -109,7 +113,7 @@ for lay in tp=2,pp=2 sp=4; do
   else ok "$lay --checksum: SimGrid's data-mode replay's lines"; fi
 done
 
-# 16-17: a replay on fewer ranks than the layout's GPUs (--world). tp=2 on 4 GPUs
+# 17-18: a replay on fewer ranks than the layout's GPUs (--world). tp=2 on 4 GPUs
 # (dp=2) runs rank 0, its TP partner 1 and its DP partner 2: the 30 TP calls and one
 # gradient all-reduce (one bucket) = 31. tp=2,pp=2,dp=2,zero=1 on 8: the stages'
 # representatives 0 and 4, their TP partners 1 and 5, their DP partners 2 and 6; the
@@ -124,34 +128,34 @@ if [ "$rc" -eq 0 ] && grep -Eq "^PASS step tiny .* ranks=6 collectives=54 sends=
   ok "tp=2,pp=2,dp=2,zero=1 --world 8 on 6 ranks: PASS, 54 collectives and 4 sends"
 else nok "tp=2,pp=2,dp=2,zero=1 --world 8 on 6 ranks: exit $rc: $(cat "$tmp/out" "$tmp/err" | head -c 600)"; fi
 
-# 18: the wrong -np: refused in one line naming both counts and the GPUs
+# 19: the wrong -np: refused in one line naming both counts and the GPUs
 mpi 4 $A --layout tp=2
 expect "tp=2 on 4 ranks: refused" 2 "on 4 GPUs replays on 3 ranks .* but mpirun launched 4; use mpirun -np 3 \.\.\. --world 4"
 
-# 19: ranks launched with different layouts
+# 20: ranks launched with different layouts
 timeout 120 "$MPIRUN" -np 1 "$run" $A --layout tp=2 : -np 1 "$run" $A --layout pp=2 >"$tmp/out" 2>"$tmp/err"
 rc=$?
 expect "ranks with different --layout: refused" 2 "ranks disagree on flags \(--layout differs"
 
-# 20: flags of --op do not apply
+# 21: flags of --op do not apply
 mpi 2 $A --layout tp=2 --count 64
 expect "--count with --step: refused" 2 "--count does not apply to --step"
 
-# 21: a model that does not exist: the known ones are listed
+# 22: a model that does not exist: the known ones are listed
 mpi 2 --step --model no-such-model --layout tp=2
 expect "unknown --model: the known models listed" 2 "--model: .*tiny"
 
-# 22: a wrong byte on rank 1 is a FAIL naming it
+# 23: a wrong byte on rank 1 is a FAIL naming it
 mpi 2 $A --layout tp=2 --debug-corrupt-rank 1
 if [ "$rc" -eq 1 ] && grep -q "^FAIL step tiny .*: rank 1 differs from the reference" "$tmp/out" &&
    grep -q "rank 1: FAIL: call " "$tmp/err"; then ok "corrupted rank 1: FAIL naming it"
 else nok "corrupted rank 1: exit $rc: $(cat "$tmp/out" "$tmp/err" | head -c 600)"; fi
 
-# 23: one GPU: no communication, nothing to run
+# 24: one GPU: no communication, nothing to run
 mpi 1 $A --layout dp=1
 expect "dp=1 on 1 GPU: refused, no communication" 2 "has no communication"
 
-# 24-25: the step the what-if's --verify replays on SimGrid has the same calls
+# 25-26: the step the what-if's --verify replays on SimGrid has the same calls
 whatif_counts() { # LAYOUT: "C collectives and S pipeline sends" of `spsim P --verify`
   "$build/spsim" "$tmp/p4.xml" --model tiny --layout "$1" --seq 256 --global-batch 8 --verify 2>/dev/null |
     sed -n 's/^verify: step-graph ([^:]*: \([0-9]*\) collectives and \([0-9]*\) pipeline sends).*/\1 \2/p'

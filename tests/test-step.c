@@ -348,6 +348,36 @@ static void test_analytic_pricer(void)
   g_assert_cmpfloat_with_epsilon(t, 15 * 14e-6 + 1e9 * 15.0 / 16 / 46e9, 1e-12);
 }
 
+/* Transformer Engine's overlapped TP GEMMs (step_tpoverlap.c), by hand: an 8 ms GEMM behind
+ * a ring exchange over 8 ranks runs in 1 ms chunks; with 0.5 ms steps every shard arrives
+ * under the chunk before (8 ms), with 2 ms steps the 7 steps set the pace (1 + 7 x 2 = 15 ms).
+ * Before a reduce-scatter pipelined in 4 chunks of 2 ms GEMM: 1 ms chunks leave the last
+ * exposed (8 + 1 = 9 ms), 3 ms chunks run back to back after the first GEMM chunk (2 + 4 x 3 =
+ * 14 ms). tpoverlap needs tp > 1 with sequence parallelism. */
+static void test_tp_overlap_times(void)
+{
+  g_assert_cmpfloat(fabs(sp_step_tpo_ag_time(8e-3, 8, 0.5e-3) - 8e-3), <, 1e-15);
+  g_assert_cmpfloat(fabs(sp_step_tpo_ag_time(8e-3, 8, 2e-3) - 15e-3), <, 1e-15);
+  g_assert_cmpfloat(fabs(sp_step_tpo_rs_time(8e-3, 4, 1e-3) - 9e-3), <, 1e-15);
+  g_assert_cmpfloat(fabs(sp_step_tpo_rs_time(8e-3, 4, 3e-3) - 14e-3), <, 1e-15);
+  g_assert_cmpint(sp_step_tpo_rs_splits(), ==, 4);
+  const char *bad[] = { "tp=1,tpoverlap=1", "tp=4,tpsp=0,tpoverlap=1", "tp=4,tpoverlap=2" };
+  for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+    sp_layout l;
+    GError *err = NULL;
+    g_assert_false(sp_layout_parse(bad[i], &l, &err));
+    g_assert_nonnull(err);
+    g_assert_nonnull(strstr(err->message, "tpoverlap"));
+    g_clear_error(&err);
+  }
+  sp_layout l;
+  g_assert_true(sp_layout_parse("tp=4,tpoverlap=1", &l, NULL));
+  g_autofree char *txt = sp_layout_to_string(&l);
+  g_assert_nonnull(strstr(txt, "tpsp=1,tpoverlap=1"));
+  g_autofree char *lab = sp_layout_label(&l);
+  g_assert_true(g_str_has_prefix(lab, "tp4so "));
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -359,6 +389,7 @@ int main(int argc, char **argv)
   g_test_add_func("/step/optimizer-bytes", test_optimizer_bytes);
   g_test_add_func("/step/bubble", test_bubble);
   g_test_add_func("/step/tp-step", test_step_tp);
+  g_test_add_func("/step/tp-overlap-times", test_tp_overlap_times);
   g_test_add_func("/step/pp-step", test_step_pp);
   g_test_add_func("/step/tied-embeddings", test_step_tied);
   g_test_add_func("/step/pp-interleaved", test_step_pp_interleaved);

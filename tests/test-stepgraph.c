@@ -150,6 +150,81 @@ static void test_tp_collectives(void)
   }
 }
 
+/* tpoverlap=1 on 4 ranks, tp=4, 8 layers of h 64, ffn 256, one micro-batch of 128 tokens,
+ * on the fixture's 1 TFLOP/s GPU. Only the overlapped chunks cost anything: a ring-exchange
+ * step sends one rank's shard (128 x 64 x 2 / 4 = 4096 bytes) in 4096 / BW, a pipelined
+ * reduce-scatter chunk (16384 / 4 bytes over 4 ranks) moves 3/4 of its 4096 bytes in
+ * 3072 / BW. The GEMMs (2 x tokens x in x out flops): QKV 2 x 128 x 64 x 48, output
+ * projection 2 x 128 x 16 x 64, MLP up and down 2 x 128 x 64 x 64 each, the backward's data
+ * gradients as their forward. Transformer Engine's overlaps wait, per layer:
+ *  - behind a ring exchange of n = 4 ranks (QKV, MLP up; output projection and MLP down
+ *    data gradients): (n - 1) max(0, shard - gemm / n);
+ *  - before a reduce-scatter pipelined in 4 chunks (output projection, MLP down): the last
+ *    chunk, plus 3 max(0, chunk - gemm / 4). */
+static double tpo_bw;
+
+static gboolean price_tpo(void *user, const sp_comm *c, double *s, GError **err)
+{
+  (void)user; (void)err;
+  *s = 0.0;
+  if (c->what == sp_tpo_what_shard) *s = 4096.0 / tpo_bw;
+  else if (c->what == sp_tpo_what_rs) *s = 3072.0 / tpo_bw;
+  return TRUE;
+}
+
+static double tpo_expected_exposure(double bw)
+{
+  double s = 4096.0 / bw, r = 3072.0 / bw, F = 1e12;
+  double qkv = 2.0 * 128 * 64 * 48 / F, proj = 2.0 * 128 * 16 * 64 / F, mlp = 2.0 * 128 * 64 * 64 / F;
+  double ag = 0, rs = 0;
+  const double ag_gemms[] = { qkv, mlp, proj, mlp }, rs_gemms[] = { proj, mlp };
+  for (int i = 0; i < 4; i++) ag += 3.0 * MAX(0.0, s - ag_gemms[i] / 4);
+  for (int i = 0; i < 2; i++) rs += r + 3.0 * MAX(0.0, r - rs_gemms[i] / 4);
+  return 8.0 * (ag + rs);
+}
+
+static void test_tp_overlap(void)
+{
+  sp_model m = model8();
+  sp_step_ctx c0 = ctx_for(&m, 4, 128, 1, price_zero);
+  sp_layout l = lay("tp=4,tpoverlap=1", &c0);
+  g_assert_true(l.tp_overlap && l.tp_sp);
+  g_autoptr(sp_stepgraph) g0 = build(&c0, &l, SP_SCHED_1F1B);
+  double compute_only = run(g0);
+  /* 1 TB/s: every chunk's transfer is shorter than its GEMM chunk (the shortest, the
+   * output projection's quarter, 65.5 ns against 4.1 ns), so only the last reduce-scatter
+   * chunk of each pipelined GEMM waits: 8 layers x 2 x 3.072 ns */
+  /* 1 GB/s: the transfers dominate */
+  const double bws[] = { 1e12, 1e9 };
+  for (gsize k = 0; k < G_N_ELEMENTS(bws); k++) {
+    tpo_bw = bws[k];
+    sp_step_ctx c = ctx_for(&m, 4, 128, 1, price_tpo);
+    g_autoptr(sp_stepgraph) g = build(&c, &l, SP_SCHED_1F1B);
+    double span = run(g), want = tpo_expected_exposure(bws[k]);
+    if (k == 0) g_assert_cmpfloat(fabs(want - 8 * 2 * 3072.0 / 1e12), <, 1e-18);
+    if (fabs((span - compute_only) - want) > 1e-12 * span)
+      g_error("tpoverlap exposure at %g B/s: got %.12g, want %.12g", bws[k], span - compute_only, want);
+    /* the closed form prices the same waits */
+    sp_step_result r;
+    GError *err = NULL;
+    g_assert_true(sp_step_eval(&c, &l, &r, &err));
+    g_assert_no_error(err);
+    if (fabs(r.step_time - span) > 0.01 * span) g_error("closed form %.9g vs step graph %.9g", r.step_time, span);
+  }
+  /* the chunks: 3 ring-exchange steps per gathered GEMM, 4 reduce-scatter chunks per
+   * pipelined one; the column-parallel backward's bulk gathers and reduce-scatters stay */
+  guint shard = 0, rsc = 0;
+  for (guint i = 0; i < g0->tasks->len; i++) {
+    const sp_task *t = &g_array_index(g0->tasks, sp_task, i);
+    if (t->comm < 0) continue;
+    const char *w = g_array_index(g0->comms, sp_comm, t->comm).what;
+    shard += w == sp_tpo_what_shard;
+    rsc += w == sp_tpo_what_rs;
+  }
+  g_assert_cmpuint(shard, ==, 8 * 4 * 3);
+  g_assert_cmpuint(rsc, ==, 8 * 2 * 4);
+}
+
 /* Data-parallel gradients reduce in buckets during the last micro-batch's backward:
  * 8 layers of 49,280 parameters with 100,000-parameter buckets are 4 buckets of two
  * layers (the embedding and output layer fall into the first and last). */
@@ -430,6 +505,7 @@ int main(int argc, char **argv)
   g_test_add_func("/stepgraph/pipeline-makespan", test_pipeline_makespan);
   g_test_add_func("/stepgraph/interleaved-makespan", test_interleaved_makespan);
   g_test_add_func("/stepgraph/tp-collectives", test_tp_collectives);
+  g_test_add_func("/stepgraph/tp-overlap", test_tp_overlap);
   g_test_add_func("/stepgraph/dp-buckets", test_dp_buckets);
   g_test_add_func("/stepgraph/dp-sync", test_dp_sync);
   g_test_add_func("/stepgraph/tied-embeddings", test_tied_embeddings);

@@ -97,6 +97,18 @@ if "$bin" "$S" $V --layout tp=2,tpsp=0,pp=2,dp=2,zero=2 >"$tmp/out" 2>"$tmp/err"
    && grep -qx 'verify: zero2-step dp=2 on ranks {0,2} and 1 sibling group (4 ranks): PASS' "$tmp/out" \
    && grep -qx "verify: step-graph (2 layers, 2 micro-batches: $((2 * 2 * 4 + 2 * (1 + 1) + 2 * 2)) collectives and 4 pipeline sends) of the stages' ranks {0,4} with the members of their groups (6 ranks): PASS" "$tmp/out" \
    && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then ok "--verify tp x pp x dp with ZeRO-2"; else nok "--verify pp: $(cat "$tmp/out" "$tmp/err" | tail -n 8)"; fi
+# tpoverlap=1 (Megatron's --tp-comm-overlap): per layer and micro-batch, forward 2 ring
+# exchanges of tp - 1 = 3 shard steps (QKV, MLP up) and 2 reduce-scatters pipelined in 4
+# chunks (output projection, MLP down), backward 2 ring exchanges (output projection and
+# MLP down data gradients) and the column-parallel GEMMs' re-gather and reduce-scatter
+# (2 x 2): 14 + 10; +3 for the output layer, +2 for the embedding; one DP bucket
+if "$bin" "$S" $V --layout tp=4,tpoverlap=1,dp=2 >"$tmp/out" 2>"$tmp/err" \
+   && grep -q "^verify: step-graph (1 layer, 2 micro-batches: $((2 * (2 * 3 + 2 * 4 + 2 * 3 + 2 * 2 + 3 + 2) + 1)) collectives and 0 pipeline sends) .*: PASS$" "$tmp/out" \
+   && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then ok "--verify tp=4 with tpoverlap=1: the overlapped chunks replayed"; else nok "--verify tpoverlap: $(cat "$tmp/out" "$tmp/err" | tail -n 8)"; fi
+expect_fail "tpoverlap without sequence parallelism" "tpoverlap=1 .*needs tp > 1 and tpsp=1" "$S" --model "$tmp/v.json" --layout tp=4,tpsp=0,tpoverlap=1
+if "$bin" "$S" --model "$tmp/v.json" --layout tp=4,tpoverlap=1,dp=2 --export megatron >"$tmp/out" 2>"$tmp/err" \
+   && grep -q -- '--tp-comm-overlap' "$tmp/out" && grep -q -- '--sequence-parallel' "$tmp/out"; then ok "Megatron export names --tp-comm-overlap"
+else nok "tpoverlap export: $(cat "$tmp/out" "$tmp/err" | tail -n 5)"; fi
 # A corrupted output on rank 2 (testing aid) must be found: FAIL names the rank, exits 1,
 # and the TP check (ranks 0, 1) still passes.
 "$bin" "$S" $V --layout tp=2,sp=2,dp=2 --debug-corrupt-rank 2 --json "$tmp/v2.json" >"$tmp/out" 2>"$tmp/err"

@@ -74,6 +74,8 @@ libspsim_la_SOURCES += src/core/step/step.c src/core/step/kernel_model.c \
 	src/core/step/step_moe.c
 spsiminclude_HEADERS += src/core/spsim/step.h src/core/spsim/kernel_model.h \
 	src/core/spsim/stepgraph.h src/core/spsim/step_replay.h
+# TP communication overlapped with the GEMMs (tpoverlap=1)
+libspsim_la_SOURCES += src/core/step/step_tpoverlap.c
 
 # whatif: the what-if analysis (options, evaluation and ranking, the report's text, JSON
 # and SVG, the --verify composition); engines plug in through sp_whatif_engine

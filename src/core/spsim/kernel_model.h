@@ -43,7 +43,9 @@
  * element-wise passes over b a s_q s_kv scores: scale-mask-softmax reads and
  * writes them (2 + 2 bytes each in 16-bit), dropout reads them, writes them and
  * a one-byte mask (2 + 2 + 1): 9 bytes per score forward; the backward runs
- * four batched GEMMs and twice that traffic.
+ * four batched GEMMs, dropout's backward (gradient and mask in, gradient out: 2 + 1 + 2)
+ * and the fused softmax backward (gradient and probabilities in, gradient out: 2 + 2 +
+ * 2): 11 bytes per score.
  */
 #ifndef SPSIM_KERNEL_MODEL_H
 #define SPSIM_KERNEL_MODEL_H

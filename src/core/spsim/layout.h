@@ -41,6 +41,11 @@ gboolean sp_ckpt_parse(const char *s, sp_ckpt *out, GError **err);
 typedef struct {
   int32_t tp;       /**< tensor parallel degree */
   gboolean tp_sp;   /**< Megatron sequence parallelism with TP (all-gather/reduce-scatter) */
+  gboolean tp_overlap; /**< TP communication overlapped with the GEMMs beside it, as Megatron-LM's
+                            --tp-comm-overlap (Transformer Engine userbuffers) runs it: all-gathers
+                            as a ring exchange of shards under GEMM chunks, reduce-scatters
+                            pipelined under a GEMM in chunks; needs tp > 1 and tp_sp (layout key
+                            tpoverlap=1) */
   int32_t sp;       /**< Ulysses sequence parallel degree (head all-to-all) */
   int32_t cp;       /**< ring attention / context parallel degree */
   int32_t wp;       /**< ISP weight parallel degree (1: off) */
@@ -115,7 +120,8 @@ void sp_layout_init(sp_layout *l);
 
 /**
  * Parse "tp=8,sp=4,pp=8,vpp=2,dp=4,cp=1,wp=1,zero=1,ckpt=full,mb=1,tpsp=1" (and
- * "ppfirst=N,pplast=N" for uneven pipeline stages, "ep=N,etp=N" for MoE models). Keys left out keep the defaults of
+ * "ppfirst=N,pplast=N" for uneven pipeline stages, "ep=N,etp=N" for MoE models, "tpoverlap=1" for
+ * Megatron's --tp-comm-overlap, which needs tp > 1 and tpsp=1). Keys left out keep the defaults of
  * sp_layout_init; tpsp defaults to 1 when tp > 1.
  */
 gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err);
@@ -128,10 +134,11 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err);
 sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *ctx, GError **err);
 
 /** Canonical text "tp=8,tpsp=1,sp=1,cp=1,wp=1,pp=4,dp=32,zero=1,ckpt=selective,mb=1"
- * (",vpp=V" after pp when vpp > 1, then ",ppfirst=F" and ",pplast=L" when set; ",ep=E" and
+ * (",tpoverlap=1" after tpsp when set, ",vpp=V" after pp when vpp > 1, then ",ppfirst=F" and ",pplast=L" when set; ",ep=E" and
  * ",etp=T" at the end when ep > 1) (g_free). */
 char *sp_layout_to_string(const sp_layout *l);
-/** Compact label for tables, e.g. "tp8s pp4 dp32 z1 sel", "pp16v4" when interleaved (g_free). */
+/** Compact label for tables, e.g. "tp8s pp4 dp32 z1 sel", "tp8so" with tpoverlap=1, "pp16v4" when
+ *  interleaved (g_free). */
 char *sp_layout_label(const sp_layout *l);
 
 /** Pipeline micro-batches per step: global_batch / (dp x mb). */
@@ -187,7 +194,8 @@ void sp_sweep_opts_init(sp_sweep_opts *o, const sp_layout_ctx *ctx);
 
 /**
  * Enumerate candidate layouts: tp over divisors of the world up to max_tp (with and
- * without tpsp when tp > 1), sp, cp, pp over divisors of the world, dp derived, wp over
+ * without tpsp when tp > 1; with tpsp, TP communication overlapped, tpoverlap=1, as Megatron
+ * runs at scale with --tp-comm-overlap), sp, cp, pp over divisors of the world, dp derived, wp over
  * divisors of sp x cp x dp when tp == 1, every vpp that divides the layers of a stage
  * (layers / pp) when pp > 1, zero 0..3, ckpt none/selective/full, and mb = ctx->mb
  * when it is set, else the powers of two up to opts->max_mb that divide the

@@ -276,6 +276,40 @@ void sp_analytic_net_init(sp_analytic_net *n);
  */
 gboolean sp_price_analytic(void *user, const sp_comm *c, double *seconds, GError **err);
 
+/* ---------- TP communication overlap (step_tpoverlap.c) ---------- */
+
+/** Chunks of Megatron-LM's --tp-comm-overlap (Transformer Engine's default userbuffers): the
+ *  reduce-scatter after a row-parallel GEMM is pipelined in this many chunks (4). */
+int32_t sp_step_tpo_rs_splits(void);
+/** The collectives of an overlapped TP layer: @p shard, one ring-exchange step of an
+ *  all-gather (a send-recv of one rank's shard, act / tp bytes), and @p rs, one chunk of a
+ *  pipelined reduce-scatter (act / sp_step_tpo_rs_splits() bytes over the TP group). */
+void sp_step_tpo_comms(const sp_step_ctx *c, const sp_layout *l, sp_comm *shard, sp_comm *rs);
+/** Time of a GEMM of @p gemm seconds behind a ring-exchange all-gather over @p n ranks whose
+ *  steps take @p shard each: the held shard's GEMM first, then each of the n - 1 others as
+ *  soon as both its shard and the previous chunk are done: gemm/n + (n-1) max(gemm/n, shard). */
+double sp_step_tpo_ag_time(double gemm, int32_t n, double shard);
+/** Time of a GEMM of @p gemm seconds in @p k chunks, each chunk's reduce-scatter of @p chunk
+ *  seconds after it and under the next chunk: gemm/k + (k-1) max(gemm/k, chunk) + chunk. */
+double sp_step_tpo_rs_time(double gemm, int32_t k, double chunk);
+/** Per layer and micro-batch, what tpoverlap=1 changes in the closed form's TP terms. */
+typedef struct {
+  double plain_f, plain_b;     /**< the blocking all-gathers / reduce-scatters it replaces (forward, backward) */
+  double comm_f, comm_b;       /**< the chunks' communication time */
+  double exposed_f, exposed_b; /**< the time the data path waits beyond the GEMMs */
+} sp_tpo_terms;
+/**
+ * The terms of @p l (all 0 unless tp_overlap): forward, the QKV and MLP-up GEMMs behind
+ * ring-exchange all-gathers and the output-projection and MLP-down GEMMs before pipelined
+ * reduce-scatters; backward, the output-projection and MLP-down data gradients behind
+ * ring-exchange all-gathers. @p dense: the share of the stage's layers with a dense MLP
+ * (MoE layers keep their MLP's collectives).
+ */
+gboolean sp_step_tpo_terms(const sp_step_ctx *c, const sp_layout *l, const sp_layer_kernels *k, double dense,
+                           sp_tpo_terms *o, GError **err);
+/** Descriptions of the overlapped TP collectives. */
+extern const char sp_tpo_what_shard[], sp_tpo_what_rs[];
+
 /* ---------- mixture of experts (step_moe.c) ---------- */
 
 /**

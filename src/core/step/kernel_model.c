@@ -212,8 +212,24 @@ double sp_kernel_attn_time(const sp_kernel_gpu *g, sp_attn_impl impl, gboolean b
   double bh = b * heads, scores = bh * (double)sq * (double)skv, t1 = 0, t2 = 0;
   (void)sp_kernel_gemm_time(&plain, bh, sq, skv, d, elem, &t1, NULL); /* Q K^T */
   (void)sp_kernel_gemm_time(&plain, bh, sq, d, skv, elem, &t2, NULL); /* P V */
-  double gemms = t1 + t2, passes = (g->hbm_bw > 0 ? 9.0 * scores / g->hbm_bw : 0.0) + 2.0 * g->launch;
-  return bwd ? 2.0 * gemms + 2.0 * passes : gemms + passes;
+  /* HBM bytes per score of the element-wise kernels between the GEMMs, 16-bit scores,
+   * as Megatron-LM runs them (megatron/core/transformer/dot_product_attention.py and
+   * megatron/legacy/model/transformer.py CoreAttention: baddbmm, scale_mask_softmax,
+   * attention_dropout, bmm; megatron/core/fusions/fused_softmax.py):
+   *  - forward: the fused scale-mask-softmax (ScaledUpperTriangMaskedSoftmax, the causal
+   *    mask made in the kernel) reads the scores and writes the probabilities, 2 + 2;
+   *    dropout (torch native_dropout) reads them and writes its output and a one-byte
+   *    bool mask, 2 + 2 + 1: 9 bytes, 2 kernels;
+   *  - backward: dropout's (native_dropout_backward: grad x mask x scale) reads the
+   *    gradient and the mask and writes the gradient, 2 + 1 + 2; the fused softmax
+   *    backward (scaled_upper_triang_masked_softmax_cuda.backward(output_grads,
+   *    softmax_results, scale)) reads the gradient and the saved probabilities and writes
+   *    the input gradient, 2 + 2 + 2: 11 bytes, 2 kernels.
+   * The scores' and their gradient's writes and reads by the GEMMs are in the GEMMs'
+   * times (the two forward products, four backward). */
+  double gemms = t1 + t2, hbm = g->hbm_bw > 0 ? scores / g->hbm_bw : 0.0;
+  if (bwd) return 2.0 * gemms + 11.0 * hbm + 2.0 * g->launch;
+  return gemms + 9.0 * hbm + 2.0 * g->launch;
 }
 
 double sp_kernel_elementwise_time(const sp_kernel_gpu *g, double bytes)

@@ -528,6 +528,23 @@ static gboolean moe_layer_times(const sp_step_ctx *c, const sp_layout *l, double
   return TRUE;
 }
 
+/* tpoverlap=1 (Megatron-LM's --tp-comm-overlap, step_tpoverlap.c): the blocking TP
+ * all-gathers and reduce-scatters beside the GEMMs become chunks under them, per layer;
+ * full recomputation repeats the forward's in the backward. MoE layers keep their MLP's. */
+static gboolean tp_overlap_terms(const sp_step_ctx *c, const sp_layout *l, const sp_layer_kernels *lk, double ls,
+                                 double cf[], double ef[], double cb[], double eb[], GError **err)
+{
+  double dense = sp_model_is_moe(c->model) && ls > 0 ? 1.0 - (double)sp_step_moe_max_stage_layers(c->model, l) / ls : 1.0;
+  sp_tpo_terms o;
+  if (!sp_step_tpo_terms(c, l, lk, dense, &o, err)) return FALSE;
+  double rec = l->ckpt == SP_CKPT_FULL ? 1.0 : 0.0;
+  cf[SP_COMM_TP] = MAX(0.0, cf[SP_COMM_TP] + o.comm_f - o.plain_f);
+  ef[SP_COMM_TP] = MAX(0.0, ef[SP_COMM_TP] + o.exposed_f - o.plain_f);
+  cb[SP_COMM_TP] = MAX(0.0, cb[SP_COMM_TP] + o.comm_b - o.plain_b + rec * (o.comm_f - o.plain_f));
+  eb[SP_COMM_TP] = MAX(0.0, eb[SP_COMM_TP] + o.exposed_b - o.plain_b + rec * (o.exposed_f - o.plain_f));
+  return TRUE;
+}
+
 gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *r, GError **err)
 {
   const sp_model *m = c->model;
@@ -601,6 +618,8 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   eb[SP_COMM_ISP] = MAX(0.0, cb[SP_COMM_ISP] - lb);
   ef[SP_COMM_DP] = MAX(0.0, cf[SP_COMM_DP] - lf);
   eb[SP_COMM_DP] = MAX(0.0, cb[SP_COMM_DP] - lb);
+
+  if (l->tp_overlap && !tp_overlap_terms(c, l, &lk, ls, cf, ef, cb, eb, err)) return FALSE;
 
   double sef = 0, seb = 0, hid_f = 0, hid_b = 0;
   for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {

@@ -32,6 +32,7 @@ typedef struct {
   uint32_t need[2];     /* extra dependencies of the next task on the data path */
   /* collectives of a layer (-1: none) */
   int32_t tp_ag, tp_rs, tp_ar, a2a_q, a2a_kv, ring_f, ring_b, w_ag, w_rs, pp_msg;
+  int32_t tpo_shard, tpo_rs; /* tpoverlap: ring-exchange step, pipelined reduce-scatter chunk (tpo_*) */
   /* collectives of the input embedding and the output layer (-1: none) */
   int32_t emb_f, emb_b, tie_ar;
   sp_stream w_stream;   /* ISP or DP (ZeRO-3) */
@@ -187,6 +188,55 @@ static void layer_comms(sb *b)
   }
   if (l->pp > 1)
     b->pp_msg = comm_of(b, SP_COMM_PP, SP_COLL_SEND_RECV, 2, l->tp * l->sp * l->cp * l->dp, z.pp_msg, "pipeline send");
+  b->tpo_shard = b->tpo_rs = -1;
+  if (l->tp_overlap && l->tp > 1 && l->tp_sp) {
+    sp_comm sh, rs;
+    sp_step_tpo_comms(b->c, l, &sh, &rs);
+    b->tpo_shard = comm_of(b, sh.kind, sh.coll, sh.n, sh.stride, (double)sh.bytes, sh.what);
+    b->tpo_rs = comm_of(b, rs.kind, rs.coll, rs.n, rs.stride, (double)rs.bytes, rs.what);
+  }
+}
+
+/* ---------- tpoverlap=1: Megatron-LM's --tp-comm-overlap (step_tpoverlap.c has the sources) ---------- */
+
+/* A column-parallel GEMM behind its input's all-gather as a ring exchange: the held
+ * shard's GEMM chunk first, each of the tp - 1 steps passing a shard on while the GEMM of
+ * the one before runs; each chunk waits for its shard. Plain: gather, then GEMM. */
+static void tpo_ag_gemm(sb *b, double gemm, const char *what)
+{
+  if (b->tpo_shard < 0) {
+    coll_block(b, SP_STREAM_TP, b->tp_ag);
+    compute(b, gemm, what);
+    return;
+  }
+  int32_t n = b->l->tp;
+  uint32_t prev = b->chain, xfer = NONE;
+  for (int32_t j = 0; j < n; j++) {
+    uint32_t x = j + 1 < n ? coll_async(b, SP_STREAM_TP, b->tpo_shard, prev) : NONE;
+    prev = x;
+    need(b, xfer);
+    compute(b, gemm / n, what);
+    xfer = x;
+  }
+}
+
+/* A row-parallel GEMM in chunks, each chunk's reduce-scatter under the next chunk's GEMM
+ * (Transformer Engine's pipelined split); the data path waits for the last. Plain: GEMM,
+ * then the collective @p plain (reduce-scatter, or all-reduce without sequence parallelism). */
+static void tpo_gemm_rs(sb *b, int32_t plain, double gemm, const char *what)
+{
+  if (b->tpo_rs < 0) {
+    compute(b, gemm, what);
+    coll_block(b, SP_STREAM_TP, plain);
+    return;
+  }
+  int32_t k = sp_step_tpo_rs_splits();
+  for (int32_t j = 0; j + 1 < k; j++) {
+    compute(b, gemm / k, what);
+    coll_async(b, SP_STREAM_TP, b->tpo_rs, b->chain);
+  }
+  compute(b, gemm / k, what);
+  coll_block(b, SP_STREAM_TP, b->tpo_rs);
 }
 
 /* The collectives of the input embedding and the output layer, as Megatron-LM issues
@@ -372,15 +422,13 @@ static void layer_fwd_attn(sb *b, gboolean gather, gboolean has_next)
   if (gather) weight_gather(b, has_next);
   if (b->pgather != NULL && b->mb == 0 && b->phase == SP_PHASE_FWD) need(b, b->pgather[b->layer]);
   compute(b, half, "norm");
-  coll_block(b, SP_STREAM_TP, b->tp_ag);
-  compute(b, b->k.qkv[0], "QKV");
+  tpo_ag_gemm(b, b->k.qkv[0], "QKV");
   coll_block(b, SP_STREAM_SP, b->a2a_q);
   coll_block(b, SP_STREAM_SP, b->a2a_kv);
   coll_block(b, SP_STREAM_SP, b->a2a_kv);
   attention_fwd(b, b->phase);
   coll_block(b, SP_STREAM_SP, b->a2a_q);
-  compute(b, b->k.proj[0], "output projection");
-  coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
+  tpo_gemm_rs(b, l->tp_sp ? b->tp_rs : b->tp_ar, b->k.proj[0], "output projection");
   compute(b, half, "residual, norm");
 }
 
@@ -393,9 +441,8 @@ static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
     if (gather) weight_release(b, has_next);
     return;
   }
-  coll_block(b, SP_STREAM_TP, b->tp_ag);
-  compute(b, b->k.up[0] + b->k.down[0], "MLP");
-  coll_block(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar);
+  tpo_ag_gemm(b, b->k.up[0], "MLP");
+  tpo_gemm_rs(b, l->tp_sp ? b->tp_rs : b->tp_ar, b->k.down[0], "MLP");
   if (gather) weight_release(b, has_next);
 }
 
@@ -444,8 +491,8 @@ static void layer_bwd(sb *b, gboolean has_next)
   if (moe_layer(b)) {
     for (int part = 0; part < 5; part++) moe_bwd_part(b, part);
   } else {
-    coll_block(b, SP_STREAM_TP, b->tp_ag);
-    compute(b, b->k.down[1] + b->k.down[2], "MLP down backward");
+    tpo_ag_gemm(b, b->k.down[1], "MLP down backward");
+    compute(b, b->k.down[2], "MLP down backward");
     column_bwd(b, b->k.up, "MLP up backward");
   }
   layer_bwd_attn(b, has_next);
@@ -457,8 +504,8 @@ static void layer_bwd_attn(sb *b, gboolean has_next)
   const sp_layout *l = b->l;
   compute(b, b->k.elem_fwd, "residual, norm backward");
   /* attention */
-  coll_block(b, SP_STREAM_TP, b->tp_ag);
-  compute(b, b->k.proj[1] + b->k.proj[2], "output projection backward");
+  tpo_ag_gemm(b, b->k.proj[1], "output projection backward");
+  compute(b, b->k.proj[2], "output projection backward");
   coll_block(b, SP_STREAM_SP, b->a2a_q);
   if (l->ckpt == SP_CKPT_SELECTIVE) attention_fwd(b, SP_PHASE_RECOMPUTE);
   if (l->cp > 1) {

@@ -79,7 +79,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     if (*p == '\0') continue;
     char *eq = strchr(p, '=');
     if (eq == NULL) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb, ep, etp, a2aoverlap)", p);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb, ep, etp, a2aoverlap)", p);
       return FALSE;
     }
     *eq = '\0';
@@ -102,6 +102,10 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
       int32_t b = 0;
       ok = parse_deg(k, v, 0, 1, &b, err);
       tpsp = b;
+    } else if (strcmp(k, "tpoverlap") == 0) {
+      int32_t b = 0;
+      ok = parse_deg(k, v, 0, 1, &b, err);
+      l.tp_overlap = b == 1;
     } else if (strcmp(k, "dpsync") == 0) {
       int32_t b = 0;
       ok = parse_deg(k, v, 0, 1, &b, err);
@@ -116,7 +120,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
       l.a2a_overlap = b == 1;
     } else if (strcmp(k, "ckpt") == 0) ok = sp_ckpt_parse(v, &l.ckpt, err);
     else {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb, ep, etp, a2aoverlap)", k);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb, ep, etp, a2aoverlap)", k);
       return FALSE;
     }
     if (!ok) return FALSE;
@@ -126,6 +130,11 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     return FALSE;
   }
   l.tp_sp = tpsp < 0 ? l.tp > 1 : tpsp == 1;
+  if (l.tp_overlap && (l.tp < 2 || !l.tp_sp)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: tpoverlap=1 (Megatron's --tp-comm-overlap) needs tp > 1 and "
+                "tpsp=1, as Megatron-LM requires sequence parallelism for it; set tp and leave tpsp at 1, or drop tpoverlap");
+    return FALSE;
+  }
   *out = l;
   return TRUE;
 }
@@ -224,6 +233,9 @@ sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *c, GError **err)
   if (inner * l->dp != c->world)
     return fail(err, SP_SKIP_WORLD, "layout: tp x sp x cp x pp x dp = %d x %d x %d x %d x %d = %" G_GINT64_FORMAT " but there are %d GPUs (leave dp out to derive it)",
                 l->tp, l->sp, l->cp, l->pp, l->dp, inner * l->dp, c->world);
+  if (l->tp_overlap && (l->tp < 2 || !l->tp_sp))
+    return fail(err, SP_SKIP_WORLD, "layout: tpoverlap=1 (Megatron's --tp-comm-overlap) needs tp > 1 and tpsp=1, as "
+                "Megatron-LM requires sequence parallelism for it (tp=%d, tpsp=%d)", l->tp, l->tp_sp ? 1 : 0);
   if (c->gpus_per_node > 0 && l->tp > c->gpus_per_node)
     return fail(err, SP_SKIP_TP_NODE, "layout: tp=%d is larger than a node (%d GPUs); tensor parallelism stays on NVLink", l->tp, c->gpus_per_node);
   if (m->heads % ((int64_t)l->tp * l->sp) != 0)
@@ -342,15 +354,15 @@ char *sp_layout_to_string(const sp_layout *l)
   if (l->ep > 1) g_snprintf(e, sizeof e, ",ep=%d", l->ep);
   if (l->etp > 0) g_snprintf(e + strlen(e), sizeof e - strlen(e), ",etp=%d", l->etp);
   if (l->a2a_overlap) g_snprintf(e + strlen(e), sizeof e - strlen(e), ",a2aoverlap=1");
-  return g_strdup_printf("tp=%d,tpsp=%d,sp=%d,cp=%d,wp=%d,pp=%d%s,dp=%d%s%s,zero=%d,ckpt=%s,mb=%d%s",
-                         l->tp, l->tp_sp ? 1 : 0, l->sp, l->cp, l->wp, l->pp, v, l->dp, l->dp_sync ? ",dpsync=1" : "",
+  return g_strdup_printf("tp=%d,tpsp=%d%s,sp=%d,cp=%d,wp=%d,pp=%d%s,dp=%d%s%s,zero=%d,ckpt=%s,mb=%d%s",
+                         l->tp, l->tp_sp ? 1 : 0, l->tp_overlap ? ",tpoverlap=1" : "", l->sp, l->cp, l->wp, l->pp, v, l->dp, l->dp_sync ? ",dpsync=1" : "",
                          l->dp_fp32 ? ",dpfp32=1" : "", l->zero, sp_ckpt_name(l->ckpt), l->mb, e);
 }
 
 char *sp_layout_label(const sp_layout *l)
 {
   GString *s = g_string_new("");
-  if (l->tp > 1) g_string_append_printf(s, "tp%d%s ", l->tp, l->tp_sp ? "s" : "");
+  if (l->tp > 1) g_string_append_printf(s, "tp%d%s%s ", l->tp, l->tp_sp ? "s" : "", l->tp_overlap ? "o" : "");
   if (l->sp > 1) g_string_append_printf(s, "sp%d ", l->sp);
   if (l->cp > 1) g_string_append_printf(s, "cp%d ", l->cp);
   if (l->wp > 1) g_string_append_printf(s, "wp%d ", l->wp);
@@ -446,7 +458,7 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
                   for (int zero = 0; zero <= 3; zero++)
                     for (int ck = 0; ck < SP_CKPT_SWEPT; ck++)
                     for (int ov = 0; ov <= (moe && ep > 1 ? 1 : 0); ov++) { /* MoE: a2aoverlap off and on */
-                      sp_layout l = { .tp = tp, .tp_sp = tpsp == 1, .sp = sp, .cp = cp, .wp = wp, .pp = pp,
+                      sp_layout l = { .tp = tp, .tp_sp = tpsp == 1, .tp_overlap = tpsp == 1, .sp = sp, .cp = cp, .wp = wp, .pp = pp,
                                       .vpp = vpp, .dp = dp, .zero = zero, .ckpt = (sp_ckpt)ck, .mb = mb,
                                       .ep = moe ? ep : 0, .a2a_overlap = ov == 1 };
                       s->considered++;

@@ -49,6 +49,7 @@ static void megatron(GString *s, GString *no, const sp_whatif_result *res, const
   int64_t layers = res->model->layers;
   flag(s, "--tensor-model-parallel-size %d", l->tp);
   if (l->tp > 1 && l->tp_sp) flag(s, "--sequence-parallel");
+  if (l->tp_overlap) flag(s, "--tp-comm-overlap");
   flag(s, "--pipeline-model-parallel-size %d", l->pp);
   if (l->pp > 1 && l->vpp > 1) {
     if (l->pp_first == 0 && l->pp_last == 0 && layers % (l->pp * l->vpp) == 0)
@@ -101,6 +102,7 @@ static void deepspeed(GString *s, GString *no, const sp_whatif_result *res, cons
   if (l->ckpt == SP_CKPT_FULL) flag(s, "--recompute-granularity full");
   flag(s, "--deepspeed --deepspeed_config ds_config.json");
   end_flags(s);
+  if (l->tp_overlap) cannot(no, "tpoverlap=1 (Megatron-DeepSpeed has no --tp-comm-overlap; its TP collectives stay exposed)");
   if (l->sp > 1 && l->tp_sp) cannot(no, "Ulysses sp=%d together with Megatron's --sequence-parallel (Megatron-DeepSpeed refuses both)", l->sp);
   if (l->cp > 1) cannot(no, "cp=%d (ring attention is not in DeepSpeed)", l->cp);
   if (l->wp > 1) cannot(no, "wp=%d (ISP weight parallelism is InternEvo's)", l->wp);

@@ -20,7 +20,7 @@ double sp_whatif_time_key(double t)
 static char *family_key(const sp_step_result *r)
 {
   const sp_layout *l = &r->layout;
-  return g_strdup_printf("%d%c %d %d %d %d %d %d %d %d %d%d", l->tp, l->tp_sp ? 's' : '-', l->sp, l->cp, l->pp,
+  return g_strdup_printf("%d%c%c %d %d %d %d %d %d %d %d %d%d", l->tp, l->tp_sp ? 's' : '-', l->tp_overlap ? 'o' : '-', l->sp, l->cp, l->pp,
                          l->vpp > 1 ? l->vpp : 1, l->pp_first, l->pp_last, (int)l->ckpt, l->mb, r->fits, r->simulated);
 }
 

@@ -88,8 +88,9 @@ char *sp_whatif_table_text(const sp_whatif_result *res, guint n)
   }
   g_string_append(s, "     (step: the simulated step graph; * the closed form only. cf: the closed form's difference from\n"
                      "      the simulation. Exposed communication and bubble (idle compute) in seconds per step)\n"
-                     "     (layout: tpN tensor parallel, tpNs with Megatron sequence parallelism (tpsp); spN Ulysses sequence\n"
-                     "      parallel (all-to-all); cpN ring attention; wpN ISP weight parallel; ppN[vV] pipeline [V chunks];\n"
+                     "     (layout: tpN tensor parallel, tpNs with Megatron sequence parallelism (tpsp), tpNso with its\n"
+                     "      communication overlapped with the GEMMs (tpoverlap); spN Ulysses sequence parallel (all-to-all);\n"
+                     "      cpN ring attention; wpN ISP weight parallel; ppN[vV] pipeline [V chunks];\n"
                      "      dpN data parallel, zN ZeRO stage; sel/full/op recomputation; mbN micro-batch)\n");
   if (nvar > 0)
     g_string_append_printf(s, "     (a row with variants is a family: layouts differing only in ISP wp or the ZeRO stage (X, or the\n"
@@ -198,8 +199,9 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
                            l->tp_sp ? "all-gathers/reduce-scatters" : "all-reduces",
                            gpn > 0 && l->tp <= gpn ? "inside one node on NVLink" : "on the network", r->exposed[SP_COMM_TP]);
     pct(s, r->exposed[SP_COMM_TP], r->step_time);
-    g_string_append_printf(s, ")%s and divides the weights %d ways.",
-                           l->tp_sp ? ", with sequence parallelism splitting the activations," : "", l->tp);
+    g_string_append_printf(s, ")%s%s and divides the weights %d ways.",
+                           l->tp_sp ? ", with sequence parallelism splitting the activations," : "",
+                           l->tp_overlap ? " the transfers in chunks under the GEMMs (Megatron's --tp-comm-overlap)," : "", l->tp);
   } else {
     g_string_append(s, " It uses no tensor parallelism, so no per-layer all-reduces sit on the critical path.");
   }

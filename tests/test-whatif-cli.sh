@@ -9,7 +9,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..67"
+echo "1..70"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi

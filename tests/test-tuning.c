@@ -193,6 +193,12 @@ static void test_choice_1024(void)
   g_assert_cmpint(a, ==, SP_ALGO_TREE);
   g_assert_cmpint(p, ==, SP_PROTO_SIMPLE);
   assert_rel(us, 260.4 + 1073741824.0 / (0.5 * 0.92 * 384 * 1e3), 1e-9);
+  /* the what-if's pricing (no_hier): NVLS-tree left out, the same tree as without NVLS */
+  sp_tune_topo nh = t;
+  nh.no_hier = TRUE;
+  g_assert_true(sp_tune_choose(&nh, SP_COLL_ALL_REDUCE, 1024 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO, &a, &p, &us, NULL));
+  g_assert_cmpint(a, ==, SP_ALGO_TREE);
+  assert_rel(us, 260.4 + 1073741824.0 / (0.5 * 0.92 * 384 * 1e3), 1e-9);
   assert_rel(sp_tune_time_us(&t, &tab, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL128, 1024 * MIB),
              14 + 1792 * 1.9 + 254 * 4.0 + 1073741824.0 / (0.92 * 384 * 1024 / 2046 * 1e3), 1e-9);
 }

@@ -66,8 +66,14 @@ gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboo
       hosts[j * nb + b] = b + j * c->stride;
     }
   }
+  /* NCCL's NVLS-tree and CollNet all-reduces are priced by `spsim bench` but not yet by
+   * the what-if: their lowering, pipelined in chunks of at most the ring's, puts so many
+   * flows into a gradient all-reduce that the default sweep's closed forms took 71 s
+   * instead of 10.7 s (`spsim platforms/dgx.xml --simulate 0`, release build) */
+  sp_sim_set_no_hier(TRUE);
   gboolean ok = sp_sim_coll_groups_time(specs, nb, hosts, step_fidelity ? SP_FIDELITY_STEP : SP_FIDELITY_FLOW,
                                         seconds, err);
+  sp_sim_set_no_hier(FALSE);
   g_free(specs);
   g_free(members);
   g_free(hosts);

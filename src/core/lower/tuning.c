@@ -226,7 +226,7 @@ void sp_tune_model(const sp_tune_topo *t, sp_coll coll, sp_tune_table *out)
     /* all-reduce across nodes only (NCCL disables NVLS-tree on one node and CollNet
      * without a network that reduces); NVLS-tree also needs the NVSwitch's reduction and
      * two GPUs of a node (ncclNvlsInit: "gpuCount < 2"), CollNet the switches' (sharp) */
-    if (hier && (coll != SP_COLL_ALL_REDUCE || nodes < 2))
+    if (hier && (coll != SP_COLL_ALL_REDUCE || nodes < 2 || t->no_hier))
       continue;
     if (a == NA_NVLS_TREE && (!t->nvls || ppn < 2 || nc < 2))
       continue;

@@ -215,6 +215,7 @@ gboolean sk_plan(const sp_stepgraph *g, const sp_step_ctx *c, const sp_layout *l
   g_autoptr(GHashTable) last_lp = g_hash_table_new(g_int64_hash, g_int64_equal);
   g_autofree int *from_p = g_new0(int, n), *to_e = g_new0(int, n), *extra = g_new0(int, n);
   g_autofree gint64 *lp_keys = g_new0(gint64, n);
+  g_autoptr(GHashTable) last_what = g_hash_table_new(g_int64_hash, g_int64_equal);
   seqn q;
   for (guint i = 0; i < n; i++) {
     if (T[i].stage != stage || T[i].kind != SP_TASK_COMPUTE || is_wait(&T[i])) continue;
@@ -222,6 +223,14 @@ gboolean sk_plan(const sp_stepgraph *g, const sp_step_ctx *c, const sp_layout *l
     gboolean first = !g_hash_table_contains(cursor, &keys[i]);
     int from = GPOINTER_TO_INT(g_hash_table_lookup(cursor, &keys[i]));
     int p = find(&q, T[i].what, from);
+    const char *prev_what = g_hash_table_lookup(last_what, &keys[i]);
+    if (p < 0 && prev_what != NULL && strcmp(prev_what, T[i].what) == 0) {
+      /* a further chunk of the kernel(s) the task before it holds (tpoverlap=1 splits a
+       * GEMM under its TP transfers): that task runs them whole, this one nothing */
+      from_p[i] = to_e[i] = 0;
+      continue;
+    }
+    g_hash_table_insert(last_what, &keys[i], (gpointer)T[i].what);
     if (p < 0) {
       g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
                   "the compute task '%s' (stage %d, layer %d, %s) is not a kernel spsim-run knows how to run; "
@@ -241,8 +250,10 @@ gboolean sk_plan(const sp_stepgraph *g, const sp_step_ctx *c, const sp_layout *l
       extra[GPOINTER_TO_UINT(prev) - 1] = p;
     }
     int e = q.n;
-    if (next[i] != G_MAXUINT) {
-      int f = find(&q, T[next[i]].what, p + 1);
+    guint nx = next[i];
+    while (nx != G_MAXUINT && strcmp(T[nx].what, T[i].what) == 0) nx = next[nx]; /* its chunks */
+    if (nx != G_MAXUINT) {
+      int f = find(&q, T[nx].what, p + 1);
       if (f > 0) e = f;
     }
     from_p[i] = p;

@@ -7,148 +7,14 @@
 
 #include "spsim/error.h"
 #include "spsim/stepgraph.h"
+#include "stepgraph_private.h"
 
-#define NONE UINT32_MAX
 
 static const char *const stream_names[SP_STREAM_COUNT] = { "compute", "tp", "sp", "isp", "ring", "pp", "dp" };
 static const char *const phase_names[SP_PHASE_COUNT] = { "fwd", "bwd", "recompute", "step" };
 
 const char *sp_stream_name(sp_stream s) { return (unsigned)s < SP_STREAM_COUNT ? stream_names[s] : "?"; }
 const char *sp_task_phase_name(sp_task_phase p) { return (unsigned)p < SP_PHASE_COUNT ? phase_names[p] : "?"; }
-
-/* ---------- builder ---------- */
-
-typedef struct {
-  const sp_step_ctx *c;
-  const sp_layout *l;
-  sp_stepgraph *g;
-  sp_layer_kernels k;
-  GHashTable *comm_ix;  /* "coll/n/stride/bytes/kind" -> index + 1 */
-  /* where the builder is */
-  int32_t stage, mb, chunk, layer;
-  uint8_t phase;
-  uint32_t chain;       /* last task on the data path */
-  uint32_t open;        /* compute task the next compute may extend, NONE when closed */
-  uint32_t need[2];     /* extra dependencies of the next task on the data path */
-  /* collectives of a layer (-1: none) */
-  int32_t tp_ag, tp_rs, tp_ar, a2a_q, a2a_kv, ring_f, ring_b, w_ag, w_rs, pp_msg;
-  int32_t tpo_shard, tpo_rs; /* tpoverlap: ring-exchange step, pipelined reduce-scatter chunk (tpo_*) */
-  /* collectives of the input embedding and the output layer (-1: none) */
-  int32_t emb_f, emb_b, tie_ar;
-  sp_stream w_stream;   /* ISP or DP (ZeRO-3) */
-  uint32_t w_next;      /* gather already issued for the next layer of the pass */
-  uint32_t wslot[2];    /* last task using each weight-gather buffer */
-  uint64_t wcount;      /* gathers issued on the stage */
-  /* data parallelism */
-  double bucket_params, bucket_acc;
-  uint32_t last_dp;     /* last DP task of the stage */
-  uint32_t *pgather;    /* ZeRO-1/2: parameter gather task per global layer (this stage) */
-  int32_t nvirt;        /* pp x vpp */
-  int64_t *voff;        /* first global layer of each virtual stage */
-  uint32_t *send_f, *send_b; /* [mb x nvirt]: the send after fwd / bwd of (mb, virtual stage) */
-  GArray *patch;        /* of patch: waits on sends of other stages */
-  /* mixture of experts (moe_* functions below; -1: none) */
-  gboolean moe;
-  sp_moe_kernels mk;
-  int32_t ep_a2a, etp_ag, etp_rs, edp_red, edp_ag;
-} sb;
-
-typedef struct { uint32_t task; gboolean fwd; int64_t key; } patch;
-
-static void add_dep(sp_task *t, uint32_t d)
-{
-  if (d == NONE) return;
-  for (int i = 0; i < t->ndeps; i++)
-    if (t->deps[i] == d) return;
-  if (t->ndeps < SP_TASK_MAX_DEPS) t->deps[t->ndeps++] = d;
-}
-
-static sp_task *task_at(sb *b, uint32_t id) { return &g_array_index(b->g->tasks, sp_task, id); }
-
-static uint32_t add(sb *b, sp_task_kind kind, sp_stream st, double secs, int32_t comm, const char *what)
-{
-  sp_task t = { .kind = (uint8_t)kind, .stream = (uint8_t)st, .phase = b->phase, .stage = b->stage, .mb = b->mb,
-                .chunk = b->chunk, .layer = b->layer, .comm = comm, .peer = -1, .what = what, .seconds = secs };
-  g_array_append_val(b->g->tasks, t);
-  return b->g->tasks->len - 1;
-}
-
-/* Kernels on the data path; extends the previous compute task when nothing else
- * waits for its end. */
-static void compute(sb *b, double secs, const char *what)
-{
-  if (b->open != NONE && b->need[0] == NONE && b->need[1] == NONE && task_at(b, b->open)->phase == b->phase &&
-      task_at(b, b->open)->layer == b->layer && b->open == b->chain) {
-    task_at(b, b->open)->seconds += secs;
-    return;
-  }
-  uint32_t id = add(b, SP_TASK_COMPUTE, SP_STREAM_COMPUTE, secs, -1, what);
-  sp_task *t = task_at(b, id);
-  add_dep(t, b->chain);
-  add_dep(t, b->need[0]);
-  add_dep(t, b->need[1]);
-  b->need[0] = b->need[1] = NONE;
-  b->chain = b->open = id;
-}
-
-static void need(sb *b, uint32_t id)
-{
-  if (id == NONE) return;
-  if (b->need[0] == NONE) b->need[0] = id;
-  else b->need[1] = id;
-}
-
-/* A collective the data path waits for. */
-static void coll_block(sb *b, sp_stream st, int32_t comm)
-{
-  if (comm < 0) return;
-  const sp_comm *cm = &g_array_index(b->g->comms, sp_comm, comm);
-  uint32_t id = add(b, SP_TASK_COLL, st, 0.0, comm, cm->what);
-  sp_task *t = task_at(b, id);
-  add_dep(t, b->chain);
-  add_dep(t, b->need[0]);
-  add_dep(t, b->need[1]);
-  b->need[0] = b->need[1] = NONE;
-  b->chain = id;
-  b->open = NONE;
-}
-
-/* A collective started after @p after, which the data path does not wait for yet. */
-static uint32_t coll_async(sb *b, sp_stream st, int32_t comm, uint32_t after)
-{
-  if (comm < 0) return NONE;
-  const sp_comm *cm = &g_array_index(b->g->comms, sp_comm, comm);
-  uint32_t id = add(b, SP_TASK_COLL, st, 0.0, comm, cm->what);
-  add_dep(task_at(b, id), after);
-  if (after == b->open) b->open = NONE;
-  return id;
-}
-
-/* A zero-time task on the compute stream that waits for a pipeline receive. */
-static void recv_wait(sb *b, gboolean fwd, int64_t key)
-{
-  uint32_t id = add(b, SP_TASK_COMPUTE, SP_STREAM_COMPUTE, 0.0, -1, fwd ? "wait for activations" : "wait for gradients");
-  add_dep(task_at(b, id), b->chain);
-  patch p = { id, fwd, key };
-  g_array_append_val(b->patch, p);
-  b->chain = id;
-  b->open = NONE;
-}
-
-static int32_t comm_of(sb *b, sp_comm_kind kind, sp_coll coll, int32_t n, int32_t stride, double bytes, const char *what)
-{
-  if (n < 2 || bytes <= 0) return -1;
-  uint64_t by = (uint64_t)llround(bytes);
-  char key[96];
-  g_snprintf(key, sizeof key, "%d/%d/%d/%" G_GUINT64_FORMAT "/%d/%p", (int)coll, n, stride, by, (int)kind, (const void *)what);
-  gpointer v = g_hash_table_lookup(b->comm_ix, key);
-  if (v != NULL) return GPOINTER_TO_INT(v) - 1;
-  sp_comm cm = { .kind = kind, .when = SP_PER_STEP, .coll = coll, .n = n, .stride = stride, .bytes = by, .times = 1,
-                 .what = what };
-  g_array_append_val(b->g->comms, cm);
-  g_hash_table_insert(b->comm_ix, g_strdup(key), GINT_TO_POINTER((int)b->g->comms->len));
-  return (int32_t)b->g->comms->len - 1;
-}
 
 /* The collectives a layer issues, with the sizes sp_step_comms uses. */
 static void layer_comms(sb *b)
@@ -160,83 +26,41 @@ static void layer_comms(sb *b)
   b->tp_ag = b->tp_rs = b->tp_ar = b->a2a_q = b->a2a_kv = b->ring_f = b->ring_b = b->w_ag = b->w_rs = b->pp_msg = -1;
   if (l->tp > 1) {
     if (l->tp_sp) {
-      b->tp_ag = comm_of(b, SP_COMM_TP, SP_COLL_ALL_GATHER, l->tp, 1, act, "TP+SP all-gather");
-      b->tp_rs = comm_of(b, SP_COMM_TP, SP_COLL_REDUCE_SCATTER, l->tp, 1, act, "TP+SP reduce-scatter");
+      b->tp_ag = sg_comm_of(b, SP_COMM_TP, SP_COLL_ALL_GATHER, l->tp, 1, act, "TP+SP all-gather");
+      b->tp_rs = sg_comm_of(b, SP_COMM_TP, SP_COLL_REDUCE_SCATTER, l->tp, 1, act, "TP+SP reduce-scatter");
     } else {
-      b->tp_ar = comm_of(b, SP_COMM_TP, SP_COLL_ALL_REDUCE, l->tp, 1, act, "TP all-reduce");
+      b->tp_ar = sg_comm_of(b, SP_COMM_TP, SP_COLL_ALL_REDUCE, l->tp, 1, act, "TP all-reduce");
     }
   }
   if (l->sp > 1) {
-    b->a2a_q = comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, l->sp, l->tp, z.q, "Ulysses all-to-all (Q or output)");
-    b->a2a_kv = comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, l->sp, l->tp, z.kv, "Ulysses all-to-all (K or V)");
+    b->a2a_q = sg_comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, l->sp, l->tp, z.q, "Ulysses all-to-all (Q or output)");
+    b->a2a_kv = sg_comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, l->sp, l->tp, z.kv, "Ulysses all-to-all (K or V)");
   }
   if (l->cp > 1) {
-    b->ring_f = comm_of(b, SP_COMM_RING, SP_COLL_SEND_RECV, 2, l->tp * l->sp, z.ring_blk, "ring attention K,V block");
-    b->ring_b = comm_of(b, SP_COMM_RING, SP_COLL_SEND_RECV, 2, l->tp * l->sp, 2.0 * z.ring_blk, "ring attention K,V and dK,dV blocks");
+    b->ring_f = sg_comm_of(b, SP_COMM_RING, SP_COLL_SEND_RECV, 2, l->tp * l->sp, z.ring_blk, "ring attention K,V block");
+    b->ring_b = sg_comm_of(b, SP_COMM_RING, SP_COLL_SEND_RECV, 2, l->tp * l->sp, 2.0 * z.ring_blk, "ring attention K,V and dK,dV blocks");
   }
   double mmw = z.layer_weights;
   int32_t g = sp_layout_replicas(l) / l->wp;
   if (l->wp > 1) {
-    b->w_ag = comm_of(b, SP_COMM_ISP, SP_COLL_ALL_GATHER, l->wp, l->tp, mmw, "ISP weight all-gather");
-    b->w_rs = comm_of(b, SP_COMM_ISP, SP_COLL_REDUCE_SCATTER, l->wp, l->tp, mmw, "ISP gradient reduce-scatter");
+    b->w_ag = sg_comm_of(b, SP_COMM_ISP, SP_COLL_ALL_GATHER, l->wp, l->tp, mmw, "ISP weight all-gather");
+    b->w_rs = sg_comm_of(b, SP_COMM_ISP, SP_COLL_REDUCE_SCATTER, l->wp, l->tp, mmw, "ISP gradient reduce-scatter");
     b->w_stream = SP_STREAM_ISP;
   } else if (l->zero >= 3) {
-    b->w_ag = comm_of(b, SP_COMM_DP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, mmw, "ZeRO-3 parameter all-gather");
-    b->w_rs = comm_of(b, SP_COMM_DP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, mmw * sp_step_grad_bytes(b->c->model, l) /
+    b->w_ag = sg_comm_of(b, SP_COMM_DP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, mmw, "ZeRO-3 parameter all-gather");
+    b->w_rs = sg_comm_of(b, SP_COMM_DP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, mmw * sp_step_grad_bytes(b->c->model, l) /
                       sp_model_dtype_bytes(b->c->model), "ZeRO-3 gradient reduce-scatter");
     b->w_stream = SP_STREAM_DP;
   }
   if (l->pp > 1)
-    b->pp_msg = comm_of(b, SP_COMM_PP, SP_COLL_SEND_RECV, 2, l->tp * l->sp * l->cp * l->dp, z.pp_msg, "pipeline send");
+    b->pp_msg = sg_comm_of(b, SP_COMM_PP, SP_COLL_SEND_RECV, 2, l->tp * l->sp * l->cp * l->dp, z.pp_msg, "pipeline send");
   b->tpo_shard = b->tpo_rs = -1;
   if (l->tp_overlap && l->tp > 1 && l->tp_sp) {
     sp_comm sh, rs;
     sp_step_tpo_comms(b->c, l, &sh, &rs);
-    b->tpo_shard = comm_of(b, sh.kind, sh.coll, sh.n, sh.stride, (double)sh.bytes, sh.what);
-    b->tpo_rs = comm_of(b, rs.kind, rs.coll, rs.n, rs.stride, (double)rs.bytes, rs.what);
+    b->tpo_shard = sg_comm_of(b, sh.kind, sh.coll, sh.n, sh.stride, (double)sh.bytes, sh.what);
+    b->tpo_rs = sg_comm_of(b, rs.kind, rs.coll, rs.n, rs.stride, (double)rs.bytes, rs.what);
   }
-}
-
-/* ---------- tpoverlap=1: Megatron-LM's --tp-comm-overlap (step_tpoverlap.c has the sources) ---------- */
-
-/* A column-parallel GEMM behind its input's all-gather as a ring exchange: the held
- * shard's GEMM chunk first, each of the tp - 1 steps passing a shard on while the GEMM of
- * the one before runs; each chunk waits for its shard. Plain: gather, then GEMM. */
-static void tpo_ag_gemm(sb *b, double gemm, const char *what)
-{
-  if (b->tpo_shard < 0) {
-    coll_block(b, SP_STREAM_TP, b->tp_ag);
-    compute(b, gemm, what);
-    return;
-  }
-  int32_t n = b->l->tp;
-  uint32_t prev = b->chain, xfer = NONE;
-  for (int32_t j = 0; j < n; j++) {
-    uint32_t x = j + 1 < n ? coll_async(b, SP_STREAM_TP, b->tpo_shard, prev) : NONE;
-    prev = x;
-    need(b, xfer);
-    compute(b, gemm / n, what);
-    xfer = x;
-  }
-}
-
-/* A row-parallel GEMM in chunks, each chunk's reduce-scatter under the next chunk's GEMM
- * (Transformer Engine's pipelined split); the data path waits for the last. Plain: GEMM,
- * then the collective @p plain (reduce-scatter, or all-reduce without sequence parallelism). */
-static void tpo_gemm_rs(sb *b, int32_t plain, double gemm, const char *what)
-{
-  if (b->tpo_rs < 0) {
-    compute(b, gemm, what);
-    coll_block(b, SP_STREAM_TP, plain);
-    return;
-  }
-  int32_t k = sp_step_tpo_rs_splits();
-  for (int32_t j = 0; j + 1 < k; j++) {
-    compute(b, gemm / k, what);
-    coll_async(b, SP_STREAM_TP, b->tpo_rs, b->chain);
-  }
-  compute(b, gemm / k, what);
-  coll_block(b, SP_STREAM_TP, b->tpo_rs);
 }
 
 /* The collectives of the input embedding and the output layer, as Megatron-LM issues
@@ -260,7 +84,7 @@ static void edge_comms(sb *b)
   for (guint i = 0; i < a->len; i++) {
     const sp_comm *cm = &g_array_index(a, sp_comm, i);
     if (cm->when == SP_PER_MB_HEAD) continue; /* the layers' TP collectives, in build_stage */
-    int32_t id = comm_of(b, cm->kind, cm->coll, cm->n, cm->stride, (double)cm->bytes, cm->what);
+    int32_t id = sg_comm_of(b, cm->kind, cm->coll, cm->n, cm->stride, (double)cm->bytes, cm->what);
     if (cm->when == SP_PER_STEP) b->tie_ar = id;
     else if (cm->coll == SP_COLL_ALL_GATHER) b->emb_b = id;
     else b->emb_f = id;
@@ -274,89 +98,9 @@ static void tie_reduce(sb *b, int32_t s)
   if (b->tie_ar < 0 || (s != 0 && s != b->l->pp - 1)) return;
   uint8_t keep = b->phase;
   b->phase = SP_PHASE_STEP;
-  uint32_t id = coll_async(b, SP_STREAM_DP, b->tie_ar, b->chain);
-  add_dep(task_at(b, id), b->last_dp);
+  uint32_t id = sg_coll_async(b, SP_STREAM_DP, b->tie_ar, b->chain);
+  sg_add_dep(sg_task_at(b, id), b->last_dp);
   b->last_dp = id;
-  b->phase = keep;
-}
-
-/* ---------- mixture of experts: an MoE layer's MLP part (step_moe.c has the sizes) ---------- */
-
-static void moe_layer_comms(sb *b)
-{
-  const sp_layout *l = b->l;
-  const sp_model *m = b->c->model;
-  b->ep_a2a = b->etp_ag = b->etp_rs = b->edp_red = b->edp_ag = -1;
-  if (!b->moe) return;
-  int32_t ep = sp_layout_ep(l), etp = sp_layout_etp(l), ge = sp_layout_expert_replicas(l);
-  double e = sp_model_dtype_bytes(m);
-  b->ep_a2a = comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, ep, etp, b->mk.a2a_bytes, sp_moe_what_dispatch);
-  b->etp_ag = comm_of(b, SP_COMM_TP, SP_COLL_ALL_GATHER, etp, 1, b->mk.a2a_bytes * etp, sp_moe_what_etp_ag);
-  b->etp_rs = comm_of(b, SP_COMM_TP, SP_COLL_REDUCE_SCATTER, etp, 1, b->mk.a2a_bytes * etp, sp_moe_what_etp_rs);
-  double grads = sp_step_moe_layer_expert_params(m, l) * e;
-  b->edp_red = comm_of(b, SP_COMM_DP, l->zero == 0 ? SP_COLL_ALL_REDUCE : SP_COLL_REDUCE_SCATTER, ge, etp * ep, grads,
-                       sp_moe_what_edp_grad);
-  if (l->zero >= 1) b->edp_ag = comm_of(b, SP_COMM_DP, SP_COLL_ALL_GATHER, ge, etp * ep, grads, sp_moe_what_edp_gather);
-}
-
-static gboolean moe_layer(const sb *b) { return b->moe && sp_model_layer_is_moe(b->c->model, b->layer); }
-
-/* An MoE layer's MLP in the parts Megatron-Core's combined 1F1B schedules apart
- * (megatron/core/models/common/model_chunk_schedule_plan.py, TransformerLayerSchedulePlan:
- * pre-dispatch computation, dispatch, mlp, combine), forward: 0 router and permute,
- * 1 dispatch all-to-all, 2 the experts (with the expert-TP gather and reduce-scatter),
- * 3 combine all-to-all, 4 unpermute and shared experts. */
-static void moe_fwd_part(sb *b, int part)
-{
-  gboolean shared = b->c->model->shared_experts > 0; /* shared experts run on the tp-gathered tokens */
-  switch (part) {
-  case 0:
-    if (shared) coll_block(b, SP_STREAM_TP, b->tp_ag);
-    compute(b, b->mk.router[0] + b->mk.permute / 2, "router, permute");
-    break;
-  case 1: case 3: coll_block(b, SP_STREAM_SP, b->ep_a2a); break;
-  case 2:
-    coll_block(b, SP_STREAM_TP, b->etp_ag);
-    compute(b, b->mk.experts[0], "experts (grouped GEMM)");
-    coll_block(b, SP_STREAM_TP, b->etp_rs);
-    break;
-  default:
-    compute(b, b->mk.permute / 2 + b->mk.shared[0], "unpermute, shared experts");
-    if (shared) coll_block(b, SP_STREAM_TP, b->l->tp_sp ? b->tp_rs : b->tp_ar);
-  }
-}
-
-/* Backward: 0 shared experts and unpermute, 1 combine all-to-all, 2 the experts, 3
- * dispatch all-to-all, 4 router and permute. */
-static void moe_bwd_part(sb *b, int part)
-{
-  gboolean shared = b->c->model->shared_experts > 0;
-  switch (part) {
-  case 0:
-    if (shared) coll_block(b, SP_STREAM_TP, b->tp_ag);
-    compute(b, b->mk.permute / 2 + b->mk.shared[1] + b->mk.shared[2], "shared experts, unpermute backward");
-    break;
-  case 1: case 3: coll_block(b, SP_STREAM_SP, b->ep_a2a); break;
-  case 2:
-    coll_block(b, SP_STREAM_TP, b->etp_ag);
-    compute(b, b->mk.experts[1] + b->mk.experts[2], "experts backward (grouped GEMM)");
-    coll_block(b, SP_STREAM_TP, b->etp_rs);
-    break;
-  default:
-    compute(b, b->mk.router[1] + b->mk.router[2] + b->mk.permute / 2, "router, permute backward");
-    if (shared) coll_block(b, SP_STREAM_TP, b->l->tp_sp ? b->tp_rs : b->tp_ar);
-  }
-}
-
-/* The layer's expert gradients are final: reduce them over the expert-dp group (and, with
- * ZeRO, gather the updated shards back ahead of the next step, here after the reduction). */
-static void moe_grad_reduce(sb *b)
-{
-  if (!moe_layer(b) || b->edp_red < 0) return;
-  uint8_t keep = b->phase;
-  b->phase = SP_PHASE_STEP;
-  b->last_dp = coll_async(b, SP_STREAM_DP, b->edp_red, b->chain);
-  if (b->edp_ag >= 0) b->last_dp = coll_async(b, SP_STREAM_DP, b->edp_ag, b->last_dp);
   b->phase = keep;
 }
 
@@ -367,15 +111,15 @@ static void moe_grad_reduce(sb *b)
 static void weight_gather(sb *b, gboolean has_next)
 {
   if (b->w_ag < 0) return;
-  if (b->w_next == NONE) {
+  if (b->w_next == SG_NONE) {
     uint32_t slot = (uint32_t)(b->wcount++ & 1);
-    b->w_next = coll_async(b, b->w_stream, b->w_ag, b->wslot[slot]);
+    b->w_next = sg_coll_async(b, b->w_stream, b->w_ag, b->wslot[slot]);
   }
-  need(b, b->w_next);
-  b->w_next = NONE;
+  sg_need(b, b->w_next);
+  b->w_next = SG_NONE;
   if (has_next) {
     uint32_t slot = (uint32_t)(b->wcount++ & 1);
-    b->w_next = coll_async(b, b->w_stream, b->w_ag, b->wslot[slot]);
+    b->w_next = sg_coll_async(b, b->w_stream, b->w_ag, b->wslot[slot]);
   }
 }
 
@@ -384,7 +128,7 @@ static void weight_release(sb *b, gboolean has_next)
 {
   if (b->w_ag < 0) return;
   b->wslot[(b->wcount - (has_next ? 2 : 1)) & 1] = b->chain;
-  if (b->chain == b->open) b->open = NONE;
+  if (b->chain == b->open) b->open = SG_NONE;
 }
 
 static void attention_fwd(sb *b, uint8_t phase)
@@ -395,21 +139,21 @@ static void attention_fwd(sb *b, uint8_t phase)
   if (l->cp > 1) {
     /* the ring passes K,V blocks on while the attention of the held block runs */
     uint32_t prev = b->chain;
-    uint32_t xfer = NONE;
+    uint32_t xfer = SG_NONE;
     for (int32_t j = 0; j < l->cp; j++) {
       if (j + 1 < l->cp) {
-        uint32_t x = coll_async(b, SP_STREAM_RING, b->ring_f, prev);
-        if (j == 0) prev = NONE;
-        need(b, xfer);
-        compute(b, b->k.attn_fwd / l->cp, "attention block");
+        uint32_t x = sg_coll_async(b, SP_STREAM_RING, b->ring_f, prev);
+        if (j == 0) prev = SG_NONE;
+        sg_need(b, xfer);
+        sg_compute(b, b->k.attn_fwd / l->cp, "attention block");
         xfer = x;
       } else {
-        need(b, xfer);
-        compute(b, b->k.attn_fwd / l->cp, "attention block");
+        sg_need(b, xfer);
+        sg_compute(b, b->k.attn_fwd / l->cp, "attention block");
       }
     }
   } else {
-    compute(b, b->k.attn_fwd, "attention");
+    sg_compute(b, b->k.attn_fwd, "attention");
   }
   b->phase = keep;
 }
@@ -420,29 +164,29 @@ static void layer_fwd_attn(sb *b, gboolean gather, gboolean has_next)
   const sp_layout *l = b->l;
   double half = b->k.elem_fwd / 2;
   if (gather) weight_gather(b, has_next);
-  if (b->pgather != NULL && b->mb == 0 && b->phase == SP_PHASE_FWD) need(b, b->pgather[b->layer]);
-  compute(b, half, "norm");
-  tpo_ag_gemm(b, b->k.qkv[0], "QKV");
-  coll_block(b, SP_STREAM_SP, b->a2a_q);
-  coll_block(b, SP_STREAM_SP, b->a2a_kv);
-  coll_block(b, SP_STREAM_SP, b->a2a_kv);
+  if (b->pgather != NULL && b->mb == 0 && b->phase == SP_PHASE_FWD) sg_need(b, b->pgather[b->layer]);
+  sg_compute(b, half, "norm");
+  sg_tpo_ag_gemm(b, b->k.qkv[0], "QKV");
+  sg_coll_block(b, SP_STREAM_SP, b->a2a_q);
+  sg_coll_block(b, SP_STREAM_SP, b->a2a_kv);
+  sg_coll_block(b, SP_STREAM_SP, b->a2a_kv);
   attention_fwd(b, b->phase);
-  coll_block(b, SP_STREAM_SP, b->a2a_q);
-  tpo_gemm_rs(b, l->tp_sp ? b->tp_rs : b->tp_ar, b->k.proj[0], "output projection");
-  compute(b, half, "residual, norm");
+  sg_coll_block(b, SP_STREAM_SP, b->a2a_q);
+  sg_tpo_gemm_rs(b, l->tp_sp ? b->tp_rs : b->tp_ar, b->k.proj[0], "output projection");
+  sg_compute(b, half, "residual, norm");
 }
 
 static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
 {
   const sp_layout *l = b->l;
   layer_fwd_attn(b, gather, has_next);
-  if (moe_layer(b)) {
-    for (int part = 0; part < 5; part++) moe_fwd_part(b, part);
+  if (sg_moe_layer(b)) {
+    for (int part = 0; part < 5; part++) sg_moe_fwd_part(b, part);
     if (gather) weight_release(b, has_next);
     return;
   }
-  tpo_ag_gemm(b, b->k.up[0], "MLP");
-  tpo_gemm_rs(b, l->tp_sp ? b->tp_rs : b->tp_ar, b->k.down[0], "MLP");
+  sg_tpo_ag_gemm(b, b->k.up[0], "MLP");
+  sg_tpo_gemm_rs(b, l->tp_sp ? b->tp_rs : b->tp_ar, b->k.down[0], "MLP");
   if (gather) weight_release(b, has_next);
 }
 
@@ -452,16 +196,16 @@ static void layer_fwd(sb *b, gboolean gather, gboolean has_next)
 static void column_bwd(sb *b, const double t[3], const char *what)
 {
   const sp_layout *l = b->l;
-  uint32_t ag = l->tp_sp ? coll_async(b, SP_STREAM_TP, b->tp_ag, b->chain) : NONE;
-  compute(b, t[1], what);
-  uint32_t red = coll_async(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar, b->chain);
-  if (red == NONE && ag == NONE) {
-    compute(b, t[2], what);
+  uint32_t ag = l->tp_sp ? sg_coll_async(b, SP_STREAM_TP, b->tp_ag, b->chain) : SG_NONE;
+  sg_compute(b, t[1], what);
+  uint32_t red = sg_coll_async(b, SP_STREAM_TP, l->tp_sp ? b->tp_rs : b->tp_ar, b->chain);
+  if (red == SG_NONE && ag == SG_NONE) {
+    sg_compute(b, t[2], what);
     return;
   }
-  need(b, ag);
-  compute(b, t[2], "weight gradient");
-  need(b, red);
+  sg_need(b, ag);
+  sg_compute(b, t[2], "weight gradient");
+  sg_need(b, red);
 }
 
 static void layer_bwd_attn(sb *b, gboolean has_next);
@@ -478,7 +222,7 @@ static void layer_bwd_recompute(sb *b)
   } else if (l->ckpt == SP_CKPT_OP) {
     uint8_t keep = b->phase;
     b->phase = SP_PHASE_RECOMPUTE;
-    compute(b, b->k.op_recompute, "recompute (op policy)");
+    sg_compute(b, b->k.op_recompute, "recompute (op policy)");
     b->phase = keep;
   }
 }
@@ -488,11 +232,11 @@ static void layer_bwd(sb *b, gboolean has_next)
   weight_gather(b, has_next);
   layer_bwd_recompute(b);
   /* MLP: row-parallel down projection, then column-parallel up projection */
-  if (moe_layer(b)) {
-    for (int part = 0; part < 5; part++) moe_bwd_part(b, part);
+  if (sg_moe_layer(b)) {
+    for (int part = 0; part < 5; part++) sg_moe_bwd_part(b, part);
   } else {
-    tpo_ag_gemm(b, b->k.down[1], "MLP down backward");
-    compute(b, b->k.down[2], "MLP down backward");
+    sg_tpo_ag_gemm(b, b->k.down[1], "MLP down backward");
+    sg_compute(b, b->k.down[2], "MLP down backward");
     column_bwd(b, b->k.up, "MLP up backward");
   }
   layer_bwd_attn(b, has_next);
@@ -502,31 +246,31 @@ static void layer_bwd(sb *b, gboolean has_next)
 static void layer_bwd_attn(sb *b, gboolean has_next)
 {
   const sp_layout *l = b->l;
-  compute(b, b->k.elem_fwd, "residual, norm backward");
+  sg_compute(b, b->k.elem_fwd, "residual, norm backward");
   /* attention */
-  tpo_ag_gemm(b, b->k.proj[1], "output projection backward");
-  compute(b, b->k.proj[2], "output projection backward");
-  coll_block(b, SP_STREAM_SP, b->a2a_q);
+  sg_tpo_ag_gemm(b, b->k.proj[1], "output projection backward");
+  sg_compute(b, b->k.proj[2], "output projection backward");
+  sg_coll_block(b, SP_STREAM_SP, b->a2a_q);
   if (l->ckpt == SP_CKPT_SELECTIVE) attention_fwd(b, SP_PHASE_RECOMPUTE);
   if (l->cp > 1) {
-    uint32_t prev = b->chain, xfer = NONE;
+    uint32_t prev = b->chain, xfer = SG_NONE;
     for (int32_t j = 0; j < l->cp; j++) {
-      uint32_t x = j + 1 < l->cp ? coll_async(b, SP_STREAM_RING, b->ring_b, prev) : NONE;
-      if (j == 0) prev = NONE;
-      need(b, xfer);
-      compute(b, b->k.attn_bwd / l->cp, "attention block backward");
+      uint32_t x = j + 1 < l->cp ? sg_coll_async(b, SP_STREAM_RING, b->ring_b, prev) : SG_NONE;
+      if (j == 0) prev = SG_NONE;
+      sg_need(b, xfer);
+      sg_compute(b, b->k.attn_bwd / l->cp, "attention block backward");
       xfer = x;
     }
   } else {
-    compute(b, b->k.attn_bwd, "attention backward");
+    sg_compute(b, b->k.attn_bwd, "attention backward");
   }
-  coll_block(b, SP_STREAM_SP, b->a2a_q);
-  coll_block(b, SP_STREAM_SP, b->a2a_kv);
-  coll_block(b, SP_STREAM_SP, b->a2a_kv);
+  sg_coll_block(b, SP_STREAM_SP, b->a2a_q);
+  sg_coll_block(b, SP_STREAM_SP, b->a2a_kv);
+  sg_coll_block(b, SP_STREAM_SP, b->a2a_kv);
   column_bwd(b, b->k.qkv, "QKV backward");
-  compute(b, b->k.elem_fwd, "norm backward");
+  sg_compute(b, b->k.elem_fwd, "norm backward");
   if (b->w_rs >= 0) {
-    uint32_t id = coll_async(b, b->w_stream, b->w_rs, b->chain);
+    uint32_t id = sg_coll_async(b, b->w_stream, b->w_rs, b->chain);
     if (b->w_stream == SP_STREAM_DP) b->last_dp = id; /* ISP's: the optimizer waits for its stream */
   }
   weight_release(b, has_next);
@@ -539,10 +283,10 @@ static int32_t bucket_comm(sb *b, gboolean gather, double params)
   const sp_layout *l = b->l;
   double e = sp_model_dtype_bytes(b->c->model);
   int32_t g = sp_layout_replicas(l) / l->wp;
-  if (gather) return comm_of(b, SP_COMM_DP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, params * e, "ZeRO parameter all-gather (bucket)");
+  if (gather) return sg_comm_of(b, SP_COMM_DP, SP_COLL_ALL_GATHER, g, l->tp * l->wp, params * e, "ZeRO parameter all-gather (bucket)");
   double ge = sp_step_grad_bytes(b->c->model, l);
-  if (l->zero == 0) return comm_of(b, SP_COMM_DP, SP_COLL_ALL_REDUCE, g, l->tp * l->wp, params * ge, "gradient all-reduce (bucket)");
-  return comm_of(b, SP_COMM_DP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, params * ge, "ZeRO gradient reduce-scatter (bucket)");
+  if (l->zero == 0) return sg_comm_of(b, SP_COMM_DP, SP_COLL_ALL_REDUCE, g, l->tp * l->wp, params * ge, "gradient all-reduce (bucket)");
+  return sg_comm_of(b, SP_COMM_DP, SP_COLL_REDUCE_SCATTER, g, l->tp * l->wp, params * ge, "ZeRO gradient reduce-scatter (bucket)");
 }
 
 static gboolean dp_grad_buckets(const sb *b)
@@ -558,7 +302,7 @@ static void dp_flush(sb *b)
   if (cm < 0) return;
   uint8_t keep = b->phase;
   b->phase = SP_PHASE_STEP;
-  b->last_dp = coll_async(b, SP_STREAM_DP, cm, b->chain);
+  b->last_dp = sg_coll_async(b, SP_STREAM_DP, cm, b->chain);
   b->phase = keep;
 }
 
@@ -650,7 +394,7 @@ static void pass_init(sb *b, pass *p, const slot *x, const int32_t *last_bwd_mb)
   p->key = (int64_t)x->mb * b->nvirt + p->vs;
   p->last = !x->fwd && x->mb == last_bwd_mb[x->chunk];
   p->chain = b->chain; /* both passes of a pair start where the stage is */
-  p->need[0] = p->need[1] = NONE;
+  p->need[0] = p->need[1] = SG_NONE;
   p->phase = x->fwd ? SP_PHASE_FWD : SP_PHASE_BWD;
   p->layer = -1;
 }
@@ -670,7 +414,7 @@ static void pass_switch(sb *b, pass *from, pass *to)
   b->layer = to->layer;
   b->mb = to->x->mb;
   b->chunk = to->x->chunk;
-  b->open = NONE;
+  b->open = SG_NONE;
 }
 
 static double pass_emb_params(const sb *b)
@@ -686,17 +430,17 @@ static void pass_begin(sb *b, pass *p)
   b->layer = -1;
   if (x->fwd) {
     b->phase = SP_PHASE_FWD;
-    if (p->vs > 0) recv_wait(b, TRUE, p->key - 1);
+    if (p->vs > 0) sg_recv_wait(b, TRUE, p->key - 1);
     if (p->vs == 0) {
-      compute(b, embed_time(b), "embedding");
-      coll_block(b, SP_STREAM_TP, b->emb_f);
+      sg_compute(b, embed_time(b), "embedding");
+      sg_coll_block(b, SP_STREAM_TP, b->emb_f);
     }
     return;
   }
   b->phase = SP_PHASE_BWD;
-  if (p->vs < b->nvirt - 1) recv_wait(b, FALSE, p->key + 1);
+  if (p->vs < b->nvirt - 1) sg_recv_wait(b, FALSE, p->key + 1);
   else {
-    compute(b, b->k.loss, "loss backward");
+    sg_compute(b, b->k.loss, "loss backward");
     column_bwd(b, b->k.head, "output layer backward");
     if (p->last) dp_bucket_add(b, pass_emb_params(b));
   }
@@ -707,7 +451,7 @@ static void pass_layer_done(sb *b, const pass *p, int64_t li)
 {
   const sp_model *mo = b->c->model;
   if (!p->last) return;
-  if (b->moe) moe_grad_reduce(b);
+  if (b->moe) sg_moe_grad_reduce(b);
   dp_bucket_add(b, b->moe ? sp_step_moe_layer_dense_params(mo, b->l, li) / b->l->wp
                           : sp_model_layer_params(mo) / b->l->tp / b->l->wp);
 }
@@ -734,31 +478,31 @@ static void pass_end(sb *b, pass *p)
   b->layer = -1;
   if (p->x->fwd) {
     if (vs == b->nvirt - 1) {
-      coll_block(b, SP_STREAM_TP, b->tp_ag);
-      compute(b, b->k.head[0] + b->k.loss, "output layer, loss");
+      sg_coll_block(b, SP_STREAM_TP, b->tp_ag);
+      sg_compute(b, b->k.head[0] + b->k.loss, "output layer, loss");
     } else {
-      uint32_t id = add(b, SP_TASK_SEND, SP_STREAM_PP, 0.0, b->pp_msg, "send activations");
-      sp_task *t = task_at(b, id);
+      uint32_t id = sg_add(b, SP_TASK_SEND, SP_STREAM_PP, 0.0, b->pp_msg, "send activations");
+      sp_task *t = sg_task_at(b, id);
       t->peer = (vs + 1) % pp;
-      add_dep(t, b->chain);
-      if (b->chain == b->open) b->open = NONE;
+      sg_add_dep(t, b->chain);
+      if (b->chain == b->open) b->open = SG_NONE;
       b->send_f[p->key] = id;
     }
     return;
   }
   if (vs == 0) {
-    coll_block(b, SP_STREAM_TP, b->emb_b);
-    compute(b, embed_time(b), "embedding backward");
+    sg_coll_block(b, SP_STREAM_TP, b->emb_b);
+    sg_compute(b, embed_time(b), "embedding backward");
     /* one table when the output layer shares it on the same rank */
     if (p->last && !(mo->tied_embeddings && pp == 1)) dp_bucket_add(b, pass_emb_params(b));
   }
   if (p->last && dp_grad_buckets(b) && !l->dp_sync) dp_flush(b);
   if (vs > 0) {
-    uint32_t id = add(b, SP_TASK_SEND, SP_STREAM_PP, 0.0, b->pp_msg, "send gradients");
-    sp_task *t = task_at(b, id);
+    uint32_t id = sg_add(b, SP_TASK_SEND, SP_STREAM_PP, 0.0, b->pp_msg, "send gradients");
+    sp_task *t = sg_task_at(b, id);
     t->peer = (vs - 1) % pp;
-    add_dep(t, b->chain);
-    if (b->chain == b->open) b->open = NONE;
+    sg_add_dep(t, b->chain);
+    if (b->chain == b->open) b->open = SG_NONE;
     b->send_b[p->key] = id;
   }
 }
@@ -783,10 +527,10 @@ static void pass_pair(sb *b, pass *f, pass *w)
     int64_t fl = f->first + j, wl = w->first + w->n - 1 - j;
     TO(f);
     b->layer = (int32_t)fl;
-    gboolean fm = moe_layer(b);
+    gboolean fm = sg_moe_layer(b);
     TO(w);
     b->layer = (int32_t)wl;
-    if (!fm || !moe_layer(b)) { /* nothing to overlap: one after the other */
+    if (!fm || !sg_moe_layer(b)) { /* nothing to overlap: one after the other */
       TO(f);
       pass_layer(b, f, j);
       TO(w);
@@ -795,26 +539,26 @@ static void pass_pair(sb *b, pass *f, pass *w)
     }
     weight_gather(b, wl > w->first);
     layer_bwd_recompute(b);
-    moe_bwd_part(b, 0);
-    moe_bwd_part(b, 1);
+    sg_moe_bwd_part(b, 0);
+    sg_moe_bwd_part(b, 1);
     TO(f);
     layer_fwd_attn(b, TRUE, j + 1 < f->n);
-    moe_fwd_part(b, 0);
+    sg_moe_fwd_part(b, 0);
     TO(w);
-    moe_bwd_part(b, 2);
+    sg_moe_bwd_part(b, 2);
     TO(f);
-    moe_fwd_part(b, 1);
+    sg_moe_fwd_part(b, 1);
     TO(w);
-    moe_bwd_part(b, 3);
+    sg_moe_bwd_part(b, 3);
     TO(f);
-    moe_fwd_part(b, 2);
-    moe_fwd_part(b, 3);
+    sg_moe_fwd_part(b, 2);
+    sg_moe_fwd_part(b, 3);
     TO(w);
-    moe_bwd_part(b, 4);
+    sg_moe_bwd_part(b, 4);
     layer_bwd_attn(b, wl > w->first);
     pass_layer_done(b, w, wl);
     TO(f);
-    moe_fwd_part(b, 4);
+    sg_moe_fwd_part(b, 4);
     weight_release(b, j + 1 < f->n);
   }
   TO(w);
@@ -833,13 +577,13 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
   const sp_model *mo = b->c->model;
   int32_t pp = l->pp, v = sp_layout_vpp(l);
   b->stage = s;
-  b->chain = b->open = NONE;
-  b->need[0] = b->need[1] = NONE;
-  b->wslot[0] = b->wslot[1] = NONE;
+  b->chain = b->open = SG_NONE;
+  b->need[0] = b->need[1] = SG_NONE;
+  b->wslot[0] = b->wslot[1] = SG_NONE;
   b->wcount = 0;
-  b->w_next = NONE;
+  b->w_next = SG_NONE;
   b->bucket_acc = 0;
-  b->last_dp = NONE;
+  b->last_dp = SG_NONE;
   b->mb = -1; b->chunk = -1; b->layer = -1;
   double layer_params = sp_model_layer_params(mo) / l->tp / l->wp;
   g_free(b->pgather);
@@ -856,7 +600,7 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
         acc += b->moe ? sp_step_moe_layer_dense_params(mo, l, i) / l->wp : layer_params;
         if (acc >= b->bucket_params || i + 1 == first + n) {
           int32_t cm = bucket_comm(b, TRUE, acc);
-          uint32_t id = coll_async(b, SP_STREAM_DP, cm, NONE);
+          uint32_t id = sg_coll_async(b, SP_STREAM_DP, cm, SG_NONE);
           for (int64_t j = from; j <= i; j++) b->pgather[j] = id;
           acc = 0;
           from = i + 1;
@@ -890,15 +634,15 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
   if (l->dp_sync && dp_grad_buckets(b)) dp_flush(b);
   tie_reduce(b, s);
   b->phase = SP_PHASE_STEP;
-  need(b, b->last_dp);
-  b->open = NONE;
-  compute(b, sp_step_optimizer_time(b->c, l, sp_step_stage_params(mo, l, s)) + (b->moe ? sp_step_moe_optimizer_time(b->c, l, s) : 0.0),
+  sg_need(b, b->last_dp);
+  b->open = SG_NONE;
+  sg_compute(b, sp_step_optimizer_time(b->c, l, sp_step_stage_params(mo, l, s)) + (b->moe ? sp_step_moe_optimizer_time(b->c, l, s) : 0.0),
           "optimizer step");
   /* ISP gradient reduce-scatters end before the update too */
   if (b->w_stream == SP_STREAM_ISP && b->w_ag >= 0) {
     for (guint i = b->g->tasks->len; i-- > 0;) {
-      const sp_task *t = task_at(b, i);
-      if (t->stage == s && t->stream == SP_STREAM_ISP) { add_dep(task_at(b, b->chain), i); break; }
+      const sp_task *t = sg_task_at(b, i);
+      if (t->stage == s && t->stream == SP_STREAM_ISP) { sg_add_dep(sg_task_at(b, b->chain), i); break; }
     }
   }
 }
@@ -948,7 +692,7 @@ sp_stepgraph *sp_stepgraph_build(const sp_step_ctx *c, const sp_layout *l, sp_sc
   size_t keys = (size_t)mbs * (size_t)b.nvirt;
   b.send_f = g_new(uint32_t, keys);
   b.send_b = g_new(uint32_t, keys);
-  for (size_t i = 0; i < keys; i++) b.send_f[i] = b.send_b[i] = NONE;
+  for (size_t i = 0; i < keys; i++) b.send_f[i] = b.send_b[i] = SG_NONE;
   b.patch = g_array_new(FALSE, FALSE, sizeof(patch));
   b.moe = sp_model_is_moe(m);
   if (b.moe && !sp_step_moe_kernels(c, l, &b.mk, err)) {
@@ -962,11 +706,11 @@ sp_stepgraph *sp_stepgraph_build(const sp_step_ctx *c, const sp_layout *l, sp_sc
   }
   layer_comms(&b);
   edge_comms(&b);
-  moe_layer_comms(&b);
+  sg_moe_layer_comms(&b);
   for (int32_t s = 0; s < l->pp; s++) build_stage(&b, s, mbs, sched);
   for (guint i = 0; i < b.patch->len; i++) {
     const patch *p = &g_array_index(b.patch, patch, i);
-    add_dep(task_at(&b, p->task), (p->fwd ? b.send_f : b.send_b)[p->key]);
+    sg_add_dep(sg_task_at(&b, p->task), (p->fwd ? b.send_f : b.send_b)[p->key]);
   }
   g_array_unref(b.patch);
   g_free(b.send_f);

@@ -86,6 +86,7 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
 
 void sp_platform_opts_init(sp_platform_opts *opts)
 {
+  memset(opts, 0, sizeof *opts); /* every option off unless set below */
   opts->nodes = 1;
   opts->gpus_per_node = 8;
   opts->gpu = SP_GPU_H100;

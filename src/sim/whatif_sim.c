@@ -68,9 +68,11 @@ gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboo
     }
   }
   /* NCCL's NVLS-tree and CollNet all-reduces are priced by `spsim bench` but not yet by
-   * the what-if: their lowering, pipelined in chunks of at most the ring's, puts so many
-   * flows into a gradient all-reduce that the default sweep's closed forms took 71 s
-   * instead of 10.7 s (`spsim platforms/dgx.xml --simulate 0`, release build) */
+   * the what-if (no_hier above): their lowering, pipelined in chunks of at most the
+   * ring's, puts so many flows into a gradient all-reduce that the default sweep's closed
+   * forms took 71 s instead of 10.7 s (`spsim platforms/dgx.xml --simulate 0`, release
+   * build), and the default run 86.3 s instead of 31.2 s (`spsim platforms/dgx.xml`, same
+   * machine, 2 shared cores) for the same answer (its --json byte-identical) */
   gboolean ok = sp_sim_coll_groups_time(specs, nb, hosts, step_fidelity ? SP_FIDELITY_STEP : SP_FIDELITY_FLOW,
                                         seconds, err);
   g_free(specs);

@@ -126,6 +126,12 @@ tests_test_sim_SOURCES = tests/test-sim.c
 tests_test_sim_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 tests_test_sim_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-sim tests/test-verify-cli.sh
+# the per-call exclusion of NCCL's hierarchical all-reduces (sp_coll_spec.no_hier), on 2 DGX H100 nodes
+check_PROGRAMS += tests/test-sim-hier
+tests_test_sim_hier_SOURCES = tests/test-sim-hier.c
+tests_test_sim_hier_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
+tests_test_sim_hier_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-sim-hier
 EXTRA_DIST += tests/test-verify-cli.sh
 
 # real: spsim-run under mpirun (identity with the simulation, faults, CLI), CUDA kernels

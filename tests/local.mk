@@ -126,14 +126,20 @@ tests_test_sim_SOURCES = tests/test-sim.c
 tests_test_sim_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 tests_test_sim_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-sim tests/test-verify-cli.sh
+# the per-call exclusion of NCCL's hierarchical all-reduces (sp_coll_spec.no_hier), on 2 DGX H100 nodes
+check_PROGRAMS += tests/test-sim-hier
+tests_test_sim_hier_SOURCES = tests/test-sim-hier.c
+tests_test_sim_hier_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
+tests_test_sim_hier_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-sim-hier
 EXTRA_DIST += tests/test-verify-cli.sh
 
 # real: spsim-run under mpirun (identity with the simulation, faults, CLI), CUDA kernels
 check_PROGRAMS += tests/test-real-ref
 tests_test_real_ref_SOURCES = tests/test-real-ref.c
 tests_test_real_ref_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
-TESTS += tests/test-real-identity.sh tests/test-real-faults.sh
-EXTRA_DIST += tests/test-real-identity.sh tests/test-real-faults.sh tests/real-env.sh
+TESTS += tests/test-real-identity.sh tests/test-real-faults.sh tests/test-real-algo.sh
+EXTRA_DIST += tests/test-real-identity.sh tests/test-real-faults.sh tests/test-real-algo.sh tests/real-env.sh
 check_PROGRAMS += tests/test-real-step-ref
 tests_test_real_step_ref_SOURCES = tests/test-real-step-ref.c
 tests_test_real_step_ref_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)

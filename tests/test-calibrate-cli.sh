@@ -6,7 +6,9 @@
 # coll_latency to 6 us (the preset has 450 / 1.3, 48 / 2, 8.4). spsim bench --format
 # nccl-tests writes its logs (8 ranks in one node, 16 on two, all-reduce, all-gather,
 # sendrecv between the nodes); calibrating the preset from them must give back the
-# true constants within 2 %.
+# true constants within 2 %. The network switches' reduction (sharp, sharp_bw) is no
+# constant of the fit: the written platform keeps the starting platform's (or the
+# generator options').
 bin="${SPSIM_BUILDDIR:-.}/spsim"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -24,7 +26,7 @@ near() { awk -v v="$1" -v w="$2" -v t="$3" 'BEGIN { d = v / w - 1; if (d < 0) d 
 # link_attr FILE LINK ATTR: the number in ATTR of LINK (GBps / us as written)
 link_attr() { grep "<link id=\"$2\"" "$1" | sed "s/.* $3=\"\\([0-9.e+-]*\\)[A-Za-z]*\".*/\\1/"; }
 coll_lat() { grep -m1 -o '"coll_latency" value="[0-9.e+-]*us"' "$1" | sed 's/.*value="\([0-9.e+-]*\)us"/\1/'; }
-echo "1..13"
+echo "1..19"
 
 "$bin" platform dgx --nodes 2 --gpu h100 >"$tmp/start.xml"
 sed -E 's/(nvl[0-9]+" bandwidth=")450GBps" latency="1.3us"/\1380GBps" latency="2us"/;
@@ -106,3 +108,21 @@ expect_fail "logs of different GPU counts without Rank lines" "different GPU cou
   calibrate "$tmp/ag-norank.log" "$tmp/ag8-norank.log" --platform "$tmp/start.xml"
 grep -v '^#' "$tmp/ar8.log" >"$tmp/rows-only.txt"
 expect_fail "a log that does not name its collective" "give --coll" calibrate "$tmp/rows-only.txt" --platform "$tmp/start.xml"
+
+# 14-19: sharp and sharp_bw carried over from the starting platform or --sharp
+"$bin" platform dgx --nodes 2 --gpu h100 --sharp --sharp-bw 40 >"$tmp/sharp.xml"
+if "$bin" calibrate "$tmp/ar8.log" --platform "$tmp/sharp.xml" -o "$tmp/calsharp.xml" >/dev/null 2>"$tmp/errs" \
+   && grep -q '<prop id="sharp" value="1"/>' "$tmp/calsharp.xml" \
+   && grep -q '<prop id="sharp_bw" value="40GBps"/>' "$tmp/calsharp.xml"
+then ok "--platform with sharp=1, sharp_bw=40GBps: both kept"; else nok "sharp from --platform: $(cat "$tmp/errs")"; fi
+if "$bin" calibrate "$tmp/ar8.log" --gpu h100 --nodes 2 --sharp -o "$tmp/gensharp.xml" >/dev/null 2>"$tmp/errs" \
+   && grep -q '<prop id="sharp" value="1"/>' "$tmp/gensharp.xml" && ! grep -q 'sharp_bw' "$tmp/gensharp.xml"
+then ok "generator --sharp: sharp=1, no sharp_bw"; else nok "generator --sharp: $(cat "$tmp/errs")"; fi
+if ! grep -q 'sharp' "$tmp/cal1.xml"; then ok "a platform without sharp stays without"; else nok "sharp appeared"; fi
+# the kept property is the one CollNet needs: spsim bench --algo collnet-direct runs there
+if "$bin" bench "$tmp/calsharp.xml" -g 16 --per-node 8 --sizes 64M --algo collnet-direct --json >"$tmp/cn.json" 2>"$tmp/errs" \
+   && grep -q '"algo" *: *"collnet-direct"' "$tmp/cn.json"
+then ok "collnet-direct runs on the calibrated sharp platform"; else nok "collnet on calibrated: $(cat "$tmp/errs")"; fi
+expect_fail "--sharp with --platform" "--platform and generator options" \
+  calibrate "$tmp/ar8.log" --platform "$tmp/sharp.xml" --sharp
+expect_fail "--sharp-bw without --sharp" "--sharp-bw '40' needs --sharp" calibrate "$tmp/ar8.log" --sharp-bw 40

@@ -6,6 +6,7 @@
 #include "config.h"
 #include "calibrate.h"
 #include "cli.h"
+#include "platform.h"
 #include "platform_gen.h"
 #include "sim.h"
 #include "spsim/coll.h"
@@ -51,6 +52,28 @@ static int32_t ranks_from_rows(const sp_nt_log *log, sp_coll c)
   return n > 0 && n <= G_MAXINT32 ? (int32_t)n : 0;
 }
 
+/* --sharp-bw: a bandwidth in GB/s, a finite number above 0 (as `spsim platform dgx`). */
+static gboolean parse_gbps(const char *s, double *out)
+{
+  char *end = NULL;
+  double v = g_ascii_strtod(s, &end);
+  if (end == s || *end != '\0' || !isfinite(v) || !(v > 0)) return FALSE;
+  *out = v;
+  return TRUE;
+}
+
+/* The `sharp` and `sharp_bw` properties of the platform at @p path (the written
+ * platform keeps them: the fit changes no switch). */
+static gboolean platform_sharp(const char *path, gboolean *sharp, double *sharp_bw, GError **err)
+{
+  sp_plat_desc *d = sp_plat_read(path, err);
+  if (d == NULL) return FALSE;
+  *sharp = d->sharp;
+  *sharp_bw = d->sharp ? d->sharp_bw : 0;
+  sp_plat_desc_free(d);
+  return TRUE;
+}
+
 static char *fmt_param(sp_cal_param p, double v)
 {
   if (p == SP_CAL_NVL_BW || p == SP_CAL_NIC_BW) return g_strdup_printf("%.4g GB/s", v / 1e9);
@@ -60,13 +83,21 @@ static char *fmt_param(sp_cal_param p, double v)
 int sp_cmd_calibrate(int argc, char **argv)
 {
   g_autofree char *platform = NULL, *out = NULL, *coll_s = NULL, *gpu_s = NULL;
+  g_autofree char *sharp_s = NULL;
   gint nodes_opt = 0, gpn_opt = 0, ranks_opt = 0, per_node = 0, max_iters = 0;
+  gboolean sharp = FALSE;
+  double sharp_bw = 0;
   GOptionEntry entries[] = {
     { "platform", 'p', 0, G_OPTION_ARG_FILENAME, &platform,
       "platform written by 'spsim platform dgx' (its constants are the starting point)", "P.xml" },
     { "gpu", 0, 0, G_OPTION_ARG_STRING, &gpu_s, "without --platform: generator preset h100 (default), a100, toy", "KIND" },
     { "nodes", 0, 0, G_OPTION_ARG_INT, &nodes_opt, "without --platform: nodes of the written platform (default: the logs')", "N" },
     { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpn_opt, "without --platform: GPUs per node (default 8)", "K" },
+    { "sharp", 0, 0, G_OPTION_ARG_NONE, &sharp,
+      "without --platform: the network's switches reduce (SHARP), as `spsim platform dgx --sharp` (with --platform: "
+      "its sharp properties are kept)", NULL },
+    { "sharp-bw", 0, 0, G_OPTION_ARG_STRING, &sharp_s,
+      "without --platform, with --sharp: the switches' reduction bandwidth per port and direction in GB/s", "GBPS" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "write the calibrated platform here", "OUT.xml" },
     { "coll", 0, 0, G_OPTION_ARG_STRING, &coll_s, "collective of logs that do not name theirs", "C" },
     { "ranks", 0, 0, G_OPTION_ARG_INT, &ranks_opt, "GPUs of logs without '#  Rank' lines", "N" },
@@ -93,9 +124,16 @@ int sp_cmd_calibrate(int argc, char **argv)
   if (ranks_opt < 0 || per_node < 0 || nodes_opt < 0 || gpn_opt < 0 || max_iters < 0)
     return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "calibrate: --ranks, --per-node, --nodes, --gpus-per-node "
                                                          "and --max-iters must be >= 1"));
-  if (platform && (gpu_s || nodes_opt || gpn_opt))
+  if (platform && (gpu_s || nodes_opt || gpn_opt || sharp || sharp_s))
     return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
-                            "calibrate: --platform and generator options (--gpu, --nodes, --gpus-per-node) both given"));
+                            "calibrate: --platform and generator options (--gpu, --nodes, --gpus-per-node, --sharp, "
+                            "--sharp-bw) both given"));
+  if (sharp_s != NULL && (!sharp || !parse_gbps(sharp_s, &sharp_bw)))
+    return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
+                            sharp ? "calibrate: --sharp-bw must be a bandwidth in GB/s above 0 (got '%s')"
+                                  : "calibrate: --sharp-bw '%s' needs --sharp (the switches reduce)",
+                            sharp_s));
+  sharp_bw *= 1e9;
   sp_coll coll_opt = SP_COLL_ALL_REDUCE;
   if (coll_s && !sp_nt_coll_parse(coll_s, &coll_opt) && !sp_coll_parse(coll_s, &coll_opt, &err)) {
     g_prefix_error(&err, "calibrate: ");
@@ -108,7 +146,8 @@ int sp_cmd_calibrate(int argc, char **argv)
   gboolean charge_local = FALSE;
   sp_gpu_kind kind = SP_GPU_H100;
   if (platform) {
-    if (!sp_cal_platform_spec(platform, &spec, &pnodes, &gpn, &charge_local, &err)) {
+    if (!sp_cal_platform_spec(platform, &spec, &pnodes, &gpn, &charge_local, &err) ||
+        !platform_sharp(platform, &sharp, &sharp_bw, &err)) {
       g_prefix_error(&err, "calibrate: ");
       return fail(err);
     }
@@ -277,6 +316,8 @@ int sp_cmd_calibrate(int argc, char **argv)
     o.gpus_per_node = gpn;
     o.gpu = kind;
     o.charge_local = charge_local;
+    o.sharp = sharp;
+    o.sharp_bw = sharp_bw;
     g_autoptr(GString) origin = g_string_new("Calibrated by spsim calibrate from");
     for (int32_t li = 0; li < nlogs; li++) {
       g_autofree char *b = g_path_get_basename(argv[li + 1]);

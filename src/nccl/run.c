@@ -186,7 +186,10 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     { "size", 0, 0, G_OPTION_ARG_STRING, &size_s,
       "elements per rank given in bytes (K, M, G suffixes) instead of --count", "BYTES" },
     { "ranks", 'n', 0, G_OPTION_ARG_INT, &ranks, "expected world size (default: mpirun -np)", "N" },
-    { "algo", 'a', 0, G_OPTION_ARG_STRING, &algo_s, "auto (default), ring, tree, direct", "A" },
+    { "algo", 'a', 0, G_OPTION_ARG_STRING, &algo_s,
+      "auto (default), ring, tree, direct, nvls, pat, nvls-tree, collnet-direct or collnet-chain, as "
+      "`spsim bench --algo` (NCCL_ALGO's spellings too): every transport runs the algorithm's lowered "
+      "schedule (nvls as direct messages, nvls-tree and collnet-* as their phases' messages)", "A" },
     { "redop", 'r', 0, G_OPTION_ARG_STRING, &redop_s, "sum (default), avg, max, min", "OP" },
     { "root", 0, 0, G_OPTION_ARG_INT, &root, "group index of the root (broadcast, reduce)", "I" },
     { "chunk", 0, 0, G_OPTION_ARG_STRING, &chunk_s, "ring pipelining chunk in bytes (default 4 MiB)", "BYTES" },
@@ -358,6 +361,13 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
   cfg->algo = SP_ALGO_AUTO;
   if (algo_s && !sp_algo_parse(algo_s, &cfg->algo, err))
     return FALSE;
+  if (native && cfg->algo != SP_ALGO_AUTO) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "--algo %s does not apply to --native (the library's own collective picks its algorithm): "
+                "drop --native to run the %s schedule, or drop --algo", sp_algo_name(cfg->algo),
+                sp_algo_name(cfg->algo));
+    return FALSE;
+  }
   cfg->redop = SP_RED_SUM;
   if (redop_s && !sp_redop_parse(redop_s, &cfg->redop, err))
     return FALSE;

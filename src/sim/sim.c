@@ -82,11 +82,6 @@ int32_t sp_sim_host_of(int32_t r)
   return (r >= 0 && r < g_sim.map_n) ? g_sim.map[r] : r;
 }
 
-void sp_sim_set_no_hier(gboolean on)
-{
-  g_sim.no_hier = on;
-}
-
 gboolean sp_sim_set_host_map(const int32_t *map, int32_t n, GError **err)
 {
   if (map == NULL || n <= 0) {

@@ -125,8 +125,6 @@ const char *sp_sim_host_name(int32_t i);
  * in range and distinct among the mapped ranks. Copied.
  */
 gboolean sp_sim_set_host_map(const int32_t *map, int32_t n, GError **err);
-/* AUTO's choice leaves out NVLS-tree and CollNet while @p on (the what-if's pricing). */
-void sp_sim_set_no_hier(gboolean on);
 /** @return the host of rank @p r under the current map. */
 int32_t sp_sim_host_of(int32_t r);
 

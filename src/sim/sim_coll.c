@@ -343,7 +343,7 @@ void sp_sim_tune_topo(const sp_coll_spec *spec, sp_tune_topo *t)
   t->cpu_amd = g_sim.arch == SP_TUNE_AMPERE; /* DGX A100: AMD EPYC; DGX H100/B200: Intel */
   t->nvls = g_sim.nvls;
   t->sharp = g_sim.sharp;
-  t->no_hier = g_sim.no_hier;
+  t->no_hier = spec->no_hier && spec->algo == SP_ALGO_AUTO; /* an explicit algorithm is kept */
   t->bw_sharp = g_sim.sharp_bw / 1e9;
   if (!g_sim.ready || spec->n < 1 || spec->ranks == NULL)
     return;

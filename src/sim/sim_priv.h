@@ -36,7 +36,6 @@ typedef struct {
   sp_tune_arch arch;   /* GPU generation of the platform's `gpu` model (tuning model) */
   gboolean nvls;       /* platform property nvls: the NVSwitches reduce */
   gboolean sharp;      /* platform property sharp: the network switches reduce */
-  gboolean no_hier;    /* AUTO leaves NVLS-tree and CollNet out (sp_sim_set_no_hier) */
   double sharp_bw;     /* platform property sharp_bw, B/s (0: the NICs' line rate) */
   sp_tune_cost cost;   /* cost attributes of the collective being priced (neutral: 1s) */
   /* link latencies scaled by the protocol (sp_sim_set_cost): every link on a route

@@ -60,20 +60,21 @@ gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboo
   for (int32_t b = 0; b < nb; b++) {
     specs[b] = (sp_coll_spec){ .coll = c->coll, .algo = SP_ALGO_AUTO, .dtype = SP_BF16, .redop = SP_RED_SUM,
                                .ranks = members + (size_t)b * n, .n = n, .count = cs.count,
-                               .channels = cs.channels, .channel_block = cs.channel_block };
+                               .channels = cs.channels, .channel_block = cs.channel_block,
+                               .no_hier = TRUE };
     for (int32_t j = 0; j < n; j++) {
       members[(size_t)b * n + j] = j * nb + b;
       hosts[j * nb + b] = b + j * c->stride;
     }
   }
   /* NCCL's NVLS-tree and CollNet all-reduces are priced by `spsim bench` but not yet by
-   * the what-if: their lowering, pipelined in chunks of at most the ring's, puts so many
-   * flows into a gradient all-reduce that the default sweep's closed forms took 71 s
-   * instead of 10.7 s (`spsim platforms/dgx.xml --simulate 0`, release build) */
-  sp_sim_set_no_hier(TRUE);
+   * the what-if (no_hier above): their lowering, pipelined in chunks of at most the
+   * ring's, puts so many flows into a gradient all-reduce that the default sweep's closed
+   * forms took 71 s instead of 10.7 s (`spsim platforms/dgx.xml --simulate 0`, release
+   * build), and the default run 86.3 s instead of 31.2 s (`spsim platforms/dgx.xml`, same
+   * machine, 2 shared cores) for the same answer (its --json byte-identical) */
   gboolean ok = sp_sim_coll_groups_time(specs, nb, hosts, step_fidelity ? SP_FIDELITY_STEP : SP_FIDELITY_FLOW,
                                         seconds, err);
-  sp_sim_set_no_hier(FALSE);
   g_free(specs);
   g_free(members);
   g_free(hosts);

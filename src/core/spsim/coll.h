@@ -210,6 +210,9 @@ typedef struct {
   int32_t channel_block;   /**< members per block (one node's members, in group order)
                                 rotated by c in channel c's ring (0 or 1: no rotation) */
   sp_proto proto;          /**< protocol the engine prices (cost only; AUTO: the tuning model) */
+  gboolean no_hier;        /**< AUTO on a platform leaves NCCL's hierarchical all-reduces
+                                (NVLS-tree, CollNet) out of its choice; an explicit algo
+                                ignores it */
 } sp_coll_spec;
 
 /** Largest sp_coll_spec.channels. */

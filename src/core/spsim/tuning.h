@@ -141,8 +141,8 @@ typedef struct {
                             NCCL's CollNet */
   double bw_sharp;     /**< GB/s: the switches' reduction bandwidth per port and direction
                             (platform property sharp_bw; 0: the NIC's line rate) */
-  gboolean no_hier;    /**< leave NVLS-tree and CollNet out of the choice (the what-if's
-                            pricing, whose sweep their pipelined lowering slows 7-fold) */
+  gboolean no_hier;    /**< leave NVLS-tree and CollNet out of the choice (the engine
+                            copies sp_coll_spec.no_hier) */
 } sp_tune_topo;
 
 /** The model's table for one collective: NCCL's comm->latencies / bandwidths. */

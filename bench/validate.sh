@@ -72,11 +72,14 @@ tail -n +2 "$cases" | while IFS="$tab" read -r id src model gpu gpus gpn seq gb 
   comp=$(jnum compute_s "$tmp/r.json"); bub=$(jnum bubble_s "$tmp/r.json")
   expo=$(grep -o '"exposed_s": *{[^}]*}' "$tmp/r.json" | head -n 1 | grep -o ': *[-0-9.e+][-0-9.e+]*' |
     tr -d ': ' | awk '{ x += $1 } END { print x + 0 }')
+  # the GPU memory the run had (the platform's gpu_mem property) and whether the model is MoE
+  gmem=$(grep -o 'gpu_mem" value="[0-9.e+]*' "$plat" | head -n 1 | sed 's/.*value="//')
+  moe=$(mkey experts "$mfile"); [ -n "$moe" ] && [ "$moe" != 0 ] && moe=1 || moe=0
   L=$(mkey layers "$mfile"); h=$(mkey hidden "$mfile"); a=$(mkey heads "$mfile")
   kv=$(mkey kv_heads "$mfile"); ffn=$(mkey ffn "$mfile"); V=$(mkey vocab "$mfile"); mlp=$(mkey mlp "$mfile")
   awk -v id="$id" -v short="$short" -v gpus="$gpus" -v layout="$layout" -v metric="$metric" \
       -v meas="$measured" -v flops="$flops" -v src="$src" -v errfile="$tmp/errs" -v t="$step" -v mem="$mem" -v comp="$comp" -v bub="$bub" -v expo="$expo" -v B="$gb" -v s="$seq" \
-      -v L="$L" -v h="$h" -v a="$a" -v kv="$kv" -v ffn="$ffn" -v V="$V" -v mlp="$mlp" 'BEGIN {
+      -v L="$L" -v h="$h" -v a="$a" -v kv="$kv" -v ffn="$ffn" -v V="$V" -v mlp="$mlp" -v gmem="${gmem:-0}" -v moe="$moe" 'BEGIN {
     # FLOPs per step by the formula the source used
     f = 0
     if (flops == "megatron2021") {
@@ -98,16 +101,22 @@ tail -n +2 "$cases" | while IFS="$tab" read -r id src model gpu gpus gpn seq gb 
     unit = (metric == "iter_s") ? "s" : (metric == "tflops_per_gpu") ? "TF/s" : "tok/s"
     pc = sprintf("%.0f/%.0f/%.0f", 100 * comp / t, 100 * bub / t, 100 * expo / t)
     printf "%-17s %-22s %6d %-52s %-5s %9.5g %9.5g %+8.1f %+8.1f %8.1f  %s\n", id, short, gpus, layout, unit, meas, pred, err, terr, mem / 1073741824, pc
-    printf "%s %.4f %.4f %s\n", src, err, terr, id >> errfile
+    printf "%s %.4f %.4f %s %d %d\n", src, err, terr, id, moe, (gmem > 0 && mem > gmem) >> errfile
   }'
 done
 [ -s "$tmp/errs" ] && awk '
   function abs(x) { return x < 0 ? -x : x }
   { n++; ae = abs($2); sum += ae; tsum += abs($3); if (ae > max) { max = ae; worst = $4 }
+    g = $5 ? "moe" : "dense"; gn[g]++; gs[g] += ae; if (ae > gm[g]) { gm[g] = ae; gw[g] = $4 }
+    if ($6) { over++; overs = overs " " $4 }
     k[$1]++; ks[$1] += ae; kb[$1] += $3; if (!($1 in seen)) { seen[$1] = 1; order[++nk] = $1 } }
   END {
     if (!n) exit
     printf "\n%d cases priced: mean absolute error %.1f %%, max %.1f %% (%s); mean absolute step-time error %.1f %%\n", n, sum / n, max, worst, tsum / n
+    if (gn["dense"] && gn["moe"])
+      for (i = 1; i <= 2; i++) { g = i == 1 ? "dense" : "moe"
+        printf "  %-5s %3d cases: mean absolute error %.1f %%, max %.1f %% (%s)\n", g, gn[g], gs[g] / gn[g], gm[g], gw[g] }
+    printf "memory: %d of %d cases predicted over their GPU memory (every run fitted, so each is a miss of the memory model)%s\n", over, n, over ? ":" overs : ""
     printf "by source: cases, mean |err|, mean signed step-time err (negative: spsim predicts a shorter step)\n"
     for (i = 1; i <= nk; i++) { s = order[i]; printf "  %-16s %3d %7.1f %% %+7.1f %%\n", s, k[s], ks[s] / k[s], kb[s] / k[s] }
   }' "$tmp/errs"

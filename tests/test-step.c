@@ -61,17 +61,47 @@ static void test_activation_bytes(void)
   l.mb = 1;
   l.dp = 1;
   /* Korthikanti: s b h (34 + 5 a s / h) with s 2048, b 1, h 64, a 4 = 131072 x 674 */
-  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048), ==, 131072.0 * 674);
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048, SP_ATTN_UNFUSED), ==, 131072.0 * 674);
+  /* a fused kernel keeps no scores, one fp32 log-sum-exp per query row and head:
+   * 34 s b h + 4 x 2048 x 4 */
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048, SP_ATTN_FLASH), ==, 131072.0 * 34 + 4.0 * 2048 * 4);
   l.tp = 2;
   l.tp_sp = TRUE; /* sbh (34/t + 5as/(ht)) */
-  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048), ==, 131072.0 * (17 + 320));
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048, SP_ATTN_UNFUSED), ==, 131072.0 * (17 + 320));
   l.tp_sp = FALSE; /* sbh (10 + 24/t + 5as/(ht)) */
-  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048), ==, 131072.0 * (22 + 320));
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048, SP_ATTN_UNFUSED), ==, 131072.0 * (22 + 320));
   l.tp_sp = TRUE;
   l.ckpt = SP_CKPT_SELECTIVE;
-  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048), ==, 131072.0 * 17);
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048, SP_ATTN_UNFUSED), ==, 131072.0 * 17);
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048, SP_ATTN_FLASH), ==, 131072.0 * 17);
   l.ckpt = SP_CKPT_FULL; /* only the layer input, split by t with SP: 2 s b h / t */
-  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048), ==, 131072.0);
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048, SP_ATTN_UNFUSED), ==, 131072.0);
+}
+
+/* Shapes beyond Korthikanti's MHA GeLU layer: h 64, 4 heads of 16, 2 KV heads, SwiGLU
+ * ffn 128, bf16, 128 tokens, no recomputation, flash attention, tp 1. Per token, in
+ * bytes: LN1 input, QKV input, LN2 input 3 x 2 x 64; two dropout masks 2 x 64; Q and the
+ * attention output 2 x 2 x 64; K and V 2 x 2 x 32; MLP input 2 x 64; fused SwiGLU keeps
+ * the gate-and-up output and the product 3 x 2 x 128 = 384 + 128 + 256 + 128 + 128 +
+ * 768 = 1792; the log-sum-exp 4 x 4 heads = 16. Eager kernels keep the SiLU output too:
+ * + 2 x 128. */
+static void test_activation_bytes_shapes(void)
+{
+  sp_model m = { .name = (char *)"tiny-llama", .layers = 2, .hidden = 64, .heads = 4, .kv_heads = 2, .ffn = 128,
+                 .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_SWIGLU };
+  sp_layout l;
+  sp_layout_init(&l);
+  l.mb = 1;
+  l.dp = 1;
+  l.ckpt = SP_CKPT_NONE;
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (1792 + 16));
+  m.elementwise = SP_ELEM_EAGER;
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (1792 + 256 + 16));
+  m.elementwise = SP_ELEM_FUSED;
+  /* tp 2 with SP: every term halves (one KV head per rank), lse of 2 heads */
+  l.tp = 2;
+  l.tp_sp = TRUE;
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (896 + 8));
 }
 
 /* A Llama-style layer: h 64, 4 heads of 16, 2 KV heads, SwiGLU ffn 128. */
@@ -92,7 +122,7 @@ static void test_op_checkpoint(void)
   sp_layout l = lay("dp=1,ckpt=op", &c);
   /* per token: input 64 + Q 64 + V 32 + attention output 64 + w1 128 + w2 64 = 416
    * values of 2 bytes, 128 tokens */
-  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128), ==, 128.0 * 416 * 2);
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * 416 * 2);
   sp_layer_kernels k;
   GError *err = NULL;
   g_assert_true(sp_step_layer_kernels(&c, &l, &k, &err));
@@ -135,10 +165,11 @@ static void test_eager_elementwise(void)
    * per token, Q, K (one KV head) and ffn columns are split */
   sp_layout lt = lay("tp=2,tpsp=1", &c);
   g_assert_cmpfloat(sp_step_eager_elem_bytes_per_token(&m, &lt), ==, 4480.0);
-  /* fused (the default): twice the layer's stored activations, 34 h per token */
+  /* fused (the default): twice the layer's stored activations with selective
+   * recomputation, 1792 bytes per token for this layer (test_activation_bytes_shapes) */
   m.elementwise = SP_ELEM_FUSED;
   g_assert_true(sp_step_layer_kernels(&c, &l, &k, &err));
-  g_assert_cmpfloat_with_epsilon(k.elem_fwd, 2 * 128 * 64 * 34.0 / 1e12 + 8e-6, 1e-15);
+  g_assert_cmpfloat_with_epsilon(k.elem_fwd, 2 * 128 * 1792.0 / 1e12 + 8e-6, 1e-15);
 }
 
 /* The loss over the logits as Megatron-LM's vocab-parallel cross entropy runs it
@@ -325,10 +356,13 @@ static void test_step_pp_interleaved(void)
   g_assert_cmpfloat_with_epsilon(r1.step_time, (4 + 1) * t1, 1e-12);
   g_assert_cmpfloat_with_epsilon(r2.step_time, (4 + 0.5) * t2, 1e-12);
   g_assert_cmpfloat_with_epsilon(r2.bubble, 0.5 * t2, 1e-12);
-  /* activations: tokenwise 128 x 64 x 34 + scores 5 x 4 x 128^2 per layer, 2 layers,
-   * min(pp, m) = 2 micro-batches in flight; x 1.25 interleaved */
-  double per_layer = 128.0 * 64 * 34 + 5.0 * 4 * 128 * 128;
-  g_assert_cmpfloat_with_epsilon(r1.mem.act, 2 * per_layer * 2, 1e-3);
+  /* activations: tokenwise 128 x 64 x 34 + flash attention's log-sum-exp 4 x 4 x 128
+   * per layer, 2 layers; the first stage keeps min(pp, m) = 2 micro-batches in flight
+   * (x 1.25 interleaved), the last one micro-batch plus 6 bytes per logit
+   * (128 x 1000): the larger of the two */
+  double per_layer = 128.0 * 64 * 34 + 4.0 * 4 * 128, logits = 6.0 * 128 * 1000;
+  g_assert_cmpfloat_with_epsilon(r1.mem.act, MAX(2 * per_layer * 2, 2 * per_layer + logits), 1e-3);
+  g_assert_cmpfloat_with_epsilon(r1.mem.act, 2 * per_layer + logits, 1e-3);
   g_assert_cmpfloat_with_epsilon(r2.mem.act, 2 * per_layer * 2 * 1.25, 1e-3);
 }
 
@@ -383,6 +417,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/step/zero-memory", test_zero_memory);
   g_test_add_func("/step/activation-bytes", test_activation_bytes);
+  g_test_add_func("/step/activation-bytes-shapes", test_activation_bytes_shapes);
   g_test_add_func("/step/op-checkpoint", test_op_checkpoint);
   g_test_add_func("/step/eager-elementwise", test_eager_elementwise);
   g_test_add_func("/step/loss-bytes", test_loss_bytes);

@@ -131,13 +131,24 @@ double sp_step_local_tokens(const sp_layout *l, int64_t seq);
 double sp_step_bubble_fraction(int32_t pp, int64_t microbatches);
 
 /**
- * Korthikanti et al. 2022 activation bytes of one layer for one micro-batch on one rank
- * (16-bit activations): no recompute sbh(10 + 24/t) + 5 a s^2 b / t without SP,
- * sbh 34/t + 5 a s^2 b/t with SP; selective drops the 5as^2b term; full keeps 2sbh (/t
- * with SP). Sequence splits sp, cp divide s for token-wise terms and the score term
- * keeps (s/cp) x s scores of a/(t sp) heads.
+ * Activation bytes of one layer for one micro-batch on one rank: Korthikanti et al.
+ * 2022 (sec. 4.1) written with the model's shapes (dtype, GQA/MLA widths, GeLU or
+ * SwiGLU MLP). An MHA GeLU layer with ffn = 4h in 16 bits keeps sbh (10 + 24/t) without
+ * SP and sbh 34/t with SP, plus, without recomputation, the attention core's tensors:
+ * 5 a s^2 b / t for @p attn SP_ATTN_UNFUSED, one fp32 log-sum-exp per query row and
+ * head for the fused kernels. Selective keeps the token-wise part; full keeps the layer
+ * input, 2 sbh (/t with SP); op is torchtitan's per-op policy. Sequence splits sp, cp
+ * divide s for token-wise terms and the score term keeps (s/cp) x s scores of a/(t sp)
+ * heads.
  */
-double sp_step_act_layer_bytes(const sp_model *m, const sp_layout *l, int64_t seq);
+double sp_step_act_layer_bytes(const sp_model *m, const sp_layout *l, int64_t seq, sp_attn_impl attn);
+
+/**
+ * Bytes one token keeps on one rank for the MLP block of a dense layer (its input,
+ * dropout mask and the tensors its backward reads: 2 ffn for GeLU, 3 ffn for fused
+ * SwiGLU, 4 ffn for eager SwiGLU, split by t). Part of sp_step_act_layer_bytes.
+ */
+double sp_step_act_mlp_token_bytes(const sp_model *m, const sp_layout *l);
 
 /**
  * Kernel times, in seconds, of one transformer layer for one micro-batch on one rank

@@ -300,13 +300,12 @@ void sp_step_moe_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o
   o->buffers += 2.0 * assigned * h * e;
   if (l->ckpt == SP_CKPT_NONE || l->ckpt == SP_CKPT_SELECTIVE) {
     /* an MoE layer keeps, per routed copy, the expert's input and its up (and gate) and
-     * activation outputs, and the shared experts' likewise, in place of the dense MLP's
-     * 19 s b h / t bytes (Korthikanti et al. 2022, sec. 4.1: MLP block 19 sbh of the
-     * layer's 34 sbh) */
+     * activation outputs, and the shared experts' likewise, in place of the dense MLP
+     * block's (sp_step_act_mlp_token_bytes) */
     double cols = (double)m->expert_ffn / etp, mult = m->mlp == SP_MLP_SWIGLU ? 3.0 : 2.0;
     double expert = assigned * (h + mult * cols) * e;
     double shared = m->shared_experts > 0 ? tokens * l->tp * (h / l->tp + mult * (double)(m->shared_experts * m->shared_ffn) / l->tp) * e : 0.0;
-    double dense = shard_tokens(l, c->seq) * h * 19.0 / l->tp;
+    double dense = shard_tokens(l, c->seq) * sp_step_act_mlp_token_bytes(m, l);
     int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
     double inflight = (double)MIN((int64_t)l->pp, mbs);
     o->act += nm * (expert + shared - dense) * inflight;

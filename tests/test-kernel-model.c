@@ -1,6 +1,7 @@
 /* Kernel time model: GEMM tile and wave quantisation, roofline, attention and
  * measured tables, against values derived by hand from the H100 constants
- * (989.4 TFLOP/s, 3.35 TB/s, 132 SMs, 128 x 256 tiles, 0.75, 4 us launch). */
+ * (989.4 TFLOP/s, 3.35 TB/s streamed at 0.83 of it, 132 SMs, 128 x 256 tiles, 0.75,
+ * 4 us launch). */
 #include "config.h"
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -24,12 +25,15 @@ static void test_waves(void)
   sp_kernel_gpu g;
   sp_kernel_gpu_h100(&g);
   const double rate = 0.75 * 989.4e12;
-  /* 132 x 1 tiles of 128 x 256: exactly one full wave, at 0.75 of peak */
-  double full = gemm(&g, 1, 128 * 132, 256, 8192);
-  g_assert_cmpfloat_with_epsilon(full, 2.0 * 128 * 132 * 256 * 8192 / rate + 4e-6, 1e-12);
-  /* one more row: a 133rd tile of 128 x 256 needs a second wave; the 64 x 64 tiles
-   * do best: 265 x 4 = 1060 tiles, 9 waves of an eighth of the work: 9/8 the time */
-  double more = gemm(&g, 1, 128 * 132 + 1, 256, 8192);
+  /* 66 x 2 tiles of 128 x 256: exactly one full wave, at 0.75 of peak (N 512: about 456
+   * FLOP per HBM byte, above the 267 of 742 TFLOP/s over 0.83 x 3.35 TB/s; a GEMM of
+   * N 256 stays under 256 and is HBM bound) */
+  double full = gemm(&g, 1, 128 * 66, 512, 8192);
+  g_assert_cmpfloat_with_epsilon(full, 2.0 * 128 * 66 * 512 * 8192 / rate + 4e-6, 1e-12);
+  /* one more row: 67 x 2 tiles of 128 x 256 need a second wave (2x); 128 x 128: 268
+   * tiles, 3 waves of half the work (1.5x); 64 x 128: 133 x 4 = 532 tiles, 5 waves of a
+   * quarter (1.25x); 64 x 64: 1064 tiles, 9 waves of an eighth: 9/8 the time, the best */
+  double more = gemm(&g, 1, 128 * 66 + 1, 512, 8192);
   g_assert_cmpfloat_with_epsilon(more - 4e-6, 1.125 * (full - 4e-6), 1e-12);
   /* tile and wave quantisation: 961 to 1024 rows of 8192 x 8192 all take two full
    * waves of 128 x 256 tiles (16 of 64 x 64); 1025 rows need a 17th small wave */
@@ -37,9 +41,11 @@ static void test_waves(void)
   g_assert_cmpfloat_with_epsilon(gemm(&g, 1, 1024, 8192, 8192) - 4e-6, 2 * (full - 4e-6), 1e-12);
   g_assert_cmpfloat_with_epsilon(gemm(&g, 1, 1025, 8192, 8192) - 4e-6, 2.125 * (full - 4e-6), 1e-12);
   /* batched: 132 GEMMs of one tile each are one wave too, but each reads its own
-   * operands: 83 FLOP per byte, under H100's 295 (989.4 T / 3.35 T), so HBM bound */
+   * operands: 83 FLOP per byte, under H100's 267 (742 T / (0.83 x 3.35 T)), so HBM
+   * bound, at the streamed 0.83 x 3.35 TB/s */
   g_assert_cmpfloat_with_epsilon(gemm(&g, 132, 128, 256, 8192),
-                                 2.0 * 132 * (128.0 * 8192 + 8192.0 * 256 + 128.0 * 256) / 3.35e12 + 4e-6, 1e-12);
+                                 2.0 * 132 * (128.0 * 8192 + 8192.0 * 256 + 128.0 * 256) / (0.83 * 3.35e12) + 4e-6,
+                                 1e-12);
 }
 
 /* B200 constants (kernel_model.c: 2.25 PFLOP/s, 8 TB/s, 148 SMs, 128 x 256, 0.75) */
@@ -48,25 +54,40 @@ static void test_b200(void)
   sp_kernel_gpu g;
   sp_kernel_gpu_b200(&g);
   const double rate = 0.75 * 2.25e15;
-  /* 148 x 1 tiles of 128 x 256: one full wave */
-  double full = gemm(&g, 1, 128 * 148, 256, 8192);
-  g_assert_cmpfloat_with_epsilon(full, 2.0 * 128 * 148 * 256 * 8192 / rate + 4e-6, 1e-12);
-  /* a 149th row tile: 64 x 64 tiles do best, 297 x 4 = 1188 tiles in 9 waves of an
-   * eighth of the work (128 x 128: 3 halves; 64 x 128: 5 quarters; 128 x 256: 2) */
-  double more = gemm(&g, 1, 128 * 148 + 1, 256, 8192);
+  /* 74 x 2 tiles of 128 x 256: one full wave (about 458 FLOP per byte, above the 254 of
+   * 1.6875 PFLOP/s over 0.83 x 8 TB/s) */
+  double full = gemm(&g, 1, 128 * 74, 512, 8192);
+  g_assert_cmpfloat_with_epsilon(full, 2.0 * 128 * 74 * 512 * 8192 / rate + 4e-6, 1e-12);
+  /* a 75th row tile: 64 x 64 tiles do best, 149 x 8 = 1192 tiles in 9 waves of an
+   * eighth of the work (128 x 128: 300 tiles, 3 halves; 64 x 128: 596, 5 quarters;
+   * 128 x 256: 150, 2 waves) */
+  double more = gemm(&g, 1, 128 * 74 + 1, 512, 8192);
   g_assert_cmpfloat_with_epsilon(more - 4e-6, 1.125 * (full - 4e-6), 1e-12);
-  /* 148 one-tile GEMMs: 83 FLOP per byte, under B200's 281 (2.25 P / 8 T): HBM bound */
+  /* 148 one-tile GEMMs: 83 FLOP per byte, under B200's 254: HBM bound at 0.83 x 8 TB/s */
   g_assert_cmpfloat_with_epsilon(gemm(&g, 148, 128, 256, 8192),
-                                 2.0 * 148 * (128.0 * 8192 + 8192.0 * 256 + 128.0 * 256) / 8e12 + 4e-6, 1e-12);
+                                 2.0 * 148 * (128.0 * 8192 + 8192.0 * 256 + 128.0 * 256) / (0.83 * 8e12) + 4e-6,
+                                 1e-12);
 }
 
 static void test_memory_bound(void)
 {
   sp_kernel_gpu g;
   sp_kernel_gpu_h100(&g);
-  /* a GEMV, 1 x 8192 x 8192: 2 bytes x (8192 + 8192^2 + 8192) over 3.35 TB/s */
+  /* a GEMV, 1 x 8192 x 8192: 2 bytes x (8192 + 8192^2 + 8192) over the streamed
+   * 0.83 x 3.35 TB/s */
   double t = gemm(&g, 1, 1, 8192, 8192);
-  g_assert_cmpfloat_with_epsilon(t, 2.0 * (8192.0 + 8192.0 * 8192 + 8192) / 3.35e12 + 4e-6, 1e-12);
+  g_assert_cmpfloat_with_epsilon(t, 2.0 * (8192.0 + 8192.0 * 8192 + 8192) / (0.83 * 3.35e12) + 4e-6, 1e-12);
+  /* element-wise kernels stream at BabelStream's Triad rate: 1 GB on H100 at 0.83 x 3.35
+   * TB/s; on A100 80 GB at 0.85 x 2.039 TB/s (1,724.8 of 2,039 GB/s measured); with
+   * hbm_eff 0 at the whole of hbm_bw */
+  g_assert_cmpfloat_with_epsilon(sp_kernel_elementwise_time(&g, 1e9), 1e9 / 2.7805e12 + 4e-6, 1e-15);
+  sp_kernel_gpu a100;
+  sp_kernel_gpu_a100(&a100);
+  g_assert_cmpfloat_with_epsilon(sp_kernel_elementwise_time(&a100, 1e9), 1e9 / 1.73315e12 + 4e-6, 1e-15);
+  a100.hbm_eff = 0;
+  g_assert_cmpfloat_with_epsilon(sp_kernel_elementwise_time(&a100, 1e9), 1e9 / 2.039e12 + 4e-6, 1e-15);
+  a100.hbm_bw = 0;
+  g_assert_cmpfloat(sp_kernel_elementwise_time(&a100, 1e9), ==, 0.0);
   /* empty GEMMs cost nothing */
   g_assert_cmpfloat(gemm(&g, 1, 0, 8192, 8192), ==, 0.0);
 }
@@ -112,14 +133,14 @@ static void test_attention(void)
   /* unfused: the score passes alone, 9 bytes per score of b a s^2, exceed flash's
    * whole time at 4k tokens (the s^2 traffic published runs paid) */
   double tu = sp_kernel_attn_time(&g, SP_ATTN_UNFUSED, FALSE, 2, 8, 4096, 4096, 128, 2);
-  g_assert_cmpfloat(tu, >, 9.0 * 2 * 8 * 4096.0 * 4096 / 3.35e12);
+  g_assert_cmpfloat(tu, >, 9.0 * 2 * 8 * 4096.0 * 4096 / (0.83 * 3.35e12));
   g_assert_cmpfloat(tu, >, tf);
   /* backward: twice the GEMMs, and 11 bytes per score in 2 kernels (dropout's backward
    * 2 + 1 + 2, Megatron's fused softmax backward 2 + 2 + 2) where the forward has 9 in 2:
    * twice the forward less 7 bytes per score and 2 launches of 4 us */
   double scores = 2.0 * 8 * 4096 * 4096;
   g_assert_cmpfloat_with_epsilon(sp_kernel_attn_time(&g, SP_ATTN_UNFUSED, TRUE, 2, 8, 4096, 4096, 128, 2),
-                                 2 * tu - 7.0 * scores / 3.35e12 - 2 * 4e-6, 1e-12);
+                                 2 * tu - 7.0 * scores / (0.83 * 3.35e12) - 2 * 4e-6, 1e-12);
   sp_attn_impl a;
   GError *err = NULL;
   g_assert_true(sp_attn_impl_parse("fused", &a, &err) && a == SP_ATTN_FLASH);

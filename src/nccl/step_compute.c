@@ -69,6 +69,7 @@ static gboolean shapes_of(const sp_step_ctx *c, const sp_layout *l, shapes *s, G
   /* byte counts: the kernel model's element-wise times at 1 byte/s and no launch cost */
   sp_step_ctx u = *c;
   u.hw.gpu.hbm_bw = 1.0;
+  u.hw.gpu.hbm_eff = 0.0; /* all of the 1 byte/s: times are bytes */
   u.hw.gpu.launch = 0.0;
   u.hw.gpu.table = NULL;
   sp_layer_kernels lk;
@@ -191,6 +192,7 @@ gboolean sk_plan(const sp_stepgraph *g, const sp_step_ctx *c, const sp_layout *l
   if (!shapes_of(c, l, &s, err)) return FALSE;
   sp_step_ctx u = *c;
   u.hw.gpu.hbm_bw = 1.0;
+  u.hw.gpu.hbm_eff = 0.0;
   u.hw.gpu.launch = 0.0;
   double opt_bytes = sp_step_optimizer_time(&u, l, sp_step_stage_params(c->model, l, stage));
   const guint n = g->tasks->len;

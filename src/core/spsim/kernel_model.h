@@ -99,7 +99,8 @@ typedef struct sp_gemm_table sp_gemm_table;
 /** The GPU as the kernel model sees it. */
 typedef struct {
   double peak_flops;     /**< dense 16-bit tensor-core FLOP/s */
-  double hbm_bw;         /**< HBM bytes/s */
+  double hbm_bw;         /**< HBM bytes/s (the datasheet's peak) */
+  double hbm_eff;        /**< fraction of hbm_bw that streaming kernels reach (0: all of it) */
   int32_t sms;           /**< streaming multiprocessors */
   int32_t tile_m, tile_n;/**< largest GEMM output tile */
   double gemm_eff;       /**< fraction of peak of a full wave of full tiles (large GEMMs) */
@@ -143,7 +144,13 @@ double sp_kernel_attn_time(const sp_kernel_gpu *g, sp_attn_impl impl, gboolean b
  */
 void sp_kernel_attn_eff(const sp_kernel_gpu *g, sp_attn_impl impl, double *fwd, double *bwd);
 
-/** Seconds of an element-wise kernel that moves @p bytes through HBM (hbm_bw 0: free). */
+/**
+ * HBM bytes/s that memory-bound kernels reach: hbm_bw x hbm_eff (hbm_eff 0: hbm_bw);
+ * 0 when hbm_bw is 0 (memory traffic free).
+ */
+double sp_kernel_hbm_rate(const sp_kernel_gpu *g);
+
+/** Seconds of an element-wise kernel that moves @p bytes through HBM at sp_kernel_hbm_rate (hbm_bw 0: free). */
 double sp_kernel_elementwise_time(const sp_kernel_gpu *g, double bytes);
 
 /**

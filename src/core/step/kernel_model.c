@@ -70,9 +70,8 @@ gboolean sp_attn_impl_check(sp_attn_impl a, int64_t head_dim, sp_dtype dtype, GE
  * - gemm_eff: large BF16 GEMMs measured on H100 SXM reach 780 TFLOP/s with
  *   autotuned CUTLASS kernels (H. He, "H100 peak matmul FLOPS", 2024, M=4224
  *   N=2048 K=8192), 0.79 of peak; library defaults run a few per cent lower: 0.75.
- *   A100: 0.80, an assumption in the 80-90 % range usually measured for large
- *   cuBLAS BF16 GEMMs, not one published figure: a measured table
- *   (sp_gemm_table_load, the what-if's --gemm-table) replaces it.
+ *   A100: 0.80 (below, gemm_eff A100); a measured table (sp_gemm_table_load, the
+ *   what-if's --gemm-table) replaces either.
  * - tile 128 x 256: the largest CUTLASS/cuBLAS tensor-core tile for 16-bit GEMMs on
  *   Ampere and Hopper (CUTLASS profiler's default large tile).
  * - attention: FlashAttention-2 (Dao 2023) reaches up to 73 % of A100 peak forward
@@ -88,6 +87,18 @@ gboolean sp_attn_impl_check(sp_attn_impl a, int64_t head_dim, sp_dtype dtype, GE
  *   against 631 for cuDNN and FlashAttention-3 (pytorch/pytorch issue #142132, head
  *   dim 128, 4608 tokens): forward 329 / 989.4 = 0.33, backward 0.45 / 1.625 =
  *   0.28 (the middle of 1.5-1.75x). On A100 FlashAttention-2 is the flash kernel.
+ * - hbm_eff: memory-bound kernels stream at BabelStream's rate, not the datasheet's.
+ *   A100 SXM4 80 GB: Triad 1,724.8 GB/s (Copy 1,709.4) of 2,039 GB/s, 0.846
+ *   (ukri-bench/benchmark-BabelStream README.md, "Example performance data", Tursa,
+ *   BabelStream 5.0 CUDA, NVIDIA A100-SXM4-80GB): 0.85. Hopper: Triad 3,314.9 GB/s
+ *   (Add 3,301.4) on a GH200 of 4.0 TB/s HBM3 (UoB-HPC/BabelStream issue #194,
+ *   BabelStream 5.0), 0.83, taken for H100 SXM (the same GH100 die and HBM3 memory
+ *   system; no H100 SXM run was found published).
+ * - gemm_eff A100: the maximum achievable matmul FLOPS measured on A100 SXM is 267.9
+ *   TFLOP/s BF16, 0.859 of 312, and on H100 SXM 792.1 of 989, 0.801 (S. Bekman,
+ *   stas00/ml-engineering compute/accelerator/README.md, "Maximum Achievable Matmul
+ *   FLOPS comparison table", CUDA 12.1, best shape of a brute-force search). H100's
+ *   0.75 is 0.936 of its best shape; the same ratio on A100 gives 0.80.
  * - launch: about 4 us per kernel without CUDA graphs (NVIDIA developer blog,
  *   "Getting Started with CUDA Graphs", 2019: 3.8 us per short kernel launched in a
  *   stream). */
@@ -95,14 +106,14 @@ void sp_kernel_gpu_h100(sp_kernel_gpu *g)
 {
   *g = (sp_kernel_gpu){ .peak_flops = 989.4e12, .hbm_bw = 3.35e12, .sms = 132, .tile_m = 128, .tile_n = 256,
                         .gemm_eff = 0.75, .attn_fwd_eff = 0.60, .attn_bwd_eff = 0.45, .attn2_fwd_eff = 0.33,
-                        .attn2_bwd_eff = 0.28, .launch = 4e-6 };
+                        .attn2_bwd_eff = 0.28, .launch = 4e-6, .hbm_eff = 0.83 };
 }
 
 void sp_kernel_gpu_a100(sp_kernel_gpu *g)
 {
   *g = (sp_kernel_gpu){ .peak_flops = 312e12, .hbm_bw = 2.039e12, .sms = 108, .tile_m = 128, .tile_n = 256,
                         .gemm_eff = 0.80, .attn_fwd_eff = 0.65, .attn_bwd_eff = 0.55, .attn2_fwd_eff = 0.65,
-                        .attn2_bwd_eff = 0.55, .launch = 4e-6 };
+                        .attn2_bwd_eff = 0.55, .launch = 4e-6, .hbm_eff = 0.85 };
 }
 
 /* B200 (DGX B200, 1 kW). Sources: peak 2.25 PFLOP/s dense BF16 and HBM3e 8 TB/s from
@@ -119,14 +130,21 @@ void sp_kernel_gpu_a100(sp_kernel_gpu *g)
  * FlashAttention-generation kernels for sm_100 are assumed to reach the same
  * fraction of peak); flash2 0.33 / 0.28 as on H100 (FlashAttention-2's mma.sync
  * kernels use neither Hopper's nor Blackwell's asynchronous tensor-core
- * instructions). A measured table (--gemm-table) or --eff-matmul replaces them.
+ * instructions); HBM3e streaming at 0.83 of its peak as Hopper's HBM3 (BabelStream, see
+ * above). A measured table (--gemm-table) or --eff-matmul replaces them.
  * GB200 uses these constants with its own peak and HBM bandwidth, taken from the
  * platform's host speed and hbm_bw. */
 void sp_kernel_gpu_b200(sp_kernel_gpu *g)
 {
   *g = (sp_kernel_gpu){ .peak_flops = 2.25e15, .hbm_bw = 8e12, .sms = 148, .tile_m = 128, .tile_n = 256,
                         .gemm_eff = 0.75, .attn_fwd_eff = 0.60, .attn_bwd_eff = 0.45, .attn2_fwd_eff = 0.33,
-                        .attn2_bwd_eff = 0.28, .launch = 4e-6 };
+                        .attn2_bwd_eff = 0.28, .launch = 4e-6, .hbm_eff = 0.83 };
+}
+
+double sp_kernel_hbm_rate(const sp_kernel_gpu *g)
+{
+  if (!(g->hbm_bw > 0)) return 0.0;
+  return g->hbm_eff > 0 ? g->hbm_bw * g->hbm_eff : g->hbm_bw;
 }
 
 static double ceil_div(double a, double b)
@@ -160,7 +178,8 @@ gboolean sp_kernel_gemm_time(const sp_kernel_gpu *g, double batch, int64_t m, in
     double waves = ceil_div(tiles, g->sms);
     t_math = MIN(t_math, waves * 2.0 * tm * tn * (double)k * g->sms / (g->gemm_eff * g->peak_flops));
   }
-  double t_mem = g->hbm_bw > 0 ? elem * batch * ((double)m * k + (double)k * n + (double)m * n) / g->hbm_bw : 0.0;
+  double bw = sp_kernel_hbm_rate(g);
+  double t_mem = bw > 0 ? elem * batch * ((double)m * k + (double)k * n + (double)m * n) / bw : 0.0;
   *t = MAX(t_math, t_mem) + g->launch;
   return TRUE;
 }
@@ -227,14 +246,16 @@ double sp_kernel_attn_time(const sp_kernel_gpu *g, sp_attn_impl impl, gboolean b
    *    the input gradient, 2 + 2 + 2: 11 bytes, 2 kernels.
    * The scores' and their gradient's writes and reads by the GEMMs are in the GEMMs'
    * times (the two forward products, four backward). */
-  double gemms = t1 + t2, hbm = g->hbm_bw > 0 ? scores / g->hbm_bw : 0.0;
+  double bw = sp_kernel_hbm_rate(g);
+  double gemms = t1 + t2, hbm = bw > 0 ? scores / bw : 0.0;
   if (bwd) return 2.0 * gemms + 11.0 * hbm + 2.0 * g->launch;
   return gemms + 9.0 * hbm + 2.0 * g->launch;
 }
 
 double sp_kernel_elementwise_time(const sp_kernel_gpu *g, double bytes)
 {
-  return bytes > 0 && g->hbm_bw > 0 ? bytes / g->hbm_bw + g->launch : 0.0;
+  double bw = sp_kernel_hbm_rate(g);
+  return bytes > 0 && bw > 0 ? bytes / bw + g->launch : 0.0;
 }
 
 /* ---- measured GEMM tables ------------------------------------------------- */

@@ -395,7 +395,7 @@ gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_laye
     kernels = m->heads / m->kv_heads > 1 ? EAGER_KERNELS_PER_LAYER + 2 : EAGER_KERNELS_PER_LAYER;
   }
   if (g->hbm_bw > 0)
-    o->elem_fwd = bytes / g->hbm_bw + kernels * g->launch;
+    o->elem_fwd = bytes / sp_kernel_hbm_rate(g) + kernels * g->launch;
   /* ckpt=op (see sp_step_act_layer_bytes) recomputes, before the layer's backward, every
    * op it did not save: the element-wise forward and the 2nd, 4th and 6th matmuls (K,
    * output projection, and w3 for SwiGLU, whose MLP runs w1, w3, w2 in
@@ -447,7 +447,7 @@ double sp_step_loss_time(const sp_kernel_gpu *g, sp_loss_impl impl, double elem,
 {
   if (!(logits > 0) || !(g->hbm_bw > 0)) return 0.0;
   double kernels = impl == SP_LOSS_FUSED ? 2.0 : elem < 4.0 ? 9.0 : 7.0;
-  return 0.5 * (sp_step_loss_bytes_per_logit(impl, elem) * logits / g->hbm_bw + kernels * g->launch);
+  return 0.5 * (sp_step_loss_bytes_per_logit(impl, elem) * logits / sp_kernel_hbm_rate(g) + kernels * g->launch);
 }
 
 double sp_layer_kernels_mm_fwd(const sp_layer_kernels *k)

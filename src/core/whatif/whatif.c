@@ -303,6 +303,7 @@ static gboolean resolve_hw(sp_whatif_result *r, const sp_whatif_opts *o, const s
      * table's), attention at its own measured rate, not a GPU's tiles and waves */
     hw->gpu.peak_flops = p->measured_gemm_flops;
     hw->gpu.gemm_eff = 1.0;
+    hw->gpu.hbm_eff = 1.0; /* its hbm_bw is the measured streaming rate */
     if (p->measured_attn_flops > 0) {
       /* as --eff-attn takes it: the forward at the rate, the backward in the same ratio */
       double a = MIN(1.0, p->measured_attn_flops / p->measured_gemm_flops);

@@ -67,6 +67,7 @@ static void add_hw(JsonBuilder *b, const sp_step_ctx *c)
   integer(b, "global_batch", c->global_batch);
   num(b, "peak_flops", c->hw.gpu.peak_flops);
   num(b, "hbm_bw", c->hw.gpu.hbm_bw);
+  num(b, "hbm_streamed_bw", sp_kernel_hbm_rate(&c->hw.gpu)); /* what memory-bound kernels reach */
   count(b, "sms", c->hw.gpu.sms);
   count(b, "gpu_mem_bytes", c->hw.mem_bytes);
   num(b, "mem_usable", c->hw.mem_usable);

@@ -28,11 +28,13 @@ char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain)
   double afwd, abwd;
   sp_kernel_attn_eff(&hw->gpu, hw->attn, &afwd, &abwd);
   g_string_append_printf(s, "GPU: %.1f TFLOP/s bf16 (%s), %.1f GiB (%s, %.0f%% usable); kernels: GEMM %.2f of peak with tile and "
-                         "wave quantisation, %s attention %.2f/%.2f%s; collectives: %s\n",
+                         "wave quantisation, %s attention %.2f/%.2f%s, HBM %.2f TB/s streamed (%.2f of %.2f); collectives: %s\n",
                          hw->gpu.peak_flops / 1e12, r->peak_src, hw->mem_bytes / GIB, r->mem_src, 100 * hw->mem_usable,
                          hw->gpu.gemm_eff, sp_attn_impl_name(hw->attn),
                          afwd, abwd,
                          hw->gpu.table ? " (measured GEMM table)" : "",
+                         sp_kernel_hbm_rate(&hw->gpu) / 1e12,
+                         hw->gpu.hbm_bw > 0 ? sp_kernel_hbm_rate(&hw->gpu) / hw->gpu.hbm_bw : 0.0, hw->gpu.hbm_bw / 1e12,
                          strcmp(r->fidelity, "analytic") == 0 ? "analytic alpha-beta model" : r->fidelity);
   if (r->mixed) g_string_append_printf(s, "%s\n", r->mixed);
   g_string_append_printf(s, "step graph: %u layout%s simulated (%s, compute %.1f%% slower while collectives run)%s", r->nsim,

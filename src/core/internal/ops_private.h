@@ -19,4 +19,15 @@ uint32_t sp_ops_grad_scale(sp_graph *g, uint32_t t, int32_t P, sp_grad_scale s, 
  * most SP_NODE_MAX_IO inputs (any n >= 1). */
 gboolean sp_ops_concat_parts(sp_graph *g, const uint32_t *ins, int64_t n, uint32_t out, GError **err);
 
+/* Dropless MoE (ops_moe_dropless.c): copy the build-time counts into @p st and
+ * return the largest per-(rank, expert) count, the rows of every dispatch block
+ * (0 on error). */
+int64_t sp_ops_moe_dropless_setup(sp_moe_layer *st, const sp_groups *gs, GError **err);
+/* A MoE layer's exchange over its ep group of @p in into a new tensor named @p nm:
+ * the dispatch direction [E, C, H] -> [E/ep, ep C, H], or (@p back) the combine
+ * direction [E/ep, ep C, H] -> [E, C, H]. An even all-to-all of the capacity slots,
+ * or, dropless, exactly each (source, expert) count's rows as send-recvs. */
+uint32_t sp_ops_moe_exchange(sp_graph *g, const sp_moe_layer *st, uint32_t in, gboolean back, const char *nm,
+                             GError **err);
+
 #endif

@@ -41,6 +41,8 @@ gboolean sp_moe_cfg_check(const sp_moe_cfg *c, int32_t P, GError **err)
     m = g_strdup_printf("moe: the capacity factor (%g) must be > 0", c->capacity_factor);
   else if (c->drop != SP_MOE_DROP_PROBS && c->drop != SP_MOE_DROP_POSITION)
     msg = "moe: the drop policy must be probs or position";
+  else if (c->dropless != 0 && c->dropless != 1)
+    msg = "moe: dropless must be 0 or 1";
   if (!msg && !m)
     return TRUE;
   g_set_error_literal(err, SP_ERROR, SP_ERROR_INVALID, m ? m : msg);
@@ -58,9 +60,9 @@ gboolean sp_moe_cfg_check(const sp_moe_cfg *c, int32_t P, GError **err)
 gboolean sp_moe_cfg_parse(const char *spec, sp_moe_cfg *c, GError **err)
 {
   static const char *const keys[] = { "experts", "topk", "ep", "etp", "tokens", "hidden", "ffn", "capacity",
-                                      "drop" };
+                                      "drop", "dropless" };
   gchar **items = g_strsplit(spec ? spec : "", ",", -1);
-  gboolean ok = TRUE;
+  gboolean ok = TRUE, capacity_set = FALSE;
   for (gchar **it = items; ok && *it; it++) {
     if (**it == '\0')
       continue;
@@ -73,7 +75,7 @@ gboolean sp_moe_cfg_parse(const char *spec, sp_moe_cfg *c, GError **err)
     if (k < 0 || !eq) {
       g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
                   "moe options: '%s' is not KEY=VALUE with KEY experts, topk, ep, etp, tokens, hidden, ffn, "
-                  "capacity or drop", *it);
+                  "capacity, drop or dropless", *it);
       ok = FALSE;
       break;
     }
@@ -90,7 +92,17 @@ gboolean sp_moe_cfg_parse(const char *spec, sp_moe_cfg *c, GError **err)
       }
       continue;
     }
+    if (k == 9) {
+      if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+        c->dropless = *v == '1';
+      else {
+        g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "moe options: dropless '%s' must be 0 or 1", v);
+        ok = FALSE;
+      }
+      continue;
+    }
     if (k == 7) {
+      capacity_set = TRUE;
       double f = g_ascii_strtod(v, &end);
       if (*v == '\0' || *end != '\0' || !isfinite(f)) {
         g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "moe options: capacity '%s' is not a number", v);
@@ -118,6 +130,12 @@ gboolean sp_moe_cfg_parse(const char *spec, sp_moe_cfg *c, GError **err)
     }
   }
   g_strfreev(items);
+  if (ok && capacity_set && c->dropless) {
+    g_set_error_literal(err, SP_ERROR, SP_ERROR_INVALID,
+                        "moe options: dropless=1 keeps every routed token and has no capacity: leave out "
+                        "capacity= (or use dropless=0 for the drop-and-pad dispatch)");
+    ok = FALSE;
+  }
   return ok;
 }
 
@@ -163,6 +181,7 @@ void sp_moe_layer_clear(sp_moe_layer *st)
   g_clear_pointer(&st->act, g_free);
   g_clear_pointer(&st->w1l, g_free);
   g_clear_pointer(&st->w2l, g_free);
+  g_clear_pointer(&st->counts_tab, g_free);
 }
 
 /* A new f32 tensor of @p nd dims placed like @p ref. */
@@ -232,7 +251,12 @@ gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg
   st->all = *gs;
   st->all.ranks = g_memdup2(gs->ranks, sizeof(int32_t) * (size_t)gs->n_groups * (size_t)gs->group_size);
   const int64_t T = cfg->tokens, H = cfg->hidden, E = cfg->experts, K = cfg->topk;
-  const int64_t El = E / cfg->ep, Fl = cfg->ffn / cfg->etp, C = sp_moe_capacity(cfg);
+  /* dropless: every block holds the largest per-(rank, expert) count, and nothing
+   * is dropped as no count exceeds it */
+  const int64_t C = cfg->dropless ? sp_ops_moe_dropless_setup(st, gs, err) : sp_moe_capacity(cfg);
+  if (C < 1)
+    return FALSE;
+  const int64_t El = E / cfg->ep, Fl = cfg->ffn / cfg->etp;
   const int64_t M = (int64_t)cfg->etp * cfg->ep * C; /* tokens slots of one local expert */
   st->capacity = C;
   if (!need(g, x, 2, T, H, 0, "x ([tokens, hidden])", err) || !need(g, wr, 2, H, E, 0, "wr ([hidden, experts])", err) ||
@@ -264,8 +288,8 @@ gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg
   uint32_t pin[2] = { x, st->route };
   if (st->disp == BAD || moe(g, SP_MOE_PERMUTE, pin, 2, &st->disp, 1, st, err) == BAD)
     return FALSE;
-  uint32_t recv = like(g, x, "recv", 3, El, cfg->ep * C, H, SP_TENSOR_ACTIVATION, err);
-  if (recv == BAD || sp_graph_all_to_all(g, &st->ep, st->disp, recv, 0, 1, cfg->algo, err) == BAD)
+  uint32_t recv = sp_ops_moe_exchange(g, st, st->disp, FALSE, "recv", err);
+  if (recv == BAD)
     return FALSE;
   st->xin = recv;
   if (cfg->etp > 1) {
@@ -303,8 +327,7 @@ gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg
       return FALSE;
   }
   /* combine back: [E/ep, ep C, H] -> [E, C, H], then the weighted sum */
-  st->comb = like(g, x, "combine", 3, E, C, H, SP_TENSOR_ACTIVATION, err);
-  if (st->comb == BAD || sp_graph_all_to_all(g, &st->ep, st->eout, st->comb, 1, 0, cfg->algo, err) == BAD)
+  if ((st->comb = sp_ops_moe_exchange(g, st, st->eout, TRUE, "combine", err)) == BAD)
     return FALSE;
   st->y = like(g, x, "y", 2, T, H, 0, SP_TENSOR_ACTIVATION, err);
   uint32_t uin[2] = { st->comb, st->route };
@@ -326,8 +349,8 @@ gboolean sp_op_moe_layer_bwd(sp_graph *g, sp_moe_layer *st, uint32_t dy, uint32_
   uint32_t ubin[3] = { dy, st->comb, st->route }, ubout[2] = { deo, dprob };
   if (dprob == BAD || moe(g, SP_MOE_UNPERMUTE_BWD, ubin, 3, ubout, 2, st, err) == BAD)
     return FALSE;
-  uint32_t dout = like(g, x, "d_expert_out", 3, El, cfg->ep * C, H, SP_TENSOR_ACTIVATION, err);
-  if (dout == BAD || sp_graph_all_to_all(g, &st->ep, deo, dout, 0, 1, cfg->algo, err) == BAD)
+  uint32_t dout = sp_ops_moe_exchange(g, st, deo, FALSE, "d_expert_out", err);
+  if (dout == BAD)
     return FALSE;
   uint32_t doutg = dout;
   if (cfg->etp > 1) { /* conjugate of the reduce-scatter */
@@ -367,8 +390,8 @@ gboolean sp_op_moe_layer_bwd(sp_graph *g, sp_moe_layer *st, uint32_t dy, uint32_
       return FALSE;
   }
   /* the dispatch all-to-all and the permutation, backward */
-  uint32_t ddisp = like(g, x, "d_dispatch", 3, E, C, H, SP_TENSOR_ACTIVATION, err);
-  if (ddisp == BAD || sp_graph_all_to_all(g, &st->ep, drecv, ddisp, 1, 0, cfg->algo, err) == BAD)
+  uint32_t ddisp = sp_ops_moe_exchange(g, st, drecv, TRUE, "d_dispatch", err);
+  if (ddisp == BAD)
     return FALSE;
   uint32_t dxt = like(g, x, "d_tokens", 2, T, H, 0, SP_TENSOR_ACTIVATION, err);
   uint32_t pbin[2] = { ddisp, st->route };

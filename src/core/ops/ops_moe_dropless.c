@@ -1,0 +1,195 @@
+/* The dropless dispatch of a mixture-of-experts layer: every routed (token, expert)
+ * pair is kept and each source rank sends an expert exactly the tokens it routed
+ * there, as Megatron-Core's MoEAlltoAllTokenDispatcher does without capacity
+ * (megatron/core/transformer/moe/token_dispatcher.py: the tokens permuted by the
+ * routing map, torch.distributed.all_to_all_single with input/output splits, then
+ * sort_chunks_by_idxs into local-expert-major order). spsim fixes every message's
+ * size when the graph is built, so the per-(source rank, expert) counts come from
+ * the router evaluated at build time on the case's inputs (sp_moe_route_counts);
+ * the exchanges here move exactly those rows as grouped send-recvs (the
+ * construction of sp_op_all_to_all_v, ops_a2av.c), and the capacity path keeps its
+ * even all-to-all. */
+#include "config.h"
+#include <string.h>
+#include "spsim/error.h"
+#include "spsim/kernels.h"
+#include "spsim/ops.h"
+#include "ops_private.h"
+
+#define BAD SP_OPS_BAD
+
+void sp_moe_route_counts(const sp_moe_cfg *c, const float *x, const float *wr, int64_t *counts)
+{
+  const int64_t T = c->tokens, E = c->experts, K = c->topk, H = c->hidden;
+  float *logits = g_new(float, T * E), *scores = g_new(float, T * E), *route = g_new(float, T * K * 3);
+  float *cnt = g_new(float, E);
+  sp_kernel_matmul_f32(x, FALSE, wr, FALSE, logits, T, E, H);
+  /* capacity T: no expert is routed more than the T tokens of a rank, so nothing is dropped */
+  sp_kernel_moe_route_f32(logits, T, E, K, T, c->drop, route, scores, cnt);
+  for (int64_t e = 0; e < E; e++)
+    counts[e] = (int64_t)cnt[e];
+  g_free(logits);
+  g_free(scores);
+  g_free(route);
+  g_free(cnt);
+}
+
+int64_t sp_ops_moe_dropless_setup(sp_moe_layer *st, const sp_groups *gs, GError **err)
+{
+  const sp_moe_cfg *c = &st->cfg;
+  if (!c->dropless_counts) {
+    g_set_error_literal(err, SP_ERROR, SP_ERROR_INVALID,
+                        "moe: a dropless layer needs the router's per-rank counts at build time "
+                        "(sp_moe_cfg.dropless_counts, from sp_moe_route_counts)");
+    return 0;
+  }
+  int32_t W = 0;
+  for (int64_t k = 0; k < (int64_t)gs->n_groups * gs->group_size; k++)
+    W = gs->ranks[k] + 1 > W ? gs->ranks[k] + 1 : W;
+  st->counts_ranks = W;
+  st->counts_tab = g_memdup2(c->dropless_counts, sizeof(int64_t) * (size_t)W * (size_t)c->experts);
+  int64_t C = 1;
+  for (int64_t k = 0; k < (int64_t)gs->n_groups * gs->group_size; k++) {
+    int64_t sum = 0;
+    for (int64_t e = 0; e < c->experts; e++) {
+      const int64_t n = st->counts_tab[(int64_t)gs->ranks[k] * c->experts + e];
+      if (n < 0 || n > c->tokens) {
+        g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                    "moe: dropless count %" G_GINT64_FORMAT " of rank %d for expert %" G_GINT64_FORMAT
+                    " is outside [0, %" G_GINT64_FORMAT "] (the tokens of a rank)", n, gs->ranks[k], e, c->tokens);
+        return 0;
+      }
+      C = n > C ? n : C;
+      sum += n;
+    }
+    if (sum != c->tokens * c->topk) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                  "moe: the dropless counts of rank %d sum to %" G_GINT64_FORMAT ", not tokens x topk = %" G_GINT64_FORMAT,
+                  gs->ranks[k], sum, c->tokens * c->topk);
+      return 0;
+    }
+  }
+  return C;
+}
+
+/* A tensor of @p rows x @p H f32 held by @p n ranks. */
+static uint32_t piece(sp_graph *g, const char *nm, int64_t rows, int64_t H, const int32_t *ranks, int32_t n,
+                      sp_tensor_init init, GError **err)
+{
+  int64_t s[2] = { rows, H };
+  uint32_t t = sp_graph_tensor_new(g, nm, SP_F32, 2, s, SP_TENSOR_COMM, init, err);
+  if (t != BAD && !sp_graph_tensor_place(g, t, ranks, n, err))
+    return BAD;
+  return t;
+}
+
+/* One chunk of a dropless exchange: rows [off, off + n) of slab a (dim 0) of the
+ * source's @p in, received into the first n rows of block @p blk (zeros after them)
+ * of the receiver. */
+typedef struct {
+  int32_t src, dst;   /* members */
+  int64_t a, off, n;  /* source slab, row offset in it, rows */
+} chunk_t;
+
+/* The chunks member @p r receives, in its block order (@p back: the combine
+ * direction). Dispatch: block (l, i) = expert j El + l's rows from member i (the
+ * local-expert-major order of sort_chunks_by_idxs); combine: block e = expert e's
+ * rows back from its holder. */
+static void chunks_of(const sp_moe_layer *st, const sp_groups *ep, int32_t gi, int32_t r, gboolean back,
+                      chunk_t *ch)
+{
+  const int32_t P = ep->group_size;
+  const int64_t E = st->cfg.experts, El = E / P, C = st->capacity;
+  if (!back) {
+    for (int64_t l = 0; l < El; l++)
+      for (int32_t i = 0; i < P; i++) {
+        const int64_t e = (int64_t)r * El + l;
+        ch[l * P + i] = (chunk_t){ i, r, e, 0, st->counts_tab[(int64_t)ep->ranks[gi * P + i] * E + e] };
+      }
+  } else {
+    for (int64_t e = 0; e < E; e++)
+      ch[e] = (chunk_t){ (int32_t)(e / El), r, e % El, (int64_t)r * C,
+                         st->counts_tab[(int64_t)ep->ranks[gi * P + r] * E + e] };
+  }
+}
+
+uint32_t sp_ops_moe_exchange(sp_graph *g, const sp_moe_layer *st, uint32_t in, gboolean back, const char *nm,
+                             GError **err)
+{
+  const sp_moe_cfg *c = &st->cfg;
+  const int64_t E = c->experts, El = E / c->ep, C = st->capacity, H = c->hidden;
+  const int64_t shape[3] = { back ? E : El, back ? C : c->ep * C, H };
+  uint32_t out = sp_ops_like(g, st->x, nm, 3, shape, SP_TENSOR_ACTIVATION, err);
+  if (out == BAD)
+    return BAD;
+  if (!c->dropless) /* the even all-to-all of the capacity slots */
+    return sp_graph_all_to_all(g, &st->ep, in, out, back ? 1 : 0, back ? 0 : 1, c->algo, err) == BAD ? BAD : out;
+  const sp_groups *ep = &st->ep;
+  const int32_t P = ep->group_size;
+  const int64_t nb = back ? E : El * P, slab = back ? P * C : C; /* blocks per receiver; rows of a source slab */
+  /* As sp_op_all_to_all_v: each received chunk shares storage with its zero block
+   * (pool A), and a receiver's blocks concatenated share storage with @p out (pool B). */
+  const int32_t pool_a = 0x4D450000 + (int32_t)sp_graph_n_tensors(g), pool_b = pool_a + 1;
+  sp_graph_tensor_pool(g, out, pool_b, 0);
+  chunk_t *ch = g_new(chunk_t, nb);
+  uint32_t *blocks = g_new(uint32_t, nb);
+  gboolean ok = TRUE;
+  const char *xn = sp_graph_tensor(g, in)->name;
+  /* the self chunks first, then every other chunk's send-recv (posted, not waited),
+   * then each receiver's concatenation, which waits for its chunks */
+  for (int pass = 0; ok && pass < 2; pass++)
+    for (int32_t gi = 0; ok && gi < ep->n_groups; gi++)
+      for (int32_t r = 0; ok && r < P; r++) {
+        chunks_of(st, ep, gi, r, back, ch);
+        for (int64_t b = 0; ok && b < nb; b++) {
+          const chunk_t *k = &ch[b];
+          if (k->n == 0 || (pass == 0) != (k->src == k->dst))
+            continue;
+          const int32_t pair[2] = { ep->ranks[gi * P + k->src], ep->ranks[gi * P + k->dst] };
+          const int32_t np = k->src == k->dst ? 1 : 2;
+          char *sn = g_strdup_printf("%s.dl%d_%d_%" G_GINT64_FORMAT, xn, gi, r, b);
+          char *tn = g_strdup_printf("%s.slab", sn), *rn = g_strdup_printf("%s.recv", sn);
+          uint32_t tmp = piece(g, tn, slab, H, pair, np, SP_INIT_NONE, err);
+          uint32_t send = tmp == BAD || np == 1 ? BAD : piece(g, sn, k->n, H, pair, 2, SP_INIT_NONE, err);
+          uint32_t got = tmp == BAD || (np == 2 && send == BAD) ? BAD : piece(g, rn, k->n, H, pair, np, SP_INIT_NONE, err);
+          g_free(sn);
+          g_free(tn);
+          g_free(rn);
+          ok = got != BAD && sp_graph_slice(g, in, tmp, 0, k->a, 1, err) != BAD;
+          if (!ok)
+            break;
+          sp_graph_tensor_pool(g, got, pool_a, (int32_t)((gi * P + r) * nb + b));
+          if (np == 1) {
+            ok = sp_graph_slice(g, tmp, got, 0, k->off, k->n, err) != BAD;
+            continue;
+          }
+          sp_groups one = sp_groups_one(pair, 2);
+          uint32_t n = BAD;
+          ok = sp_graph_slice(g, tmp, send, 0, k->off, k->n, err) != BAD &&
+               (n = sp_graph_send_recv(g, &one, send, got, err)) != BAD;
+          if (ok)
+            sp_graph_node_set_async(g, n, TRUE);
+        }
+      }
+  for (int32_t gi = 0; ok && gi < ep->n_groups; gi++)
+    for (int32_t r = 0; ok && r < P; r++) {
+      const int32_t rr = ep->ranks[gi * P + r];
+      for (int64_t b = 0; ok && b < nb; b++) {
+        char *bn = g_strdup_printf("%s.dl%d_%d_%" G_GINT64_FORMAT ".block", xn, gi, r, b);
+        blocks[b] = piece(g, bn, C, H, &rr, 1, SP_INIT_ZERO, err);
+        g_free(bn);
+        ok = blocks[b] != BAD;
+        if (ok)
+          sp_graph_tensor_pool(g, blocks[b], pool_a, (int32_t)((gi * P + r) * nb + b));
+      }
+      char *on = g_strdup_printf("%s.dl%d_to%d", xn, gi, r);
+      uint32_t o = ok ? piece(g, on, nb * C, H, &rr, 1, SP_INIT_NONE, err) : BAD;
+      g_free(on);
+      if (o != BAD)
+        sp_graph_tensor_pool(g, o, pool_b, 0);
+      ok = o != BAD && sp_ops_concat_parts(g, blocks, nb, o, err);
+    }
+  g_free(ch);
+  g_free(blocks);
+  return ok ? out : BAD;
+}

@@ -113,6 +113,21 @@ static void chunks_of(const sp_moe_layer *st, const sp_groups *ep, int32_t gi, i
   }
 }
 
+/* Rows [k->off, k->off + k->n) of slab k->a of @p in into a new [n, H] tensor held
+ * by @p ranks (through a copy of the slab: a slice takes whole rows of dim 0). */
+static uint32_t cut(sp_graph *g, uint32_t in, const chunk_t *k, int64_t slab, int64_t H, const char *nm,
+                    const int32_t *ranks, int32_t n, GError **err)
+{
+  char *tn = g_strdup_printf("%s.slab", nm);
+  uint32_t tmp = piece(g, tn, slab, H, ranks, n, SP_INIT_NONE, err);
+  g_free(tn);
+  uint32_t o = tmp == BAD ? BAD : piece(g, nm, k->n, H, ranks, n, SP_INIT_NONE, err);
+  if (o == BAD || sp_graph_slice(g, in, tmp, 0, k->a, 1, err) == BAD ||
+      sp_graph_slice(g, tmp, o, 0, k->off, k->n, err) == BAD)
+    return BAD;
+  return o;
+}
+
 uint32_t sp_ops_moe_exchange(sp_graph *g, const sp_moe_layer *st, uint32_t in, gboolean back, const char *nm,
                              GError **err)
 {
@@ -127,69 +142,86 @@ uint32_t sp_ops_moe_exchange(sp_graph *g, const sp_moe_layer *st, uint32_t in, g
   const sp_groups *ep = &st->ep;
   const int32_t P = ep->group_size;
   const int64_t nb = back ? E : El * P, slab = back ? P * C : C; /* blocks per receiver; rows of a source slab */
-  /* As sp_op_all_to_all_v: each received chunk shares storage with its zero block
-   * (pool A), and a receiver's blocks concatenated share storage with @p out (pool B). */
+  /* As sp_op_all_to_all_v: each chunk lands in a tensor sharing storage with its
+   * receiver's zero block (pool A), and a receiver's blocks concatenated share
+   * storage with @p out (pool B). A pair's chunks travel as one message, in expert
+   * order (Megatron-Core's permuted tokens are sorted by expert, so one split of
+   * all_to_all_single per pair). */
   const int32_t pool_a = 0x4D450000 + (int32_t)sp_graph_n_tensors(g), pool_b = pool_a + 1;
   sp_graph_tensor_pool(g, out, pool_b, 0);
   chunk_t *ch = g_new(chunk_t, nb);
-  uint32_t *blocks = g_new(uint32_t, nb);
+  uint32_t *blocks = g_new(uint32_t, nb), *parts = g_new(uint32_t, nb);
+  uint32_t *msg = g_new(uint32_t, (gsize)ep->n_groups * (gsize)P * (gsize)P);
   gboolean ok = TRUE;
   const char *xn = sp_graph_tensor(g, in)->name;
-  /* the self chunks first, then every other chunk's send-recv (posted, not waited),
-   * then each receiver's concatenation, which waits for its chunks */
-  for (int pass = 0; ok && pass < 2; pass++)
+  /* the self chunks first, then every pair's message (posted, not waited), then each
+   * receiver's unpacking and concatenation, which wait for its messages */
+  for (int pass = 0; ok && pass < 3; pass++)
     for (int32_t gi = 0; ok && gi < ep->n_groups; gi++)
       for (int32_t r = 0; ok && r < P; r++) {
+        const int32_t rr = ep->ranks[gi * P + r];
         chunks_of(st, ep, gi, r, back, ch);
-        for (int64_t b = 0; ok && b < nb; b++) {
-          const chunk_t *k = &ch[b];
-          if (k->n == 0 || (pass == 0) != (k->src == k->dst))
+        for (int32_t s = 0; ok && s < P; s++) {
+          const int32_t pair[2] = { ep->ranks[gi * P + s], rr };
+          uint32_t *m = &msg[((int64_t)gi * P + s) * P + r];
+          int64_t rows = 0, np = 0;
+          for (int64_t b = 0; b < nb; b++)
+            if (ch[b].src == s && ch[b].n > 0)
+              rows += ch[b].n;
+          if (rows == 0 || (pass == 0) != (s == r) || (pass == 2 && s == r))
             continue;
-          const int32_t pair[2] = { ep->ranks[gi * P + k->src], ep->ranks[gi * P + k->dst] };
-          const int32_t np = k->src == k->dst ? 1 : 2;
-          char *sn = g_strdup_printf("%s.dl%d_%d_%" G_GINT64_FORMAT, xn, gi, r, b);
-          char *tn = g_strdup_printf("%s.slab", sn), *rn = g_strdup_printf("%s.recv", sn);
-          uint32_t tmp = piece(g, tn, slab, H, pair, np, SP_INIT_NONE, err);
-          uint32_t send = tmp == BAD || np == 1 ? BAD : piece(g, sn, k->n, H, pair, 2, SP_INIT_NONE, err);
-          uint32_t got = tmp == BAD || (np == 2 && send == BAD) ? BAD : piece(g, rn, k->n, H, pair, np, SP_INIT_NONE, err);
-          g_free(sn);
-          g_free(tn);
-          g_free(rn);
-          ok = got != BAD && sp_graph_slice(g, in, tmp, 0, k->a, 1, err) != BAD;
-          if (!ok)
-            break;
-          sp_graph_tensor_pool(g, got, pool_a, (int32_t)((gi * P + r) * nb + b));
-          if (np == 1) {
-            ok = sp_graph_slice(g, tmp, got, 0, k->off, k->n, err) != BAD;
-            continue;
-          }
-          sp_groups one = sp_groups_one(pair, 2);
-          uint32_t n = BAD;
-          ok = sp_graph_slice(g, tmp, send, 0, k->off, k->n, err) != BAD &&
-               (n = sp_graph_send_recv(g, &one, send, got, err)) != BAD;
-          if (ok)
-            sp_graph_node_set_async(g, n, TRUE);
+          char *mn = g_strdup_printf("%s.dl%d_%d_%d", xn, gi, s, r);
+          if (pass == 1) { /* pack the pair's chunks, post the message */
+            for (int64_t b = 0; ok && b < nb; b++)
+              if (ch[b].src == s && ch[b].n > 0) {
+                char *pn = g_strdup_printf("%s.part%" G_GINT64_FORMAT, mn, b);
+                ok = (parts[np++] = cut(g, in, &ch[b], slab, H, pn, pair, 2, err)) != BAD;
+                g_free(pn);
+              }
+            char *rn = g_strdup_printf("%s.recv", mn);
+            uint32_t send = ok ? piece(g, mn, rows, H, pair, 2, SP_INIT_NONE, err) : BAD, n = BAD;
+            *m = send == BAD ? BAD : piece(g, rn, rows, H, pair, 2, SP_INIT_NONE, err);
+            g_free(rn);
+            sp_groups one = sp_groups_one(pair, 2);
+            ok = *m != BAD && sp_ops_concat_parts(g, parts, np, send, err) &&
+                 (n = sp_graph_send_recv(g, &one, send, *m, err)) != BAD;
+            if (ok)
+              sp_graph_node_set_async(g, n, TRUE); /* every pair posted before one wait */
+          } else /* the self chunks, or the received message's chunks, into their blocks */
+            for (int64_t b = 0, off = 0; ok && b < nb; b++) {
+              if (ch[b].src != s || ch[b].n == 0)
+                continue;
+              char *gn = g_strdup_printf("%s.chunk%" G_GINT64_FORMAT, mn, b);
+              uint32_t got = s == r ? cut(g, in, &ch[b], slab, H, gn, &rr, 1, err)
+                                    : piece(g, gn, ch[b].n, H, &rr, 1, SP_INIT_NONE, err);
+              g_free(gn);
+              ok = got != BAD && (s == r || sp_graph_slice(g, *m, got, 0, off, ch[b].n, err) != BAD);
+              if (ok)
+                sp_graph_tensor_pool(g, got, pool_a, (int32_t)((gi * P + r) * nb + b));
+              off += ch[b].n;
+            }
+          g_free(mn);
         }
+        if (!ok || pass != 2)
+          continue;
+        for (int64_t b = 0; ok && b < nb; b++) {
+          char *bn = g_strdup_printf("%s.dl%d_%d_%" G_GINT64_FORMAT ".block", xn, gi, r, b);
+          blocks[b] = piece(g, bn, C, H, &rr, 1, SP_INIT_ZERO, err);
+          g_free(bn);
+          ok = blocks[b] != BAD;
+          if (ok)
+            sp_graph_tensor_pool(g, blocks[b], pool_a, (int32_t)((gi * P + r) * nb + b));
+        }
+        char *on = g_strdup_printf("%s.dl%d_to%d", xn, gi, r);
+        uint32_t o = ok ? piece(g, on, nb * C, H, &rr, 1, SP_INIT_NONE, err) : BAD;
+        g_free(on);
+        if (o != BAD)
+          sp_graph_tensor_pool(g, o, pool_b, 0);
+        ok = o != BAD && sp_ops_concat_parts(g, blocks, nb, o, err);
       }
-  for (int32_t gi = 0; ok && gi < ep->n_groups; gi++)
-    for (int32_t r = 0; ok && r < P; r++) {
-      const int32_t rr = ep->ranks[gi * P + r];
-      for (int64_t b = 0; ok && b < nb; b++) {
-        char *bn = g_strdup_printf("%s.dl%d_%d_%" G_GINT64_FORMAT ".block", xn, gi, r, b);
-        blocks[b] = piece(g, bn, C, H, &rr, 1, SP_INIT_ZERO, err);
-        g_free(bn);
-        ok = blocks[b] != BAD;
-        if (ok)
-          sp_graph_tensor_pool(g, blocks[b], pool_a, (int32_t)((gi * P + r) * nb + b));
-      }
-      char *on = g_strdup_printf("%s.dl%d_to%d", xn, gi, r);
-      uint32_t o = ok ? piece(g, on, nb * C, H, &rr, 1, SP_INIT_NONE, err) : BAD;
-      g_free(on);
-      if (o != BAD)
-        sp_graph_tensor_pool(g, o, pool_b, 0);
-      ok = o != BAD && sp_ops_concat_parts(g, blocks, nb, o, err);
-    }
   g_free(ch);
   g_free(blocks);
+  g_free(parts);
+  g_free(msg);
   return ok ? out : BAD;
 }

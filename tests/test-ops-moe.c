@@ -349,6 +349,16 @@ static void test_layer_dropless(void)
     g_assert_cmpint(sp_graph_tensor(lc.g, t)->shape[0], ==, msgs[i].rows);
     g_assert_cmpint(sp_graph_tensor(lc.g, t)->shape[1], ==, 4);
   }
+  /* each expert computes on exactly its tokens: rank 0's e0 3 + 0 rows, e1 3 + 4; rank
+   * 1's e2 1 + 4, e3 1 + 0 */
+  static const struct { const char *name; int64_t rows; } exact[] = {
+    { "x.tok0.r0", 3 }, { "x.tok1.r0", 7 }, { "x.tok0.r1", 5 }, { "x.tok1.r1", 1 },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS(exact); i++) {
+    uint32_t t = sp_graph_find_tensor(lc.g, exact[i].name);
+    g_assert_cmpuint(t, !=, SP_NO_TENSOR);
+    g_assert_cmpint(sp_graph_tensor(lc.g, t)->shape[0], ==, exact[i].rows);
+  }
   /* rank 0's block (l, member i) is number 2 l + i: none for rank 1's expert 0 (its
    * zero count, block 1), one for its expert 1 (block 3) */
   g_assert_cmpuint(sp_graph_find_tensor(lc.g, "x.dispatch.dl0_1_0.chunk1"), ==, SP_NO_TENSOR);

@@ -225,3 +225,167 @@ uint32_t sp_ops_moe_exchange(sp_graph *g, const sp_moe_layer *st, uint32_t in, g
   g_free(msg);
   return ok ? out : BAD;
 }
+
+/* Position of @p rank in @p gs's rank table (-1: absent). */
+static int64_t pos_of(const sp_groups *gs, int32_t rank)
+{
+  for (int64_t k = 0; k < (int64_t)gs->n_groups * gs->group_size; k++)
+    if (gs->ranks[k] == rank)
+      return k;
+  return -1;
+}
+
+/* Rows of each block (etp member t', ep member i) of world rank @p r's local expert
+ * @p l in the experts' padded tokens [E/ep, etp ep C, H]: what member i of the ep
+ * group of r's etp peer t' routed to that expert. Returns their sum. */
+static int64_t block_rows(const sp_moe_layer *st, int32_t r, int64_t l, int64_t *n)
+{
+  const int32_t ep = st->cfg.ep, etp = st->cfg.etp;
+  const int64_t E = st->cfg.experts, El = E / ep;
+  const int64_t pt = pos_of(&st->etp, r), pe = pos_of(&st->ep, r);
+  const int64_t e = (pe % ep) * El + l;
+  int64_t sum = 0;
+  for (int32_t t = 0; t < etp; t++) {
+    const int64_t q = pos_of(&st->ep, st->etp.ranks[(pt / etp) * etp + t]);
+    for (int32_t i = 0; i < ep; i++) {
+      const int64_t c = st->counts_tab[(int64_t)st->ep.ranks[(q / ep) * ep + i] * E + e];
+      n[t * ep + i] = c;
+      sum += c;
+    }
+  }
+  return sum;
+}
+
+/* A tensor of @p a x @p b f32 on one rank. */
+static uint32_t on_rank(sp_graph *g, const char *nm, int64_t a, int64_t b, int32_t rank, sp_tensor_kind kind,
+                        sp_tensor_init init, GError **err)
+{
+  int64_t s[2] = { a, b };
+  uint32_t t = sp_graph_tensor_new(g, nm, SP_F32, 2, s, kind, init, err);
+  if (t != BAD && !sp_graph_tensor_place(g, t, &rank, 1, err))
+    return BAD;
+  return t;
+}
+
+gboolean sp_ops_moe_compact(sp_graph *g, const sp_moe_layer *st, const uint32_t *slab, const char *nm,
+                            uint32_t *exact, GError **err)
+{
+  const int32_t nb = st->cfg.ep * st->cfg.etp;
+  const int64_t El = st->cfg.experts / st->cfg.ep, C = st->capacity, H = st->cfg.hidden;
+  int64_t *n = g_new(int64_t, nb);
+  uint32_t *parts = g_new(uint32_t, nb);
+  gboolean ok = TRUE;
+  for (int64_t k = 0; ok && k < (int64_t)st->all.n_groups * st->all.group_size; k++)
+    for (int64_t l = 0; ok && l < El; l++) {
+      const int32_t r = st->all.ranks[k];
+      const int64_t N = block_rows(st, r, l, n);
+      uint32_t *x = &exact[k * El + l];
+      *x = BAD;
+      if (N == 0)
+        continue;
+      int np = 0;
+      for (int32_t b = 0; ok && b < nb; b++) {
+        if (n[b] == 0)
+          continue;
+        char *pn = g_strdup_printf("%s%" G_GINT64_FORMAT ".r%d.b%d", nm, l, r, b);
+        uint32_t p = on_rank(g, pn, n[b], H, r, SP_TENSOR_ACTIVATION, SP_INIT_NONE, err);
+        g_free(pn);
+        ok = p != BAD && sp_graph_slice(g, slab[l], p, 0, b * C, n[b], err) != BAD;
+        parts[np++] = p;
+      }
+      char *xn = g_strdup_printf("%s%" G_GINT64_FORMAT ".r%d", nm, l, r);
+      *x = ok ? on_rank(g, xn, N, H, r, SP_TENSOR_ACTIVATION, SP_INIT_NONE, err) : BAD;
+      g_free(xn);
+      ok = *x != BAD && sp_ops_concat_parts(g, parts, np, *x, err);
+    }
+  g_free(n);
+  g_free(parts);
+  return ok;
+}
+
+uint32_t sp_ops_moe_expand(sp_graph *g, const sp_moe_layer *st, const uint32_t *exact, const char *nm,
+                           GError **err)
+{
+  const int32_t nb = st->cfg.ep * st->cfg.etp;
+  const int64_t El = st->cfg.experts / st->cfg.ep, C = st->capacity, H = st->cfg.hidden, M = nb * C;
+  const int64_t shape[3] = { El, M, H };
+  uint32_t out = sp_ops_like(g, st->x, nm, 3, shape, SP_TENSOR_ACTIVATION, err);
+  if (out == BAD)
+    return BAD;
+  /* each exact row range lands in a zero block (pool A, a slot per block); a rank's
+   * blocks concatenated share storage with @p out (pool B) */
+  const int32_t pool_a = 0x4D580000 + (int32_t)sp_graph_n_tensors(g), pool_b = pool_a + 1;
+  sp_graph_tensor_pool(g, out, pool_b, 0);
+  int64_t *n = g_new(int64_t, nb);
+  uint32_t *blocks = g_new(uint32_t, El * nb);
+  gboolean ok = TRUE;
+  for (int64_t k = 0; ok && k < (int64_t)st->all.n_groups * st->all.group_size; k++) {
+    const int32_t r = st->all.ranks[k];
+    for (int64_t l = 0; ok && l < El; l++) {
+      block_rows(st, r, l, n);
+      for (int64_t b = 0, off = 0; ok && b < nb; b++) {
+        const int32_t slot = (int32_t)((k * El + l) * nb + b);
+        char *bn = g_strdup_printf("%s%" G_GINT64_FORMAT ".r%d.b%" G_GINT64_FORMAT, nm, l, r, b);
+        uint32_t blk = on_rank(g, bn, C, H, r, SP_TENSOR_ACTIVATION, SP_INIT_ZERO, err);
+        g_free(bn);
+        blocks[l * nb + b] = blk;
+        ok = blk != BAD;
+        if (!ok || n[b] == 0)
+          continue;
+        sp_graph_tensor_pool(g, blk, pool_a, slot);
+        char *pn = g_strdup_printf("%s%" G_GINT64_FORMAT ".r%d.p%" G_GINT64_FORMAT, nm, l, r, b);
+        uint32_t p = on_rank(g, pn, n[b], H, r, SP_TENSOR_ACTIVATION, SP_INIT_NONE, err);
+        g_free(pn);
+        ok = p != BAD && sp_graph_slice(g, exact[k * El + l], p, 0, off, n[b], err) != BAD;
+        if (ok)
+          sp_graph_tensor_pool(g, p, pool_a, slot);
+        off += n[b];
+      }
+    }
+    char *on = g_strdup_printf("%s.r%d", nm, r);
+    uint32_t o = ok ? on_rank(g, on, El * M, H, r, SP_TENSOR_ACTIVATION, SP_INIT_NONE, err) : BAD;
+    g_free(on);
+    if (o != BAD)
+      sp_graph_tensor_pool(g, o, pool_b, 0);
+    ok = o != BAD && sp_ops_concat_parts(g, blocks, El * nb, o, err);
+  }
+  g_free(n);
+  g_free(blocks);
+  return ok ? out : BAD;
+}
+
+uint32_t sp_ops_moe_stack(sp_graph *g, const sp_moe_layer *st, const uint32_t *per, uint32_t ref, int64_t a,
+                          int64_t b, const char *nm, GError **err)
+{
+  const int64_t El = st->cfg.experts / st->cfg.ep;
+  const int64_t shape[3] = { El, a, b };
+  uint32_t out = sp_ops_like(g, ref, nm, 3, shape, SP_TENSOR_GRAD, err);
+  if (out == BAD)
+    return BAD;
+  const int32_t pool = 0x4D530000 + (int32_t)sp_graph_n_tensors(g);
+  sp_graph_tensor_pool(g, out, pool, 0);
+  uint32_t *parts = g_new(uint32_t, El);
+  gboolean ok = TRUE;
+  for (int64_t k = 0; ok && k < (int64_t)st->all.n_groups * st->all.group_size; k++) {
+    const int32_t r = st->all.ranks[k];
+    for (int64_t l = 0; ok && l < El; l++) {
+      parts[l] = per[k * El + l];
+      if (parts[l] == BAD) { /* an expert with no token on this rank: a zero gradient */
+        char *zn = g_strdup_printf("%s%" G_GINT64_FORMAT ".r%d.zero", nm, l, r);
+        parts[l] = on_rank(g, zn, a, b, r, SP_TENSOR_GRAD, SP_INIT_ZERO, err);
+        g_free(zn);
+        ok = parts[l] != BAD;
+      }
+    }
+    char *on = g_strdup_printf("%s.r%d", nm, r);
+    int64_t s3[3] = { El, a, b };
+    uint32_t o = ok ? sp_graph_tensor_new(g, on, SP_F32, 3, s3, SP_TENSOR_GRAD, SP_INIT_NONE, err) : BAD;
+    g_free(on);
+    ok = o != BAD && sp_graph_tensor_place(g, o, &r, 1, err);
+    if (ok)
+      sp_graph_tensor_pool(g, o, pool, 0);
+    ok = ok && sp_ops_concat_parts(g, parts, El, o, err);
+  }
+  g_free(parts);
+  return ok ? out : BAD;
+}

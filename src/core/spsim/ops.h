@@ -456,6 +456,10 @@ typedef struct {
   uint32_t y;             /**< [T, H] */
   int64_t *counts_tab;    /**< dropless: a copy of sp_moe_cfg.dropless_counts (owned) */
   int32_t counts_ranks;   /**< ranks covered by counts_tab */
+  /** dropless: per (k-th rank of the group set, local expert l) at [k E/ep + l], the
+   *  expert's exact tokens [N, H] on that rank, x W1 and relu [N, F/etp]
+   *  (UINT32_MAX where the rank's expert has no token) */
+  uint32_t *dl_x, *dl_pre, *dl_act;
 } sp_moe_layer;
 
 /**

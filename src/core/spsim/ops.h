@@ -502,6 +502,11 @@ gboolean sp_moe_groups(const sp_moe_cfg *cfg, const sp_groups *gs, sp_groups *ep
  * over the ep group), gathered over the etp group, each local expert's FFN
  * relu(x W1) W2 on its slots, reduce-scattered over etp, combined back (all-to-all)
  * and summed weighted by the router probabilities. f32 tensors.
+ *
+ * With @c cfg->dropless, nothing is dropped: the counts in @c cfg->dropless_counts
+ * (fixed at build time) size every message, each pair's dispatch and combine move
+ * exactly the rows routed between them (grouped send-recvs, ops_moe_dropless.c),
+ * and every rank's experts compute on exactly their tokens.
  */
 gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg, uint32_t x, uint32_t wr,
                          uint32_t w1, uint32_t w2, sp_moe_layer *st, GError **err);

@@ -113,17 +113,32 @@ static void chunks_of(const sp_moe_layer *st, const sp_groups *ep, int32_t gi, i
   }
 }
 
-/* Rows [k->off, k->off + k->n) of slab k->a of @p in into a new [n, H] tensor held
- * by @p ranks (through a copy of the slab: a slice takes whole rows of dim 0). */
-static uint32_t cut(sp_graph *g, uint32_t in, const chunk_t *k, int64_t slab, int64_t H, const char *nm,
+/* A [rows, H] view of @p t (a tensor of rows x H elements): a tensor sharing its
+ * storage, through @p t's pool slot (@p t joins a new pool when it has none), so
+ * that one slice along dim 0 takes any row range of it without copying a slab. */
+static uint32_t flat(sp_graph *g, uint32_t t, GError **err)
+{
+  const sp_tensor *x = sp_graph_tensor(g, t);
+  const int64_t H = x->shape[x->ndim - 1], s[2] = { (int64_t)sp_tensor_numel(x) / H, H };
+  char *nm = g_strdup_printf("%s.rows", x->name);
+  uint32_t v = sp_ops_like(g, t, nm, 2, s, x->kind, err);
+  g_free(nm);
+  if (v == BAD)
+    return BAD;
+  if (sp_graph_tensor(g, t)->pool < 0)
+    sp_graph_tensor_pool(g, t, 0x4D560000 + (int32_t)sp_graph_n_tensors(g), 0);
+  x = sp_graph_tensor(g, t);
+  sp_graph_tensor_pool(g, v, x->pool, x->slot);
+  return v;
+}
+
+/* Rows [k->off, k->off + k->n) of slab k->a (@p slab rows each) of the [rows, H]
+ * view @p rows into a new [n, H] tensor held by @p ranks. */
+static uint32_t cut(sp_graph *g, uint32_t rows, const chunk_t *k, int64_t slab, int64_t H, const char *nm,
                     const int32_t *ranks, int32_t n, GError **err)
 {
-  char *tn = g_strdup_printf("%s.slab", nm);
-  uint32_t tmp = piece(g, tn, slab, H, ranks, n, SP_INIT_NONE, err);
-  g_free(tn);
-  uint32_t o = tmp == BAD ? BAD : piece(g, nm, k->n, H, ranks, n, SP_INIT_NONE, err);
-  if (o == BAD || sp_graph_slice(g, in, tmp, 0, k->a, 1, err) == BAD ||
-      sp_graph_slice(g, tmp, o, 0, k->off, k->n, err) == BAD)
+  uint32_t o = piece(g, nm, k->n, H, ranks, n, SP_INIT_NONE, err);
+  if (o == BAD || sp_graph_slice(g, rows, o, 0, k->a * slab + k->off, k->n, err) == BAD)
     return BAD;
   return o;
 }
@@ -154,6 +169,9 @@ uint32_t sp_ops_moe_exchange(sp_graph *g, const sp_moe_layer *st, uint32_t in, g
   uint32_t *msg = g_new(uint32_t, (gsize)ep->n_groups * (gsize)P * (gsize)P);
   gboolean ok = TRUE;
   const char *xn = sp_graph_tensor(g, in)->name;
+  const uint32_t view = flat(g, in, err);
+  if (view == BAD)
+    ok = FALSE;
   /* the self chunks first, then every pair's message (posted, not waited), then each
    * receiver's unpacking and concatenation, which wait for its messages */
   for (int pass = 0; ok && pass < 3; pass++)
@@ -175,7 +193,7 @@ uint32_t sp_ops_moe_exchange(sp_graph *g, const sp_moe_layer *st, uint32_t in, g
             for (int64_t b = 0; ok && b < nb; b++)
               if (ch[b].src == s && ch[b].n > 0) {
                 char *pn = g_strdup_printf("%s.part%" G_GINT64_FORMAT, mn, b);
-                ok = (parts[np++] = cut(g, in, &ch[b], slab, H, pn, pair, 2, err)) != BAD;
+                ok = (parts[np++] = cut(g, view, &ch[b], slab, H, pn, pair, 2, err)) != BAD;
                 g_free(pn);
               }
             char *rn = g_strdup_printf("%s.recv", mn);
@@ -192,7 +210,7 @@ uint32_t sp_ops_moe_exchange(sp_graph *g, const sp_moe_layer *st, uint32_t in, g
               if (ch[b].src != s || ch[b].n == 0)
                 continue;
               char *gn = g_strdup_printf("%s.chunk%" G_GINT64_FORMAT, mn, b);
-              uint32_t got = s == r ? cut(g, in, &ch[b], slab, H, gn, &rr, 1, err)
+              uint32_t got = s == r ? cut(g, view, &ch[b], slab, H, gn, &rr, 1, err)
                                     : piece(g, gn, ch[b].n, H, &rr, 1, SP_INIT_NONE, err);
               g_free(gn);
               ok = got != BAD && (s == r || sp_graph_slice(g, *m, got, 0, off, ch[b].n, err) != BAD);

@@ -48,6 +48,14 @@ for opts in dropless=1,capacity=2 capacity=1.5,dropless=1; do
   else nok "--moe $opts: $(cat "$tmp/out" "$tmp/err")"; fi
 done
 
+# too large for data mode: 16 ranks x 1024 experts x etp 4 = 65536 blocks > 32768
+if "$bin" verify "$src/platforms/dgx.xml" --op moe-layer --ranks 16 \
+     --moe experts=1024,topk=2,ep=4,etp=4,dropless=1 >"$tmp/out" 2>"$tmp/err"; then
+  nok "a dropless case of 65536 blocks accepted"
+elif [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "ranks x experts x etp = 65536 expert blocks, at most 32768" "$tmp/err"; then
+  ok "a dropless case of 65536 blocks refused in one line"
+else nok "65536 blocks: $(cat "$tmp/out" "$tmp/err")"; fi
+
 # spsim-run under mpirun: the same checksum lines as spsim verify
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1

@@ -437,6 +437,18 @@ static gboolean build_moe_opts(sp_graph *g, const void *ud, outs_t *o, GError **
                 disp, ffn, lim, pairs);
     return FALSE;
   }
+  /* a dropless case builds a block per (rank, expert, etp member) in every exchange
+   * and expert step: ranks x experts x etp = 32768 (16 ranks, 1024 experts, etp 2,
+   * `spsim verify platforms/dgx.xml --op moe-layer-bwd --ranks 16 --moe
+   * experts=1024,topk=8,ep=8,etp=2,tokens=64,dropless=1`) took 3.3 s and 1 GB in a
+   * release build: the bound */
+  const double blocks = (double)m->gs->n_groups * m->gs->group_size * (double)c.experts * (double)c.etp;
+  if (c.dropless && blocks > 32768) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "moe options: a dropless case builds ranks x experts x etp = %.0f expert blocks, at most 32768 "
+                "in data mode: use fewer experts or ranks", blocks);
+    return FALSE;
+  }
   return build_moe_c(g, m->gs, &c, m->bwd, o, err);
 }
 

@@ -76,6 +76,9 @@ tests_test_ops_ulysses_SOURCES = tests/test-ops-ulysses.c
 tests_test_ops_ulysses_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-graph tests/test-ops-ulysses tests/test-ops-tp tests/test-ops-isp tests/test-ops-pipe \
 	tests/test-ops-ring tests/test-ops-moe
+# dropless MoE dispatch through spsim verify and spsim-run under mpirun
+TESTS += tests/test-moe-dropless.sh
+EXTRA_DIST += tests/test-moe-dropless.sh
 
 # coll: collectives (lowering, reference, verification cases)
 check_PROGRAMS += tests/test-coll

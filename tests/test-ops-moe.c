@@ -149,12 +149,13 @@ typedef struct {
   sp_graph_data *ref, *run;
 } layer_case;
 
-static void layer_case_new(layer_case *lc, double factor, sp_moe_drop drop, gboolean bwd)
+static void layer_case_new_dl(layer_case *lc, double factor, sp_moe_drop drop, gboolean bwd, const int64_t *dropless)
 {
   static int32_t ranks[2] = { 0, 1 };
   sp_groups gs = sp_groups_one(ranks, 2);
   sp_moe_cfg c = { .experts = 4, .topk = 2, .ep = 2, .etp = 1, .tokens = 4, .hidden = 4, .ffn = 4,
-                   .capacity_factor = factor, .drop = drop, .algo = SP_ALGO_AUTO };
+                   .capacity_factor = factor, .drop = drop, .algo = SP_ALGO_AUTO, .dropless = dropless != NULL,
+                   .dropless_counts = dropless };
   GError *err = NULL;
   lc->g = sp_graph_new(2);
   int64_t sx[2] = { 4, 4 }, s1[3] = { 2, 4, 4 };
@@ -193,6 +194,11 @@ static void layer_case_new(layer_case *lc, double factor, sp_moe_drop drop, gboo
   g_assert_true(sp_graph_reference(lc->g, lc->ref, &err));
   g_assert_true(sp_graph_run_loopback(lc->g, lc->run, &err));
   g_assert_no_error(err);
+}
+
+static void layer_case_new(layer_case *lc, double factor, sp_moe_drop drop, gboolean bwd)
+{
+  layer_case_new_dl(lc, factor, drop, bwd, NULL);
 }
 
 static void layer_case_free(layer_case *lc)
@@ -290,6 +296,119 @@ static void test_layer_backward(void)
   const float *g2 = sp_graph_data_get(lc.run, lc.dw2, 1);
   g_assert_cmpfloat(fabs(g2[1 * 4 + 1] - want), <=, 1e-5 * fmax(1, fabs(want)));
   layer_case_free(&lc);
+}
+
+/* Dropless on the two-rank case: every routed pair kept. Counts from the router rule
+ * (LOGITS' comment): rank 0 routes e0 t0 t2 t3, e1 t0 t1 t3, e2 t1, e3 t2 = [3 3 1 1];
+ * rank 1's four tokens all go to e1 and e2 = [0 4 4 0]. So rank 0 sends member 1
+ * (experts 2, 3) 2 rows, not the even share T K / ep = 4; rank 1 sends member 0 4 rows
+ * of e1 and none of e0 (member 0 receives no token of rank 1 for expert 0). */
+static void test_layer_dropless(void)
+{
+  static const int64_t hand[8] = { 3, 3, 1, 1, 0, 4, 4, 0 };
+  layer_case lc;
+  layer_case_new_dl(&lc, 1.0, SP_MOE_DROP_PROBS, TRUE, hand);
+  /* the host router on the case's inputs gives the hand counts */
+  for (int32_t r = 0; r < 2; r++) {
+    int64_t got[4];
+    sp_moe_route_counts(&lc.st.cfg, sp_graph_data_get(lc.ref, lc.x, r), sp_graph_data_get(lc.ref, lc.wr, r), got);
+    g_assert_cmpmem(got, sizeof got, hand + 4 * r, sizeof got);
+  }
+  g_assert_cmpint(lc.st.capacity, ==, 4); /* the largest count: every block's rows */
+  const float rc0[4] = { 3, 3, 0, 4 }, rc1[4] = { 1, 1, 4, 0 };
+  g_assert_cmpmem(sp_graph_data_get(lc.run, lc.st.recv_counts, 0), 16, rc0, 16);
+  g_assert_cmpmem(sp_graph_data_get(lc.run, lc.st.recv_counts, 1), 16, rc1, 16);
+  /* y in closed form: rank 0's t3 is kept now by e0 and e1 (p = 1/4 each): 3/4 e_3;
+   * rank 1's four tokens are all (2 p11 + 3 p12) e_1 */
+  const float *y0 = sp_graph_data_get(lc.run, lc.st.y, 0), *y1 = sp_graph_data_get(lc.run, lc.st.y, 1);
+  g_assert_cmpfloat(fabs(y0[0] - (prob(0, 0) + 2 * prob(0, 1))), <=, 1e-6);
+  g_assert_cmpfloat(fabs(y0[10] - (4 * prob(2, 3) + prob(2, 0))), <=, 1e-6);
+  g_assert_cmpfloat(fabs(y0[15] - 0.75), <=, 1e-6);
+  for (int t = 0; t < 4; t++)
+    for (int h = 0; h < 4; h++) {
+      double want = h == 1 ? 2 * prob(1, 1) + 3 * prob(1, 2) : 0.0;
+      g_assert_cmpfloat(fabs(y1[t * 4 + h] - want), <=, 1e-6);
+    }
+  GError *err = NULL;
+  for (int i = 0; i < 5; i++) {
+    uint32_t t = i == 0 ? lc.st.y : i == 1 ? lc.dx : i == 2 ? lc.dwr : i == 3 ? lc.dw1 : lc.dw2;
+    g_assert_true(sp_graph_data_compare(lc.g, lc.run, lc.ref, t, 0, &err));
+  }
+  g_assert_true(sp_moe_reference_check(lc.g, lc.run, &lc.st, lc.dy, lc.dx, lc.dwr, lc.dw1, lc.dw2, 0, 1e-5,
+                                       &err));
+  g_assert_no_error(err);
+  /* the messages carry exactly the counts: dispatch rank 0 -> 1: e2 + e3 = 2 rows,
+   * 1 -> 0: e0 + e1 = 4 rows; the combine sends them back */
+  static const struct { const char *name; int64_t rows; } msgs[] = {
+    { "x.dispatch.dl0_0_1", 2 }, { "x.dispatch.dl0_1_0", 4 },
+    { "x.expert_out.dl0_1_0", 2 }, { "x.expert_out.dl0_0_1", 4 },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS(msgs); i++) {
+    uint32_t t = sp_graph_find_tensor(lc.g, msgs[i].name);
+    g_assert_cmpuint(t, !=, SP_NO_TENSOR);
+    g_assert_cmpint(sp_graph_tensor(lc.g, t)->shape[0], ==, msgs[i].rows);
+    g_assert_cmpint(sp_graph_tensor(lc.g, t)->shape[1], ==, 4);
+  }
+  /* each expert computes on exactly its tokens: rank 0's e0 3 + 0 rows, e1 3 + 4; rank
+   * 1's e2 1 + 4, e3 1 + 0 */
+  static const struct { const char *name; int64_t rows; } exact[] = {
+    { "x.tok0.r0", 3 }, { "x.tok1.r0", 7 }, { "x.tok0.r1", 5 }, { "x.tok1.r1", 1 },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS(exact); i++) {
+    uint32_t t = sp_graph_find_tensor(lc.g, exact[i].name);
+    g_assert_cmpuint(t, !=, SP_NO_TENSOR);
+    g_assert_cmpint(sp_graph_tensor(lc.g, t)->shape[0], ==, exact[i].rows);
+  }
+  /* rank 0's block (l, member i) is number 2 l + i: none for rank 1's expert 0 (its
+   * zero count, block 1), one for its expert 1 (block 3) */
+  g_assert_cmpuint(sp_graph_find_tensor(lc.g, "x.dispatch.dl0_1_0.chunk1"), ==, SP_NO_TENSOR);
+  g_assert_cmpuint(sp_graph_find_tensor(lc.g, "x.dispatch.dl0_1_0.chunk3"), !=, SP_NO_TENSOR);
+  layer_case_free(&lc);
+  /* counts that do not sum to tokens x topk are refused */
+  static const int64_t bad[8] = { 3, 3, 1, 0, 0, 4, 4, 0 };
+  int32_t ranks[2] = { 0, 1 };
+  sp_groups gs = sp_groups_one(ranks, 2);
+  sp_moe_cfg c = { .experts = 4, .topk = 2, .ep = 2, .etp = 1, .tokens = 4, .hidden = 4, .ffn = 4,
+                   .capacity_factor = 1, .dropless = 1, .dropless_counts = bad };
+  sp_graph *g = sp_graph_new(2);
+  int64_t sx[2] = { 4, 4 }, s1[3] = { 2, 4, 4 };
+  uint32_t x = sp_graph_tensor_new(g, "x", SP_F32, 2, sx, SP_TENSOR_ACTIVATION, SP_INIT_INPUT, &err);
+  uint32_t wr = sp_graph_tensor_new(g, "wr", SP_F32, 2, sx, SP_TENSOR_WEIGHT, SP_INIT_INPUT, &err);
+  uint32_t w1 = sp_graph_tensor_new(g, "w1", SP_F32, 3, s1, SP_TENSOR_WEIGHT, SP_INIT_INPUT, &err);
+  sp_moe_layer st;
+  g_assert_false(sp_op_moe_layer(g, &gs, &c, x, wr, w1, w1, &st, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_assert_nonnull(strstr(err->message, "dropless counts of rank 0 sum to 7, not tokens x topk = 8"));
+  g_clear_error(&err);
+  sp_moe_layer_clear(&st);
+  c.dropless_counts = NULL;
+  g_assert_false(sp_op_moe_layer(g, &gs, &c, x, wr, w1, w1, &st, &err));
+  g_assert_nonnull(strstr(err->message, "needs the router's per-rank counts at build time"));
+  g_clear_error(&err);
+  sp_moe_layer_clear(&st);
+  sp_graph_free(g);
+}
+
+/* The options: dropless=1 parsed; with capacity= refused in one line naming both */
+static void test_dropless_options(void)
+{
+  sp_moe_cfg c = { .capacity_factor = 1 };
+  GError *err = NULL;
+  g_assert_true(sp_moe_cfg_parse("experts=8,dropless=1", &c, &err));
+  g_assert_no_error(err);
+  g_assert_cmpint(c.dropless, ==, 1);
+  g_assert_true(sp_moe_cfg_parse("dropless=0", &c, &err));
+  g_assert_cmpint(c.dropless, ==, 0);
+  g_assert_false(sp_moe_cfg_parse("dropless=1,capacity=2", &c, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_assert_nonnull(strstr(err->message, "dropless=1 keeps every routed token and has no capacity"));
+  g_assert_null(strchr(err->message, '\n'));
+  g_clear_error(&err);
+  g_assert_false(sp_moe_cfg_parse("capacity=2,dropless=1", &c, &err));
+  g_clear_error(&err);
+  g_assert_false(sp_moe_cfg_parse("dropless=yes", &c, &err));
+  g_assert_nonnull(strstr(err->message, "dropless 'yes' must be 0 or 1"));
+  g_clear_error(&err);
 }
 
 /* One rank, no expert over capacity (factor 4): the loss L = sum(y * dy) as a
@@ -442,5 +561,7 @@ int main(int argc, char **argv)
   g_test_add_func("/moe/layer-backward", test_layer_backward);
   g_test_add_func("/moe/backward-finite-differences", test_backward_finite_differences);
   g_test_add_func("/moe/all-to-all-v", test_all_to_all_v);
+  g_test_add_func("/moe/layer-dropless", test_layer_dropless);
+  g_test_add_func("/moe/dropless-options", test_dropless_options);
   return g_test_run();
 }

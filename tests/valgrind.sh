@@ -56,6 +56,8 @@ check "spsim verify ulysses-attention (graph operation)" "$S" verify "$small" --
 check "spsim verify ring-attention-bwd (graph operation)" "$S" verify "$small" --op ring-attention-bwd --ranks 4
 check "spsim verify moe-layer-bwd (graph operation, --moe)" "$S" verify "$small" --op moe-layer-bwd --ranks 8 \
   --moe experts=16,topk=2,tokens=8
+check "spsim verify moe-layer-bwd, dropless dispatch" "$S" verify "$small" --op moe-layer-bwd --ranks 4 \
+  --moe experts=8,topk=2,ep=2,etp=2,tokens=8,dropless=1
 check "spsim bench" "$S" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M
 check "spsim topo" "$S" topo --axes pipe=2,data=2,tensor=2 --json
 check "spsim platform" "$S" platform dgx --nodes 2 -o "$tmp/p2.xml"

@@ -374,7 +374,7 @@ int sp_cmd_verify(int argc, char **argv)
     { "channels", 0, 0, G_OPTION_ARG_INT, &channels, "ring channels (default 1: one ring; coll.h: channel c rotates each block by c)", "N" },
     { "channel-block", 0, 0, G_OPTION_ARG_INT, &channel_block, "members per rotation block with --channels (default: the whole group)", "B" },
     { "fidelity", 0, 0, G_OPTION_ARG_STRING, &fidelity, "step (data mode runs every step)", "F" },
-    { "moe", 0, 0, G_OPTION_ARG_STRING, &moe, "moe-layer, moe-layer-bwd: KEY=VALUE,... over the defaults: experts (2 ep), topk (2), ep (ranks / 2 from 4 ranks), etp (moe-layer-bwd: 2 where 4 divides the ranks, else 1), tokens, hidden, ffn (4 each), capacity (the capacity factor, 1), drop (probs or position)", "OPTS" },
+    { "moe", 0, 0, G_OPTION_ARG_STRING, &moe, "moe-layer, moe-layer-bwd: KEY=VALUE,... over the defaults: experts (2 ep), topk (2), ep (ranks / 2 from 4 ranks), etp (moe-layer-bwd: 2 where 4 divides the ranks, else 1), tokens, hidden, ffn (4 each), capacity (the capacity factor, 1), drop (probs or position), dropless (1: every routed token kept and sent with exact per-expert counts; not with capacity)", "OPTS" },
     { "checksum", 0, 0, G_OPTION_ARG_NONE, &checksum, "print the output checksums", NULL },
     { "trace", 0, 0, G_OPTION_ARG_FILENAME, &trace_path, "write the timeline as Chrome trace JSON", "FILE" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "print one JSON object", NULL },

@@ -46,7 +46,7 @@ spsiminclude_HEADERS += src/core/spsim/graph.h src/core/spsim/coll.h src/core/sp
 # ops: the operation library (graph builders, one file per family)
 libspsim_la_SOURCES += src/core/ops/ops_common.c src/core/ops/ops_ulysses.c src/core/ops/ops_tp.c \
 	src/core/ops/ops_isp.c src/core/ops/ops_pipe.c src/core/ops/ops_ring.c \
-	src/core/ops/ops_moe.c src/core/ops/ops_moe_ref.c src/core/ops/ops_a2av.c
+	src/core/ops/ops_moe.c src/core/ops/ops_moe_ref.c src/core/ops/ops_moe_dropless.c src/core/ops/ops_a2av.c
 spsiminclude_HEADERS += src/core/spsim/ops.h
 
 # lower: graph and collectives to per-rank programs (dispatcher, one file per algorithm);

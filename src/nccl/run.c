@@ -180,7 +180,8 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     { "coll", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &coll_s, "alias of --op", "OP" },
     { "moe", 0, 0, G_OPTION_ARG_STRING, &moe_s,
       "moe-layer, moe-layer-bwd: KEY=VALUE,... over the defaults (experts, topk, ep, etp, tokens, hidden, "
-      "ffn, capacity = the capacity factor, drop = probs or position), as `spsim verify --moe`", "OPTS" },
+      "ffn, capacity = the capacity factor, drop = probs or position, dropless = 1 for exact per-expert "
+      "counts), as `spsim verify --moe`", "OPTS" },
     { "dtype", 'd', 0, G_OPTION_ARG_STRING, &dtype_s, "f32 (default), f16, bf16, i32, i64, u8", "T" },
     { "count", 'c', 0, G_OPTION_ARG_INT64, &count, "elements per rank (default 1024; all-gather, reduce-scatter, all-to-all: 1024 / ranks)", "C" },
     { "size", 0, 0, G_OPTION_ARG_STRING, &size_s,

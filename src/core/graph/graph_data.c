@@ -72,6 +72,13 @@ void *sp_graph_data_get(sp_graph_data *d, uint32_t t, int32_t rank)
   return d->buf[rank][sp_graph_tensor(d->g, t)->storage];
 }
 
+void sp_graph_input_fill(const sp_graph *g, uint32_t t, int32_t rank, uint64_t seed, void *buf)
+{
+  const sp_tensor *x = sp_graph_tensor(g, t);
+  sp_fill_pattern(buf, sp_tensor_numel(x), x->dtype,
+                  seed ^ ((uint64_t)(t + 1) * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(rank + 1) << 40), 0);
+}
+
 void sp_graph_data_fill_inputs(sp_graph_data *d, uint64_t seed)
 {
   for (guint t = 0; t < d->g->tensors->len; t++) {
@@ -81,8 +88,7 @@ void sp_graph_data_fill_inputs(sp_graph_data *d, uint64_t seed)
     for (int32_t r = 0; r < d->world; r++) {
       void *p = sp_graph_data_get(d, t, r);
       if (p)
-        sp_fill_pattern(p, sp_tensor_numel(x), x->dtype,
-                        seed ^ ((uint64_t)(t + 1) * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(r + 1) << 40), 0);
+        sp_graph_input_fill(d->g, t, r, seed, p);
     }
   }
 }

@@ -41,6 +41,8 @@ gboolean sp_moe_cfg_check(const sp_moe_cfg *c, int32_t P, GError **err)
     m = g_strdup_printf("moe: the capacity factor (%g) must be > 0", c->capacity_factor);
   else if (c->drop != SP_MOE_DROP_PROBS && c->drop != SP_MOE_DROP_POSITION)
     msg = "moe: the drop policy must be probs or position";
+  else if (c->dropless != 0 && c->dropless != 1)
+    msg = "moe: dropless must be 0 or 1";
   if (!msg && !m)
     return TRUE;
   g_set_error_literal(err, SP_ERROR, SP_ERROR_INVALID, m ? m : msg);
@@ -58,9 +60,9 @@ gboolean sp_moe_cfg_check(const sp_moe_cfg *c, int32_t P, GError **err)
 gboolean sp_moe_cfg_parse(const char *spec, sp_moe_cfg *c, GError **err)
 {
   static const char *const keys[] = { "experts", "topk", "ep", "etp", "tokens", "hidden", "ffn", "capacity",
-                                      "drop" };
+                                      "drop", "dropless" };
   gchar **items = g_strsplit(spec ? spec : "", ",", -1);
-  gboolean ok = TRUE;
+  gboolean ok = TRUE, capacity_set = FALSE;
   for (gchar **it = items; ok && *it; it++) {
     if (**it == '\0')
       continue;
@@ -73,7 +75,7 @@ gboolean sp_moe_cfg_parse(const char *spec, sp_moe_cfg *c, GError **err)
     if (k < 0 || !eq) {
       g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
                   "moe options: '%s' is not KEY=VALUE with KEY experts, topk, ep, etp, tokens, hidden, ffn, "
-                  "capacity or drop", *it);
+                  "capacity, drop or dropless", *it);
       ok = FALSE;
       break;
     }
@@ -90,7 +92,17 @@ gboolean sp_moe_cfg_parse(const char *spec, sp_moe_cfg *c, GError **err)
       }
       continue;
     }
+    if (k == 9) {
+      if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+        c->dropless = *v == '1';
+      else {
+        g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "moe options: dropless '%s' must be 0 or 1", v);
+        ok = FALSE;
+      }
+      continue;
+    }
     if (k == 7) {
+      capacity_set = TRUE;
       double f = g_ascii_strtod(v, &end);
       if (*v == '\0' || *end != '\0' || !isfinite(f)) {
         g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "moe options: capacity '%s' is not a number", v);
@@ -118,6 +130,12 @@ gboolean sp_moe_cfg_parse(const char *spec, sp_moe_cfg *c, GError **err)
     }
   }
   g_strfreev(items);
+  if (ok && capacity_set && c->dropless) {
+    g_set_error_literal(err, SP_ERROR, SP_ERROR_INVALID,
+                        "moe options: dropless=1 keeps every routed token and has no capacity: leave out "
+                        "capacity= (or use dropless=0 for the drop-and-pad dispatch)");
+    ok = FALSE;
+  }
   return ok;
 }
 
@@ -163,7 +181,12 @@ void sp_moe_layer_clear(sp_moe_layer *st)
   g_clear_pointer(&st->act, g_free);
   g_clear_pointer(&st->w1l, g_free);
   g_clear_pointer(&st->w2l, g_free);
+  g_clear_pointer(&st->counts_tab, g_free);
+  g_clear_pointer(&st->dl_x, g_free);
+  g_clear_pointer(&st->dl_pre, g_free);
+  g_clear_pointer(&st->dl_act, g_free);
 }
+
 
 /* A new f32 tensor of @p nd dims placed like @p ref. */
 static uint32_t like(sp_graph *g, uint32_t ref, const char *nm, int nd, int64_t a, int64_t b, int64_t c,
@@ -222,6 +245,68 @@ static uint32_t take(sp_graph *g, uint32_t t, int64_t l, int64_t rows, int64_t c
   return o;
 }
 
+/* The dropless experts' forward: each rank's local expert on exactly its tokens
+ * (compacted from the padded blocks), the outputs expanded back into padded blocks. */
+static uint32_t dropless_ffn(sp_graph *g, sp_moe_layer *st, GError **err)
+{
+  const int64_t El = st->cfg.experts / st->cfg.ep, Fl = st->cfg.ffn / st->cfg.etp;
+  const int64_t n = (int64_t)st->all.n_groups * st->all.group_size * El;
+  st->dl_x = g_new(uint32_t, n);
+  st->dl_pre = g_new(uint32_t, n);
+  st->dl_act = g_new(uint32_t, n);
+  uint32_t *outs = g_new(uint32_t, n);
+  gboolean ok = sp_ops_moe_compact(g, st, st->xl, "x.tok", st->dl_x, err);
+  for (int64_t k = 0; k < n; k++)
+    st->dl_pre[k] = st->dl_act[k] = outs[k] = BAD;
+  for (int64_t k = 0; ok && k < n; k++) {
+    if (st->dl_x[k] == BAD)
+      continue;
+    const int64_t l = k % El, N = sp_graph_tensor(g, st->dl_x[k])->shape[0];
+    ok = (st->dl_pre[k] = mm(g, st->dl_x[k], FALSE, st->w1l[l], FALSE, "pre", SP_TENSOR_ACTIVATION, err)) != BAD &&
+         (st->dl_act[k] = like(g, st->dl_pre[k], "relu", 2, N, Fl, 0, SP_TENSOR_ACTIVATION, err)) != BAD &&
+         moe(g, SP_MOE_RELU, &st->dl_pre[k], 1, &st->dl_act[k], 1, st, err) != BAD &&
+         (outs[k] = mm(g, st->dl_act[k], FALSE, st->w2l[l], FALSE, "out", SP_TENSOR_ACTIVATION, err)) != BAD;
+  }
+  uint32_t part = ok ? sp_ops_moe_expand(g, st, outs, "expert_out", err) : BAD;
+  g_free(outs);
+  return part;
+}
+
+/* Its backward from the padded output gradient slabs @p dol: dxin (padded), dW1, dW2. */
+static gboolean dropless_ffn_bwd(sp_graph *g, sp_moe_layer *st, const uint32_t *dol, uint32_t *dxin, uint32_t *dw1,
+                                 uint32_t *dw2, GError **err)
+{
+  const int64_t El = st->cfg.experts / st->cfg.ep, Fl = st->cfg.ffn / st->cfg.etp, H = st->cfg.hidden;
+  const int64_t n = (int64_t)st->all.n_groups * st->all.group_size * El;
+  uint32_t *de = g_new(uint32_t, n), *dx = g_new(uint32_t, n), *g1 = g_new(uint32_t, n), *g2 = g_new(uint32_t, n);
+  gboolean ok = sp_ops_moe_compact(g, st, dol, "x.dtok", de, err);
+  for (int64_t k = 0; k < n; k++)
+    dx[k] = g1[k] = g2[k] = BAD;
+  for (int64_t k = 0; ok && k < n; k++) {
+    if (de[k] == BAD)
+      continue;
+    const int64_t l = k % El, N = sp_graph_tensor(g, de[k])->shape[0];
+    uint32_t dact, dpre;
+    ok = (dact = mm(g, de[k], FALSE, st->w2l[l], TRUE, "dact", SP_TENSOR_ACTIVATION, err)) != BAD &&
+         (g2[k] = mm(g, st->dl_act[k], TRUE, de[k], FALSE, "dw2", SP_TENSOR_GRAD, err)) != BAD &&
+         (dpre = like(g, dact, "drelu", 2, N, Fl, 0, SP_TENSOR_ACTIVATION, err)) != BAD;
+    if (ok) {
+      uint32_t rin[2] = { st->dl_pre[k], dact };
+      ok = moe(g, SP_MOE_RELU_BWD, rin, 2, &dpre, 1, st, err) != BAD &&
+           (g1[k] = mm(g, st->dl_x[k], TRUE, dpre, FALSE, "dw1", SP_TENSOR_GRAD, err)) != BAD &&
+           (dx[k] = mm(g, dpre, FALSE, st->w1l[l], TRUE, "dx", SP_TENSOR_ACTIVATION, err)) != BAD;
+    }
+  }
+  ok = ok && (*dxin = sp_ops_moe_expand(g, st, dx, "d_etp_gather_in", err)) != BAD &&
+       (*dw1 = sp_ops_moe_stack(g, st, g1, st->w1, H, Fl, "grad", err)) != BAD &&
+       (*dw2 = sp_ops_moe_stack(g, st, g2, st->w2, Fl, H, "grad", err)) != BAD;
+  g_free(de);
+  g_free(dx);
+  g_free(g1);
+  g_free(g2);
+  return ok;
+}
+
 gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg, uint32_t x, uint32_t wr,
                          uint32_t w1, uint32_t w2, sp_moe_layer *st, GError **err)
 {
@@ -232,7 +317,12 @@ gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg
   st->all = *gs;
   st->all.ranks = g_memdup2(gs->ranks, sizeof(int32_t) * (size_t)gs->n_groups * (size_t)gs->group_size);
   const int64_t T = cfg->tokens, H = cfg->hidden, E = cfg->experts, K = cfg->topk;
-  const int64_t El = E / cfg->ep, Fl = cfg->ffn / cfg->etp, C = sp_moe_capacity(cfg);
+  /* dropless: every block holds the largest per-(rank, expert) count, and nothing
+   * is dropped as no count exceeds it */
+  const int64_t C = cfg->dropless ? sp_ops_moe_dropless_setup(st, gs, err) : sp_moe_capacity(cfg);
+  if (C < 1)
+    return FALSE;
+  const int64_t El = E / cfg->ep, Fl = cfg->ffn / cfg->etp;
   const int64_t M = (int64_t)cfg->etp * cfg->ep * C; /* tokens slots of one local expert */
   st->capacity = C;
   if (!need(g, x, 2, T, H, 0, "x ([tokens, hidden])", err) || !need(g, wr, 2, H, E, 0, "wr ([hidden, experts])", err) ||
@@ -264,8 +354,8 @@ gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg
   uint32_t pin[2] = { x, st->route };
   if (st->disp == BAD || moe(g, SP_MOE_PERMUTE, pin, 2, &st->disp, 1, st, err) == BAD)
     return FALSE;
-  uint32_t recv = like(g, x, "recv", 3, El, cfg->ep * C, H, SP_TENSOR_ACTIVATION, err);
-  if (recv == BAD || sp_graph_all_to_all(g, &st->ep, st->disp, recv, 0, 1, cfg->algo, err) == BAD)
+  uint32_t recv = sp_ops_moe_exchange(g, st, st->disp, FALSE, "recv", err);
+  if (recv == BAD)
     return FALSE;
   st->xin = recv;
   if (cfg->etp > 1) {
@@ -285,13 +375,19 @@ gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg
     ok = (st->xl[l] = take(g, st->xin, l, M, H, "tok", SP_TENSOR_ACTIVATION, err)) != BAD &&
          (st->w1l[l] = take(g, w1, l, H, Fl, "e", SP_TENSOR_WEIGHT, err)) != BAD &&
          (st->w2l[l] = take(g, w2, l, Fl, H, "e", SP_TENSOR_WEIGHT, err)) != BAD &&
-         (st->pre[l] = mm(g, st->xl[l], FALSE, st->w1l[l], FALSE, "pre", SP_TENSOR_ACTIVATION, err)) != BAD &&
+         (cfg->dropless || /* dropless: every rank's experts on their exact tokens, below */
+          ((st->pre[l] = mm(g, st->xl[l], FALSE, st->w1l[l], FALSE, "pre", SP_TENSOR_ACTIVATION, err)) != BAD &&
          (st->act[l] = like(g, st->pre[l], "relu", 2, M, Fl, 0, SP_TENSOR_ACTIVATION, err)) != BAD &&
          moe(g, SP_MOE_RELU, &st->pre[l], 1, &st->act[l], 1, st, err) != BAD &&
-         (outs[l] = mm(g, st->act[l], FALSE, st->w2l[l], FALSE, "out", SP_TENSOR_ACTIVATION, err)) != BAD;
+         (outs[l] = mm(g, st->act[l], FALSE, st->w2l[l], FALSE, "out", SP_TENSOR_ACTIVATION, err)) != BAD));
   }
-  uint32_t part = ok ? like(g, x, "expert_out", 3, El, M, H, SP_TENSOR_ACTIVATION, err) : BAD;
-  ok = part != BAD && sp_ops_concat_parts(g, outs, El, part, err);
+  uint32_t part = BAD;
+  if (ok && cfg->dropless)
+    ok = (part = dropless_ffn(g, st, err)) != BAD;
+  else if (ok) {
+    part = like(g, x, "expert_out", 3, El, M, H, SP_TENSOR_ACTIVATION, err);
+    ok = part != BAD && sp_ops_concat_parts(g, outs, El, part, err);
+  }
   g_free(outs);
   if (!ok)
     return FALSE;
@@ -303,8 +399,7 @@ gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg
       return FALSE;
   }
   /* combine back: [E/ep, ep C, H] -> [E, C, H], then the weighted sum */
-  st->comb = like(g, x, "combine", 3, E, C, H, SP_TENSOR_ACTIVATION, err);
-  if (st->comb == BAD || sp_graph_all_to_all(g, &st->ep, st->eout, st->comb, 1, 0, cfg->algo, err) == BAD)
+  if ((st->comb = sp_ops_moe_exchange(g, st, st->eout, TRUE, "combine", err)) == BAD)
     return FALSE;
   st->y = like(g, x, "y", 2, T, H, 0, SP_TENSOR_ACTIVATION, err);
   uint32_t uin[2] = { st->comb, st->route };
@@ -326,8 +421,8 @@ gboolean sp_op_moe_layer_bwd(sp_graph *g, sp_moe_layer *st, uint32_t dy, uint32_
   uint32_t ubin[3] = { dy, st->comb, st->route }, ubout[2] = { deo, dprob };
   if (dprob == BAD || moe(g, SP_MOE_UNPERMUTE_BWD, ubin, 3, ubout, 2, st, err) == BAD)
     return FALSE;
-  uint32_t dout = like(g, x, "d_expert_out", 3, El, cfg->ep * C, H, SP_TENSOR_ACTIVATION, err);
-  if (dout == BAD || sp_graph_all_to_all(g, &st->ep, deo, dout, 0, 1, cfg->algo, err) == BAD)
+  uint32_t dout = sp_ops_moe_exchange(g, st, deo, FALSE, "d_expert_out", err);
+  if (dout == BAD)
     return FALSE;
   uint32_t doutg = dout;
   if (cfg->etp > 1) { /* conjugate of the reduce-scatter */
@@ -337,9 +432,14 @@ gboolean sp_op_moe_layer_bwd(sp_graph *g, sp_moe_layer *st, uint32_t dy, uint32_
   }
   /* each local expert's FFN, backward */
   uint32_t *dxl = g_new0(uint32_t, El), *g1 = g_new0(uint32_t, El), *g2 = g_new0(uint32_t, El);
+  uint32_t dxin = BAD;
   gboolean ok = TRUE;
   for (int64_t l = 0; ok && l < El; l++) {
     uint32_t dol = take(g, doutg, l, M, H, "dtok", SP_TENSOR_ACTIVATION, err), dact, dpre;
+    if (cfg->dropless) { /* every rank's experts on their exact tokens, below */
+      ok = (dxl[l] = dol) != BAD;
+      continue;
+    }
     ok = dol != BAD && (dact = mm(g, dol, FALSE, st->w2l[l], TRUE, "dact", SP_TENSOR_ACTIVATION, err)) != BAD &&
          (g2[l] = mm(g, st->act[l], TRUE, dol, FALSE, "dw2", SP_TENSOR_GRAD, err)) != BAD &&
          (dpre = like(g, dact, "drelu", 2, M, Fl, 0, SP_TENSOR_ACTIVATION, err)) != BAD;
@@ -350,11 +450,15 @@ gboolean sp_op_moe_layer_bwd(sp_graph *g, sp_moe_layer *st, uint32_t dy, uint32_
            (dxl[l] = mm(g, dpre, FALSE, st->w1l[l], TRUE, "dx", SP_TENSOR_ACTIVATION, err)) != BAD;
     }
   }
-  uint32_t dxin = ok ? like(g, x, "d_etp_gather_in", 3, El, M, H, SP_TENSOR_ACTIVATION, err) : BAD;
-  *dw1 = dxin == BAD ? BAD : like(g, st->w1, "grad", 3, El, H, Fl, SP_TENSOR_GRAD, err);
-  *dw2 = *dw1 == BAD ? BAD : like(g, st->w2, "grad", 3, El, Fl, H, SP_TENSOR_GRAD, err);
-  ok = *dw2 != BAD && sp_ops_concat_parts(g, dxl, El, dxin, err) && sp_ops_concat_parts(g, g1, El, *dw1, err) &&
-       sp_ops_concat_parts(g, g2, El, *dw2, err);
+  if (ok && cfg->dropless)
+    ok = dropless_ffn_bwd(g, st, dxl, &dxin, dw1, dw2, err);
+  else if (ok) {
+    dxin = like(g, x, "d_etp_gather_in", 3, El, M, H, SP_TENSOR_ACTIVATION, err);
+    *dw1 = dxin == BAD ? BAD : like(g, st->w1, "grad", 3, El, H, Fl, SP_TENSOR_GRAD, err);
+    *dw2 = *dw1 == BAD ? BAD : like(g, st->w2, "grad", 3, El, Fl, H, SP_TENSOR_GRAD, err);
+    ok = *dw2 != BAD && sp_ops_concat_parts(g, dxl, El, dxin, err) && sp_ops_concat_parts(g, g1, El, *dw1, err) &&
+         sp_ops_concat_parts(g, g2, El, *dw2, err);
+  }
   g_free(dxl);
   g_free(g1);
   g_free(g2);
@@ -367,8 +471,8 @@ gboolean sp_op_moe_layer_bwd(sp_graph *g, sp_moe_layer *st, uint32_t dy, uint32_
       return FALSE;
   }
   /* the dispatch all-to-all and the permutation, backward */
-  uint32_t ddisp = like(g, x, "d_dispatch", 3, E, C, H, SP_TENSOR_ACTIVATION, err);
-  if (ddisp == BAD || sp_graph_all_to_all(g, &st->ep, drecv, ddisp, 1, 0, cfg->algo, err) == BAD)
+  uint32_t ddisp = sp_ops_moe_exchange(g, st, drecv, TRUE, "d_dispatch", err);
+  if (ddisp == BAD)
     return FALSE;
   uint32_t dxt = like(g, x, "d_tokens", 2, T, H, 0, SP_TENSOR_ACTIVATION, err);
   uint32_t pbin[2] = { ddisp, st->route };

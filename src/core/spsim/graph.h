@@ -380,6 +380,12 @@ void sp_graph_data_free(sp_graph_data *d);
 void *sp_graph_data_get(sp_graph_data *d, uint32_t t, int32_t rank);
 /** Fill every INPUT tensor on every rank with sp_fill_pattern(seed ^ (t, rank)). */
 void sp_graph_data_fill_inputs(sp_graph_data *d, uint64_t seed);
+/**
+ * Write into @p buf (numel of @p t elements) what sp_graph_data_fill_inputs(@p seed)
+ * puts in input tensor @p t on @p rank: a builder that needs the data at build time
+ * (a dropless MoE layer's router counts) computes it from the same inputs.
+ */
+void sp_graph_input_fill(const sp_graph *g, uint32_t t, int32_t rank, uint64_t seed, void *buf);
 /** Copy the contents of @p src into @p dst (same graph). */
 void sp_graph_data_copy(sp_graph_data *dst, const sp_graph_data *src);
 

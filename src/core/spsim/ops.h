@@ -431,6 +431,13 @@ typedef struct {
   double capacity_factor; /**< > 0: capacity C = min(T, ceil(T K / E x factor)) slots per expert */
   sp_moe_drop drop;       /**< which tokens an expert over capacity keeps */
   sp_algo algo;           /**< algorithm of the collectives */
+  /** 1: dropless dispatch (every routed pair kept, exact per-(source, expert) counts
+   *  sent; no capacity); 0: drop-and-pad to the capacity */
+  int32_t dropless;
+  /** dropless only: the router's counts known at build time, [rank * experts + e] =
+   *  the pairs world rank @c rank routes to expert e (sp_moe_route_counts()), for
+   *  every rank of the group set; borrowed for the call of sp_op_moe_layer() */
+  const int64_t *dropless_counts;
 } sp_moe_cfg;
 
 /** The tensors of a MoE layer's forward (needed by its backward). Clear with sp_moe_layer_clear(). */
@@ -447,6 +454,12 @@ typedef struct {
   uint32_t eout;          /**< expert outputs [E/ep, ep C, H] (after the etp reduce-scatter) */
   uint32_t comb;          /**< combined back [E, C, H] */
   uint32_t y;             /**< [T, H] */
+  int64_t *counts_tab;    /**< dropless: a copy of sp_moe_cfg.dropless_counts (owned) */
+  int32_t counts_ranks;   /**< ranks covered by counts_tab */
+  /** dropless: per (k-th rank of the group set, local expert l) at [k E/ep + l], the
+   *  expert's exact tokens [N, H] on that rank, x W1 and relu [N, F/etp]
+   *  (UINT32_MAX where the rank's expert has no token) */
+  uint32_t *dl_x, *dl_pre, *dl_act;
 } sp_moe_layer;
 
 /**
@@ -458,12 +471,22 @@ gboolean sp_moe_cfg_check(const sp_moe_cfg *cfg, int32_t group_size, GError **er
 /**
  * Update @p cfg from @p spec, "KEY=VALUE,..." with KEY experts, topk, ep, etp,
  * tokens, hidden, ffn (integers from 1; experts at most 1024, the others at most
- * 4096), capacity (the capacity factor) and drop (probs or position). Keys left
+ * 4096), capacity (the capacity factor), drop (probs or position) and dropless (0 or
+ * 1; dropless=1 together with capacity= is refused: a dropless layer has no
+ * capacity). Keys left
  * out keep their value; the whole configuration is checked by sp_moe_cfg_check().
  */
 gboolean sp_moe_cfg_parse(const char *spec, sp_moe_cfg *cfg, GError **err);
 /** Capacity C of @p cfg: min(T, ceil(T K / E x capacity_factor)), at least 1. */
 int64_t sp_moe_capacity(const sp_moe_cfg *cfg);
+/**
+ * The router of @p cfg evaluated on the host for one rank's tokens @p x [T, H] and
+ * router weights @p wr [H, E] (the same matmul, softmax and top-k kernels as the
+ * graph's router nodes, so the same choices): @p counts [E] = the (token, expert)
+ * pairs routed to each expert, nothing dropped. A dropless layer's message sizes
+ * come from these counts at build time.
+ */
+void sp_moe_route_counts(const sp_moe_cfg *cfg, const float *x, const float *wr, int64_t *counts);
 /**
  * The derived group sets of @p gs: expert-parallel groups (ep members sharing the
  * etp and edp indices), expert-tensor groups and expert-data groups. g_free the
@@ -479,6 +502,11 @@ gboolean sp_moe_groups(const sp_moe_cfg *cfg, const sp_groups *gs, sp_groups *ep
  * over the ep group), gathered over the etp group, each local expert's FFN
  * relu(x W1) W2 on its slots, reduce-scattered over etp, combined back (all-to-all)
  * and summed weighted by the router probabilities. f32 tensors.
+ *
+ * With @c cfg->dropless, nothing is dropped: the counts in @c cfg->dropless_counts
+ * (fixed at build time) size every message, each pair's dispatch and combine move
+ * exactly the rows routed between them (grouped send-recvs, ops_moe_dropless.c),
+ * and every rank's experts compute on exactly their tokens.
  */
 gboolean sp_op_moe_layer(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cfg, uint32_t x, uint32_t wr,
                          uint32_t w1, uint32_t w2, sp_moe_layer *st, GError **err);

@@ -31,7 +31,7 @@ sp_graph_case *sp_vc_case_new(int32_t world, case_build_fn build, const void *ud
   }
   if (ok) {
     c->ref = sp_graph_data_new(c->g);
-    sp_graph_data_fill_inputs(c->ref, 20240601);
+    sp_graph_data_fill_inputs(c->ref, CASE_INPUT_SEED);
     c->run = sp_graph_data_new(c->g);
     sp_graph_data_copy(c->run, c->ref);
     ok = sp_graph_reference(c->g, c->ref, err) && outs_whole(&c->outs, c->g, c->ref, err);

@@ -9,6 +9,9 @@
 #include "ops_private.h"
 
 #define MAX_OUTS 8
+/* The seed every verification case fills its inputs with (sp_graph_data_fill_inputs);
+ * builders that need the inputs at build time (a dropless MoE layer) use it too. */
+#define CASE_INPUT_SEED 20240601
 
 /* The output tensors a case compares, with their relative tolerances (0: bitwise). */
 typedef struct {

@@ -326,10 +326,32 @@ static gboolean moe_weights(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *
   return ok;
 }
 
+/* A dropless layer's router counts, [rank * E + e], evaluated now on the inputs the
+ * case will be filled with: each rank's x and its group's router weights (member
+ * 0's wr_init, which the case broadcasts). */
+static int64_t *moe_dropless_counts(const sp_graph *g, const sp_groups *gs, const sp_moe_cfg *c, uint32_t x)
+{
+  const int32_t W = gs->n_groups * gs->group_size;
+  const uint32_t r0 = sp_graph_find_tensor(g, "wr_init");
+  int64_t *counts = g_new0(int64_t, (gsize)W * (gsize)c->experts);
+  float *xs = g_new(float, c->tokens * c->hidden), *wr = g_new(float, c->hidden * c->experts);
+  for (int32_t gi = 0; gi < gs->n_groups; gi++) {
+    sp_graph_input_fill(g, r0, gs->ranks[gi * gs->group_size], CASE_INPUT_SEED, wr);
+    for (int32_t m = 0; m < gs->group_size; m++) {
+      const int32_t r = gs->ranks[gi * gs->group_size + m];
+      sp_graph_input_fill(g, x, r, CASE_INPUT_SEED, xs);
+      sp_moe_route_counts(c, xs, wr, counts + (int64_t)r * c->experts);
+    }
+  }
+  g_free(xs);
+  g_free(wr);
+  return counts;
+}
+
 static gboolean build_moe_c(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *cp, gboolean bwd, outs_t *o,
                             GError **err)
 {
-  const sp_moe_cfg c = *cp;
+  sp_moe_cfg c = *cp;
   if (!sp_moe_cfg_check(&c, gs->group_size, err))
     return FALSE;
   int64_t sx[2] = { c.tokens, c.hidden };
@@ -339,6 +361,11 @@ static gboolean build_moe_c(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *
   uint32_t dy = bwd ? input(g, "dy", SP_F32, 2, sx, err) : SP_NO_TENSOR;
   if ((bwd && dy == BAD) || !moe_weights(g, gs, &c, &wr, &w1, &w2, err))
     return FALSE;
+  int64_t *counts = NULL;
+  if (c.dropless) { /* the router's counts now, on the inputs the case will be filled with */
+    counts = moe_dropless_counts(g, gs, &c, x);
+    c.dropless_counts = counts;
+  }
   moe_whole *w = g_new0(moe_whole, 1);
   o->whole = moe_check;
   o->whole_ud = w;
@@ -353,7 +380,9 @@ static gboolean build_moe_c(sp_graph *g, const sp_groups *gs, const sp_moe_cfg *
    * order, so those are compared within 1e-5 of their magnitude (ops_moe_ref.c). */
   w->tol_fwd = c.etp > 1 ? 1e-5 : 0;
   w->tol_bwd = 1e-5;
-  if (!sp_op_moe_layer(g, gs, &c, x, wr, w1, w2, &w->st, err))
+  gboolean built = sp_op_moe_layer(g, gs, &c, x, wr, w1, w2, &w->st, err);
+  g_free(counts);
+  if (!built)
     return FALSE;
   add_out(o, w->st.y, 0);
   add_out(o, w->st.recv_counts, 0);
@@ -396,7 +425,8 @@ static gboolean build_moe_opts(sp_graph *g, const void *ud, outs_t *o, GError **
   /* data mode holds every tensor of every rank in this process, and the router's
    * capacity selection is quadratic in the routed pairs: bound both (2^24 f32 = 64 MiB
    * per buffer; 8192 pairs per rank) */
-  const double C = (double)sp_moe_capacity(&c), lim = (double)(1 << 24);
+  /* dropless: at most T rows per block (no expert is routed more than a rank's tokens) */
+  const double C = (double)(c.dropless ? c.tokens : sp_moe_capacity(&c)), lim = (double)(1 << 24);
   const double disp = (double)c.experts * C * (double)c.hidden;
   const double ffn = (double)c.ep * (double)c.etp * C * (double)(c.ffn / c.etp);
   const double pairs = (double)c.tokens * (double)c.topk;
@@ -405,6 +435,18 @@ static gboolean build_moe_opts(sp_graph *g, const void *ud, outs_t *o, GError **
                 "moe options: the case is too large to carry in data mode (dispatch [E, C, H] = %.0f and expert "
                 "FFN %.0f elements per rank, at most %.0f; tokens x topk = %.0f, at most 8192): use smaller sizes",
                 disp, ffn, lim, pairs);
+    return FALSE;
+  }
+  /* a dropless case builds a block per (rank, expert, etp member) in every exchange
+   * and expert step: ranks x experts x etp = 32768 (16 ranks, 1024 experts, etp 2,
+   * `spsim verify platforms/dgx.xml --op moe-layer-bwd --ranks 16 --moe
+   * experts=1024,topk=8,ep=8,etp=2,tokens=64,dropless=1`) took 3.3 s and 1 GB in a
+   * release build: the bound */
+  const double blocks = (double)m->gs->n_groups * m->gs->group_size * (double)c.experts * (double)c.etp;
+  if (c.dropless && blocks > 32768) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "moe options: a dropless case builds ranks x experts x etp = %.0f expert blocks, at most 32768 "
+                "in data mode: use fewer experts or ranks", blocks);
     return FALSE;
   }
   return build_moe_c(g, m->gs, &c, m->bwd, o, err);
@@ -428,7 +470,7 @@ static gboolean verify_with(build_fn build, int32_t world, int32_t group,
   sp_graph_data *ref = NULL, *got = NULL;
   if (ok) {
     ref = sp_graph_data_new(g);
-    sp_graph_data_fill_inputs(ref, 20240601);
+    sp_graph_data_fill_inputs(ref, CASE_INPUT_SEED);
     got = sp_graph_data_new(g);
     sp_graph_data_copy(got, ref);
     ok = sp_graph_reference(g, ref, err) && outs_whole(&o, g, ref, err);

@@ -69,7 +69,7 @@ libspsim_la_SOURCES += src/core/verify/verify.c src/core/verify/ops_verify.c \
 spsiminclude_HEADERS += src/core/spsim/verify.h
 
 # step: the training-step cost model, kernel times, the step graph and its data-mode replay
-libspsim_la_SOURCES += src/core/step/step.c src/core/step/kernel_model.c \
+libspsim_la_SOURCES += src/core/step/step.c src/core/step/step_act.c src/core/step/kernel_model.c \
 	src/core/step/stepgraph.c src/core/step/stepgraph_build.c src/core/step/stepgraph_tpo.c src/core/step/stepgraph_moe.c \
 	src/core/step/stepgraph_private.h \
 	src/core/step/stepgraph_run.c src/core/step/stepgraph_trace.c src/core/step/step_replay.c \

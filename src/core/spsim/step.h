@@ -130,6 +130,9 @@ double sp_step_local_tokens(const sp_layout *l, int64_t seq);
 /** Fraction of the step spent in 1F1B fill/drain relative to useful work: (pp - 1) / m. */
 double sp_step_bubble_fraction(int32_t pp, int64_t microbatches);
 
+/** KV heads one TP rank holds: kv_heads / tp, or 1 (replicated) when tp does not divide them. */
+double sp_step_kv_per_tp(const sp_model *m, const sp_layout *l);
+
 /**
  * Activation bytes of one layer for one micro-batch on one rank: Korthikanti et al.
  * 2022 (sec. 4.1) written with the model's shapes (dtype, GQA/MLA widths, GeLU or

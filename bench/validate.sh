@@ -59,7 +59,14 @@ tail -n +2 "$cases" | while IFS="$tab" read -r id src model gpu gpus gpn seq gb 
     --gpus "$gpus" --gpus-per-node "$gpn" --gpu-mem 65536 --json "$tmp/r.json"
   # --gpu-mem 65536: price the layout even when spsim's memory model puts it over 80 GiB
   # (the memory estimate is reported in the last column)
+  # attention: an implementation, optionally followed by ,OPTION=VALUE pairs of the what-if
+  # (fused,fp8=blockwise: --fp8 blockwise), as the gpu column takes platform options
+  wopts=
+  [ "${attn%%,*}" = "$attn" ] || wopts=$(printf '%s' "${attn#*,}" | tr ',' '\n' | sed 's/^/--/; s/=/ /' | tr '\n' ' ')
+  attn=${attn%%,*}
   [ $attn_opt = yes ] && [ "$attn" != fused ] && set -- "$@" --attention "$attn"
+  # shellcheck disable=SC2086
+  [ -n "$wopts" ] && set -- "$@" $wopts
   rm -f "$tmp/r.json"
   short=$(basename "$model" .json)
   if ! "$bin" "$plat" "$@" > "$tmp/out" 2>&1 || [ ! -s "$tmp/r.json" ]; then

@@ -232,6 +232,57 @@ static void test_attention_fits(void)
   g_assert_no_error(err);
 }
 
+/* FP8 (kernel_model.h): H100's dense FP8 peak 1,979 TFLOP/s (2 x 989.4) at 0.68 of it.
+ * 8448 x 512 x 8192 is one full wave of 66 x 2 tiles of 128 x 256 (test_waves), math
+ * bound in FP8 (70.9 GFLOP in 52.7 us against 77.7 MB of 1-byte operands in 28 us):
+ * 2 m n k / (0.68 x 1978.8e12) + 4 us. The linear's forward adds the blockwise cast of
+ * its m x k input, 4 + 8 / 128 bytes per element at 0.83 x 3.35 TB/s, one launch; its
+ * data gradient the cast of the m x n output gradient. */
+static void test_fp8(void)
+{
+  sp_kernel_gpu g, g8;
+  sp_kernel_gpu_h100(&g);
+  GError *err = NULL;
+  g_assert_true(sp_kernel_gpu_fp8(&g, &g8, &err));
+  const double m = 8448, n = 512, k = 8192, rate = 0.68 * 1978.8e12, bw = 0.83 * 3.35e12;
+  double t = 0;
+  g_assert_true(sp_kernel_gemm_time(&g8, 1, 8448, 512, 8192, 1, &t, &err));
+  g_assert_cmpfloat_with_epsilon(t, 2 * m * n * k / rate + 4e-6, 1e-12);
+  double lin[3];
+  g_assert_true(sp_kernel_linear3(&g, SP_FP8_BLOCKWISE, 8448, 512, 8192, 2, lin, &err));
+  g_assert_cmpfloat_with_epsilon(lin[0], 2 * m * n * k / rate + 4e-6 + 4.0625 * m * k / bw + 4e-6, 1e-12);
+  double dgrad = 0;
+  g_assert_true(sp_kernel_gemm_time(&g8, 1, 8448, 8192, 512, 1, &dgrad, &err));
+  g_assert_cmpfloat_with_epsilon(lin[1], dgrad + 4.0625 * m * n / bw + 4e-6, 1e-12);
+  g_assert_cmpfloat(sp_kernel_linear_cast_bytes(SP_FP8_BLOCKWISE, 8448, 512, 8192), ==, 4.0625 * m * (k + n));
+  /* per-tensor recipes: delayed 2 + 1 + 1 bytes in one kernel, tensorwise an amax pass more */
+  g_assert_cmpfloat(sp_fp8_cast_bytes_per_elem(SP_FP8_DELAYED), ==, 4.0);
+  g_assert_cmpfloat(sp_fp8_cast_bytes_per_elem(SP_FP8_TENSORWISE), ==, 6.0);
+  g_assert_cmpint(sp_fp8_cast_kernels(SP_FP8_TENSORWISE), ==, 2);
+  g_assert_cmpfloat(sp_fp8_cast_bytes_per_elem(SP_FP8_NONE), ==, 0.0);
+  /* without FP8 the linear is the three 16-bit GEMMs */
+  g_assert_true(sp_kernel_linear3(&g, SP_FP8_NONE, 8448, 512, 8192, 2, lin, &err));
+  g_assert_cmpfloat_with_epsilon(lin[0], gemm(&g, 1, 8448, 512, 8192), 1e-15);
+  /* A100 has no FP8 tensor cores */
+  sp_kernel_gpu_a100(&g);
+  g_assert_false(sp_kernel_gpu_fp8(&g, &g8, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_assert_nonnull(strstr(err->message, "no FP8"));
+  g_clear_error(&err);
+  g_assert_false(sp_kernel_linear3(&g, SP_FP8_DELAYED, 8448, 512, 8192, 2, lin, &err));
+  g_clear_error(&err);
+  /* B200: 4.5 PFLOP/s dense FP8 */
+  sp_kernel_gpu_b200(&g);
+  g_assert_true(sp_kernel_gpu_fp8(&g, &g8, &err));
+  g_assert_cmpfloat_with_epsilon(g8.peak_flops, 4.5e15, 1.0);
+  sp_fp8_recipe r;
+  g_assert_true(sp_fp8_recipe_parse("blockwise", &r, &err));
+  g_assert_cmpint(r, ==, SP_FP8_BLOCKWISE);
+  g_assert_false(sp_fp8_recipe_parse("mxfp4", &r, &err));
+  g_assert_nonnull(strstr(err->message, "unknown FP8 recipe 'mxfp4'"));
+  g_clear_error(&err);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -241,5 +292,6 @@ int main(int argc, char **argv)
   g_test_add_func("/kernel-model/attention", test_attention);
   g_test_add_func("/kernel-model/table", test_table);
   g_test_add_func("/kernel-model/attention-fits", test_attention_fits);
+  g_test_add_func("/kernel-model/fp8", test_fp8);
   return g_test_run();
 }

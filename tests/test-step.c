@@ -412,6 +412,60 @@ static void test_tp_overlap_times(void)
   g_assert_true(g_str_has_prefix(lab, "tp4so "));
 }
 
+/* FP8 (--fp8): tiny at seq 128, mb 1, dp 2: 128 tokens through QKV (64 -> 192), the
+ * output projection (64 -> 64), up (64 -> 256) and down (256 -> 64). Each linear casts
+ * its input (128 x k) forward and its output gradient (128 x n) backward: 128 x (256 +
+ * 128 + 320 + 320) = 131072 elements, 4 bytes each with delayed scaling (2 read, FP8
+ * and FP8 transpose written): 524288 bytes in 8 kernels; tensorwise 6 bytes, 16 kernels.
+ * Memory: the FP8 weight cache adds 1 byte per linear weight, 2 layers x (4 x 64^2 + 2 x
+ * 64 x 256) = 98304 bytes. */
+static void test_fp8_layer(void)
+{
+  sp_model m = tiny();
+  sp_step_ctx c = ctx_for(&m, 2, 128, 4);
+  c.hw.gpu.hbm_bw = 1e12;
+  c.hw.gpu.hbm_eff = 1.0;
+  c.hw.gpu.launch = 1e-6;
+  c.hw.gpu.fp8_peak_ratio = 2.0; /* the fixture's GPU, with an FP8 rate of 2 x 0.5 of its peak */
+  c.hw.gpu.fp8_gemm_eff = 0.5;
+  sp_layout l = lay("dp=2", &c);
+  GError *err = NULL;
+  sp_kernel_gpu g8;
+  g_assert_true(sp_kernel_gpu_fp8(&c.hw.gpu, &g8, &err));
+  const int64_t shape[4][2] = { { 192, 64 }, { 64, 64 }, { 256, 64 }, { 64, 256 } }; /* n, k */
+  double gemms = 0, head16[3], cast[2] = { 4.0, 6.0 }, launches[2] = { 8e-6, 16e-6 };
+  for (int i = 0; i < 4; i++) {
+    double f = 0, d = 0;
+    g_assert_true(sp_kernel_gemm_time(&g8, 1, 128, shape[i][0], shape[i][1], 1, &f, &err));
+    g_assert_true(sp_kernel_gemm_time(&g8, 1, 128, shape[i][1], shape[i][0], 1, &d, &err));
+    gemms += f + d;
+  }
+  g_assert_true(sp_kernel_gemm_time(&c.hw.gpu, 1, 128, 1000, 64, 2, &head16[0], &err));
+  for (int r = 0; r < 2; r++) {
+    c.hw.fp8 = r == 0 ? SP_FP8_DELAYED : SP_FP8_TENSORWISE;
+    sp_layer_kernels k;
+    g_assert_true(sp_step_layer_kernels(&c, &l, &k, &err));
+    double fwd_dgrad = k.qkv[0] + k.qkv[1] + k.proj[0] + k.proj[1] + k.up[0] + k.up[1] + k.down[0] + k.down[1];
+    g_assert_cmpfloat_with_epsilon(fwd_dgrad, gemms + cast[r] * 131072 / 1e12 + launches[r], 1e-15);
+    /* the LM head stays 16-bit */
+    g_assert_cmpfloat_with_epsilon(k.head[0], head16[0], 1e-18);
+  }
+  const double P = 226624;
+  sp_step_mem mem;
+  sp_step_memory(&c, &l, &mem);
+  g_assert_cmpfloat_with_epsilon(mem.weights, 2 * P + 98304, 1e-6);
+  c.hw.fp8 = SP_FP8_NONE;
+  sp_step_memory(&c, &l, &mem);
+  g_assert_cmpfloat_with_epsilon(mem.weights, 2 * P, 1e-6);
+  /* a GPU without FP8 is refused */
+  sp_kernel_gpu_a100(&c.hw.gpu);
+  c.hw.fp8 = SP_FP8_BLOCKWISE;
+  sp_layer_kernels k;
+  g_assert_false(sp_step_layer_kernels(&c, &l, &k, &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+  g_clear_error(&err);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -429,5 +483,6 @@ int main(int argc, char **argv)
   g_test_add_func("/step/tied-embeddings", test_step_tied);
   g_test_add_func("/step/pp-interleaved", test_step_pp_interleaved);
   g_test_add_func("/step/analytic-pricer", test_analytic_pricer);
+  g_test_add_func("/step/fp8-layer", test_fp8_layer);
   return g_test_run();
 }

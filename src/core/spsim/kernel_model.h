@@ -93,6 +93,36 @@ gboolean sp_attn_impl_parse(const char *s, sp_attn_impl *out, GError **err);
  */
 gboolean sp_attn_impl_check(sp_attn_impl a, int64_t head_dim, sp_dtype dtype, GError **err);
 
+/**
+ * FP8 training recipes (Transformer Engine, Megatron-Core --fp8-recipe, hybrid format:
+ * E4M3 forward, E5M2 gradients). The transformer layers' linear GEMMs (QKV, output
+ * projection, MLP and experts; forward, data and weight gradient) run in FP8; the
+ * embedding, LM head, attention, router and norms stay in 16-bit, as Transformer Engine
+ * and DeepSeek-V3 (arXiv:2412.19437, sec. 3.3.1) keep them.
+ */
+typedef enum {
+  SP_FP8_NONE = 0,    /**< no FP8: the model's dtype throughout */
+  SP_FP8_DELAYED,     /**< per-tensor scales from an amax history (TE DelayedScaling) */
+  SP_FP8_TENSORWISE,  /**< per-tensor scales from the current amax (TE Float8CurrentScaling) */
+  SP_FP8_BLOCKWISE,   /**< 1x128 activation and 128x128 weight blocks (DeepSeek-V3 sec. 3.3.2,
+                           TE Float8BlockScaling) */
+} sp_fp8_recipe;
+
+/** @return "none", "delayed", "tensorwise" or "blockwise". */
+const char *sp_fp8_recipe_name(sp_fp8_recipe r);
+/** Parse "delayed", "tensorwise", "blockwise" (or "none"); SP_ERROR_INVALID otherwise. */
+gboolean sp_fp8_recipe_parse(const char *s, sp_fp8_recipe *out, GError **err);
+/**
+ * HBM bytes per element of the cast of one 16-bit GEMM operand to FP8 under @p r (0 for
+ * SP_FP8_NONE): read 2, write the FP8 copy 1 and its FP8 transpose 1 (Hopper's FP8 tensor
+ * cores take only the TN layout, so the weight gradient needs transposed operands: TE's
+ * fused cast-transpose); tensorwise adds a 2-byte amax pass before the cast; blockwise adds
+ * one fp32 scale per 128 elements for each of the two copies (2 x 4 / 128).
+ */
+double sp_fp8_cast_bytes_per_elem(sp_fp8_recipe r);
+/** Kernels of one cast under @p r: 2 for tensorwise (amax, then cast), else 1. */
+int sp_fp8_cast_kernels(sp_fp8_recipe r);
+
 /** A measured GEMM table: (m, n, k) -> achieved TFLOP/s (opaque). */
 typedef struct sp_gemm_table sp_gemm_table;
 
@@ -110,7 +140,16 @@ typedef struct {
   double attn2_bwd_eff;  /**< FlashAttention-2-generation backward (0: attn_bwd_eff) */
   double launch;         /**< seconds added to every kernel (launch and tail) */
   const sp_gemm_table *table; /**< measured GEMMs, or NULL (not owned) */
+  double fp8_peak_ratio; /**< dense FP8 over dense 16-bit tensor-core peak (0: no FP8) */
+  double fp8_gemm_eff;   /**< fraction of the FP8 peak of a full wave of full FP8 tiles */
 } sp_kernel_gpu;
+
+/**
+ * The GPU @p g as its FP8 GEMMs see it, into @p out: peak fp8_peak_ratio x peak_flops at
+ * fp8_gemm_eff, no measured (16-bit) table. FALSE with SP_ERROR_INVALID when @p g has no
+ * FP8 (fp8_peak_ratio 0).
+ */
+gboolean sp_kernel_gpu_fp8(const sp_kernel_gpu *g, sp_kernel_gpu *out, GError **err);
 
 /** H100 SXM5 (the default; sources in kernel_model.c). */
 void sp_kernel_gpu_h100(sp_kernel_gpu *g);
@@ -152,6 +191,22 @@ double sp_kernel_hbm_rate(const sp_kernel_gpu *g);
 
 /** Seconds of an element-wise kernel that moves @p bytes through HBM at sp_kernel_hbm_rate (hbm_bw 0: free). */
 double sp_kernel_elementwise_time(const sp_kernel_gpu *g, double bytes);
+
+/**
+ * A transformer layer's linear over @p m tokens, @p n output and @p k input features,
+ * into @p t: {forward m x n x k, data gradient m x k x n, weight gradient k x n x m}
+ * (with FP8, m, n or k below 1: all zero). With @p fp8 SP_FP8_NONE, GEMMs of @p elem-byte
+ * elements on @p g. With an FP8 recipe, GEMMs of 1-byte elements on sp_kernel_gpu_fp8(g);
+ * the forward adds the cast of its input (m k elements) and the data gradient the cast
+ * of the output gradient (m n elements), each sp_fp8_cast_bytes_per_elem bytes per
+ * element over sp_kernel_hbm_rate plus sp_fp8_cast_kernels launches; the weight
+ * gradient reuses both casts' transposes. Weights are cast once per step (TE caches
+ * the FP8 weights across micro-batches), not here. FALSE when @p g has no FP8.
+ */
+gboolean sp_kernel_linear3(const sp_kernel_gpu *g, sp_fp8_recipe fp8, int64_t m, int64_t n, int64_t k, double elem,
+                           double t[3], GError **err);
+/** HBM bytes of the FP8 casts of sp_kernel_linear3 for one linear (0 without FP8). */
+double sp_kernel_linear_cast_bytes(sp_fp8_recipe fp8, int64_t m, int64_t n, int64_t k);
 
 /**
  * Load a measured GEMM table: JSON `[{"m":..,"n":..,"k":..,"tflops":..}, ...]`

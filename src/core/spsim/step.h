@@ -69,6 +69,7 @@ typedef gboolean (*sp_comm_price_fn)(void *user, const sp_comm *c, double *secon
 typedef struct {
   sp_kernel_gpu gpu;       /**< kernel time model: peak, HBM, SMs, GEMM and attention efficiency */
   sp_attn_impl attn;       /**< attention implementation */
+  sp_fp8_recipe fp8;       /**< FP8 recipe of the layers' linears (SP_FP8_NONE: the model's dtype) */
   double mem_bytes;        /**< GPU memory in bytes */
   double mem_usable;       /**< usable fraction of it (allocator, CUDA context, NCCL) */
   double dp_bucket_params; /**< gradient bucket size in parameters (last bucket is exposed) */

@@ -99,6 +99,8 @@ typedef struct {
   double peak_tflops;             /**< --peak-tflops; UNSET: the platform's host speed, else H100 */
   double gpu_mem_gib;             /**< --gpu-mem; UNSET: the platform's, else 80 */
   const char *attention;          /**< --attention: "flash" (NULL) or "unfused" */
+  const char *fp8;                /**< --fp8: FP8 recipe of the layers' linears, "delayed", "tensorwise" or
+                                       "blockwise" (sp_fp8_recipe_parse); NULL: the model's dtype */
   const char *gemm_table;         /**< --gemm-table: measured GEMM rates (JSON or CSV), or NULL */
   const char *routing;            /**< --routing: MoE token routing, "uniform" (NULL), "zipf:S" or FILE
                                        (sp_moe_routing_parse) */

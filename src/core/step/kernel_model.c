@@ -101,12 +101,20 @@ gboolean sp_attn_impl_check(sp_attn_impl a, int64_t head_dim, sp_dtype dtype, GE
  *   0.75 is 0.936 of its best shape; the same ratio on A100 gives 0.80.
  * - launch: about 4 us per kernel without CUDA graphs (NVIDIA developer blog,
  *   "Getting Started with CUDA Graphs", 2019: 3.8 us per short kernel launched in a
- *   stream). */
+ *   stream).
+ * - FP8: H100 SXM 1,979 TFLOP/s dense FP8 against 989.4 dense BF16 (NVIDIA H100
+ *   datasheet; the sparsity figures halved), fp8_peak_ratio 2. fp8_gemm_eff: DeepGEMM,
+ *   DeepSeek's FP8 GEMM library with the DeepSeek-V3 fine-grained (1x128, 128x128)
+ *   scaling, reaches "1350+ FP8 TFLOPS" on Hopper (deepseek-ai/DeepGEMM README, release
+ *   of February 2025, H800 SXM, whose tensor cores match H100 SXM's): 1350 / 1979 =
+ *   0.68. Per-tensor (delayed, tensorwise) FP8 GEMMs are priced at the same rate. A100
+ *   has no FP8 tensor cores (A100 datasheet): fp8_peak_ratio 0. */
 void sp_kernel_gpu_h100(sp_kernel_gpu *g)
 {
   *g = (sp_kernel_gpu){ .peak_flops = 989.4e12, .hbm_bw = 3.35e12, .sms = 132, .tile_m = 128, .tile_n = 256,
                         .gemm_eff = 0.75, .attn_fwd_eff = 0.60, .attn_bwd_eff = 0.45, .attn2_fwd_eff = 0.33,
-                        .attn2_bwd_eff = 0.28, .launch = 4e-6, .hbm_eff = 0.83 };
+                        .attn2_bwd_eff = 0.28, .launch = 4e-6, .hbm_eff = 0.83, .fp8_peak_ratio = 2.0,
+                        .fp8_gemm_eff = 0.68 };
 }
 
 void sp_kernel_gpu_a100(sp_kernel_gpu *g)
@@ -133,12 +141,63 @@ void sp_kernel_gpu_a100(sp_kernel_gpu *g)
  * instructions); HBM3e streaming at 0.83 of its peak as Hopper's HBM3 (BabelStream, see
  * above). A measured table (--gemm-table) or --eff-matmul replaces them.
  * GB200 uses these constants with its own peak and HBM bandwidth, taken from the
- * platform's host speed and hbm_bw. */
+ * platform's host speed and hbm_bw. FP8: 4.5 PFLOP/s dense FP8 against 2.25 dense BF16
+ * (NVIDIA DGX B200 datasheet, 72 PFLOP/s FP8 and 36 BF16 for eight GPUs, dense),
+ * fp8_peak_ratio 2, at H100's FP8 GEMM efficiency 0.68 (assumed). */
 void sp_kernel_gpu_b200(sp_kernel_gpu *g)
 {
   *g = (sp_kernel_gpu){ .peak_flops = 2.25e15, .hbm_bw = 8e12, .sms = 148, .tile_m = 128, .tile_n = 256,
                         .gemm_eff = 0.75, .attn_fwd_eff = 0.60, .attn_bwd_eff = 0.45, .attn2_fwd_eff = 0.33,
-                        .attn2_bwd_eff = 0.28, .launch = 4e-6, .hbm_eff = 0.83 };
+                        .attn2_bwd_eff = 0.28, .launch = 4e-6, .hbm_eff = 0.83, .fp8_peak_ratio = 2.0,
+                        .fp8_gemm_eff = 0.68 };
+}
+
+static const char *const fp8_names[] = { "none", "delayed", "tensorwise", "blockwise" };
+
+const char *sp_fp8_recipe_name(sp_fp8_recipe r)
+{
+  return (unsigned)r < G_N_ELEMENTS(fp8_names) ? fp8_names[r] : "?";
+}
+
+gboolean sp_fp8_recipe_parse(const char *s, sp_fp8_recipe *out, GError **err)
+{
+  for (guint i = 0; s && i < G_N_ELEMENTS(fp8_names); i++)
+    if (g_ascii_strcasecmp(s, fp8_names[i]) == 0) { *out = (sp_fp8_recipe)i; return TRUE; }
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown FP8 recipe '%s' (delayed, tensorwise or blockwise)", s ? s : "");
+  return FALSE;
+}
+
+/* Bytes per element of a cast (kernel_model.h): 2 read + 1 FP8 + 1 FP8 transpose
+ * (transformer_engine/common/transpose/cast_transpose.cu writes both); current scaling
+ * reads the tensor once more for its amax first (Float8CurrentScaling); blockwise
+ * writes an fp32 scale per 128 elements of each copy (DeepSeek-V3 sec. 3.3.2). */
+double sp_fp8_cast_bytes_per_elem(sp_fp8_recipe r)
+{
+  switch (r) {
+  case SP_FP8_DELAYED: return 4.0;
+  case SP_FP8_TENSORWISE: return 6.0;
+  case SP_FP8_BLOCKWISE: return 4.0 + 2.0 * 4.0 / 128.0;
+  default: return 0.0;
+  }
+}
+
+int sp_fp8_cast_kernels(sp_fp8_recipe r)
+{
+  return r == SP_FP8_TENSORWISE ? 2 : r == SP_FP8_NONE ? 0 : 1;
+}
+
+gboolean sp_kernel_gpu_fp8(const sp_kernel_gpu *g, sp_kernel_gpu *out, GError **err)
+{
+  if (!(g->fp8_peak_ratio > 0) || !(g->fp8_gemm_eff > 0)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
+                "this GPU has no FP8 tensor cores (A100 and CPUs do not; H100, H200 and B200 do): drop --fp8");
+    return FALSE;
+  }
+  *out = *g;
+  out->peak_flops = g->peak_flops * g->fp8_peak_ratio;
+  out->gemm_eff = g->fp8_gemm_eff;
+  out->table = NULL;
+  return TRUE;
 }
 
 double sp_kernel_hbm_rate(const sp_kernel_gpu *g)
@@ -256,6 +315,36 @@ double sp_kernel_elementwise_time(const sp_kernel_gpu *g, double bytes)
 {
   double bw = sp_kernel_hbm_rate(g);
   return bytes > 0 && bw > 0 ? bytes / bw + g->launch : 0.0;
+}
+
+double sp_kernel_linear_cast_bytes(sp_fp8_recipe fp8, int64_t m, int64_t n, int64_t k)
+{
+  if (m < 1 || n < 1 || k < 1) return 0.0;
+  return sp_fp8_cast_bytes_per_elem(fp8) * (double)m * ((double)k + (double)n);
+}
+
+gboolean sp_kernel_linear3(const sp_kernel_gpu *g, sp_fp8_recipe fp8, int64_t m, int64_t n, int64_t k, double elem,
+                           double t[3], GError **err)
+{
+  t[0] = t[1] = t[2] = 0;
+  if (fp8 != SP_FP8_NONE && (m < 1 || n < 1 || k < 1)) return TRUE;
+  sp_kernel_gpu g8;
+  const sp_kernel_gpu *gg = g;
+  if (fp8 != SP_FP8_NONE) {
+    if (!sp_kernel_gpu_fp8(g, &g8, err)) return FALSE;
+    gg = &g8;
+    elem = 1.0;
+  }
+  if (!sp_kernel_gemm_time(gg, 1, m, n, k, elem, &t[0], err) || !sp_kernel_gemm_time(gg, 1, m, k, n, elem, &t[1], err) ||
+      !sp_kernel_gemm_time(gg, 1, k, n, m, elem, &t[2], err))
+    return FALSE;
+  double bw = sp_kernel_hbm_rate(g), cb = sp_fp8_cast_bytes_per_elem(fp8);
+  if (fp8 != SP_FP8_NONE && bw > 0) {
+    double launches = sp_fp8_cast_kernels(fp8) * g->launch;
+    t[0] += cb * (double)m * (double)k / bw + launches;
+    t[1] += cb * (double)m * (double)n / bw + launches;
+  }
+  return TRUE;
 }
 
 /* ---- measured GEMM tables ------------------------------------------------- */

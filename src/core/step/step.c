@@ -18,6 +18,7 @@ void sp_step_hw_init(sp_step_hw *hw)
 {
   sp_kernel_gpu_h100(&hw->gpu);
   hw->attn = SP_ATTN_FLASH;
+  hw->fp8 = SP_FP8_NONE;
   hw->mem_bytes = 80.0 * 1024 * 1024 * 1024; /* 80 GiB HBM3 */
   hw->mem_usable = 0.92;
   hw->dp_bucket_params = 40e6;               /* Megatron DDP default bucket */
@@ -74,6 +75,14 @@ void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o)
   memset(o, 0, sizeof *o);
   /* Mixed-precision Adam (ZeRO paper): 2 + 2 + 12 bytes per parameter. */
   o->weights = e * p / (l->zero >= 3 ? g : 1.0);
+  if (c->hw.fp8 != SP_FP8_NONE) {
+    /* the FP8 copy of the layers' linear weights, 1 byte per parameter, that
+     * Transformer Engine keeps between micro-batches (te.Linear's cached FP8 weight,
+     * Megatron-Core's is_first_microbatch); MoE models: the attention linears here, the
+     * experts in sp_step_moe_memory */
+    double lin = sp_model_is_moe(m) ? sp_model_attn_matmul_params(m) : sp_model_layer_matmul_params(m);
+    o->weights += (double)sp_layout_stage_layers(l, m) * lin / l->tp / l->wp / (l->zero >= 3 ? g : 1.0);
+  }
   o->grads = e * p / (l->zero >= 2 ? g : 1.0);
   o->optim = 12.0 * p / (l->zero >= 1 ? g : 1.0);
   int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
@@ -288,7 +297,9 @@ static gboolean mla_kernels(const sp_step_ctx *c, const sp_layout *l, int64_t T,
   int64_t h = m->hidden, tp = l->tp, heads = m->heads / tp;
   double o_params = (double)m->heads * (double)m->v_head_dim * (double)h;
   int64_t cols = (int64_t)llround((sp_model_attn_matmul_params(m) - o_params) / (double)h / (double)tp);
-  if (!gemm3(g, T, MAX(cols, 1), h, e, o->qkv, err) || !gemm3(g, T, h, heads * m->v_head_dim, e, o->proj, err))
+  sp_fp8_recipe f8 = c->hw.fp8;
+  if (!sp_kernel_linear3(g, f8, T, MAX(cols, 1), h, e, o->qkv, err) ||
+      !sp_kernel_linear3(g, f8, T, h, heads * m->v_head_dim, e, o->proj, err))
     return FALSE;
   int64_t d = (sp_model_qk_head_dim(m) + sp_model_v_head_dim(m)) / 2;
   if (!sp_attn_impl_check(c->hw.attn, sp_model_qk_head_dim(m), m->dtype, err)) return FALSE;
@@ -312,8 +323,11 @@ gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_laye
   int64_t kv = (int64_t)sp_step_kv_per_tp(m, l);
   int64_t up = (m->mlp == SP_MLP_SWIGLU ? 2 : 1) * m->ffn / tp;
   if (!sp_attn_impl_check(c->hw.attn, d, m->dtype, err)) return FALSE;
-  if (!gemm3(g, T, (q_heads + 2 * kv) * d, h, e, o->qkv, err) || !gemm3(g, T, h, q_heads * d, e, o->proj, err) ||
-      !gemm3(g, T, up, h, e, o->up, err) || !gemm3(g, T, h, m->ffn / tp, e, o->down, err))
+  /* the linears: 16-bit GEMMs, or FP8 GEMMs and casts (sp_kernel_linear3) */
+  sp_fp8_recipe f8 = c->hw.fp8;
+  if (!sp_kernel_linear3(g, f8, T, (q_heads + 2 * kv) * d, h, e, o->qkv, err) ||
+      !sp_kernel_linear3(g, f8, T, h, q_heads * d, e, o->proj, err) || !sp_kernel_linear3(g, f8, T, up, h, e, o->up, err) ||
+      !sp_kernel_linear3(g, f8, T, h, m->ffn / tp, e, o->down, err))
     return FALSE;
   /* attention: Ulysses gives each rank heads / (tp sp) over the whole (cp shard of
    * the) sequence; ring attention's queries see every key of the sequence */
@@ -338,7 +352,13 @@ gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_laye
    * torchtitan/models/llama/model.py FeedForward.forward; the down projection for a GeLU
    * MLP); the attention output is saved, so attention is not recomputed */
   double tk = 0;
-  if (!sp_kernel_gemm_time(g, 1, T, kv * d, h, e, &tk, err))
+  sp_kernel_gpu g8;
+  const sp_kernel_gpu *gk = g;
+  if (f8 != SP_FP8_NONE) {
+    if (!sp_kernel_gpu_fp8(g, &g8, err)) return FALSE;
+    gk = &g8; /* the K projection recomputed in FP8 from the saved FP8 input */
+  }
+  if (!sp_kernel_gemm_time(gk, 1, T, kv * d, h, f8 != SP_FP8_NONE ? 1.0 : e, &tk, err))
     return FALSE;
   o->op_recompute = o->elem_fwd + tk + o->proj[0] + (m->mlp == SP_MLP_SWIGLU ? o->up[0] / 2.0 : o->down[0]);
   if (sp_model_is_mla(m) && !mla_kernels(c, l, T, o, err)) return FALSE;

@@ -121,6 +121,13 @@ static gboolean gemm3(const sp_kernel_gpu *g, int64_t m, int64_t n, int64_t k, d
          sp_kernel_gemm_time(g, 1, k, n, m, e, &t[2], err);
 }
 
+/* gemm3 of a layer's linear: FP8 GEMMs and casts under the run's recipe (sp_kernel_linear3) */
+static gboolean lin3(const sp_step_ctx *c, int64_t m, int64_t n, int64_t k, double e, double t[3], GError **err)
+{
+  if (m < 1 || n < 1 || k < 1) { t[0] = t[1] = t[2] = 0; return TRUE; }
+  return sp_kernel_linear3(&c->hw.gpu, c->hw.fp8, m, n, k, e, t, err);
+}
+
 gboolean sp_step_moe_kernels(const sp_step_ctx *c, const sp_layout *l, sp_moe_kernels *o, GError **err)
 {
   const sp_model *m = c->model;
@@ -137,7 +144,8 @@ gboolean sp_step_moe_kernels(const sp_step_ctx *c, const sp_layout *l, sp_moe_ke
   int64_t up = (m->mlp == SP_MLP_SWIGLU ? 2 : 1) * m->expert_ffn / etp, down = m->expert_ffn / etp;
   double t_up[3], t_down[3];
   if (!gemm3(g, T, m->experts, m->hidden, (double)sp_dtype_size(m->router_dtype), o->router, err) ||
-      !gemm3(g, A, up, m->hidden, e, t_up, err) || !gemm3(g, A, m->hidden, down, e, t_down, err))
+      !lin3(c, A, up, m->hidden, e, t_up, err) ||
+      !lin3(c, A, m->hidden, down, e, t_down, err))
     return FALSE;
   for (int i = 0; i < 3; i++) o->experts[i] = t_up[i] + t_down[i];
   if (m->shared_experts > 0) {
@@ -146,7 +154,9 @@ gboolean sp_step_moe_kernels(const sp_step_ctx *c, const sp_layout *l, sp_moe_ke
     int64_t Ts = T * l->tp, cols = m->shared_experts * m->shared_ffn / l->tp;
     int64_t sup = (m->mlp == SP_MLP_SWIGLU ? 2 : 1) * cols;
     double s_up[3], s_down[3];
-    if (!gemm3(g, Ts, sup, m->hidden, e, s_up, err) || !gemm3(g, Ts, m->hidden, cols, e, s_down, err)) return FALSE;
+    if (!lin3(c, Ts, sup, m->hidden, e, s_up, err) ||
+        !lin3(c, Ts, m->hidden, cols, e, s_down, err))
+      return FALSE;
     for (int i = 0; i < 3; i++) o->shared[i] = s_up[i] + s_down[i];
   }
   /* permute before dispatch and unpermute after combine: each reads and writes the
@@ -156,7 +166,9 @@ gboolean sp_step_moe_kernels(const sp_step_ctx *c, const sp_layout *l, sp_moe_ke
   int64_t Td = (int64_t)llround(shard_tokens(l, c->seq));
   int64_t dup = (m->mlp == SP_MLP_SWIGLU ? 2 : 1) * m->ffn / l->tp;
   double d_up[3], d_down[3];
-  if (!gemm3(g, Td, dup, m->hidden, e, d_up, err) || !gemm3(g, Td, m->hidden, m->ffn / l->tp, e, d_down, err)) return FALSE;
+  if (!lin3(c, Td, dup, m->hidden, e, d_up, err) ||
+      !lin3(c, Td, m->hidden, m->ffn / l->tp, e, d_down, err))
+    return FALSE;
   o->dense_fwd = d_up[0] + d_down[0];
   o->dense_bwd = d_up[1] + d_up[2] + d_down[1] + d_down[2];
   return TRUE;
@@ -291,6 +303,7 @@ void sp_step_moe_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o
   double ge = sp_layout_expert_replicas(l);
   /* mixed-precision Adam, 2 + 2 + 12 bytes per parameter, ZeRO over the expert-dp group */
   o->weights += e * pe / (l->zero >= 3 ? ge : 1.0);
+  if (c->hw.fp8 != SP_FP8_NONE) o->weights += pe / (l->zero >= 3 ? ge : 1.0); /* FP8 copy (sp_step_memory) */
   o->grads += e * pe / (l->zero >= 2 ? ge : 1.0);
   o->optim += 12.0 * pe / (l->zero >= 1 ? ge : 1.0);
   double f = sp_step_moe_imbalance(c, l), etp = sp_layout_etp(l);

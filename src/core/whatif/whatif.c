@@ -79,6 +79,11 @@ gboolean sp_whatif_opts_check(const sp_whatif_opts *o, GError **err)
     g_prefix_error(err, "--attention: ");
     return FALSE;
   }
+  sp_fp8_recipe fp8;
+  if (o->fp8 && !sp_fp8_recipe_parse(o->fp8, &fp8, err)) {
+    g_prefix_error(err, "--fp8: ");
+    return FALSE;
+  }
   const char *fid = o->fidelity ? o->fidelity : "flow";
   if (strcmp(fid, "flow") != 0 && strcmp(fid, "step") != 0 && strcmp(fid, "analytic") != 0) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--fidelity must be flow, step or analytic (got '%s')", fid);
@@ -304,6 +309,7 @@ static gboolean resolve_hw(sp_whatif_result *r, const sp_whatif_opts *o, const s
     hw->gpu.peak_flops = p->measured_gemm_flops;
     hw->gpu.gemm_eff = 1.0;
     hw->gpu.hbm_eff = 1.0; /* its hbm_bw is the measured streaming rate */
+    hw->gpu.fp8_peak_ratio = 0.0; /* no FP8 rate measured */
     if (p->measured_attn_flops > 0) {
       /* as --eff-attn takes it: the forward at the rate, the backward in the same ratio */
       double a = MIN(1.0, p->measured_attn_flops / p->measured_gemm_flops);
@@ -337,6 +343,16 @@ static gboolean resolve_hw(sp_whatif_result *r, const sp_whatif_opts *o, const s
     return FALSE;
   }
   if (o->mem_usable > 0) hw->mem_usable = o->mem_usable;
+  hw->fp8 = SP_FP8_NONE;
+  if (o->fp8 && !sp_fp8_recipe_parse(o->fp8, &hw->fp8, err)) {
+    g_prefix_error(err, "--fp8: ");
+    return FALSE;
+  }
+  sp_kernel_gpu g8;
+  if (hw->fp8 != SP_FP8_NONE && !sp_kernel_gpu_fp8(&hw->gpu, &g8, err)) {
+    g_prefix_error(err, "--fp8 %s on %s: ", sp_fp8_recipe_name(hw->fp8), p->gpu_model ? p->gpu_model : r->peak_src);
+    return FALSE;
+  }
   return TRUE;
 }
 

@@ -77,6 +77,13 @@ static void add_hw(JsonBuilder *b, const sp_step_ctx *c)
   num(b, "attn_fwd_eff", afwd);
   num(b, "attn_bwd_eff", abwd);
   str(b, "attention", sp_attn_impl_name(c->hw.attn));
+  /* the precision of the layers' linear GEMMs: the model's dtype, or fp8 with its recipe */
+  str(b, "precision", c->hw.fp8 != SP_FP8_NONE ? "fp8" : sp_dtype_name(c->model->dtype));
+  str(b, "fp8_recipe", sp_fp8_recipe_name(c->hw.fp8));
+  if (c->hw.fp8 != SP_FP8_NONE) {
+    num(b, "fp8_peak_flops", c->hw.gpu.peak_flops * c->hw.gpu.fp8_peak_ratio);
+    num(b, "fp8_gemm_eff", c->hw.gpu.fp8_gemm_eff);
+  }
   boolean(b, "gemm_table", c->hw.gpu.table != NULL);
 }
 

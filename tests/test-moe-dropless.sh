@@ -5,14 +5,7 @@
 # mpirun -np 4 prints the same checksum lines as spsim verify; dropless=1 with
 # capacity= is refused in one line. The per-destination counts themselves are
 # checked against hand-derived routing in tests/test-ops-moe (/moe/layer-dropless).
-build="${SPSIM_BUILDDIR:-.}"
-src="${SPSIM_SRCDIR:-.}"
-bin="$build/spsim"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); echo "not ok $n - $1"; }
+. "${SPSIM_SRCDIR:-.}/tests/tap-lib.sh"
 
 # pass PLATFORM OP RANKS OPTS: spsim verify prints PASS
 pass() {

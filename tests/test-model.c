@@ -223,10 +223,87 @@ static void test_hf_config(void)
   g_assert_no_error(err);
   g_assert_cmpfloat(sp_model_params(m), ==, 57408429568.0);
   sp_model_free(m);
-  expect_parse_error("{\"hidden_size\": 2048, \"intermediate_size\": 6144, \"num_hidden_layers\": 48, \"num_attention_heads\": 32,"
-                     " \"num_key_value_heads\": 4, \"head_dim\": 128, \"vocab_size\": 151936}", "head_dim 128 differs");
   expect_parse_error("{\"hidden_size\": 64, \"intermediate_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
                      " \"vocab_size\": 10, \"num_local_experts\": 4, \"num_experts_per_tok\": 5}", "experts_per_token must be between 1 and experts = 4");
+}
+
+/* Heads wider than hidden / heads and sliding windows, from Hugging Face configs with
+ * the published values. Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B config.json; its model card:
+ * 30.5 B parameters, 3.3 B activated): per layer Q 32 x 128 = 4096 and K, V 4 x 128
+ * columns, 2048 x (4096 + 1024) + 4096 x 2048 = 18,874,368 attention weights, 128
+ * experts of 3 x 2048 x 768, a 2048 x 128 router and two norms: 623,120,384; 48 layers,
+ * untied embeddings 2 x 151,936 x 2048 and the final norm: 30,532,110,336. Activated:
+ * attention, router, norms and 8 experts per layer, 56,889,344 x 48, plus the embeddings:
+ * 3,353,020,416. gpt-oss-120b (openai/gpt-oss-120b config.json; model card: 116.8 B):
+ * 64 heads of 64 on h 2880, 8 KV heads, 128 experts of 2880, untied vocabulary 201,088:
+ * 36 x 3,211,966,080 + 2 x 201,088 x 2880 + 2880 = 116,789,048,640; its layer_types
+ * window every even layer at 128 keys: at 4096 tokens half the layers keep
+ * (128^2 / 2 + 3968 x 128) of 4096^2 / 2 causal pairs. */
+static void test_hf_head_dim_window(void)
+{
+  GError *err = NULL;
+  sp_model *m = sp_model_parse("{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\","
+                               " \"hidden_size\": 2048, \"intermediate_size\": 6144, \"moe_intermediate_size\": 768,"
+                               " \"num_experts\": 128, \"num_experts_per_tok\": 8, \"decoder_sparse_step\": 1,"
+                               " \"mlp_only_layers\": [], \"norm_topk_prob\": true, \"num_hidden_layers\": 48,"
+                               " \"num_attention_heads\": 32, \"num_key_value_heads\": 4, \"head_dim\": 128,"
+                               " \"vocab_size\": 151936, \"tie_word_embeddings\": false, \"use_sliding_window\": false,"
+                               " \"sliding_window\": 4096, \"hidden_act\": \"silu\"}", -1, "config.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(sp_model_head_dim(m), ==, 128);
+  g_assert_cmpint(m->window, ==, 0);
+  g_assert_cmpfloat(sp_model_params(m), ==, 30532110336.0);
+  g_assert_cmpfloat(sp_model_active_params(m), ==, 3353020416.0);
+  g_assert_cmpfloat(fabs(sp_model_params(m) / 30.5e9 - 1), <, 0.002);
+  g_assert_cmpfloat(fabs(sp_model_active_params(m) / 3.3e9 - 1), <, 0.02);
+  /* attention FLOPs follow the heads' width: 4 x tokens x seq x 32 x 128, not x h */
+  g_assert_cmpfloat(sp_model_layer_fwd_attn_flops(m, 1, 4096, FALSE), ==, 4.0 * 4096 * 4096);
+  sp_model_free(m);
+  GString *types = g_string_new(NULL);
+  for (int i = 0; i < 36; i++) g_string_append_printf(types, "%s\"%s\"", i ? ", " : "", i % 2 ? "full_attention" : "sliding_attention");
+  g_autofree char *oss = g_strdup_printf("{\"model_type\": \"gpt_oss\", \"hidden_size\": 2880, \"intermediate_size\": 2880,"
+                                         " \"num_local_experts\": 128, \"num_experts_per_tok\": 4, \"num_hidden_layers\": 36,"
+                                         " \"num_attention_heads\": 64, \"num_key_value_heads\": 8, \"head_dim\": 64,"
+                                         " \"sliding_window\": 128, \"layer_types\": [%s], \"vocab_size\": 201088,"
+                                         " \"tie_word_embeddings\": false}", types->str);
+  g_string_free(types, TRUE);
+  m = sp_model_parse(oss, -1, "config.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(sp_model_params(m), ==, 116789048640.0);
+  g_assert_cmpfloat(fabs(sp_model_params(m) / 116.8e9 - 1), <, 0.001);
+  g_assert_cmpint(m->window, ==, 128);
+  g_assert_true(sp_model_layer_is_windowed(m, 0) && !sp_model_layer_is_windowed(m, 1) && sp_model_layer_is_windowed(m, 34));
+  double full = 4096.0 * 4096 / 2, win = 128.0 * 128 / 2 + 3968.0 * 128;
+  g_assert_cmpfloat_with_epsilon(sp_model_attn_causal_fraction(m, 4096), (full + win) / (2 * full), 1e-15);
+  sp_model_free(m);
+  /* Mistral 7B v0.1: sliding_window without layer_types windows every layer */
+  m = sp_model_parse("{\"hidden_size\": 4096, \"intermediate_size\": 14336, \"num_hidden_layers\": 32,"
+                     " \"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"sliding_window\": 4096,"
+                     " \"vocab_size\": 32000}", -1, "config.json", &err);
+  g_assert_no_error(err);
+  g_assert_true(sp_model_layer_is_windowed(m, 0) && sp_model_layer_is_windowed(m, 31));
+  g_assert_cmpfloat(sp_model_attn_causal_fraction(m, 4096), ==, 1.0);
+  g_assert_cmpfloat(sp_model_attn_causal_fraction(m, 8192), <, 1.0);
+  sp_model_free(m);
+  /* a model file says the same with head_dim, sliding_window and window_layers */
+  m = sp_model_parse("{\"layers\": 4, \"hidden\": 2880, \"heads\": 64, \"kv_heads\": 8, \"head_dim\": 64,"
+                     " \"ffn\": 2880, \"vocab\": 1000, \"sliding_window\": 128, \"window_layers\": [0, 2]}", -1, "m.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpfloat(sp_model_attn_matmul_params(m), ==, 2880.0 * (4096 + 1024) + 4096.0 * 2880);
+  g_assert_true(sp_model_layer_is_windowed(m, 2) && !sp_model_layer_is_windowed(m, 3));
+  sp_model_free(m);
+  expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10,"
+                     " \"window_layers\": [0]}", "window_layers needs sliding_window");
+  expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10,"
+                     " \"sliding_window\": 8, \"window_layers\": [2]}", "window_layers[0] = 2 is out of range");
+  expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10,"
+                     " \"head_dim\": 0}", "'head_dim' must be >= 1");
+  expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10,"
+                     " \"head_dim\": 16, \"kv_lora_rank\": 16, \"qk_nope_head_dim\": 8, \"qk_rope_head_dim\": 8,"
+                     " \"v_head_dim\": 8}", "drop head_dim");
+  expect_parse_error("{\"hidden_size\": 64, \"intermediate_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                     " \"vocab_size\": 10, \"sliding_window\": 8, \"layer_types\": [\"full_attention\"]}",
+                     "one type per layer (2)");
 }
 
 static void test_bad_files(void)
@@ -316,5 +393,6 @@ int main(int argc, char **argv)
   g_test_add_func("/model/moe-layers", test_moe_layers);
   g_test_add_func("/model/moe-bad", test_moe_bad);
   g_test_add_func("/model/hf-config", test_hf_config);
+  g_test_add_func("/model/hf-head-dim-window", test_hf_head_dim_window);
   return g_test_run();
 }

@@ -56,7 +56,7 @@ flops() {
   else ok "np=$1 $2: $3 GEMM FLOP and $4 attention FLOP, step timed"; fi
 }
 
-echo "1..20"
+echo "1..21"
 
 # 1-5: the kernels of the step, counted by hand
 flops 2 dp=2 27380416512 1879048192
@@ -168,3 +168,12 @@ else n=$((n + 1)); echo "ok $n # SKIP not built with CUDA and cuBLAS (no fake de
 # 20: an unknown --device
 mpi 2 $A --layout tp=2 --device gpu
 expect "--device gpu: refused" 2 "--device must be cpu or cuda \(got 'gpu'\)"
+
+# 21: a sliding-window model: its windows are priced, and spsim-run's attention kernels
+# score the whole causal prefix, so a step with compute is refused; the step without
+# compute, or at a sequence within the window, runs
+sed 's/"vocab": 1024,/"vocab": 1024, "sliding_window": 64,/' "$src/models/tiny.json" >"$tmp/tinyw.json"
+timeout 300 "$MPIRUN" -np 2 "$run" --step --model "$tmp/tinyw.json" --seq 256 --global-batch 8 --layout tp=2 \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect "sliding-window model with compute: refused" 2 "sliding-window layers \(sliding_window 64 < --seq 256\).*--dry-compute"

@@ -112,6 +112,47 @@ static sp_model tiny_llama(void)
   return m;
 }
 
+/* A head width other than hidden / heads (Qwen3, gpt-oss): tiny_llama with 4 heads of
+ * 32 (Q 128 wide against h 64) and 2 KV heads. At 1 TFLOP/s, 128 tokens: the QKV GEMM
+ * 2 x 128 x (4 + 2 x 2) x 32 x 64 FLOPs, the output projection 2 x 128 x 64 x 128, and
+ * causal attention 4 x 4 heads x 128^2 / 2 pairs x 32. A sliding window of 16 keys
+ * keeps 16^2 / 2 + 112 x 16 = 1920 of the 8192 causal pairs; over one windowed layer
+ * of two, (8192 + 1920) / (2 x 8192). The unfused kernels score every pair and mask. */
+static void test_head_dim_window(void)
+{
+  sp_model m = tiny_llama();
+  m.head_dim = 32;
+  sp_step_ctx c = ctx_for(&m, 1, 128, 4);
+  sp_layout l = lay("dp=1", &c);
+  sp_layer_kernels k, kw;
+  GError *err = NULL;
+  g_assert_true(sp_step_layer_kernels(&c, &l, &k, &err));
+  g_assert_cmpfloat_with_epsilon(k.qkv[0], 2.0 * 128 * 256 * 64 / 1e12, 1e-18);
+  g_assert_cmpfloat_with_epsilon(k.proj[0], 2.0 * 128 * 64 * 128 / 1e12, 1e-18);
+  g_assert_cmpfloat_with_epsilon(k.attn_fwd, 4.0 * 4 * 8192 * 32 / 1e12, 1e-18);
+  g_assert_cmpfloat(sp_model_attn_matmul_params(&m), ==, 64.0 * (128 + 2 * 64) + 128.0 * 64);
+  guint8 all[2] = { 1, 1 }, one[2] = { 0, 1 };
+  m.window = 16;
+  m.window_mask = all;
+  g_assert_cmpfloat(sp_model_attn_causal_fraction(&m, 128), ==, 1920.0 / 8192.0);
+  g_assert_cmpfloat(sp_model_attn_causal_fraction(&m, 16), ==, 1.0);
+  g_assert_true(sp_step_layer_kernels(&c, &l, &kw, &err));
+  g_assert_cmpfloat_with_epsilon(kw.attn_fwd, k.attn_fwd * 1920.0 / 8192.0, 1e-18);
+  g_assert_cmpfloat_with_epsilon(kw.attn_bwd, k.attn_bwd * 1920.0 / 8192.0, 1e-18);
+  g_assert_cmpfloat(kw.qkv[0], ==, k.qkv[0]);
+  m.window_mask = one;
+  g_assert_cmpfloat(sp_model_attn_causal_fraction(&m, 128), ==, (8192.0 + 1920.0) / (2 * 8192.0));
+  g_assert_true(sp_step_layer_kernels(&c, &l, &kw, &err));
+  g_assert_cmpfloat_with_epsilon(kw.attn_fwd, k.attn_fwd * (8192.0 + 1920.0) / (2 * 8192.0), 1e-18);
+  c.hw.attn = SP_ATTN_UNFUSED;
+  g_assert_true(sp_step_layer_kernels(&c, &l, &kw, &err));
+  m.window = 0;
+  m.window_mask = NULL;
+  g_assert_true(sp_step_layer_kernels(&c, &l, &k, &err));
+  g_assert_cmpfloat(kw.attn_fwd, ==, k.attn_fwd);
+  g_assert_no_error(err);
+}
+
 /* torchtitan's op policy saves the outputs of the 1st, 3rd, 5th and 7th matmuls of
  * the block (Q, V, w1, w2) and of attention, keeps the layer input, and recomputes K,
  * the output projection and w3 (plus every element-wise op) in the backward. */
@@ -484,5 +525,6 @@ int main(int argc, char **argv)
   g_test_add_func("/step/pp-interleaved", test_step_pp_interleaved);
   g_test_add_func("/step/analytic-pricer", test_analytic_pricer);
   g_test_add_func("/step/fp8-layer", test_fp8_layer);
+  g_test_add_func("/step/head-dim-window", test_head_dim_window);
   return g_test_run();
 }

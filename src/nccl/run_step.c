@@ -177,6 +177,12 @@ int run_step(runner *r)
   else if (built && compute && !cfg->device_cuda && !sk_available())
     err = g_error_new(SP_ERROR, SP_ERROR_UNSUPPORTED, "--step: this spsim-run was built without OpenBLAS and "
                       "cannot execute compute; install libopenblas-dev and reconfigure, or use --dry-compute");
+  else if (built && compute && s.model->window > 0 && sp_model_attn_causal_fraction(s.model, cfg->seq) < 1.0)
+    /* the host and cuBLAS attention kernels score the whole causal prefix */
+    err = g_error_new(SP_ERROR, SP_ERROR_UNSUPPORTED, "--step: model '%s' has sliding-window layers "
+                      "(sliding_window %" G_GINT64_FORMAT " < --seq %" G_GINT64_FORMAT "), which the what-if prices "
+                      "and spsim-run's attention kernels do not run; use --dry-compute, or --seq %" G_GINT64_FORMAT
+                      " or less", s.model->name, s.model->window, (int64_t)cfg->seq, s.model->window);
   else if (built && compute && world != w->world)
     err = g_error_new(SP_ERROR, SP_ERROR_UNSUPPORTED, "--step runs the step with compute on every GPU of the "
                       "layout: --world %d needs mpirun -np %d (or use --dry-compute for the reduced replay on "

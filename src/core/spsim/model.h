@@ -6,7 +6,11 @@
  *        per layer, and training memory per parameter.
  *
  * Conventions (docs/whatif.md states the sources):
- * - head dim d = hidden / heads; K and V each have kv_heads * d columns (GQA/MQA).
+ * - head dim d = hidden / heads unless the model sets @c head_dim (Qwen3, Gemma and
+ *   gpt-oss have heads x d != hidden); Q has heads * d columns, K and V kv_heads * d
+ *   each (GQA/MQA), and the output projection maps heads * d back to hidden.
+ * - sliding-window attention (Mistral, Gemma, gpt-oss): with @c window > 0 a query of
+ *   the layers in @c window_mask sees only the @c window latest keys, itself included.
  * - a layer holds the attention projections Q, K, V, O and the MLP (two matrices for
  *   GELU, three for SwiGLU: gate, up, down), plus two norms of @c hidden weights.
  * - embeddings: vocab x hidden input table, plus an output (LM head) matrix of the same
@@ -90,6 +94,11 @@ typedef struct {
   int64_t qk_nope_head_dim; /**< per-head query/key dimension without rotary ("qk_nope_head_dim") */
   int64_t qk_rope_head_dim; /**< per-head rotary query/key dimension ("qk_rope_head_dim") */
   int64_t v_head_dim;     /**< per-head value dimension ("v_head_dim") */
+  int64_t head_dim;       /**< per-head width of Q, K and V without MLA ("head_dim"; 0: hidden / heads) */
+  /* Sliding-window attention (0 and NULL: every layer attends to the whole causal prefix). */
+  int64_t window;         /**< keys a query of a windowed layer sees, itself included ("sliding_window") */
+  guint8 *window_mask;    /**< layers entries, 1 for a windowed layer (owned; NULL when window is 0). Set by
+                               "window_layers" (0-based list); absent, every layer is windowed */
   char *sources;     /**< where the numbers come from, "; "-joined (owned, may be "") */
   char *ignored;     /**< unknown keys skipped in SP_MODEL_LENIENT mode, ", "-joined (owned), else NULL */
 } sp_model;
@@ -110,16 +119,19 @@ typedef enum {
  * experts), expert_ffn, shared_experts, shared_expert_ffn, moe_layers (a list of 0-based
  * layer indices) or first_dense_layers and moe_layer_freq, capacity_factor (> 0),
  * router_dtype; multi-head latent attention: kv_lora_rank with qk_nope_head_dim,
- * qk_rope_head_dim and v_head_dim (kv_heads == heads), and q_lora_rank.
- * Checks hidden % heads == 0 and heads % kv_heads == 0.
+ * qk_rope_head_dim and v_head_dim (kv_heads == heads), and q_lora_rank; head_dim (the
+ * width of a head when it is not hidden / heads); sliding_window (keys per query) with
+ * window_layers (0-based list; absent: every layer).
+ * Checks hidden % heads == 0 (unless head_dim is given) and heads % kv_heads == 0.
  * A Hugging Face config.json (it has "num_hidden_layers") is read by its transformers key
  * names instead: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads,
  * intermediate_size, vocab_size, tie_word_embeddings, torch_dtype, hidden_act;
  * num_local_experts / n_routed_experts / num_experts, num_experts_per_tok,
  * moe_intermediate_size, n_shared_experts, shared_expert_intermediate_size,
  * first_k_dense_replace, moe_layer_freq / decoder_sparse_step; q_lora_rank, kv_lora_rank,
- * qk_nope_head_dim, qk_rope_head_dim, v_head_dim. A head_dim other than hidden / heads is
- * refused.
+ * qk_nope_head_dim, qk_rope_head_dim, v_head_dim, head_dim; sliding_window with
+ * layer_types ("sliding_attention" entries) or, without it, every layer (Mistral), and
+ * none when use_sliding_window is false (Qwen2, Qwen3).
  * Any other key is an error (SP_ERROR_INVALID) that names it and lists the known
  * ones. @p what names the input in messages (a file name).
  */
@@ -151,7 +163,7 @@ void sp_model_free(sp_model *m);
 /** Validate ranges and divisibility (what sp_model_parse checks). */
 gboolean sp_model_validate(const sp_model *m, GError **err);
 
-/** @return the head dimension hidden / heads. */
+/** @return the head dimension: head_dim when the model sets it, else hidden / heads. */
 int64_t sp_model_head_dim(const sp_model *m);
 /** @return TRUE when the model has routed experts (experts > 0). */
 gboolean sp_model_is_moe(const sp_model *m);
@@ -161,10 +173,20 @@ gboolean sp_model_layer_is_moe(const sp_model *m, int64_t i);
 int64_t sp_model_moe_layers(const sp_model *m);
 /** @return TRUE when the attention is multi-head latent attention (kv_lora_rank > 0). */
 gboolean sp_model_is_mla(const sp_model *m);
-/** @return per-head query/key width: qk_nope + qk_rope with MLA, else hidden / heads. */
+/** @return per-head query/key width: qk_nope + qk_rope with MLA, else sp_model_head_dim. */
 int64_t sp_model_qk_head_dim(const sp_model *m);
-/** @return per-head value width: v_head_dim with MLA, else hidden / heads. */
+/** @return per-head value width: v_head_dim with MLA, else sp_model_head_dim. */
 int64_t sp_model_v_head_dim(const sp_model *m);
+/** @return the attention width heads x (qk + v) / 2: heads x d without MLA (h when d = h / heads). */
+double sp_model_attn_width(const sp_model *m);
+/** @return TRUE when layer @p i (0-based) has sliding-window attention. */
+gboolean sp_model_layer_is_windowed(const sp_model *m, int64_t i);
+/**
+ * Causal (query, key) pairs of one sequence of @p seq tokens, averaged over the layers,
+ * as a fraction of full causal attention's seq^2 / 2: 1 without a window or when seq <=
+ * window; a windowed layer keeps window^2 / 2 + (seq - window) window.
+ */
+double sp_model_attn_causal_fraction(const sp_model *m, int64_t seq);
 /** @return attention matmul weights of one layer (Q, K, V, O, or MLA's five projections). */
 double sp_model_attn_matmul_params(const sp_model *m);
 /** @return the other attention weights of a layer: MLA's two latent RMSNorms (0 without MLA). */
@@ -183,7 +205,7 @@ double sp_model_shared_expert_params(const sp_model *m);
  *  the router, shared experts and topk routed experts of each MoE layer, the LM head
  *  and input embedding (the "activated parameters" of MoE reports). */
 double sp_model_active_params(const sp_model *m);
-/** @return matmul weights of one layer: h(h + 2 kv d) + h h + (2|3) h ffn. For an MoE
+/** @return matmul weights of one layer: h(a d + 2 kv d) + a d h + (2|3) h ffn. For an MoE
  *  model, the matmul weights one token multiplies with, averaged over the layers
  *  (attention, plus the dense MLP or the router, shared and topk routed experts). */
 double sp_model_layer_matmul_params(const sp_model *m);
@@ -198,8 +220,8 @@ double sp_model_params(const sp_model *m);
 /**
  * Forward FLOPs of one layer for @p tokens tokens in sequences of length @p seq:
  * matmuls 2 x tokens x layer_matmul_params, and attention scores plus weighted sum
- * 4 x tokens x seq x h (2 x tokens x seq x heads x (qk + v) with MLA; non-causal;
- * halve for causal masking).
+ * 2 x tokens x seq x heads x (qk + v) (4 x tokens x seq x h when qk = v = h / heads;
+ * non-causal; causal: halved, and scaled by sp_model_attn_causal_fraction for windows).
  */
 double sp_model_layer_fwd_matmul_flops(const sp_model *m, double tokens);
 double sp_model_layer_fwd_attn_flops(const sp_model *m, double tokens, double seq, gboolean causal);
@@ -208,7 +230,8 @@ double sp_model_head_fwd_flops(const sp_model *m, double tokens);
 /**
  * Model FLOPs of training (forward + backward, no recomputation) per token at
  * sequence length @p seq (PaLM): 6 N + 12 L h seq, N = layers x layer matmul
- * params + V h (the LM head); with MLA the attention term is 6 L seq heads (qk + v).
+ * params + V h (the LM head); the attention term is 6 L seq heads (qk + v) in general
+ * (with MLA or head_dim), counted non-causal and without windows as PaLM does.
  * For an MoE model N counts the active weights (sp_model_layer_matmul_params).
  */
 double sp_model_train_flops_per_token(const sp_model *m, double seq);

@@ -116,7 +116,7 @@ void sp_step_comm_sizes(const sp_step_ctx *c, const sp_layout *l, sp_step_sizes 
   double sl = sp_step_local_tokens(l, c->seq);
   double kvl = sp_step_kv_per_tp(m, l);
   o->act = sl * h * e;
-  o->q = sl * (h / l->tp) * e;
+  o->q = sl * ((double)m->heads * d / l->tp) * e; /* Q or the attention output: heads x d wide */
   o->kv = sl * MAX(kvl, (double)l->sp) * d * e; /* KV heads replicated up to sp when fewer */
   double kvr = MAX(1.0, MAX(kvl, (double)l->sp) / l->sp);
   o->ring_blk = 2.0 * ((double)l->mb * (double)c->seq / l->cp) * kvr * d * e;
@@ -285,6 +285,18 @@ double sp_step_eager_elem_bytes_per_token(const sp_model *m, const sp_layout *l)
   return 2.0 * 36.0 * hs + 2.0 * 6.0 * hs + 20.0 * (q + kv) + rep + 10.0 * f;
 }
 
+/* Fused attention kernels skip the (query, key) blocks outside a sliding window
+ * (FlashAttention-2's window_size, Dao-AILab/flash-attention README "Sliding window local
+ * attention"), so a windowed model's attention costs the fraction of causal pairs it
+ * keeps, averaged over the layers; the unfused path materialises every score and masks
+ * them, so it saves nothing. */
+static double windowed(const sp_step_ctx *c, double t)
+{
+  double frac = sp_model_attn_causal_fraction(c->model, c->seq);
+  if (c->hw.attn == SP_ATTN_UNFUSED || frac >= 1.0 || t <= c->hw.gpu.launch) return t;
+  return (t - c->hw.gpu.launch) * frac + c->hw.gpu.launch;
+}
+
 /* Multi-head latent attention (DeepSeek-V2 sec. 2.1): the Q and KV down- and up-
  * projections priced as one GEMM of their weights' columns split by tp, the output
  * projection from heads x v columns, and attention at the mean of the query/key and value
@@ -333,8 +345,8 @@ gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_laye
    * the) sequence; ring attention's queries see every key of the sequence */
   double heads = (double)m->heads / ((double)tp * l->sp);
   int64_t sq = c->seq / l->cp;
-  o->attn_fwd = sp_kernel_attn_time(g, c->hw.attn, FALSE, l->mb, heads, sq, c->seq, d, e);
-  o->attn_bwd = sp_kernel_attn_time(g, c->hw.attn, TRUE, l->mb, heads, sq, c->seq, d, e);
+  o->attn_fwd = windowed(c, sp_kernel_attn_time(g, c->hw.attn, FALSE, l->mb, heads, sq, c->seq, d, e));
+  o->attn_bwd = windowed(c, sp_kernel_attn_time(g, c->hw.attn, TRUE, l->mb, heads, sq, c->seq, d, e));
   /* element-wise kernels write the layer's stored activations and read them back */
   sp_layout nl = *l;
   nl.ckpt = SP_CKPT_SELECTIVE;
@@ -459,13 +471,13 @@ void sp_step_set_time(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
    * attention, 6 L h s (half of PaLM's 12 L h s, which counts every score). */
   double tokens = (double)c->global_batch * (double)c->seq;
   double palm = tokens * sp_model_train_flops_per_token(m, (double)c->seq);
-  /* attention width: h, or heads (qk + v) / 2 with multi-head latent attention */
-  double aw = sp_model_is_mla(m) ? (double)m->heads * (double)(sp_model_qk_head_dim(m) + sp_model_v_head_dim(m)) / 2.0
-                                 : (double)m->hidden;
+  /* attention width: heads x d (h when d = h / heads), or heads (qk + v) / 2 with
+   * multi-head latent attention; sliding windows drop the pairs outside the window */
+  double aw = sp_model_attn_width(m), frac = sp_model_attn_causal_fraction(m, c->seq);
   double attn_half = tokens * 6.0 * (double)m->layers * aw * (double)c->seq;
-  double model_flops = palm - attn_half;
+  double model_flops = palm - attn_half - attn_half * (1.0 - frac);
   double extra = 0;
-  double attn_tok = 2.0 * (double)m->layers * aw * (double)c->seq; /* causal forward */
+  double attn_tok = 2.0 * (double)m->layers * aw * (double)c->seq * frac; /* causal forward */
   if (l->ckpt == SP_CKPT_FULL) extra = tokens * (2.0 * (double)m->layers * sp_model_layer_matmul_params(m) + attn_tok);
   else if (l->ckpt == SP_CKPT_SELECTIVE) extra = tokens * attn_tok;
   else if (l->ckpt == SP_CKPT_OP) /* K, output projection and one MLP matrix of h x ffn */

@@ -15,6 +15,7 @@ void sp_model_free(sp_model *m)
   g_free(m->sources);
   g_free(m->ignored);
   g_free(m->moe_mask);
+  g_free(m->window_mask);
   g_free(m);
 }
 
@@ -101,7 +102,17 @@ gboolean sp_model_validate(const sp_model *m, GError **err)
                   m->name ? m->name : "?", f[i].name, f[i].v);
       return FALSE;
     }
-  if (m->hidden % m->heads != 0) {
+  if (m->head_dim < 0 || m->window < 0 || (m->window > 0) != (m->window_mask != NULL)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': head_dim and sliding_window must be positive",
+                m->name ? m->name : "?");
+    return FALSE;
+  }
+  if (m->head_dim > 0 && m->kv_lora_rank > 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': with multi-head latent attention the head widths are "
+                "qk_nope_head_dim, qk_rope_head_dim and v_head_dim: drop head_dim", m->name ? m->name : "?");
+    return FALSE;
+  }
+  if (m->head_dim == 0 && m->hidden % m->heads != 0) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': hidden (%" G_GINT64_FORMAT ") must be a multiple of heads (%" G_GINT64_FORMAT ")",
                 m->name, m->hidden, m->heads);
     return FALSE;
@@ -165,7 +176,8 @@ static const char *const known_keys[] = { "name", "layers", "hidden", "heads", "
                                           "shared_expert_ffn", "moe_layers", "first_dense_layers",
                                           "moe_layer_freq", "capacity_factor", "router_dtype",
                                           "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
-                                          "qk_rope_head_dim", "v_head_dim", NULL };
+                                          "qk_rope_head_dim", "v_head_dim", "head_dim", "sliding_window",
+                                          "window_layers", NULL };
 
 /* Read an optional integer member >= @p lo; absent: *out = @p dflt. */
 static gboolean get_opt_int(JsonObject *o, const char *key, int64_t lo, int64_t dflt, const char *what, int64_t *out,
@@ -295,6 +307,52 @@ static gboolean parse_moe_mla(JsonObject *o, sp_model *m, const char *what, GErr
   return parse_moe_layers(o, m, what, err);
 }
 
+/* head_dim, sliding_window and window_layers (all optional). */
+static gboolean parse_window(JsonObject *o, sp_model *m, const char *what, GError **err)
+{
+  if (!get_opt_int(o, "head_dim", 1, 0, what, &m->head_dim, err) ||
+      !get_opt_int(o, "sliding_window", 1, 0, what, &m->window, err))
+    return FALSE;
+  JsonNode *ln = json_object_get_member(o, "window_layers");
+  if (m->window == 0) {
+    if (ln != NULL) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: window_layers needs sliding_window (the keys a query sees)", what);
+      return FALSE;
+    }
+    return TRUE;
+  }
+  if (m->layers > SP_MODEL_MAX_MOE_LAYERS) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: a sliding-window model has at most %d layers (got %" G_GINT64_FORMAT
+                ")", what, SP_MODEL_MAX_MOE_LAYERS, m->layers);
+    return FALSE;
+  }
+  m->window_mask = g_new0(guint8, m->layers);
+  if (ln == NULL) {
+    memset(m->window_mask, 1, (size_t)m->layers);
+    return TRUE;
+  }
+  if (!JSON_NODE_HOLDS_ARRAY(ln)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: field 'window_layers' must be a list of 0-based layer indices", what);
+    return FALSE;
+  }
+  JsonArray *a = json_node_get_array(ln);
+  for (guint i = 0; i < json_array_get_length(a); i++) {
+    JsonNode *e = json_array_get_element(a, i);
+    if (!JSON_NODE_HOLDS_VALUE(e) || json_node_get_value_type(e) != G_TYPE_INT64) {
+      g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: window_layers[%u] must be an integer layer index", what, i);
+      return FALSE;
+    }
+    int64_t v = json_node_get_int(e);
+    if (v < 0 || v >= m->layers) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: window_layers[%u] = %" G_GINT64_FORMAT " is out of range: the "
+                  "model has layers 0..%" G_GINT64_FORMAT, what, i, v, m->layers - 1);
+      return FALSE;
+    }
+    m->window_mask[v] = 1;
+  }
+  return TRUE;
+}
+
 /* The spsim key for a Hugging Face config.json key of a mixture-of-experts or MLA model
  * (transformers' MixtralConfig, Qwen2MoeConfig and DeepseekV3Config names), or NULL. */
 static const char *hf_hint(const char *key)
@@ -358,6 +416,47 @@ static gboolean hf_int_any(JsonObject *o, const char *const *keys, int64_t dflt,
   return TRUE;
 }
 
+/* The sliding window of a Hugging Face config.json: sliding_window over the layers whose
+ * layer_types entry is "sliding_attention" (gpt-oss, Gemma 3), over every layer without
+ * layer_types (Mistral), and none when use_sliding_window is false (Qwen2, Qwen3 keep a
+ * sliding_window value they do not use). */
+static gboolean hf_window(JsonObject *o, sp_model *m, const char *what, GError **err)
+{
+  int64_t w = 0;
+  if (!hf_int(o, "sliding_window", 0, what, &w, err)) return FALSE;
+  JsonNode *un = json_object_get_member(o, "use_sliding_window");
+  if (un != NULL && JSON_NODE_HOLDS_VALUE(un) && json_node_get_value_type(un) == G_TYPE_BOOLEAN &&
+      !json_node_get_boolean(un))
+    w = 0;
+  JsonNode *tn = json_object_get_member(o, "layer_types");
+  if (w <= 0 || m->layers <= 0 || m->layers > SP_MODEL_MAX_MOE_LAYERS) return TRUE;
+  if (tn != NULL && !JSON_NODE_HOLDS_NULL(tn)) {
+    JsonArray *a = JSON_NODE_HOLDS_ARRAY(tn) ? json_node_get_array(tn) : NULL;
+    if (a == NULL || json_array_get_length(a) != (guint)m->layers) {
+      g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: config.json field 'layer_types' must list one type per layer "
+                  "(%" G_GINT64_FORMAT ")", what, m->layers);
+      return FALSE;
+    }
+    guint8 *mask = g_new0(guint8, m->layers);
+    int64_t n = 0;
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+      const char *t = json_array_get_string_element(a, i);
+      mask[i] = t != NULL && strcmp(t, "sliding_attention") == 0;
+      n += mask[i];
+    }
+    if (n == 0) {
+      g_free(mask);
+      return TRUE;
+    }
+    m->window_mask = mask;
+  } else {
+    m->window_mask = g_new0(guint8, m->layers);
+    memset(m->window_mask, 1, (size_t)m->layers);
+  }
+  m->window = w;
+  return TRUE;
+}
+
 /* A model from a Hugging Face transformers config.json (LlamaConfig, MistralConfig,
  * MixtralConfig, Qwen2MoeConfig and DeepseekV3Config key names); keys that do not change
  * the price (rope_theta, max_position_embeddings, ...) are not read. */
@@ -398,12 +497,9 @@ static sp_model *parse_hf(JsonObject *o, const char *what, GError **err)
   JsonNode *tn = json_object_get_member(o, "tie_word_embeddings");
   m->tied_embeddings = tn != NULL && JSON_NODE_HOLDS_VALUE(tn) && json_node_get_value_type(tn) == G_TYPE_BOOLEAN &&
                        json_node_get_boolean(tn);
-  if (m->heads > 0 && head_dim > 0 && head_dim * m->heads != m->hidden && m->kv_lora_rank == 0) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: head_dim %" G_GINT64_FORMAT " differs from hidden_size / "
-                "num_attention_heads = %" G_GINT64_FORMAT ": spsim prices attention with hidden / heads per head; write "
-                "a model file instead", what, head_dim, m->hidden / m->heads);
-    goto fail;
-  }
+  /* head_dim sets the width of Q, K and V heads (Qwen3, Gemma, gpt-oss); MLA has its own widths */
+  if (m->kv_lora_rank == 0 && head_dim > 0 && (m->heads <= 0 || head_dim * m->heads != m->hidden)) m->head_dim = head_dim;
+  if (!hf_window(o, m, what, err)) goto fail;
   if (m->experts > 0) {
     if (m->expert_ffn == 0) m->expert_ffn = m->ffn;
     if (shared_inter > 0 && m->shared_experts == 0) { /* Qwen2-MoE: one shared MLP of that size */
@@ -465,7 +561,7 @@ sp_model *sp_model_parse_flags(const char *json, gssize len, const char *what, s
       !get_int(o, "heads", what, &m->heads, err) || !get_int(o, "kv_heads", what, &m->kv_heads, err) ||
       !get_int(o, "ffn", what, &m->ffn, err) || !get_int(o, "vocab", what, &m->vocab, err))
     goto fail;
-  if (!parse_moe_mla(o, m, what, err)) goto fail;
+  if (!parse_moe_mla(o, m, what, err) || !parse_window(o, m, what, err)) goto fail;
   const char *dt = get_str(o, "dtype", "bf16", what, err);
   if (dt == NULL) goto fail;
   if (!sp_dtype_parse(dt, &m->dtype, err)) goto fail;
@@ -598,7 +694,30 @@ sp_model *sp_model_find_flags(const char *name_or_file, const char *const *dirs,
   return NULL;
 }
 
-int64_t sp_model_head_dim(const sp_model *m) { return m->hidden / m->heads; }
+int64_t sp_model_head_dim(const sp_model *m) { return m->head_dim > 0 ? m->head_dim : m->hidden / m->heads; }
+
+double sp_model_attn_width(const sp_model *m)
+{
+  return (double)m->heads * (double)(sp_model_qk_head_dim(m) + sp_model_v_head_dim(m)) / 2.0;
+}
+
+gboolean sp_model_layer_is_windowed(const sp_model *m, int64_t i)
+{
+  return m->window > 0 && m->window_mask != NULL && i >= 0 && i < m->layers && m->window_mask[i] != 0;
+}
+
+double sp_model_attn_causal_fraction(const sp_model *m, int64_t seq)
+{
+  if (m->window <= 0 || m->window_mask == NULL || seq <= m->window || seq <= 0) return 1.0;
+  /* pairs counted as the kernel model counts causal attention, s^2 / 2 (the masked
+   * triangle of blocks): a window keeps w^2 / 2 over the first w queries, then w each */
+  double s = (double)seq, w = (double)m->window;
+  double full = s * s / 2.0, win = w * w / 2.0 + (s - w) * w;
+  int64_t nw = 0;
+  for (int64_t i = 0; i < m->layers; i++) nw += m->window_mask[i] != 0;
+  double L = (double)m->layers;
+  return ((L - (double)nw) * full + (double)nw * win) / (L * full);
+}
 
 double sp_model_dtype_bytes(const sp_model *m) { return (double)sp_dtype_size(m->dtype); }
 
@@ -629,8 +748,8 @@ double sp_model_attn_matmul_params(const sp_model *m)
 {
   double h = (double)m->hidden, a = (double)m->heads;
   if (!sp_model_is_mla(m)) {
-    double kv = (double)(m->kv_heads * sp_model_head_dim(m));
-    return h * (h + 2.0 * kv) + h * h;
+    double kv = (double)(m->kv_heads * sp_model_head_dim(m)), q = a * (double)sp_model_head_dim(m);
+    return h * (q + 2.0 * kv) + q * h;
   }
   /* DeepSeek-V2 (arXiv 2405.04434) sec. 2.1.2-2.1.3, eqs. 9-14 and 37-40: W^DQ, W^UQ and
    * W^QR (h -> d_c' -> heads x (nope + rope)), W^DKV with W^KR (h -> d_c + rope, the rope
@@ -719,10 +838,8 @@ double sp_model_layer_fwd_attn_flops(const sp_model *m, double tokens, double se
 {
   /* scores Q K^T over heads x qk columns and the weighted sum over heads x v columns:
    * 2 tokens seq heads (qk + v), which is 4 tokens seq h when qk = v = h / heads */
-  double f = sp_model_is_mla(m) ? 2.0 * tokens * seq * (double)m->heads *
-                                      (double)(sp_model_qk_head_dim(m) + sp_model_v_head_dim(m))
-                                : 4.0 * tokens * seq * (double)m->hidden;
-  return causal ? f / 2.0 : f;
+  double f = 4.0 * tokens * seq * sp_model_attn_width(m);
+  return causal ? f / 2.0 * sp_model_attn_causal_fraction(m, (int64_t)seq) : f;
 }
 
 double sp_model_head_fwd_flops(const sp_model *m, double tokens)
@@ -733,10 +850,8 @@ double sp_model_head_fwd_flops(const sp_model *m, double tokens)
 double sp_model_train_flops_per_token(const sp_model *m, double seq)
 {
   double n = (double)m->layers * sp_model_layer_matmul_params(m) + (double)m->vocab * (double)m->hidden;
-  if (sp_model_is_mla(m)) /* 3 x the forward's 2 seq heads (qk + v) per token and layer */
-    return 6.0 * n + 6.0 * (double)m->layers * seq * (double)m->heads *
-                         (double)(sp_model_qk_head_dim(m) + sp_model_v_head_dim(m));
-  return 6.0 * n + 12.0 * (double)m->layers * (double)m->hidden * seq;
+  /* 3 x the forward's 2 seq heads (qk + v) per token and layer: 12 L h seq when qk = v = h / heads */
+  return 6.0 * n + 12.0 * (double)m->layers * sp_model_attn_width(m) * seq;
 }
 
 char **sp_model_search_dirs(const char *src_dir, const char *installed_dir)

@@ -292,6 +292,19 @@ static void test_hf_head_dim_window(void)
   g_assert_cmpfloat(sp_model_attn_matmul_params(m), ==, 2880.0 * (4096 + 1024) + 4096.0 * 2880);
   g_assert_true(sp_model_layer_is_windowed(m, 2) && !sp_model_layer_is_windowed(m, 3));
   sp_model_free(m);
+  /* group-limited routing: DeepSeek-V3's n_group 8 and topk_group 4, and the file keys */
+  m = sp_model_parse("{\"hidden_size\": 64, \"intermediate_size\": 256, \"moe_intermediate_size\": 32,"
+                     " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 10, \"n_routed_experts\": 16,"
+                     " \"num_experts_per_tok\": 4, \"n_group\": 8, \"topk_group\": 4}", -1, "config.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(m->expert_groups, ==, 8);
+  g_assert_cmpint(m->groups_per_token, ==, 4);
+  sp_model_free(m);
+  expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10,"
+                     " \"experts\": 16, \"experts_per_token\": 4, \"expert_groups\": 8, \"groups_per_token\": 1}",
+                     "hold at least experts_per_token = 4");
+  expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10,"
+                     " \"experts\": 16, \"experts_per_token\": 4, \"expert_groups\": 8}", "group-limited routing");
   expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10,"
                      " \"window_layers\": [0]}", "window_layers needs sliding_window");
   expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10,"

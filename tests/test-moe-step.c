@@ -321,6 +321,117 @@ static void test_a2a_overlap(void)
   sp_model_free(mix);
 }
 
+/* dispatcher=flex's two stages priced at user[0] (NVLink, inside the nodes) and user[1]
+ * (between the nodes); the plain all-to-all at user[2]; every other collective at 0. */
+static gboolean price_flex(void *user, const sp_comm *c, double *s, GError **err)
+{
+  (void)err;
+  const double *u = user;
+  *s = c->what == sp_moe_what_dispatch_node ? u[1] : c->what == sp_moe_what_dispatch ? (c->n == 8 ? u[2] : u[0]) : 0.0;
+  return TRUE;
+}
+
+/* dispatcher=flex (DeepEP, HybridEP): a token crosses the network once per node holding
+ * one of its experts. The chance that a node of n holds one, experts spread evenly: for
+ * Mixtral (8 experts, top-2) over 2 nodes 1 - C(4, 2) / C(8, 2) = 22 / 28; for
+ * DeepSeek-V3's node-limited routing (8 groups, at most 4 per token) over 8 nodes
+ * 1 - C(7, 4) / C(8, 4) = 1 / 2 and over 4 nodes 1 - C(6, 4) / C(8, 4) = 55 / 70; over 16
+ * nodes the groups do not fill whole nodes and the experts count: 1 - C(240, 8) / C(256, 8).
+ * The network stage and the NVLink stage overlap, so with the first priced b and the
+ * second a, the step equals the plain all-to-all's priced max(a, b), in the graph and in
+ * the closed form. */
+static void test_flex_dispatch(void)
+{
+  sp_model *mix = builtin("mixtral-8x7b"), *ds = builtin("deepseek-v3");
+  g_assert_cmpfloat(fabs(sp_step_moe_node_share(mix, 2) - 22.0 / 28.0), <, 1e-15);
+  g_assert_cmpfloat(sp_step_moe_node_share(ds, 8), ==, 0.5);
+  g_assert_cmpfloat(fabs(sp_step_moe_node_share(ds, 4) - 55.0 / 70.0), <, 1e-15);
+  double miss = 1.0;
+  for (int i = 0; i < 8; i++) miss *= (240.0 - i) / (256.0 - i);
+  g_assert_cmpfloat(fabs(sp_step_moe_node_share(ds, 16) - (1.0 - miss)), <, 1e-15);
+  g_assert_cmpfloat(sp_step_moe_node_share(ds, 1), ==, 1.0);
+
+  /* tp=2, ep=8: the expert-parallel group is 16 GPUs (stride etp = 2), 2 nodes */
+  double u[3] = { 0, 0, 0 };
+  sp_step_ctx c = fixture_ctx(mix, 16, 512, 32, price_flex);
+  c.price_user = u;
+  c.hw.comm_slowdown = 0;
+  sp_layout l = fixture_layout("tp=2,ep=8,dp=8,zero=1,dispatcher=flex", &c);
+  g_assert_true(l.ep_flex);
+  g_autofree char *str = sp_layout_to_string(&l);
+  g_assert_nonnull(g_strrstr(str, ",dispatcher=flex"));
+  g_autoptr(GArray) comms = g_array_new(FALSE, FALSE, sizeof(sp_comm));
+  sp_step_comms(&c, &l, comms);
+  int seen = 0;
+  for (guint i = 0; i < comms->len; i++) {
+    const sp_comm *cm = &g_array_index(comms, sp_comm, i);
+    if (cm->what == sp_moe_what_dispatch) { /* inside a node: its 4 expert ranks, 2 apart, every routed copy */
+      g_assert_cmpint(cm->n, ==, 4);
+      g_assert_cmpint(cm->stride, ==, 2);
+      g_assert_cmpuint(cm->bytes, ==, 256ull * 2 * 4096 * 2);
+      seen |= 1;
+    }
+    if (cm->what == sp_moe_what_dispatch_node) { /* between the 2 nodes, one rank each: 256 tokens x 2 x 22/28 */
+      g_assert_cmpint(cm->n, ==, 2);
+      g_assert_cmpint(cm->stride, ==, 8);
+      g_assert_cmpuint(cm->bytes, ==, (guint64)llround(256.0 * 4096 * 2 * 2 * 22.0 / 28.0));
+      seen |= 2;
+    }
+  }
+  g_assert_cmpint(seen, ==, 3);
+  struct { double a, b; } cases[] = { { 1e-3, 3e-3 }, { 4e-3, 1e-3 } };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    double gf, cf, ga, ca;
+    u[0] = cases[i].a;
+    u[1] = cases[i].b;
+    u[2] = MAX(cases[i].a, cases[i].b);
+    a2a_step(&c, "tp=2,ep=8,dp=8,zero=1,dispatcher=flex", &gf, &cf);
+    a2a_step(&c, "tp=2,ep=8,dp=8,zero=1", &ga, &ca);
+    if (fabs(gf - ga) > 1e-9 * ga || fabs(cf - ca) > 1e-9 * ca)
+      g_error("a %g, b %g: flex graph %.9g closed %.9g; all-to-all at max(a, b): graph %.9g closed %.9g", cases[i].a,
+              cases[i].b, gf, cf, ga, ca);
+  }
+  /* inside one node flex has no network stage: the same comms as the plain all-to-all */
+  sp_layout one = fixture_layout("tp=1,ep=8,dp=16,zero=1,dispatcher=flex", &c);
+  g_array_set_size(comms, 0);
+  sp_step_comms(&c, &one, comms);
+  for (guint i = 0; i < comms->len; i++) g_assert_true(g_array_index(comms, sp_comm, i).what != sp_moe_what_dispatch_node);
+  /* refusals */
+  GError *err = NULL;
+  g_assert_false(sp_layout_parse("ep=8,dispatcher=deepep", &l, &err));
+  g_assert_nonnull(strstr(err->message, "dispatcher must be alltoall or flex"));
+  g_clear_error(&err);
+  expect_refused(mix, 16, "tp=1,ep=1,dp=16,dispatcher=flex", "needs ep > 1");
+  /* tp = etp = 3 and ep 4: a group of 12 GPUs on nodes of 8 */
+  sp_model *twelve = sp_model_parse("{\"layers\": 2, \"hidden\": 96, \"heads\": 6, \"kv_heads\": 6, \"ffn\": 192, "
+                                    "\"vocab\": 96, \"experts\": 12, \"experts_per_token\": 2}", -1, "m.json", &err);
+  g_assert_no_error(err);
+  sp_layout_ctx tc = { .model = twelve, .world = 48, .gpus_per_node = 8, .seq = 3072, .global_batch = 64, .mb = 1 };
+  g_assert_true(sp_layout_parse("tp=3,ep=4,dp=16", &l, NULL));
+  g_assert_cmpint(sp_layout_check(&l, &tc, NULL), ==, SP_SKIP_NONE);
+  g_assert_true(sp_layout_parse("tp=3,ep=4,dp=16,dispatcher=flex", &l, NULL));
+  g_assert_cmpint(sp_layout_check(&l, &tc, &err), !=, SP_SKIP_NONE);
+  g_assert_nonnull(strstr(err->message, "ep x etp = 12 GPUs"));
+  g_clear_error(&err);
+  /* the sweep tries flex where the group leaves a node: ep 16 of tp 1 on 16 GPUs, not ep 4 */
+  sp_layout_ctx lc = { .model = ds, .world = 16, .gpus_per_node = 8, .seq = 4096, .global_batch = 64, .mb = 1 };
+  sp_sweep_opts o;
+  sp_sweep_opts_init(&o, &lc);
+  sp_sweep *sw = sp_sweep_run(&lc, &o);
+  int flex16 = 0, flex4 = 0;
+  for (guint i = 0; i < sw->layouts->len; i++) {
+    const sp_layout *x = &g_array_index(sw->layouts, sp_layout, i);
+    if (x->ep_flex && x->tp == 1 && x->ep == 16) flex16++;
+    if (x->ep_flex && x->tp == 1 && x->ep == 4) flex4++;
+  }
+  g_assert_cmpint(flex16, >, 0);
+  g_assert_cmpint(flex4, ==, 0);
+  sp_sweep_free(sw);
+  sp_model_free(twelve);
+  sp_model_free(ds);
+  sp_model_free(mix);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -330,5 +441,6 @@ int main(int argc, char **argv)
   g_test_add_func("/moe/memory-and-comms", test_memory_and_comms);
   g_test_add_func("/moe/step-imbalance", test_step_imbalance);
   g_test_add_func("/moe/a2a-overlap", test_a2a_overlap);
+  g_test_add_func("/moe/flex-dispatch", test_flex_dispatch);
   return g_test_run();
 }

@@ -85,6 +85,14 @@ typedef struct {
                          DualPipe, arXiv:2412.19437 sec. 3.2.1); layout key a2aoverlap=1. Needs
                          ep > 1, no full recompute, and vpp > 1 when pp > 1, as Megatron-Core
                          asserts (megatron/core/transformer/transformer_config.py) */
+  gboolean ep_flex;     /**< MoE: the token dispatcher sends a token once to each node that holds one of
+                         its experts, over the network to the GPU of the same local rank, which forwards
+                         it over NVLink to the experts' GPUs, the two overlapped; combine in reverse
+                         (DeepSeek-V3, arXiv:2412.19437 sec. 3.2.2; DeepEP and HybridEP under
+                         Megatron-Core's --moe-token-dispatcher-type flex); layout key
+                         dispatcher=flex (default dispatcher=alltoall: every routed copy sent
+                         straight to its expert's GPU). Needs ep > 1, and an expert-parallel group
+                         that fits in one node or fills whole nodes */
 } sp_layout;
 
 /** What a layout is checked against. */

@@ -87,6 +87,10 @@ typedef struct {
                                0..k-1 dense, as DeepSeek's first_k_dense_replace) and "moe_layer_freq"
                                (f: layer i is MoE when (i - k) % f == 0; default 1) */
   double capacity_factor; /**< expert capacity factor ("capacity_factor"; 0: dropless, the default) */
+  int64_t expert_groups;  /**< group-limited routing: the experts in this many equal groups ("expert_groups";
+                               0: none), of which a token's experts come from at most ... */
+  int64_t groups_per_token; /**< ... this many ("groups_per_token"; DeepSeek-V3's node-limited routing, 8
+                               groups and 4, arXiv:2412.19437 sec. 2.1.2; Hugging Face n_group, topk_group) */
   sp_dtype router_dtype;  /**< dtype of the router GEMM and softmax ("router_dtype", default f32) */
   /* Multi-head latent attention (all 0 for Q, K, V projections of kv_heads x d). */
   int64_t q_lora_rank;    /**< query down-projection rank ("q_lora_rank"; 0: no query compression) */
@@ -118,7 +122,7 @@ typedef enum {
  * (string or array of strings). Mixture of experts: experts, experts_per_token (1 ..
  * experts), expert_ffn, shared_experts, shared_expert_ffn, moe_layers (a list of 0-based
  * layer indices) or first_dense_layers and moe_layer_freq, capacity_factor (> 0),
- * router_dtype; multi-head latent attention: kv_lora_rank with qk_nope_head_dim,
+ * router_dtype, expert_groups with groups_per_token; multi-head latent attention: kv_lora_rank with qk_nope_head_dim,
  * qk_rope_head_dim and v_head_dim (kv_heads == heads), and q_lora_rank; head_dim (the
  * width of a head when it is not hidden / heads); sliding_window (keys per query) with
  * window_layers (0-based list; absent: every layer).
@@ -128,7 +132,7 @@ typedef enum {
  * intermediate_size, vocab_size, tie_word_embeddings, torch_dtype, hidden_act;
  * num_local_experts / n_routed_experts / num_experts, num_experts_per_tok,
  * moe_intermediate_size, n_shared_experts, shared_expert_intermediate_size,
- * first_k_dense_replace, moe_layer_freq / decoder_sparse_step; q_lora_rank, kv_lora_rank,
+ * first_k_dense_replace, moe_layer_freq / decoder_sparse_step, n_group, topk_group; q_lora_rank, kv_lora_rank,
  * qk_nope_head_dim, qk_rope_head_dim, v_head_dim, head_dim; sliding_window with
  * layer_types ("sliding_attention" entries) or, without it, every layer (Mistral), and
  * none when use_sliding_window is false (Qwen2, Qwen3).

@@ -348,6 +348,9 @@ typedef struct {
   double tokens;      /**< tokens the rank routes: its sequence shard, mb x seq / (sp x cp x tp) */
   double assigned;    /**< token-expert pairs its experts compute: tokens x topk x etp x imbalance */
   double a2a_bytes;   /**< dispatch (= combine) all-to-all buffer per rank: tokens x topk x h x bytes x imbalance */
+  int32_t nodes;      /**< dispatcher=flex across nodes: the nodes the expert-parallel group spans (else 0) */
+  double node_bytes;  /**< and the network all-to-all's buffer per rank: tokens x h x bytes x imbalance x nodes x
+                           the chance that a node holds one of a token's experts (sp_step_moe_node_share) */
   double router[3];   /**< router GEMM tokens x experts x h (router dtype) */
   double experts[3];  /**< the rank's experts as one grouped GEMM: up (and gate) then down, expert_ffn / etp columns */
   double shared[3];   /**< shared experts, split by tp as a dense MLP over the gathered tokens */
@@ -355,6 +358,15 @@ typedef struct {
   double dense_fwd;   /**< the dense MLP this layer replaces (sp_layer_kernels up + down), forward */
   double dense_bwd;   /**< and backward */
 } sp_moe_kernels;
+
+/**
+ * With dispatcher=flex, the chance that a given node of the expert-parallel group's
+ * @p nodes holds at least one of a token's experts, experts spread evenly over the nodes
+ * and routing uniform: 1 - C(E - E/n, k) / C(E, k) over the E experts and top-k, or
+ * with group-limited routing whose groups fill whole nodes, 1 - C(G - G/n, M) / C(G, M)
+ * over the G groups of which a token uses M.
+ */
+double sp_step_moe_node_share(const sp_model *m, int32_t nodes);
 
 /** Kernel times of an MoE layer of @p l (all 0 for a dense model). */
 gboolean sp_step_moe_kernels(const sp_step_ctx *c, const sp_layout *l, sp_moe_kernels *o, GError **err);
@@ -402,8 +414,8 @@ void sp_step_moe_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out);
 gboolean sp_step_moe_a2a_hidden(const sp_step_ctx *c, const sp_layout *l, const sp_layer_kernels *lk, double a2a,
                                 double *hidden, GError **err);
 /** Descriptions of the MoE collectives (the step graph and the list share them). */
-extern const char sp_moe_what_dispatch[], sp_moe_what_etp_ag[], sp_moe_what_etp_rs[], sp_moe_what_edp_grad[],
-    sp_moe_what_edp_gather[];
+extern const char sp_moe_what_dispatch[], sp_moe_what_dispatch_node[], sp_moe_what_etp_ag[], sp_moe_what_etp_rs[],
+    sp_moe_what_edp_grad[], sp_moe_what_edp_gather[];
 
 G_END_DECLS
 

@@ -575,13 +575,22 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   double p2p = 0, grad = 0, pgather = 0, tie = 0, edge[2] = { 0, 0 };
   double tp1[SP_COLL_COUNT] = { 0 }; /* one TP collective of a layer, by type */
   double a2a1 = 0;                   /* one MoE dispatch or combine all-to-all */
+  double a2a_node1 = 0, disp[2] = { 0, 0 }, node[2] = { 0, 0 }; /* dispatcher=flex: its two stages */
   for (guint i = 0; i < comms->len; i++) {
     const sp_comm *cm = &g_array_index(comms, sp_comm, i);
     double t = 0;
     if (!c->price(c->price_user, cm, &t, err)) return FALSE;
     double tt = t * cm->times;
     if (cm->kind == SP_COMM_TP && cm->when == SP_PER_LAYER_BWD && (unsigned)cm->coll < SP_COLL_COUNT) tp1[cm->coll] = t;
-    if (cm->what == sp_moe_what_dispatch) a2a1 = t;
+    if (cm->what == sp_moe_what_dispatch) {
+      a2a1 = t;
+      disp[cm->when == SP_PER_LAYER_BWD] += tt;
+    }
+    if (cm->what == sp_moe_what_dispatch_node) { /* overlapped with the NVLink stage: the longer counts */
+      a2a_node1 = t;
+      node[cm->when == SP_PER_LAYER_BWD] += tt;
+      continue;
+    }
     switch (cm->when) {
     case SP_PER_LAYER_FWD: cf[cm->kind] += tt; break;
     case SP_PER_LAYER_BWD: cb[cm->kind] += tt; break;
@@ -595,6 +604,10 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
     case SP_PER_MB_HEAD: edge[1] += tt; break;
     }
   }
+
+  a2a1 = MAX(a2a1, a2a_node1);
+  cf[SP_COMM_SP] += MAX(0.0, node[0] - disp[0]);
+  cb[SP_COMM_SP] += MAX(0.0, node[1] - disp[1]);
 
   /* Exposure per layer: TP and Ulysses are on the critical path; ring overlaps the
    * attention blocks; ISP / ZeRO-3 gathers are prefetched under the layer's compute. */

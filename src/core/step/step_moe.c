@@ -10,7 +10,13 @@
  * (all-to-all over ep), all-gathers them over the expert tensor-parallel group when
  * etp > 1, runs its experts as one grouped GEMM, and reverses the path (reduce-scatter
  * over etp, all-to-all back, unpermute). The backward runs the same collectives in
- * reverse order: four all-to-alls per MoE layer and micro-batch. */
+ * reverse order: four all-to-alls per MoE layer and micro-batch.
+ *
+ * With dispatcher=flex (DeepEP, HybridEP; DeepSeek-V3 arXiv:2412.19437 sec. 3.2.2) a token
+ * crosses the network once per destination node, to the GPU of its own local rank there,
+ * which forwards it over NVLink to the experts' GPUs, the two stages overlapped: an
+ * all-to-all between the nodes (one rank per node, its rail) beside an all-to-all inside
+ * each node carrying every routed copy. */
 #include "config.h"
 
 #include <math.h>
@@ -21,6 +27,7 @@
 #include "spsim/step.h"
 
 const char sp_moe_what_dispatch[] = "MoE dispatch/combine all-to-all (ep group)";
+const char sp_moe_what_dispatch_node[] = "MoE dispatch/combine between nodes (flex: one copy per node)";
 const char sp_moe_what_etp_ag[] = "MoE expert-TP all-gather of routed tokens";
 const char sp_moe_what_etp_rs[] = "MoE expert-TP reduce-scatter of expert outputs";
 const char sp_moe_what_edp_grad[] = "expert gradient reduction (expert-dp group)";
@@ -113,6 +120,25 @@ static double shard_tokens(const sp_layout *l, int64_t seq)
   return (double)l->mb * (double)seq / ((double)l->sp * (double)l->cp);
 }
 
+/* C(a - b, k) / C(a, k): the chance that k draws without replacement from a miss b given ones */
+static double miss_all(int64_t a, int64_t b, int64_t k)
+{
+  double p = 1.0;
+  for (int64_t i = 0; i < k; i++) {
+    if (a - b - i <= 0) return 0.0;
+    p *= (double)(a - b - i) / (double)(a - i);
+  }
+  return p;
+}
+
+double sp_step_moe_node_share(const sp_model *m, int32_t nodes)
+{
+  if (nodes < 2 || m->experts < nodes) return 1.0;
+  if (m->expert_groups > 0 && m->expert_groups % nodes == 0)
+    return 1.0 - miss_all(m->expert_groups, m->expert_groups / nodes, m->groups_per_token);
+  return 1.0 - miss_all(m->experts, m->experts / nodes, m->topk);
+}
+
 /* Forward GEMM M x N x K and its backward: data gradient M x K x N and weight gradient K x N x M. */
 static gboolean gemm3(const sp_kernel_gpu *g, int64_t m, int64_t n, int64_t k, double e, double t[3], GError **err)
 {
@@ -140,6 +166,11 @@ gboolean sp_step_moe_kernels(const sp_step_ctx *c, const sp_layout *l, sp_moe_ke
   o->tokens = shard_tokens(l, c->seq) / l->tp;
   o->assigned = o->tokens * (double)m->topk * etp * f;
   o->a2a_bytes = o->tokens * (double)m->topk * h * e * f;
+  int64_t span = (int64_t)sp_layout_ep(l) * etp;
+  if (l->ep_flex && c->gpus_per_node > 0 && span > c->gpus_per_node && span % c->gpus_per_node == 0) {
+    o->nodes = (int32_t)(span / c->gpus_per_node);
+    o->node_bytes = o->tokens * h * e * f * (double)o->nodes * sp_step_moe_node_share(m, o->nodes);
+  }
   int64_t T = (int64_t)llround(o->tokens), A = (int64_t)llround(o->assigned);
   int64_t up = (m->mlp == SP_MLP_SWIGLU ? 2 : 1) * m->expert_ffn / etp, down = m->expert_ffn / etp;
   double t_up[3], t_down[3];
@@ -348,9 +379,21 @@ void sp_step_moe_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
   double f = sp_step_moe_imbalance(c, l), e = sp_model_dtype_bytes(m);
   double tokens = shard_tokens(l, c->seq) / l->tp;
   double a2a = tokens * (double)m->topk * (double)m->hidden * e * f;
-  /* Expert-parallel groups in Megatron-Core's expert order (tp = etp, ep, dp, pp): stride etp. */
-  push(out, SP_COMM_SP, SP_PER_LAYER_FWD, SP_COLL_ALL_TO_ALL, ep, etp, a2a, 2.0 * frac, sp_moe_what_dispatch);
-  push(out, SP_COMM_SP, SP_PER_LAYER_BWD, SP_COLL_ALL_TO_ALL, ep, etp, a2a, (2.0 + 2.0 * rec) * frac, sp_moe_what_dispatch);
+  /* Expert-parallel groups in Megatron-Core's expert order (tp = etp, ep, dp, pp): stride etp.
+   * flex across nodes: the network stage between the nodes' ranks of one local index
+   * (stride gpus_per_node) beside the NVLink stage inside each node (sp_step_moe_kernels) */
+  sp_moe_kernels mk;
+  int32_t nodes = 0;
+  if (l->ep_flex && sp_step_moe_kernels(c, l, &mk, NULL)) nodes = mk.nodes;
+  int32_t epn = nodes > 1 ? ep / nodes : ep;
+  push(out, SP_COMM_SP, SP_PER_LAYER_FWD, SP_COLL_ALL_TO_ALL, epn, etp, a2a, 2.0 * frac, sp_moe_what_dispatch);
+  push(out, SP_COMM_SP, SP_PER_LAYER_BWD, SP_COLL_ALL_TO_ALL, epn, etp, a2a, (2.0 + 2.0 * rec) * frac, sp_moe_what_dispatch);
+  if (nodes > 1) {
+    push(out, SP_COMM_SP, SP_PER_LAYER_FWD, SP_COLL_ALL_TO_ALL, nodes, c->gpus_per_node, mk.node_bytes, 2.0 * frac,
+         sp_moe_what_dispatch_node);
+    push(out, SP_COMM_SP, SP_PER_LAYER_BWD, SP_COLL_ALL_TO_ALL, nodes, c->gpus_per_node, mk.node_bytes,
+         (2.0 + 2.0 * rec) * frac, sp_moe_what_dispatch_node);
+  }
   double gathered = a2a * etp;
   push(out, SP_COMM_TP, SP_PER_LAYER_FWD, SP_COLL_ALL_GATHER, etp, 1, gathered, frac, sp_moe_what_etp_ag);
   push(out, SP_COMM_TP, SP_PER_LAYER_FWD, SP_COLL_REDUCE_SCATTER, etp, 1, gathered, frac, sp_moe_what_etp_rs);

@@ -11,11 +11,16 @@ void sg_moe_layer_comms(sb *b)
 {
   const sp_layout *l = b->l;
   const sp_model *m = b->c->model;
-  b->ep_a2a = b->etp_ag = b->etp_rs = b->edp_red = b->edp_ag = -1;
+  b->ep_a2a = b->ep_node = b->etp_ag = b->etp_rs = b->edp_red = b->edp_ag = -1;
   if (!b->moe) return;
   int32_t ep = sp_layout_ep(l), etp = sp_layout_etp(l), ge = sp_layout_expert_replicas(l);
   double e = sp_model_dtype_bytes(m);
-  b->ep_a2a = sg_comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, ep, etp, b->mk.a2a_bytes, sp_moe_what_dispatch);
+  int32_t nodes = b->mk.nodes;
+  b->ep_a2a = sg_comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, nodes > 1 ? ep / nodes : ep, etp, b->mk.a2a_bytes,
+                         sp_moe_what_dispatch);
+  if (nodes > 1)
+    b->ep_node = sg_comm_of(b, SP_COMM_SP, SP_COLL_ALL_TO_ALL, nodes, b->c->gpus_per_node, b->mk.node_bytes,
+                            sp_moe_what_dispatch_node);
   b->etp_ag = sg_comm_of(b, SP_COMM_TP, SP_COLL_ALL_GATHER, etp, 1, b->mk.a2a_bytes * etp, sp_moe_what_etp_ag);
   b->etp_rs = sg_comm_of(b, SP_COMM_TP, SP_COLL_REDUCE_SCATTER, etp, 1, b->mk.a2a_bytes * etp, sp_moe_what_etp_rs);
   double grads = sp_step_moe_layer_expert_params(m, l) * e;
@@ -25,6 +30,27 @@ void sg_moe_layer_comms(sb *b)
 }
 
 gboolean sg_moe_layer(const sb *b) { return b->moe && sp_model_layer_is_moe(b->c->model, b->layer); }
+
+/* A dispatch or combine: one all-to-all on the SP stream; with dispatcher=flex across
+ * nodes, its network stage there and its NVLink stage on the ISP stream (which MoE
+ * layouts leave idle: check_ep refuses ISP and ZeRO-3), both from where the data path
+ * is, and the data path waits for both. */
+static void moe_a2a(sb *b)
+{
+  if (b->ep_node < 0) {
+    sg_coll_block(b, SP_STREAM_SP, b->ep_a2a);
+    return;
+  }
+  uint32_t x = sg_coll_async(b, SP_STREAM_SP, b->ep_node, b->chain);
+  uint32_t y = sg_coll_async(b, SP_STREAM_ISP, b->ep_a2a, b->chain);
+  for (int i = 0; i < 2; i++) {
+    sg_add_dep(sg_task_at(b, x), b->need[i]);
+    if (y != SG_NONE) sg_add_dep(sg_task_at(b, y), b->need[i]);
+    b->need[i] = SG_NONE;
+  }
+  sg_need(b, x);
+  sg_need(b, y);
+}
 
 /* An MoE layer's MLP in the parts Megatron-Core's combined 1F1B schedules apart
  * (megatron/core/models/common/model_chunk_schedule_plan.py, TransformerLayerSchedulePlan:
@@ -39,7 +65,7 @@ void sg_moe_fwd_part(sb *b, int part)
     if (shared) sg_coll_block(b, SP_STREAM_TP, b->tp_ag);
     sg_compute(b, b->mk.router[0] + b->mk.permute / 2, "router, permute");
     break;
-  case 1: case 3: sg_coll_block(b, SP_STREAM_SP, b->ep_a2a); break;
+  case 1: case 3: moe_a2a(b); break;
   case 2:
     sg_coll_block(b, SP_STREAM_TP, b->etp_ag);
     sg_compute(b, b->mk.experts[0], "experts (grouped GEMM)");
@@ -61,7 +87,7 @@ void sg_moe_bwd_part(sb *b, int part)
     if (shared) sg_coll_block(b, SP_STREAM_TP, b->tp_ag);
     sg_compute(b, b->mk.permute / 2 + b->mk.shared[1] + b->mk.shared[2], "shared experts, unpermute backward");
     break;
-  case 1: case 3: sg_coll_block(b, SP_STREAM_SP, b->ep_a2a); break;
+  case 1: case 3: moe_a2a(b); break;
   case 2:
     sg_coll_block(b, SP_STREAM_TP, b->etp_ag);
     sg_compute(b, b->mk.experts[1] + b->mk.experts[2], "experts backward (grouped GEMM)");

@@ -42,7 +42,7 @@ typedef struct {
   /* mixture of experts (moe_* functions below; -1: none) */
   gboolean moe;
   sp_moe_kernels mk;
-  int32_t ep_a2a, etp_ag, etp_rs, edp_red, edp_ag;
+  int32_t ep_a2a, ep_node, etp_ag, etp_rs, edp_red, edp_ag; /* ep_node: dispatcher=flex's network stage */
 } sb;
 
 typedef struct { uint32_t task; gboolean fwd; int64_t key; } patch;

@@ -79,7 +79,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     if (*p == '\0') continue;
     char *eq = strchr(p, '=');
     if (eq == NULL) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb, ep, etp, a2aoverlap)", p);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb, ep, etp, a2aoverlap, dispatcher)", p);
       return FALSE;
     }
     *eq = '\0';
@@ -118,9 +118,14 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
       int32_t b = 0;
       ok = parse_deg(k, v, 0, 1, &b, err);
       l.a2a_overlap = b == 1;
+    } else if (strcmp(k, "dispatcher") == 0) {
+      ok = strcmp(v, "alltoall") == 0 || strcmp(v, "flex") == 0;
+      if (!ok)
+        g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: dispatcher must be alltoall or flex (got '%s')", v);
+      l.ep_flex = strcmp(v, "flex") == 0;
     } else if (strcmp(k, "ckpt") == 0) ok = sp_ckpt_parse(v, &l.ckpt, err);
     else {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb, ep, etp, a2aoverlap)", k);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb, ep, etp, a2aoverlap, dispatcher)", k);
       return FALSE;
     }
     if (!ok) return FALSE;
@@ -300,9 +305,9 @@ static sp_skip check_ep(sp_layout *l, const sp_layout_ctx *c, GError **err)
   const sp_model *m = c->model;
   int32_t ep = sp_layout_ep(l), etp = sp_layout_etp(l);
   if (!sp_model_is_moe(m)) {
-    if (ep > 1 || l->etp > 0 || l->a2a_overlap)
-      return fail(err, SP_SKIP_WORLD, "layout: ep/etp/a2aoverlap (expert parallelism) need an MoE model; '%s' has no experts "
-                  "(leave ep, etp and a2aoverlap out)", m->name ? m->name : "?");
+    if (ep > 1 || l->etp > 0 || l->a2a_overlap || l->ep_flex)
+      return fail(err, SP_SKIP_WORLD, "layout: ep/etp/a2aoverlap/dispatcher (expert parallelism) need an MoE model; '%s' "
+                  "has no experts (leave ep, etp, a2aoverlap and dispatcher out)", m->name ? m->name : "?");
     return SP_SKIP_NONE;
   }
   /* Megatron-Core's conditions for --overlap-moe-expert-parallel-comm
@@ -340,6 +345,13 @@ static sp_skip check_ep(sp_layout *l, const sp_layout_ctx *c, GError **err)
   if (l->tp > 1 && !l->tp_sp)
     return fail(err, SP_SKIP_WORLD, "layout: an MoE model with tp=%d needs Megatron sequence parallelism (tpsp=1): "
                 "each TP rank routes its own sequence shard to the experts, as Megatron-Core requires", l->tp);
+  if (l->ep_flex && ep < 2)
+    return fail(err, SP_SKIP_WORLD, "layout: dispatcher=flex sends tokens between the expert-parallel ranks and needs ep > 1");
+  int64_t span = (int64_t)ep * etp;
+  if (l->ep_flex && c->gpus_per_node > 0 && span > c->gpus_per_node && span % c->gpus_per_node != 0)
+    return fail(err, SP_SKIP_WORLD, "layout: dispatcher=flex forwards each token inside the nodes of its expert-parallel "
+                "group, which spans ep x etp = %" G_GINT64_FORMAT " GPUs: that must fit in one node or fill whole "
+                "nodes of %d", span, c->gpus_per_node);
   if (l->etp == l->tp) l->etp = 0; /* the default, one spelling */
   return SP_SKIP_NONE;
 }
@@ -350,10 +362,11 @@ char *sp_layout_to_string(const sp_layout *l)
   if (l->vpp > 1) g_snprintf(v, sizeof v, ",vpp=%d", l->vpp);
   if (l->pp_first > 0) g_snprintf(v + strlen(v), sizeof v - strlen(v), ",ppfirst=%d", l->pp_first);
   if (l->pp_last > 0) g_snprintf(v + strlen(v), sizeof v - strlen(v), ",pplast=%d", l->pp_last);
-  char e[48] = "";
+  char e[80] = "";
   if (l->ep > 1) g_snprintf(e, sizeof e, ",ep=%d", l->ep);
   if (l->etp > 0) g_snprintf(e + strlen(e), sizeof e - strlen(e), ",etp=%d", l->etp);
   if (l->a2a_overlap) g_snprintf(e + strlen(e), sizeof e - strlen(e), ",a2aoverlap=1");
+  if (l->ep_flex) g_snprintf(e + strlen(e), sizeof e - strlen(e), ",dispatcher=flex");
   return g_strdup_printf("tp=%d,tpsp=%d%s,sp=%d,cp=%d,wp=%d,pp=%d%s,dp=%d%s%s,zero=%d,ckpt=%s,mb=%d%s",
                          l->tp, l->tp_sp ? 1 : 0, l->tp_overlap ? ",tpoverlap=1" : "", l->sp, l->cp, l->wp, l->pp, v, l->dp, l->dp_sync ? ",dpsync=1" : "",
                          l->dp_fp32 ? ",dpfp32=1" : "", l->zero, sp_ckpt_name(l->ckpt), l->mb, e);
@@ -379,6 +392,7 @@ char *sp_layout_label(const sp_layout *l)
   if (l->ep > 1) g_string_append_printf(s, " ep%d", l->ep);
   if (l->etp > 0) g_string_append_printf(s, " etp%d", l->etp);
   if (l->a2a_overlap) g_string_append(s, " a2aov");
+  if (l->ep_flex) g_string_append(s, " flex");
   if (l->zero > 0) g_string_append_printf(s, " z%d", l->zero);
   if (l->dp_sync) g_string_append(s, " dpsync");
   if (l->dp_fp32) g_string_append(s, " dpfp32");
@@ -423,6 +437,7 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
   if (ctx->world <= 0) return s;
   GArray *dw = divisors(ctx->world);
   gboolean moe = ctx->model != NULL && sp_model_is_moe(ctx->model);
+  const int64_t gpn = ctx->gpus_per_node > 0 ? ctx->gpus_per_node : 8;
   for (guint a = 0; a < dw->len; a++) {
     int32_t tp = g_array_index(dw, int32_t, a);
     if (tp > opts->max_tp) break;
@@ -457,10 +472,11 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
                 for (int32_t mb = ctx->mb > 0 ? ctx->mb : 1; mb <= (ctx->mb > 0 ? ctx->mb : opts->max_mb); mb *= 2)
                   for (int zero = 0; zero <= 3; zero++)
                     for (int ck = 0; ck < SP_CKPT_SWEPT; ck++)
-                    for (int ov = 0; ov <= (moe && ep > 1 ? 1 : 0); ov++) { /* MoE: a2aoverlap off and on */
+                    for (int ov = 0; ov <= (moe && ep > 1 ? 1 : 0); ov++) /* MoE: a2aoverlap off and on */
+                    for (int fx = 0; fx <= (moe && ep > 1 && (int64_t)ep * tp > gpn ? 1 : 0); fx++) { /* flex across nodes */
                       sp_layout l = { .tp = tp, .tp_sp = tpsp == 1, .tp_overlap = tpsp == 1, .sp = sp, .cp = cp, .wp = wp, .pp = pp,
                                       .vpp = vpp, .dp = dp, .zero = zero, .ckpt = (sp_ckpt)ck, .mb = mb,
-                                      .ep = moe ? ep : 0, .a2a_overlap = ov == 1 };
+                                      .ep = moe ? ep : 0, .a2a_overlap = ov == 1, .ep_flex = fx == 1 };
                       s->considered++;
                       sp_skip r = sp_layout_check(&l, ctx, NULL);
                       if (r == SP_SKIP_NONE) g_array_append_val(s->layouts, l);

@@ -30,7 +30,7 @@ static gboolean validate_moe(const sp_model *m, GError **err)
   const char *n = m->name ? m->name : "?";
   if (m->experts <= 0) {
     if (m->topk != 0 || m->expert_ffn != 0 || m->shared_experts != 0 || m->shared_ffn != 0 || m->moe_mask != NULL ||
-        m->capacity_factor != 0) {
+        m->capacity_factor != 0 || m->expert_groups != 0 || m->groups_per_token != 0) {
       g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': the mixture-of-experts keys need \"experts\" (the number "
                   "of routed experts per MoE layer)", n);
       return FALSE;
@@ -55,6 +55,15 @@ static gboolean validate_moe(const sp_model *m, GError **err)
   if (m->capacity_factor < 0 || !isfinite(m->capacity_factor)) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': capacity_factor must be positive (leave it out for "
                 "dropless routing)", n);
+    return FALSE;
+  }
+  if ((m->expert_groups > 0) != (m->groups_per_token > 0) || m->expert_groups < 0 ||
+      (m->expert_groups > 0 && (m->experts % m->expert_groups != 0 || m->groups_per_token > m->expert_groups ||
+                                m->groups_per_token * (m->experts / m->expert_groups) < m->topk))) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': group-limited routing needs expert_groups dividing the %"
+                G_GINT64_FORMAT " experts and groups_per_token between 1 and expert_groups, whose experts hold at "
+                "least experts_per_token = %" G_GINT64_FORMAT " (got %" G_GINT64_FORMAT " and %" G_GINT64_FORMAT ")",
+                n, m->experts, m->topk, m->expert_groups, m->groups_per_token);
     return FALSE;
   }
   if (m->moe_mask == NULL || sp_model_moe_layers(m) == 0) {
@@ -174,7 +183,8 @@ static const char *const known_keys[] = { "name", "layers", "hidden", "heads", "
                                           "dtype", "mlp", "tied_embeddings", "elementwise", "loss", "sources",
                                           "experts", "experts_per_token", "expert_ffn", "shared_experts",
                                           "shared_expert_ffn", "moe_layers", "first_dense_layers",
-                                          "moe_layer_freq", "capacity_factor", "router_dtype",
+                                          "moe_layer_freq", "capacity_factor", "router_dtype", "expert_groups",
+                                          "groups_per_token",
                                           "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
                                           "qk_rope_head_dim", "v_head_dim", "head_dim", "sliding_window",
                                           "window_layers", NULL };
@@ -268,6 +278,8 @@ static gboolean parse_moe_mla(JsonObject *o, sp_model *m, const char *what, GErr
       !get_opt_int(o, "expert_ffn", 1, 0, what, &m->expert_ffn, err) ||
       !get_opt_int(o, "shared_experts", 0, 0, what, &m->shared_experts, err) ||
       !get_opt_int(o, "shared_expert_ffn", 1, 0, what, &m->shared_ffn, err) ||
+      !get_opt_int(o, "expert_groups", 1, 0, what, &m->expert_groups, err) ||
+      !get_opt_int(o, "groups_per_token", 1, 0, what, &m->groups_per_token, err) ||
       !get_opt_int(o, "q_lora_rank", 1, 0, what, &m->q_lora_rank, err) ||
       !get_opt_int(o, "kv_lora_rank", 1, 0, what, &m->kv_lora_rank, err) ||
       !get_opt_int(o, "qk_nope_head_dim", 1, 0, what, &m->qk_nope_head_dim, err) ||
@@ -362,6 +374,7 @@ static const char *hf_hint(const char *key)
     { "num_experts_per_tok", "experts_per_token" }, { "top_k", "experts_per_token" },
     { "moe_intermediate_size", "expert_ffn" }, { "n_shared_experts", "shared_experts" },
     { "shared_expert_intermediate_size", "shared_expert_ffn (per shared expert)" },
+    { "n_group", "expert_groups" }, { "topk_group", "groups_per_token" },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(map); i++)
     if (strcmp(key, map[i][0]) == 0) return map[i][1];
@@ -476,6 +489,7 @@ static sp_model *parse_hf(JsonObject *o, const char *what, GError **err)
       !hf_int(o, "n_shared_experts", 0, what, &m->shared_experts, err) ||
       !hf_int(o, "shared_expert_intermediate_size", 0, what, &shared_inter, err) ||
       !hf_int(o, "first_k_dense_replace", 0, what, &first, err) || !hf_int_any(o, freq_keys, 1, what, &freq, err) ||
+      !hf_int(o, "n_group", 0, what, &m->expert_groups, err) || !hf_int(o, "topk_group", 0, what, &m->groups_per_token, err) ||
       !hf_int(o, "q_lora_rank", 0, what, &m->q_lora_rank, err) || !hf_int(o, "kv_lora_rank", 0, what, &m->kv_lora_rank, err) ||
       !hf_int(o, "qk_nope_head_dim", 0, what, &m->qk_nope_head_dim, err) ||
       !hf_int(o, "qk_rope_head_dim", 0, what, &m->qk_rope_head_dim, err) ||
@@ -519,9 +533,12 @@ static sp_model *parse_hf(JsonObject *o, const char *what, GError **err)
     m->moe_mask = g_new0(guint8, m->layers);
     for (int64_t i = first; i < m->layers; i++) m->moe_mask[i] = (i - first) % freq == 0;
     m->router_dtype = SP_F32;
+    if (m->expert_groups <= 1 || m->groups_per_token <= 0 || m->groups_per_token >= m->expert_groups)
+      m->expert_groups = m->groups_per_token = 0; /* one group, or every group: no limit */
   } else {
     m->topk = 0;
     m->expert_ffn = m->shared_experts = 0;
+    m->expert_groups = m->groups_per_token = 0;
   }
   m->sources = g_strdup_printf("Hugging Face config.json: %s", what);
   if (!sp_model_validate(m, err)) goto fail;

@@ -77,6 +77,14 @@ static void megatron(GString *s, GString *no, const sp_whatif_result *res, const
   if (l->ep > 1) flag(s, "--expert-model-parallel-size %d", l->ep);
   if (l->etp > 0) flag(s, "--expert-tensor-parallel-size %d", l->etp);
   if (l->a2a_overlap) flag(s, "--overlap-moe-expert-parallel-comm");
+  if (l->ep_flex) { /* DeepEP or HybridEP behind the flex dispatcher (Megatron-Core's arguments.py) */
+    flag(s, "--moe-token-dispatcher-type flex");
+    flag(s, "--moe-flex-dispatcher-backend hybridep");
+  }
+  if (l->ep > 1 && res->ctx.model->expert_groups > 0) {
+    flag(s, "--moe-router-num-groups %" G_GINT64_FORMAT, res->ctx.model->expert_groups);
+    flag(s, "--moe-router-group-topk %" G_GINT64_FORMAT, res->ctx.model->groups_per_token);
+  }
   flag(s, "--micro-batch-size %d", l->mb);
   flag(s, "--global-batch-size %" G_GINT64_FORMAT, res->ctx.global_batch);
   flag(s, "--seq-length %" G_GINT64_FORMAT, res->ctx.seq);

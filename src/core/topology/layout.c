@@ -328,7 +328,15 @@ static sp_skip check_ep(sp_layout *l, const sp_layout_ctx *c, GError **err)
     return fail(err, SP_SKIP_WORLD, "layout: ep=%d does not divide the %" G_GINT64_FORMAT " experts (each rank holds "
                 "experts / ep of them): choose an ep that divides both %" G_GINT64_FORMAT " and sp x cp x dp = %d",
                 ep, m->experts, m->experts, rep);
-  if (rep % ep != 0)
+  /* with etp = 1 < tp, MoE parallel folding (Liu et al. 2025, arXiv:2504.14960; Megatron-Core's expert
+   * RankGenerator, tp = etp) lays the ep groups over a stage's tp x sp x cp x dp ranks */
+  int64_t stage_ranks = (int64_t)l->tp * rep;
+  if (etp == 1 && l->tp > 1 && stage_ranks % ep != 0)
+    return fail(err, SP_SKIP_WORLD, "layout: ep=%d does not divide tp x sp x cp x dp = %" G_GINT64_FORMAT ": with etp=1 "
+                "Megatron-Core folds the expert-parallel groups over the tensor- and data-parallel ranks of a stage; "
+                "choose an ep that divides both %" G_GINT64_FORMAT " and the %" G_GINT64_FORMAT " experts", ep,
+                stage_ranks, stage_ranks, m->experts);
+  if (!(etp == 1 && l->tp > 1) && rep % ep != 0)
     return fail(err, SP_SKIP_WORLD, "layout: ep=%d does not divide sp x cp x dp = %d x %d x %d = %d: Megatron-Core folds "
                 "the expert-parallel groups inside the data-parallel (x context-parallel) groups; choose an ep that "
                 "divides both %d and the %" G_GINT64_FORMAT " experts, or raise dp", ep, l->sp, l->cp, l->dp, rep, rep,

@@ -53,6 +53,8 @@ static void add_model(JsonBuilder *b, const sp_model *m)
   integer(b, "hidden", m->hidden);
   integer(b, "heads", m->heads);
   integer(b, "kv_heads", m->kv_heads);
+  integer(b, "head_dim", sp_model_head_dim(m));
+  if (m->window > 0) integer(b, "sliding_window", m->window);
   integer(b, "ffn", m->ffn);
   integer(b, "vocab", m->vocab);
   count(b, "params", sp_model_params(m));

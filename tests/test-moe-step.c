@@ -67,6 +67,17 @@ static void test_layout_ep(void)
   expect_refused(mix, 64, "tp=1,ep=8,zero=3", "ZeRO-3 is not modelled for MoE models");
   expect_refused(mix, 64, "tp=2,ep=8,etp=4", "etp=4");
   expect_refused(dense, 64, "tp=1,ep=2", "need an MoE model");
+  /* etp=1 folds ep over a stage's tp x dp ranks (MoE parallel folding): tp 2 x dp 4 = 8 GPUs
+   * hold ep 8 with etp 1, one expert replica; with etp = tp the ep groups stay inside dp */
+  g_clear_pointer(&msg, g_free);
+  g_assert_cmpint(check(mix, 8, "tp=2,ep=8,etp=1,dp=4", &msg), ==, SP_SKIP_NONE);
+  expect_refused(mix, 8, "tp=2,ep=8,dp=4", "ep=8 does not divide sp x cp x dp = 1 x 1 x 4 = 4");
+  expect_refused(mix, 4, "tp=2,ep=8,etp=1,dp=2", "ep=8 does not divide tp x sp x cp x dp = 4");
+  {
+    sp_layout f;
+    g_assert_true(sp_layout_parse("tp=2,ep=8,etp=1,dp=4", &f, NULL));
+    g_assert_cmpint(sp_layout_expert_replicas(&f), ==, 1);
+  }
   /* cp counts: tp 8 x cp 2 x dp 4 on 64 GPUs folds ep=8 into cp x dp */
   g_clear_pointer(&msg, g_free);
   g_assert_cmpint(check(mix, 64, "tp=8,cp=2,ep=8,dp=4", &msg), ==, SP_SKIP_NONE);

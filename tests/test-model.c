@@ -312,6 +312,8 @@ static void test_hf_head_dim_window(void)
   expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10,"
                      " \"head_dim\": 0}", "'head_dim' must be >= 1");
   expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10,"
+                     " \"head_dim\": 4611686018427387904}", "head_dim 4611686018427387904 is out of range");
+  expect_parse_error("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"kv_heads\": 4, \"ffn\": 256, \"vocab\": 10,"
                      " \"head_dim\": 16, \"kv_lora_rank\": 16, \"qk_nope_head_dim\": 8, \"qk_rope_head_dim\": 8,"
                      " \"v_head_dim\": 8}", "drop head_dim");
   expect_parse_error("{\"hidden_size\": 64, \"intermediate_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"

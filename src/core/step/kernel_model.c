@@ -54,7 +54,7 @@ gboolean sp_attn_impl_check(sp_attn_impl a, int64_t head_dim, sp_dtype dtype, GE
   if (head_dim > maxd) {
     g_set_error(err, SP_ERROR, SP_ERROR_SHAPE,
                 "attention %s takes head dims up to %d, and the model's heads are %" G_GINT64_FORMAT
-                " wide (hidden / heads): use --attention unfused",
+                " wide (head_dim, or hidden / heads): use --attention unfused",
                 sp_attn_impl_name(a), maxd, head_dim);
     return FALSE;
   }

@@ -23,6 +23,9 @@ void sp_model_free(sp_model *m)
  * routing shares are allocated per entry, and no published model comes near (DeepSeek-V3:
  * 61 layers, 256 experts). */
 #define SP_MODEL_MAX_MOE_LAYERS (1 << 20)
+/* The widest head a model file may give: far above any published model (64 to 256), low
+ * enough that heads x head_dim products of the step model stay far from overflow. */
+#define SP_MODEL_MAX_HEAD_DIM (1 << 16)
 
 /* Mixture-of-experts fields: all zero for a dense model. */
 static gboolean validate_moe(const sp_model *m, GError **err)
@@ -114,6 +117,11 @@ gboolean sp_model_validate(const sp_model *m, GError **err)
   if (m->head_dim < 0 || m->window < 0 || (m->window > 0) != (m->window_mask != NULL)) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': head_dim and sliding_window must be positive",
                 m->name ? m->name : "?");
+    return FALSE;
+  }
+  if (m->head_dim > SP_MODEL_MAX_HEAD_DIM) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "model '%s': head_dim %" G_GINT64_FORMAT " is out of range (at most %d; "
+                "published models use 64 to 256)", m->name ? m->name : "?", m->head_dim, SP_MODEL_MAX_HEAD_DIM);
     return FALSE;
   }
   if (m->head_dim > 0 && m->kv_lora_rank > 0) {
@@ -437,6 +445,11 @@ static gboolean hf_window(JsonObject *o, sp_model *m, const char *what, GError *
 {
   int64_t w = 0;
   if (!hf_int(o, "sliding_window", 0, what, &w, err)) return FALSE;
+  if (w < 0) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: config.json field 'sliding_window' must be positive or null (got %"
+                G_GINT64_FORMAT ")", what, w);
+    return FALSE;
+  }
   JsonNode *un = json_object_get_member(o, "use_sliding_window");
   if (un != NULL && JSON_NODE_HOLDS_VALUE(un) && json_node_get_value_type(un) == G_TYPE_BOOLEAN &&
       !json_node_get_boolean(un))
@@ -512,7 +525,9 @@ static sp_model *parse_hf(JsonObject *o, const char *what, GError **err)
   m->tied_embeddings = tn != NULL && JSON_NODE_HOLDS_VALUE(tn) && json_node_get_value_type(tn) == G_TYPE_BOOLEAN &&
                        json_node_get_boolean(tn);
   /* head_dim sets the width of Q, K and V heads (Qwen3, Gemma, gpt-oss); MLA has its own widths */
-  if (m->kv_lora_rank == 0 && head_dim > 0 && (m->heads <= 0 || head_dim * m->heads != m->hidden)) m->head_dim = head_dim;
+  if (m->kv_lora_rank == 0 && head_dim != 0 &&
+      !(m->heads > 0 && m->hidden % m->heads == 0 && head_dim == m->hidden / m->heads))
+    m->head_dim = head_dim; /* validated below: positive and in range */
   if (!hf_window(o, m, what, err)) goto fail;
   if (m->experts > 0) {
     if (m->expert_ffn == 0) m->expert_ffn = m->ffn;

@@ -285,6 +285,40 @@ static void test_hf_head_dim_window(void)
   g_assert_cmpfloat(sp_model_attn_causal_fraction(m, 4096), ==, 1.0);
   g_assert_cmpfloat(sp_model_attn_causal_fraction(m, 8192), <, 1.0);
   sp_model_free(m);
+  /* Gemma 2 9B (google/gemma-2-9b config.json, 2024: no layer_types): GeGLU, a gated MLP
+   * whatever its GeLU says (GemmaMLP: gate, up, down), heads of 256, windows on the even
+   * layers. Per layer 3584 x (4096 + 2 x 2048) + 4096 x 3584 = 44,040,192 attention and
+   * 3 x 3584 x 14336 = 154,140,672 MLP weights and two norms: 198,188,032; 42 layers, the
+   * tied 256,000 x 3584 table and the final norm: 9,241,404,928 (card: 9.24 B; its two
+   * extra norms a layer are not counted). A plain two-matrix MLP would give 7.08 B. */
+  m = sp_model_parse("{\"model_type\": \"gemma2\", \"hidden_size\": 3584, \"intermediate_size\": 14336,"
+                     " \"num_hidden_layers\": 42, \"num_attention_heads\": 16, \"num_key_value_heads\": 8,"
+                     " \"head_dim\": 256, \"hidden_act\": \"gelu_pytorch_tanh\", \"hidden_activation\": \"gelu_pytorch_tanh\","
+                     " \"sliding_window\": 4096, \"vocab_size\": 256000, \"tie_word_embeddings\": true}", -1, "config.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(m->mlp, ==, SP_MLP_SWIGLU);
+  g_assert_cmpfloat(sp_model_params(m), ==, 9241404928.0);
+  g_assert_true(sp_model_layer_is_windowed(m, 0) && !sp_model_layer_is_windowed(m, 1) && sp_model_layer_is_windowed(m, 40));
+  sp_model_free(m);
+  /* Gemma 3 without layer_types: every 6th layer global */
+  m = sp_model_parse("{\"model_type\": \"gemma3_text\", \"hidden_size\": 64, \"intermediate_size\": 128,"
+                     " \"num_hidden_layers\": 12, \"num_attention_heads\": 4, \"head_dim\": 32, \"sliding_window\": 512,"
+                     " \"sliding_window_pattern\": 6, \"hidden_activation\": \"gelu_pytorch_tanh\", \"vocab_size\": 10}",
+                     -1, "config.json", &err);
+  g_assert_no_error(err);
+  g_assert_true(sp_model_layer_is_windowed(m, 4) && !sp_model_layer_is_windowed(m, 5) && !sp_model_layer_is_windowed(m, 11));
+  sp_model_free(m);
+  /* StarCoder2's GeLU MLP is plain (Starcoder2MLP: c_fc, c_proj); an unknown family with a
+   * GeLU is not guessed */
+  m = sp_model_parse("{\"model_type\": \"starcoder2\", \"hidden_size\": 64, \"intermediate_size\": 256,"
+                     " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"hidden_act\": \"gelu_pytorch_tanh\","
+                     " \"vocab_size\": 10}", -1, "config.json", &err);
+  g_assert_no_error(err);
+  g_assert_cmpint(m->mlp, ==, SP_MLP_GELU);
+  sp_model_free(m);
+  expect_parse_error("{\"model_type\": \"newfamily\", \"hidden_size\": 64, \"intermediate_size\": 256,"
+                     " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"hidden_act\": \"gelu\", \"vocab_size\": 10}",
+                     "cannot tell a gated MLP");
   /* a model file says the same with head_dim, sliding_window and window_layers */
   m = sp_model_parse("{\"layers\": 4, \"hidden\": 2880, \"heads\": 64, \"kv_heads\": 8, \"head_dim\": 64,"
                      " \"ffn\": 2880, \"vocab\": 1000, \"sliding_window\": 128, \"window_layers\": [0, 2]}", -1, "m.json", &err);

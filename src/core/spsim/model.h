@@ -129,7 +129,8 @@ typedef enum {
  * Checks hidden % heads == 0 (unless head_dim is given) and heads % kv_heads == 0.
  * A Hugging Face config.json (it has "num_hidden_layers") is read by its transformers key
  * names instead: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads,
- * intermediate_size, vocab_size, tie_word_embeddings, torch_dtype, hidden_act;
+ * intermediate_size, vocab_size, tie_word_embeddings, torch_dtype, hidden_act (or
+ * hidden_activation) with model_type for a gated or plain MLP (docs/whatif.md);
  * num_local_experts / n_routed_experts / num_experts, num_experts_per_tok,
  * moe_intermediate_size, n_shared_experts, shared_expert_intermediate_size,
  * first_k_dense_replace, moe_layer_freq / decoder_sparse_step, n_group, topk_group; q_lora_rank, kv_lora_rank,

@@ -438,8 +438,9 @@ static gboolean hf_int_any(JsonObject *o, const char *const *keys, int64_t dflt,
 }
 
 /* The sliding window of a Hugging Face config.json: sliding_window over the layers whose
- * layer_types entry is "sliding_attention" (gpt-oss, Gemma 3), over every layer without
- * layer_types (Mistral), and none when use_sliding_window is false (Qwen2, Qwen3 keep a
+ * layer_types entry is "sliding_attention" (gpt-oss, Gemma 3), without layer_types over
+ * Gemma 2's even layers, all but every sliding_window_pattern-th (Gemma 3) or every layer
+ * (Mistral), and none when use_sliding_window is false (Qwen2, Qwen3 keep a
  * sliding_window value they do not use). */
 static gboolean hf_window(JsonObject *o, sp_model *m, const char *what, GError **err)
 {
@@ -476,10 +477,37 @@ static gboolean hf_window(JsonObject *o, sp_model *m, const char *what, GError *
     }
     m->window_mask = mask;
   } else {
+    /* without layer_types: Gemma 2 windows the even layers (Gemma2DecoderLayer: is_sliding =
+     * not layer_idx % 2), Gemma 3 all but every sliding_window_pattern-th (Gemma3DecoderLayer:
+     * is_sliding = (layer_idx + 1) % pattern != 0), Mistral every layer */
+    int64_t pattern = 0;
+    const char *type = get_str(o, "model_type", "", what, err);
+    if (type == NULL || !hf_int(o, "sliding_window_pattern", 0, what, &pattern, err)) return FALSE;
     m->window_mask = g_new0(guint8, m->layers);
-    memset(m->window_mask, 1, (size_t)m->layers);
+    for (int64_t i = 0; i < m->layers; i++)
+      m->window_mask[i] = strcmp(type, "gemma2") == 0 ? i % 2 == 0 : pattern > 0 ? (i + 1) % pattern != 0 : 1;
   }
   m->window = w;
+  return TRUE;
+}
+
+/* The MLP of a config.json: gated (three matrices) or plain (two), by the family's
+ * transformers modeling code: LlamaMLP, MistralMLP, Qwen2MLP, Qwen3MoeMLP, GemmaMLP,
+ * DeepseekV3MLP, GptOssExperts and their kin have gate and up projections; GPTNeoXMLP,
+ * FalconMLP, Starcoder2MLP, PhiMLP, OPT's fc1/fc2 and GPTBigCodeMLP have one up
+ * projection. Outside these families a SiLU (swish) MLP is taken as gated, as in the
+ * Llama lineage, and any other activation is not guessed. */
+static gboolean hf_mlp(const char *type, const char *act, sp_mlp *out)
+{
+  static const char *const gated[] = { "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
+                                       "gemma2", "gemma3", "gemma3_text", "deepseek_v2", "deepseek_v3", "gpt_oss",
+                                       "olmo", "olmo2", "phi3", "granite", "granitemoe", "internlm2", "cohere", NULL };
+  static const char *const plain[] = { "gpt_neox", "falcon", "starcoder2", "phi", "opt", "gpt_bigcode", "gptj",
+                                       "codegen", NULL };
+  if (g_strv_contains(gated, type)) *out = SP_MLP_SWIGLU;
+  else if (g_strv_contains(plain, type)) *out = SP_MLP_GELU;
+  else if (strcmp(act, "silu") == 0 || strcmp(act, "swish") == 0) *out = SP_MLP_SWIGLU;
+  else return FALSE;
   return TRUE;
 }
 
@@ -518,9 +546,18 @@ static sp_model *parse_hf(JsonObject *o, const char *what, GError **err)
   if (td == NULL) goto fail;
   if (strcmp(td, "float16") == 0) m->dtype = SP_F16;
   else if (strcmp(td, "float32") == 0) m->dtype = SP_F32;
-  const char *act = get_str(o, "hidden_act", "silu", what, err);
+  const char *act = get_str(o, "hidden_act", NULL, what, err);
+  if (act == NULL && json_object_has_member(o, "hidden_act")) goto fail;
+  if (act == NULL) act = get_str(o, "hidden_activation", "silu", what, err); /* Gemma 2 and 3 */
   if (act == NULL) goto fail;
-  m->mlp = g_str_has_prefix(act, "gelu") ? SP_MLP_GELU : SP_MLP_SWIGLU; /* silu: the gated MLP of these families */
+  const char *type = get_str(o, "model_type", "", what, err);
+  if (type == NULL) goto fail;
+  if (!hf_mlp(type, act, &m->mlp)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: model_type '%s' with hidden_act '%s': spsim cannot tell a gated "
+                "MLP (gate, up and down: three matrices, as Gemma's GeGLU) from a plain one (two); write a model file "
+                "with \"mlp\": \"swiglu\" (gated) or \"gelu\" (plain)", what, type, act);
+    goto fail;
+  }
   JsonNode *tn = json_object_get_member(o, "tie_word_embeddings");
   m->tied_embeddings = tn != NULL && JSON_NODE_HOLDS_VALUE(tn) && json_node_get_value_type(tn) == G_TYPE_BOOLEAN &&
                        json_node_get_boolean(tn);

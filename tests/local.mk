@@ -33,9 +33,9 @@ tests_test_moe_step_SOURCES = tests/test-moe-step.c tests/step-fixture.h
 tests_test_moe_step_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-moe-step
 TESTS += tests/test-model tests/test-layout tests/test-step tests/test-kernel-model tests/test-whatif-cli.sh tests/test-whatif-ux.sh tests/test-whatif-fp8.sh \
-	tests/test-whatif-models.sh
+	tests/test-whatif-models.sh tests/test-layer-profile.sh
 EXTRA_DIST += tests/test-whatif-cli.sh tests/test-whatif-ux.sh tests/test-whatif-fp8.sh \
-	tests/test-whatif-models.sh
+	tests/test-whatif-models.sh tests/test-layer-profile.sh
 # the what-if on a cluster of mixed GPUs
 TESTS += tests/test-whatif-mixed.sh
 EXTRA_DIST += tests/test-whatif-mixed.sh

@@ -1,12 +1,19 @@
 #!/bin/sh
-# Per-layer time of the 22B GPT of Korthikanti et al. 2022 (arXiv:2205.05198, Table 4:
-# "time taken per transformer layer", 8 x A100 80 GB on Selene, TP 8, micro-batch 4,
-# sequence 2048, Megatron-LM's unfused attention) against spsim's: the difference
-# between the predicted steps of the model with 48 and with 24 layers, over 24, less
-# the optimizer step's share (the table times the layer's forward and backward). The
-# A100 GEMM efficiency of the kernel model is calibrated on this table
-# (src/core/step/kernel_model.c); bench/validate.sh checks the other runs against it.
-# Usage: bench/layer-profile.sh [BUILDDIR]   (default _build/release; about 10 s)
+# Per-layer times published for a stated layer and GPU, against spsim's: the
+# difference between the predicted steps of the model with 2L and with L layers, over
+# L, less the optimizer step's share (the published times are a layer's forward and
+# backward). The GEMM efficiencies of the kernel model are calibrated on these rows
+# (src/core/step/kernel_model.c); bench/validate.sh checks the training runs against
+# them.
+# - A100: Korthikanti et al. 2022 (arXiv:2205.05198), Table 4, "time taken per
+#   transformer layer" of their 22B GPT: 8 x A100 80 GB on Selene, TP 8, micro-batch 4,
+#   sequence 2048, Megatron-LM's unfused attention; 24 and 48 layers here.
+# - H100: NVIDIA Transformer Engine's getting-started benchmark ("on an NVIDIA H100
+#   GPU"; NVIDIA/TransformerEngine docs/getting_started/getting_started_pytorch.out,
+#   commit a976740): one GPT layer, hidden 4096, FFN 16384 (GeLU), 32 heads, sequence
+#   2048, batch 8, te.Linear and te.LayerNorm with TE's causal attention, BF16 ("TE
+#   Unfused + TE Attention") and in FP8 with delayed scaling; one GPU, 2 and 4 layers.
+# Usage: bench/layer-profile.sh [BUILDDIR]   (default _build/release; a few seconds)
 # Prints one row per configuration: name, published ms, spsim ms, error %.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,27 +22,35 @@ bin=${1:-$here/_build/release}/spsim
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$bin" platform dgx --nodes 1 --gpu a100 >"$tmp/a100.xml"
+"$bin" platform dgx --nodes 1 >"$tmp/h100.xml"
 m="$here/bench/validation/models/megatron-gpt-22b.json"
-for L in 24 48; do sed "s/\"layers\": 48/\"layers\": $L/" "$m" >"$tmp/g$L.json"; done
-printf '%-24s %10s %10s %8s\n' configuration "Table 4 ms" "spsim ms" "err %"
-# name, layout, Table 4's combined forward + backward time per layer (ms)
-while read -r name layout ms; do
-  for L in 24 48; do
-    "$bin" "$tmp/a100.xml" --model "$tmp/g$L.json" --seq 2048 --global-batch 4 --gpus 8 --gpu-mem 65536 \
-      --attention unfused --layout "$layout,pp=1,dp=1,zero=0,mb=4" --json "$tmp/r$L.json" >/dev/null 2>&1 ||
-      { echo "layer-profile.sh: spsim failed on $layout" >&2; exit 1; }
+for L in 24 48; do sed "s/\"layers\": 48/\"layers\": $L/" "$m" >"$tmp/a$L.json"; done
+for L in 2 4; do
+  printf '{"name": "te-gpt", "layers": %d, "hidden": 4096, "heads": 32, "kv_heads": 32, "ffn": 16384, "vocab": 1024, "mlp": "gelu"}\n' \
+    "$L" >"$tmp/h$L.json"
+done
+printf '%-28s %10s %10s %8s\n' configuration "published" "spsim ms" "err %"
+# name, GPU (platform and model prefix), layers L, GPUs, batch, layout, options, published ms
+while read -r name gpu L gpus batch layout opts ms; do
+  [ "$opts" = - ] && opts=""
+  for k in 1 2; do
+    # shellcheck disable=SC2086
+    "$bin" "$tmp/$gpu.xml" --model "$tmp/$(echo "$gpu" | cut -c1)$((k * L)).json" --seq 2048 --global-batch "$batch" \
+      --gpus "$gpus" --gpu-mem 65536 --layout "$layout,pp=1,dp=1,zero=0,mb=$batch" $opts --json "$tmp/r$k.json" \
+      >/dev/null 2>&1 || { echo "layer-profile.sh: spsim failed on $name" >&2; exit 1; }
   done
-  awk -v name="$name" -v ms="$ms" -v r24="$tmp/r24.json" -v r48="$tmp/r48.json" '
+  awk -v name="$name" -v ms="$ms" -v L="$L" -v r1="$tmp/r1.json" -v r2="$tmp/r2.json" '
     function val(f, k,   l, i) { while ((getline l < f) > 0) if ((i = index(l, "\"" k "\":")) > 0) {
         l = substr(l, i + length(k) + 3); sub(/^ */, "", l); sub(/[,}].*/, "", l); close(f); return l + 0 } close(f); return -1 }
-    BEGIN { a = val(r24, "step_s") - val(r24, "optimizer_s")
-            b = val(r48, "step_s") - val(r48, "optimizer_s")
-            t = (b - a) / 24 * 1000; printf "%-24s %10.1f %10.2f %+8.1f\n", name, ms, t, (t - ms) / ms * 100 }' \
-    </dev/null
+    BEGIN { a = val(r1, "step_s") - val(r1, "optimizer_s")
+            b = val(r2, "step_s") - val(r2, "optimizer_s")
+            t = (b - a) / L * 1000; printf "%-28s %10.3f %10.2f %+8.1f\n", name, ms, t, (t - ms) / ms * 100 }' </dev/null
 done <<'T'
-none tp=8,tpsp=0,ckpt=none 19.6
-sequence-parallel tp=8,tpsp=1,ckpt=none 19.0
-full-recompute tp=8,tpsp=0,ckpt=full 27.2
-selective tp=8,tpsp=0,ckpt=selective 20.9
-selective+sequence-par. tp=8,tpsp=1,ckpt=selective 20.3
+a100-22b-none a100 24 8 4 tp=8,tpsp=0,ckpt=none --attention=unfused 19.6
+a100-22b-sequence-parallel a100 24 8 4 tp=8,tpsp=1,ckpt=none --attention=unfused 19.0
+a100-22b-full-recompute a100 24 8 4 tp=8,tpsp=0,ckpt=full --attention=unfused 27.2
+a100-22b-selective a100 24 8 4 tp=8,tpsp=0,ckpt=selective --attention=unfused 20.9
+a100-22b-selective+sp a100 24 8 4 tp=8,tpsp=1,ckpt=selective --attention=unfused 20.3
+h100-te-gpt-bf16 h100 2 1 8 tp=1,ckpt=none - 35.709
+h100-te-gpt-fp8 h100 2 1 8 tp=1,ckpt=none --fp8=delayed 23.406
 T

@@ -12,6 +12,15 @@ skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
 # check STATUS DESC: ok when STATUS is 0
 check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
 
+# expect_fail DESC PATTERN ARGS...: spsim ARGS fails with one line "spsim: ...PATTERN" on stderr
+expect_fail() {
+  desc=$1; pat=$2; shift 2
+  if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
+  if [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
+}
+# jval KEY FILE: the first value of KEY in a JSON file
+jval() { grep -o "\"$1\": *[^,}]*" "$2" | head -n 1 | sed 's/.*: *//; s/"//g'; }
+
 # whatif_platform FILE: 4 nodes x 8 GPUs in node zones (H100-like host speed, 80 GiB)
 whatif_platform() {
   {

@@ -4,12 +4,6 @@
 . "${SPSIM_SRCDIR:-.}/tests/tap-lib.sh"
 whatif_platform "$tmp/p.xml"
 export SPSIM_MODELS_DIR="$src/models"
-expect_fail() {
-  desc=$1; pat=$2; shift 2
-  if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
-  if [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
-}
-jval() { grep -o "\"$1\": *[^,}]*" "$2" | head -n 1 | sed 's/.*: *//; s/"//g'; }
 echo "1..8"
 A="--fidelity analytic --model llama3-8b --layout tp=8,dp=4"
 "$bin" "$tmp/p.xml" $A --json "$tmp/bf16.json" >/dev/null 2>&1

@@ -6,12 +6,6 @@
 . "${SPSIM_SRCDIR:-.}/tests/tap-lib.sh"
 export SPSIM_MODELS_DIR="$src/models"
 "$bin" platform dgx --nodes 2 >"$tmp/p.xml" 2>/dev/null
-expect_fail() {
-  desc=$1; pat=$2; shift 2
-  if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
-  if [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
-}
-jval() { grep -o "\"$1\": *[^,}]*" "$2" | head -n 1 | sed 's/.*: *//; s/"//g'; }
 echo "1..7"
 cat >"$tmp/config.json" <<'J'
 {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,

@@ -217,6 +217,32 @@ static gboolean get_opt_int(JsonObject *o, const char *key, int64_t lo, int64_t 
   return TRUE;
 }
 
+/* A list of 0-based layer indices (@p key of a model file) into @p mask (layers entries). */
+static gboolean parse_layer_list(JsonNode *ln, const char *key, int64_t layers, guint8 *mask, const char *what,
+                                 GError **err)
+{
+  if (!JSON_NODE_HOLDS_ARRAY(ln)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: field '%s' must be a list of 0-based layer indices", what, key);
+    return FALSE;
+  }
+  JsonArray *a = json_node_get_array(ln);
+  for (guint i = 0; i < json_array_get_length(a); i++) {
+    JsonNode *e = json_array_get_element(a, i);
+    if (!JSON_NODE_HOLDS_VALUE(e) || json_node_get_value_type(e) != G_TYPE_INT64) {
+      g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: %s[%u] must be an integer layer index", what, key, i);
+      return FALSE;
+    }
+    int64_t v = json_node_get_int(e);
+    if (v < 0 || v >= layers) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: %s[%u] = %" G_GINT64_FORMAT " is out of range: the "
+                  "model has layers 0..%" G_GINT64_FORMAT, what, key, i, v, layers - 1);
+      return FALSE;
+    }
+    mask[v] = 1;
+  }
+  return TRUE;
+}
+
 /* The MoE layer mask from moe_layers, or first_dense_layers and moe_layer_freq. */
 static gboolean parse_moe_layers(JsonObject *o, sp_model *m, const char *what, GError **err)
 {
@@ -247,27 +273,7 @@ static gboolean parse_moe_layers(JsonObject *o, sp_model *m, const char *what, G
                   "moe_layer_freq, not both", what);
       return FALSE;
     }
-    if (!JSON_NODE_HOLDS_ARRAY(ln)) {
-      g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: field 'moe_layers' must be a list of 0-based layer indices", what);
-      return FALSE;
-    }
-    JsonArray *a = json_node_get_array(ln);
-    for (guint i = 0; i < json_array_get_length(a); i++) {
-      JsonNode *e = json_array_get_element(a, i);
-      int64_t v = -1;
-      if (JSON_NODE_HOLDS_VALUE(e) && json_node_get_value_type(e) == G_TYPE_INT64) v = json_node_get_int(e);
-      else {
-        g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: moe_layers[%u] must be an integer layer index", what, i);
-        return FALSE;
-      }
-      if (v < 0 || v >= m->layers) {
-        g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: moe_layers[%u] = %" G_GINT64_FORMAT " is out of range: the "
-                    "model has layers 0..%" G_GINT64_FORMAT, what, i, v, m->layers - 1);
-        return FALSE;
-      }
-      m->moe_mask[v] = 1;
-    }
-    return TRUE;
+    return parse_layer_list(ln, "moe_layers", m->layers, m->moe_mask, what, err);
   }
   if (first >= m->layers) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: first_dense_layers = %" G_GINT64_FORMAT " leaves no MoE layer "
@@ -351,26 +357,7 @@ static gboolean parse_window(JsonObject *o, sp_model *m, const char *what, GErro
     memset(m->window_mask, 1, (size_t)m->layers);
     return TRUE;
   }
-  if (!JSON_NODE_HOLDS_ARRAY(ln)) {
-    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: field 'window_layers' must be a list of 0-based layer indices", what);
-    return FALSE;
-  }
-  JsonArray *a = json_node_get_array(ln);
-  for (guint i = 0; i < json_array_get_length(a); i++) {
-    JsonNode *e = json_array_get_element(a, i);
-    if (!JSON_NODE_HOLDS_VALUE(e) || json_node_get_value_type(e) != G_TYPE_INT64) {
-      g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "%s: window_layers[%u] must be an integer layer index", what, i);
-      return FALSE;
-    }
-    int64_t v = json_node_get_int(e);
-    if (v < 0 || v >= m->layers) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s: window_layers[%u] = %" G_GINT64_FORMAT " is out of range: the "
-                  "model has layers 0..%" G_GINT64_FORMAT, what, i, v, m->layers - 1);
-      return FALSE;
-    }
-    m->window_mask[v] = 1;
-  }
-  return TRUE;
+  return parse_layer_list(ln, "window_layers", m->layers, m->window_mask, what, err);
 }
 
 /* The spsim key for a Hugging Face config.json key of a mixture-of-experts or MLA model

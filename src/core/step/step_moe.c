@@ -139,6 +139,20 @@ double sp_step_moe_node_share(const sp_model *m, int32_t nodes)
   return 1.0 - miss_all(m->experts, m->experts / nodes, m->topk);
 }
 
+/* dispatcher=flex across nodes: the nodes the ep group spans and the network stage's
+ * all-to-all buffer per rank for @p tokens routed tokens at imbalance @p f; 0 and 0 when
+ * the layout does not dispatch that way or the group stays in one node. */
+static int32_t flex_stage(const sp_step_ctx *c, const sp_layout *l, double tokens, double f, double *bytes)
+{
+  const sp_model *m = c->model;
+  int64_t span = (int64_t)sp_layout_ep(l) * sp_layout_etp(l);
+  *bytes = 0;
+  if (!l->ep_flex || c->gpus_per_node <= 0 || span <= c->gpus_per_node || span % c->gpus_per_node != 0) return 0;
+  int32_t nodes = (int32_t)(span / c->gpus_per_node);
+  *bytes = tokens * (double)m->hidden * sp_model_dtype_bytes(m) * f * (double)nodes * sp_step_moe_node_share(m, nodes);
+  return nodes;
+}
+
 /* Forward GEMM M x N x K and its backward: data gradient M x K x N and weight gradient K x N x M. */
 static gboolean gemm3(const sp_kernel_gpu *g, int64_t m, int64_t n, int64_t k, double e, double t[3], GError **err)
 {
@@ -166,11 +180,7 @@ gboolean sp_step_moe_kernels(const sp_step_ctx *c, const sp_layout *l, sp_moe_ke
   o->tokens = shard_tokens(l, c->seq) / l->tp;
   o->assigned = o->tokens * (double)m->topk * etp * f;
   o->a2a_bytes = o->tokens * (double)m->topk * h * e * f;
-  int64_t span = (int64_t)sp_layout_ep(l) * etp;
-  if (l->ep_flex && c->gpus_per_node > 0 && span > c->gpus_per_node && span % c->gpus_per_node == 0) {
-    o->nodes = (int32_t)(span / c->gpus_per_node);
-    o->node_bytes = o->tokens * h * e * f * (double)o->nodes * sp_step_moe_node_share(m, o->nodes);
-  }
+  o->nodes = flex_stage(c, l, o->tokens, f, &o->node_bytes);
   int64_t T = (int64_t)llround(o->tokens), A = (int64_t)llround(o->assigned);
   int64_t up = (m->mlp == SP_MLP_SWIGLU ? 2 : 1) * m->expert_ffn / etp, down = m->expert_ffn / etp;
   double t_up[3], t_down[3];
@@ -381,17 +391,16 @@ void sp_step_moe_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out)
   double a2a = tokens * (double)m->topk * (double)m->hidden * e * f;
   /* Expert-parallel groups in Megatron-Core's expert order (tp = etp, ep, dp, pp): stride etp.
    * flex across nodes: the network stage between the nodes' ranks of one local index
-   * (stride gpus_per_node) beside the NVLink stage inside each node (sp_step_moe_kernels) */
-  sp_moe_kernels mk;
-  int32_t nodes = 0;
-  if (l->ep_flex && sp_step_moe_kernels(c, l, &mk, NULL)) nodes = mk.nodes;
+   * (stride gpus_per_node) beside the NVLink stage inside each node */
+  double node_bytes;
+  int32_t nodes = flex_stage(c, l, tokens, f, &node_bytes);
   int32_t epn = nodes > 1 ? ep / nodes : ep;
   push(out, SP_COMM_SP, SP_PER_LAYER_FWD, SP_COLL_ALL_TO_ALL, epn, etp, a2a, 2.0 * frac, sp_moe_what_dispatch);
   push(out, SP_COMM_SP, SP_PER_LAYER_BWD, SP_COLL_ALL_TO_ALL, epn, etp, a2a, (2.0 + 2.0 * rec) * frac, sp_moe_what_dispatch);
   if (nodes > 1) {
-    push(out, SP_COMM_SP, SP_PER_LAYER_FWD, SP_COLL_ALL_TO_ALL, nodes, c->gpus_per_node, mk.node_bytes, 2.0 * frac,
+    push(out, SP_COMM_SP, SP_PER_LAYER_FWD, SP_COLL_ALL_TO_ALL, nodes, c->gpus_per_node, node_bytes, 2.0 * frac,
          sp_moe_what_dispatch_node);
-    push(out, SP_COMM_SP, SP_PER_LAYER_BWD, SP_COLL_ALL_TO_ALL, nodes, c->gpus_per_node, mk.node_bytes,
+    push(out, SP_COMM_SP, SP_PER_LAYER_BWD, SP_COLL_ALL_TO_ALL, nodes, c->gpus_per_node, node_bytes,
          (2.0 + 2.0 * rec) * frac, sp_moe_what_dispatch_node);
   }
   double gathered = a2a * etp;

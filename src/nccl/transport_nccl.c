@@ -276,10 +276,19 @@ gboolean sp_cuda_bufs_new(sp_cuda_ctx *c, guint nb, const uint64_t *bytes, void 
   for (guint i = 0; i < nb; i++) {
     if (!CU(cudaMalloc, (&dev[i], bytes[i] ? bytes[i] : 1)) ||
         (host && bytes[i] &&
-         !CU(cudaMemcpy, (dev[i], host[i], bytes[i], cudaMemcpyHostToDevice)))) {
+         !CU(cudaMemcpyAsync, (dev[i], host[i], bytes[i], cudaMemcpyHostToDevice, c->stream)))) {
       sp_cuda_bufs_free(c, nb, dev);
       return FALSE;
     }
+  }
+  /* The uploads are on the rank's stream, so its kernels and copies come after
+   * them. A plain cudaMemcpy would not do: from pageable memory it returns once
+   * the bytes are staged, before they land, and the rank's non-blocking stream
+   * does not wait for the legacy stream that carries it (CUDA Runtime API,
+   * "API synchronization behavior"). */
+  if (!stream_wait(c, "the upload of the inputs", err)) {
+    sp_cuda_bufs_free(c, nb, dev);
+    return FALSE;
   }
   *dev_out = dev;
   return TRUE;
@@ -287,17 +296,18 @@ gboolean sp_cuda_bufs_new(sp_cuda_ctx *c, guint nb, const uint64_t *bytes, void 
 
 gboolean sp_cuda_download(sp_cuda_ctx *c, void *host, const void *dev, uint64_t bytes, GError **err)
 {
-  if (!stream_wait(c, "the last steps", err))
+  if (bytes > 0 && !CU(cudaMemcpyAsync, (host, dev, bytes, cudaMemcpyDeviceToHost, c->stream)))
     return FALSE;
-  return bytes == 0 || CU(cudaMemcpy, (host, dev, bytes, cudaMemcpyDeviceToHost));
+  return stream_wait(c, "a device-to-host copy", err);
 }
 
 gboolean sp_cuda_upload(sp_cuda_ctx *c, void *dev, const void *host, uint64_t bytes, GError **err)
 {
-  /* cudaMemcpy does not wait for a non-blocking stream: finish its work first */
-  if (!stream_wait(c, "the last steps", err))
+  /* on the rank's stream, after its work and before the next, and landed when
+   * this returns (see sp_cuda_bufs_new) */
+  if (bytes > 0 && !CU(cudaMemcpyAsync, (dev, host, bytes, cudaMemcpyHostToDevice, c->stream)))
     return FALSE;
-  return bytes == 0 || CU(cudaMemcpy, (dev, host, bytes, cudaMemcpyHostToDevice));
+  return stream_wait(c, "a host-to-device copy", err);
 }
 
 void sp_cuda_bufs_free(sp_cuda_ctx *c, guint nb, void **dev)

@@ -188,6 +188,7 @@ typedef struct {
   cudaEvent_t event;
   int faults; /* injected: the kernel faults when run */
   fake_gemm gemm;
+  void *owned; /* a staging copy of the source, freed with the operation */
 } qop;
 
 struct CUstream_st {
@@ -214,6 +215,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
 
 static void qop_free(qop *o)
 {
+  g_free(o->owned);
   if (o->kind == Q_GROUP) {
     fake_comm_unref(o->comm);
     g_free(o->p2p);
@@ -481,6 +483,19 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind
   /* synchronous, on the legacy stream: waits for stream 0, not for non-blocking streams */
   if ((e = drain(&legacy, "cudaMemcpy")) != cudaSuccess)
     return e;
+  if (k == cudaMemcpyHostToDevice) {
+    /* From pageable memory the call returns once the source is staged; the bytes
+     * land later, in the legacy stream's order, so a non-blocking stream's work
+     * may still read what was there before (CUDA Runtime API, "API
+     * synchronization behavior"). Here they land when stream 0 next runs. */
+    qop *o = new_op(Q_COPY);
+    o->owned = g_memdup2(src, n);
+    o->dst = dst;
+    o->src = o->owned;
+    o->bytes = n;
+    push(NULL, o);
+    return cudaSuccess;
+  }
   memcpy(dst, src, n);
   return cudaSuccess;
 }

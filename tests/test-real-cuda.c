@@ -96,36 +96,43 @@ static long first_diff(const void *a, const void *b, size_t n)
 
 static const uint64_t sizes[] = { 1, 3, 31, 257, 4099, (1u << 20) + 7 };
 
-/* dst op= src on both sides, compare. */
+/* dst op= src on both sides, compare: at aligned addresses (the 16-byte vector
+ * kernel and its scalar tail), with both operands one element off (the scalar
+ * kernel) and with one of them off. */
 static void test_reduce(GRand *r, sp_dtype t, sp_redop op)
 {
   size_t es = sp_dtype_size(t);
+  const size_t offs[][2] = { { 0, 0 }, { es, es }, { 0, es } };
   gboolean ok = TRUE;
-  char where[128] = "";
+  char where[160] = "";
   for (size_t k = 0; k < G_N_ELEMENTS(sizes) && ok; k++) {
-    uint64_t n = sizes[k];
-    size_t bytes = n * es;
-    unsigned char *d = g_malloc(bytes), *s = g_malloc(bytes), *got = g_malloc(bytes);
-    random_values(r, d, n, t);
-    random_values(r, s, n, t);
-    void *dd, *ds;
-    CK(cudaMalloc(&dd, bytes));
-    CK(cudaMalloc(&ds, bytes));
-    CK(cudaMemcpy(dd, d, bytes, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(ds, s, bytes, cudaMemcpyHostToDevice));
-    CK(sp_cuda_reduce(dd, ds, n, (int)t, (int)op, 0));
-    CK(cudaMemcpy(got, dd, bytes, cudaMemcpyDeviceToHost));
-    sp_reduce_host(d, s, n, t, op);
-    long at = first_diff(got, d, bytes);
-    if (at >= 0) {
-      ok = FALSE;
-      g_snprintf(where, sizeof where, " (count %" G_GUINT64_FORMAT ": first difference at byte %ld)", n, at);
+    for (size_t o = 0; o < G_N_ELEMENTS(offs) && ok; o++) {
+      uint64_t n = sizes[k];
+      size_t bytes = n * es;
+      unsigned char *d = g_malloc(bytes), *s = g_malloc(bytes), *got = g_malloc(bytes);
+      random_values(r, d, n, t);
+      random_values(r, s, n, t);
+      char *dd, *ds;
+      CK(cudaMalloc((void **)&dd, bytes + 16));
+      CK(cudaMalloc((void **)&ds, bytes + 16));
+      CK(cudaMemcpy(dd + offs[o][0], d, bytes, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(ds + offs[o][1], s, bytes, cudaMemcpyHostToDevice));
+      CK(sp_cuda_reduce(dd + offs[o][0], ds + offs[o][1], n, (int)t, (int)op, 0));
+      CK(cudaMemcpy(got, dd + offs[o][0], bytes, cudaMemcpyDeviceToHost));
+      sp_reduce_host(d, s, n, t, op);
+      long at = first_diff(got, d, bytes);
+      if (at >= 0) {
+        ok = FALSE;
+        g_snprintf(where, sizeof where,
+                   " (count %" G_GUINT64_FORMAT ", offsets %zu/%zu bytes: first difference at byte %ld)",
+                   n, offs[o][0], offs[o][1], at);
+      }
+      cudaFree(dd);
+      cudaFree(ds);
+      g_free(d);
+      g_free(s);
+      g_free(got);
     }
-    cudaFree(dd);
-    cudaFree(ds);
-    g_free(d);
-    g_free(s);
-    g_free(got);
   }
   tap(ok, "reduce %s %s bitwise equal to the host%s", sp_dtype_name(t), sp_redop_name(op), where);
 }

@@ -20,6 +20,7 @@ TESTS += tests/test-tuning
 # whatif: models, layouts, step model, CLI
 check_PROGRAMS += tests/test-model tests/test-layout tests/test-step tests/test-kernel-model
 tests_test_kernel_model_SOURCES = tests/test-kernel-model.c
+tests_test_kernel_model_CPPFLAGS = $(AM_CPPFLAGS) -DSP_TOP_SRCDIR='"$(abs_top_srcdir)"'
 tests_test_kernel_model_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_test_model_SOURCES = tests/test-model.c
 tests_test_model_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)

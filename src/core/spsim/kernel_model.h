@@ -12,7 +12,7 @@
  * tiles (one tile per SM at a time). A full wave of full tiles runs at
  * gemm_eff x peak, so
  *
- *     t_math = min over tiles of waves x (2 tm tn K) x sms / (gemm_eff x peak)
+ *     t_math = min over tiles of waves x (2 tm tn (K + tile_k0)) x sms / (gemm_eff x peak)
  *
  * over the tiles tile_m x tile_n, tile_m x tile_n/2, tile_m/2 x tile_n/2 and
  * tile_m/2 x tile_n/4 (small M or N run on smaller tiles, as libraries choose);
@@ -22,6 +22,8 @@
  * Tile and wave quantisation are the effects NVIDIA's "Matrix Multiplication
  * Background User's Guide" (Deep Learning Performance documentation) describes:
  * a partial tile does a full tile's work, a partial wave takes a full wave's time.
+ * tile_k0 is the fixed cost of a tile (filling the operand pipeline, writing C),
+ * counted in steps of K: a short K runs further below peak than a long one.
  *
  * ## Attention
  * Flash (fused, Dao 2023): causal forward FLOPs 2 b a s_q s_kv d (half of the
@@ -134,6 +136,7 @@ typedef struct {
   int32_t sms;           /**< streaming multiprocessors */
   int32_t tile_m, tile_n;/**< largest GEMM output tile */
   double gemm_eff;       /**< fraction of peak of a full wave of full tiles (large GEMMs) */
+  double tile_k0;        /**< fixed cost of an output tile, in steps of K (0: none) */
   double attn_fwd_eff;   /**< flash attention forward, fraction of peak */
   double attn_bwd_eff;   /**< flash attention backward, fraction of peak */
   double attn2_fwd_eff;  /**< FlashAttention-2-generation forward (0: attn_fwd_eff) */
@@ -146,7 +149,7 @@ typedef struct {
 
 /**
  * The GPU @p g as its FP8 GEMMs see it, into @p out: peak fp8_peak_ratio x peak_flops at
- * fp8_gemm_eff, no measured (16-bit) table. FALSE with SP_ERROR_INVALID when @p g has no
+ * fp8_gemm_eff with no tile cost, no measured (16-bit) table. FALSE with SP_ERROR_INVALID when @p g has no
  * FP8 (fp8_peak_ratio 0).
  */
 gboolean sp_kernel_gpu_fp8(const sp_kernel_gpu *g, sp_kernel_gpu *out, GError **err);

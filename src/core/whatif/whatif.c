@@ -308,6 +308,7 @@ static gboolean resolve_hw(sp_whatif_result *r, const sp_whatif_opts *o, const s
      * table's), attention at its own measured rate, not a GPU's tiles and waves */
     hw->gpu.peak_flops = p->measured_gemm_flops;
     hw->gpu.gemm_eff = 1.0;
+    hw->gpu.tile_k0 = 0.0; /* the measured rate is a whole GEMM's */
     hw->gpu.hbm_eff = 1.0; /* its hbm_bw is the measured streaming rate */
     hw->gpu.fp8_peak_ratio = 0.0; /* no FP8 rate measured */
     if (p->measured_attn_flops > 0) {

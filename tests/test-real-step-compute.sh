@@ -56,7 +56,7 @@ flops() {
   else ok "np=$1 $2: $3 GEMM FLOP and $4 attention FLOP, step timed"; fi
 }
 
-echo "1..21"
+echo "1..23"
 
 # 1-5: the kernels of the step, counted by hand
 flops 2 dp=2 27380416512 1879048192
@@ -177,3 +177,11 @@ timeout 300 "$MPIRUN" -np 2 "$run" --step --model "$tmp/tinyw.json" --seq 256 --
   >"$tmp/out" 2>"$tmp/err"
 rc=$?
 expect "sliding-window model with compute: refused" 2 "sliding-window layers \(sliding_window 64 < --seq 256\).*--dry-compute"
+
+# 22: one GPU: no collective or pipeline send, so nothing to replay, but the step's
+# compute runs: all 8 sequences on the one rank, twice dp=2's per-rank FLOPs
+# (27380416512 GEMM and 1879048192 attention for 4 sequences, the dp=2 row above)
+flops 1 dp=1 54760833024 3758096384
+# 23: ... and with --dry-compute nothing is left to run: refused, saying what to do
+mpi 1 $A --layout dp=1 --dry-compute
+expect "one GPU with --dry-compute: refused" 2 "no communication.*drop it to time the step's compute"

@@ -217,10 +217,14 @@ int run_step(runner *r)
   const int32_t n = sp_step_replay_nranks(s.replay);
   guint colls, sends;
   sp_step_replay_counts(s.replay, &colls, &sends);
-  if (colls + sends == 0) {
+  /* a step without communication (one GPU, say) has nothing to replay, but its
+   * compute still runs and is timed */
+  const gboolean replay = colls + sends > 0;
+  if (!replay && !compute) {
     if (w->rank == 0)
       fprintf(stderr, "spsim-run: --step: the step of %s on %d GPU%s has no communication (no collective or "
-              "pipeline send): nothing to run; use a layout with tp, sp, cp, wp, pp or dp above 1\n",
+              "pipeline send): --dry-compute leaves nothing to run; drop it to time the step's compute, or use "
+              "a layout with tp, sp, cp, wp, pp or dp above 1\n",
               lt, world, world == 1 ? "" : "s");
     full_case_clear(&f);
     step_case_clear(&s);
@@ -239,7 +243,11 @@ int run_step(runner *r)
   }
   const char *what = compute ? "the reduced replay of the step's communication" :
                                "communication of the step, compute not executed";
-  if (w->rank == 0) {
+  if (w->rank == 0 && !replay) {
+    printf("step: %s, %s on %d GPU%s: no collective or pipeline send, so no replay; the step's compute only\n",
+           s.model->name, lt, world, world == 1 ? "" : "s");
+    fflush(stdout);
+  } else if (w->rank == 0) {
     printf("step: %s, %s on %d GPUs (%d per node), reduced to %" G_GINT64_FORMAT " layer%s and %" G_GINT64_FORMAT
            " micro-batches: %u collectives and %u pipeline sends on %d ranks; %s\n",
            s.model->name, lt, world, s.gpn, s.reduced.layers, s.reduced.layers == 1 ? "" : "s",
@@ -262,7 +270,7 @@ int run_step(runner *r)
   }
   /* local rank i of the replay is MPI rank i; its peers are local ranks (with compute
    * on every GPU, the ranks beyond the replay's wait) */
-  const gboolean in_replay = w->rank < n;
+  const gboolean in_replay = replay && w->rank < n;
   barrier(r);
   double t0 = MPI_Wtime();
   if (in_replay && !sp_exec_run(sp_step_replay_programs(s.replay)[w->rank], &r->tr,
@@ -284,7 +292,7 @@ int run_step(runner *r)
   int nbad = 0;
   gboolean pass = gather_verdicts(r, member, ok, in_replay ? sp_step_replay_checksum(s.replay, w->rank) : 0, bad,
                                   &nbad);
-  if (w->rank == 0) {
+  if (w->rank == 0 && replay) {
     if (pass)
       printf("PASS step %s %s ranks=%d collectives=%u sends=%u transport=%s time=%.6f s (max over ranks; %s)\n",
              s.model->name, lt, n, colls, sends, transport_names[cfg->transport], (double)ns * 1e-9, what);

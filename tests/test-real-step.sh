@@ -151,7 +151,7 @@ if [ "$rc" -eq 1 ] && grep -q "^FAIL step tiny .*: rank 1 differs from the refer
    grep -q "rank 1: FAIL: call " "$tmp/err"; then ok "corrupted rank 1: FAIL naming it"
 else nok "corrupted rank 1: exit $rc: $(cat "$tmp/out" "$tmp/err" | head -c 600)"; fi
 
-# 24: one GPU: no communication, nothing to run
+# 24: one GPU with --dry-compute: no communication, nothing to run
 mpi 1 $A --layout dp=1
 expect "dp=1 on 1 GPU: refused, no communication" 2 "has no communication"
 

@@ -44,10 +44,22 @@ static double num(JsonObject *o, const char *k)
   return json_object_has_member(o, k) ? json_object_get_double_member(o, k) : 0.0;
 }
 
-/* Run the probe; fill the figures. */
-static gboolean probe(int np, double *gemm, double *attn, double *attn_bwd, double *membw, double *lat, double *bw,
-                      double *sync, GString *table, GError **err)
+static gboolean parse_probe(const char *out, double *gemm, double *attn, double *attn_bwd, double *membw,
+                            double *lat, double *bw, double *sync, GString *table, GError **err);
+
+/* Run the probe (or read its output from @p given, as spsim-run --compare measured it
+ * in its own job); fill the figures. */
+static gboolean probe(int np, const char *given, double *gemm, double *attn, double *attn_bwd, double *membw,
+                      double *lat, double *bw, double *sync, GString *table, GError **err)
 {
+  g_autofree char *out = NULL;
+  if (given != NULL) {
+    if (!g_file_get_contents(given, &out, NULL, err)) {
+      g_prefix_error(err, "platform local: --probe-output: ");
+      return FALSE;
+    }
+    return parse_probe(out, gemm, attn, attn_bwd, membw, lat, bw, sync, table, err);
+  }
   g_autofree char *run = find_run();
   g_autofree char *mpirun = g_find_program_in_path("mpirun");
   if (run == NULL || mpirun == NULL) {
@@ -66,7 +78,7 @@ static gboolean probe(int np, double *gemm, double *attn, double *attn_bwd, doub
   const char *rest[] = { "--oversubscribe", "-np", nps, run, "--probe", NULL };
   for (const char **a = rest; *a != NULL; a++) g_ptr_array_add(argv, (char *)*a);
   g_ptr_array_add(argv, NULL);
-  g_autofree char *out = NULL, *errtext = NULL;
+  g_autofree char *errtext = NULL;
   int status = 0;
   if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errtext, &status, err))
     return FALSE;
@@ -85,6 +97,13 @@ static gboolean probe(int np, double *gemm, double *attn, double *attn_bwd, doub
                 "(run it by hand for the whole output)", mpirun, as_root ? " --allow-run-as-root" : "", np, run, why);
     return FALSE;
   }
+  return parse_probe(out, gemm, attn, attn_bwd, membw, lat, bw, sync, table, err);
+}
+
+/* The probe's JSON object into the figures and the GEMM table's CSV. */
+static gboolean parse_probe(const char *out, double *gemm, double *attn, double *attn_bwd, double *membw,
+                            double *lat, double *bw, double *sync, GString *table, GError **err)
+{
   g_autoptr(JsonParser) p = json_parser_new();
   if (!json_parser_load_from_data(p, out, -1, err)) {
     g_prefix_error(err, "platform local: the probe's output is not JSON: ");
@@ -133,10 +152,11 @@ int sp_cmd_platform_local(int argc, char **argv)
 {
   /* argv[0] is "spsim platform"; the family "local" is taken out */
   gint np = 2;
-  g_autofree char *out = NULL;
+  g_autofree char *out = NULL, *given = NULL; /* --probe-output: the probe's JSON, measured by spsim-run --compare */
   GOptionEntry entries[] = {
     { "np", 0, 0, G_OPTION_ARG_INT, &np, "ranks to measure, as mpirun -np (default 2; -np N is accepted)", "N" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "write the platform to FILE (required) and the measured GEMM table to FILE-gemm.csv (FILE without .xml)", "FILE" },
+    { "probe-output", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &given, "", "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
   /* mpirun's spelling -np N */
@@ -164,7 +184,7 @@ int sp_cmd_platform_local(int argc, char **argv)
                                    "GEMM table is written beside it as FILE's name with -gemm.csv)"));
   double gemm = 0, attn = 0, attn_bwd = 0, membw = 0, lat = 0, bw = 0, sync = -1;
   g_autoptr(GString) table = g_string_new(NULL);
-  if (!probe(np, &gemm, &attn, &attn_bwd, &membw, &lat, &bw, &sync, table, &err)) return sp_cli_fail(err);
+  if (!probe(np, given, &gemm, &attn, &attn_bwd, &membw, &lat, &bw, &sync, table, &err)) return sp_cli_fail(err);
   /* every collective of a step costs what a collective between computing ranks was
    * measured to cost, at least the point-to-point latency */
   double coll_lat = MAX(lat, sync);

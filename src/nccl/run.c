@@ -232,8 +232,9 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     { "debug-mem-avail", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT64, &mem_avail, "", "BYTES" },
     { "model", 0, 0, G_OPTION_ARG_STRING, &model_s, "--step: a built-in model (tiny, llama3-8b, ...) or a model JSON file", "M" },
     { "layout", 0, 0, G_OPTION_ARG_STRING, &layout_s, "--step: the layout, as the what-if's --layout (tp=2,pp=2,dp=2,zero=1,...)", "L" },
-    { "seq", 0, 0, G_OPTION_ARG_INT64, &seq, "--step: sequence length in tokens (default 8192)", "S" },
-    { "global-batch", 0, 0, G_OPTION_ARG_INT64, &gbatch, "--step: sequences per step (default 1024)", "B" },
+    { "seq", 0, 0, G_OPTION_ARG_INT64, &seq, "--step: sequence length in tokens (default 256, with --global-batch's 8 a "
+      "step of seconds on a CPU; the what-if's defaults, 8192 and 1024, are a real step's)", "S" },
+    { "global-batch", 0, 0, G_OPTION_ARG_INT64, &gbatch, "--step: sequences per step (default 8)", "B" },
     { "micro-batch", 0, 0, G_OPTION_ARG_INT, &mbatch, "--step: micro-batch size in sequences (default: the layout's mb=, else 1)", "MB" },
     { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpn,
       "--step: GPUs per node of the layout (default: its GPUs W if W <= 8, else 8)", "G" },
@@ -333,8 +334,10 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     cfg->step = TRUE;
     cfg->model = g_intern_string(model_s);
     cfg->layout = g_intern_string(layout_s);
-    cfg->seq = seq ? seq : 8192;
-    cfg->global_batch = gbatch ? gbatch : 1024;
+    /* small by default: the step runs for real, on a CPU too (the tiny model's step at
+     * 8192 x 1024 is 1.8e14 FLOP a rank, about an hour of one core) */
+    cfg->seq = seq ? seq : 256;
+    cfg->global_batch = gbatch ? gbatch : 8;
     cfg->micro_batch = mbatch;
     cfg->gpus_per_node = gpn;
     cfg->world = gworld;

@@ -12,6 +12,7 @@
  * their shape instead of the GPU model's tile and wave quantisation over 132 SMs. */
 #include "config.h"
 
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
 #include "run_priv.h"
@@ -69,33 +70,95 @@ static double pct(double measured, double predicted)
   return measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0;
 }
 
-int step_compare(runner *r, const char *model, const char *layout, const double *exposed, const double *busy,
-                 double step_s)
+/* The platform of this machine from the probe's output measured in this job: `spsim
+ * platform local --probe-output` into @p dir. NULL (said on stderr) on failure. */
+static char *local_platform(const char *spsim, const char *dir, const char *probe_json, int np)
 {
-  const run_config *cfg = r->cfg;
   GError *err = NULL;
-  if (cfg->platform == NULL) {
-    fprintf(stderr, "spsim-run: --compare needs --platform FILE, the platform of this machine: measure it with "
-            "`spsim platform local -np %d -o local.xml`, then add --platform local.xml\n", r->w->world);
-    return EXIT_USAGE;
+  g_autofree char *json = g_build_filename(dir, "probe.json", NULL);
+  char *xml = g_build_filename(dir, "local.xml", NULL);
+  g_autofree char *nps = g_strdup_printf("%d", np);
+  const char *argv[] = { spsim, "platform", "local", "--np", nps, "--probe-output", json, "-o", xml, NULL };
+  g_autofree char *errtext = NULL;
+  int status = 0;
+  if (!g_file_set_contents(json, probe_json, -1, &err) ||
+      !g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &errtext, &status, &err) ||
+      !g_spawn_check_wait_status(status, &err)) {
+    fprintf(stderr, "spsim-run: --compare: the platform of this machine: %s%s%s\n", err ? err->message : "?",
+            errtext && *errtext ? ": " : "", errtext ? g_strstrip(errtext) : "");
+    g_clear_error(&err);
+    g_free(xml);
+    return NULL;
   }
-  local_props lp = { 0 };
-  if (!read_props(cfg->platform, &lp, &err)) {
-    fprintf(stderr, "spsim-run: %s\n", err->message);
-    g_error_free(err);
-    g_free(lp.table);
-    return EXIT_USAGE;
+  return xml;
+}
+
+/* Remove what local_platform wrote (the platform, its GEMM table, the probe) and @p dir. */
+static void remove_dir(const char *dir)
+{
+  GDir *d = g_dir_open(dir, 0, NULL);
+  const char *name;
+  while (d != NULL && (name = g_dir_read_name(d)) != NULL) {
+    g_autofree char *f = g_build_filename(dir, name, NULL);
+    (void)g_remove(f);
   }
-  g_autofree char *table = lp.table;
+  if (d != NULL) g_dir_close(d);
+  (void)g_rmdir(dir);
+}
+
+static int compare_on(runner *r, const char *platform, const char *spsim, const char *model, const char *layout,
+                      const double *exposed, const double *busy, double step_s);
+
+int step_compare(runner *r, const char *platform, const char *probe_json, const char *model, const char *layout,
+                 const double *exposed, const double *busy, double step_s)
+{
   g_autofree char *spsim = find_spsim();
   if (spsim == NULL) {
     fprintf(stderr, "spsim-run: --compare: spsim not found beside spsim-run nor on PATH; build it (./build.sh) "
             "or add it to PATH\n");
     return EXIT_USAGE;
   }
+  if (platform != NULL)
+    return compare_on(r, platform, spsim, model, layout, exposed, busy, step_s);
+  if (probe_json == NULL) {
+    fprintf(stderr, "spsim-run: --compare needs --platform FILE here: without it the platform of this machine "
+            "is measured in the job, on the CPU and between 2 ranks or more (not with one rank nor --device "
+            "cuda); write one with `spsim platform local -np 2 -o local.xml` (or `spsim platform dgx` for "
+            "GPUs), then add --platform local.xml\n");
+    return EXIT_USAGE;
+  }
+  GError *err = NULL;
+  g_autofree char *dir = g_dir_make_tmp("spsim-run-XXXXXX", &err);
+  if (dir == NULL) {
+    fprintf(stderr, "spsim-run: --compare: %s\n", err->message);
+    g_error_free(err);
+    return EXIT_USAGE;
+  }
+  printf("compare: the platform of this machine measured in this job (spsim platform local's probe; "
+         "--platform FILE reuses one)\n");
+  fflush(stdout);
+  g_autofree char *xml = local_platform(spsim, dir, probe_json, r->w->world);
+  int rc = xml ? compare_on(r, xml, spsim, model, layout, exposed, busy, step_s) : EXIT_USAGE;
+  remove_dir(dir);
+  return rc;
+}
+
+static int compare_on(runner *r, const char *platform, const char *spsim, const char *model, const char *layout,
+                      const double *exposed, const double *busy, double step_s)
+{
+  const run_config *cfg = r->cfg;
+  GError *err = NULL;
+  local_props lp = { 0 };
+  if (!read_props(platform, &lp, &err)) {
+    fprintf(stderr, "spsim-run: %s\n", err->message);
+    g_error_free(err);
+    g_free(lp.table);
+    return EXIT_USAGE;
+  }
+  g_autofree char *table = lp.table;
   GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
   g_ptr_array_add(argv, g_strdup(spsim));
-  g_ptr_array_add(argv, g_strdup(cfg->platform));
+  g_ptr_array_add(argv, g_strdup(platform));
   g_ptr_array_add(argv, g_strdup("--model"));
   g_ptr_array_add(argv, g_strdup(model));
   g_ptr_array_add(argv, g_strdup("--layout"));
@@ -108,7 +171,7 @@ int step_compare(runner *r, const char *model, const char *layout, const double 
     g_ptr_array_add(argv, g_strdup_printf("--peak-tflops=%s", g_ascii_dtostr(num, sizeof num, lp.gemm / 1e12)));
     g_ptr_array_add(argv, g_strdup("--eff-matmul=1"));
     if (lp.table != NULL) {
-      g_autofree char *dir = g_path_get_dirname(cfg->platform);
+      g_autofree char *dir = g_path_get_dirname(platform);
       g_ptr_array_add(argv, g_strdup("--gemm-table"));
       g_ptr_array_add(argv, g_path_is_absolute(lp.table) ? g_strdup(lp.table) : g_build_filename(dir, lp.table, NULL));
     }

@@ -123,11 +123,16 @@ void barrier(runner *r);
 /* run_step.c: --step */
 int run_step(runner *r);
 
-/* run_compare.c: --compare, the prediction of the step by spsim on a platform */
-int step_compare(runner *r, const char *model, const char *layout, const double *exposed, const double *busy,
-                 double step_s);
+/* run_compare.c: --compare, the prediction of the step by spsim on @p platform (--platform,
+ * or NULL: the platform of this machine written from @p probe_json, the probe's output
+ * measured in this job) */
+int step_compare(runner *r, const char *platform, const char *probe_json, const char *model, const char *layout,
+                 const double *exposed, const double *busy, double step_s);
 
-/* run_probe.c: --probe */
+/* run_probe.c: --probe; run_probe_json: the same measurements on every rank, the JSON
+ * object (rank 0) appended to @p out; FALSE (rank 0 said why) with fewer than 2 ranks
+ * or no OpenBLAS */
 int run_probe(runner *r);
+gboolean run_probe_json(runner *r, GString *out);
 
 #endif

@@ -130,14 +130,14 @@ static double sync_cost(void)
   return MAX(0.0, median_of(with, SYNC_BLOCKS) - median_of(without, SYNC_BLOCKS));
 }
 
-int run_probe(runner *r)
+gboolean run_probe_json(runner *r, GString *out)
 {
   world_info *w = r->w;
   if (!sk_available() || w->world < 2) {
     if (w->rank == 0)
       fprintf(stderr, "spsim-run: --probe: %s\n", w->world < 2 ? "needs at least 2 ranks (mpirun -np 2 or more)"
                       : "this spsim-run was built without OpenBLAS; install libopenblas-dev and reconfigure");
-    return EXIT_USAGE;
+    return FALSE;
   }
   sk_init();
   barrier(r);
@@ -174,7 +174,7 @@ int run_probe(runner *r)
     }
     /* bandwidth of the large message after its share of latency */
     double bw = PROBE_BW_BYTES / MAX(bw_t - lat, 1e-9);
-    printf("{\"ranks\": %d, \"gemm_flops\": %.6e, \"attn_flops\": %.6e, \"attn_bwd_flops\": %.6e, "
+    g_string_append_printf(out, "{\"ranks\": %d, \"gemm_flops\": %.6e, \"attn_flops\": %.6e, \"attn_bwd_flops\": %.6e, "
            "\"mem_bw\": %.6e, \"mpi_latency_s\": %.6e, \"mpi_bw\": %.6e, \"sync_s\": %.6e, \"core_share\": %.6e, "
            "\"gemm_shape\": [%d, %d, %d], \"gemm_table\": [", w->world, med[0], med[1], med[3], med[2], lat, bw,
            med[4], med[5], PROBE_M, PROBE_N, PROBE_K);
@@ -184,11 +184,21 @@ int run_probe(runner *r)
     for (int i = 0; i < nt; i++) {
       for (int q = 0; q < w->world; q++) col[q] = rates[(gsize)q * nt + i];
       qsort(col, (size_t)w->world, sizeof(double), cmp_double);
-      printf("%s[%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %.6e]", i ? ", " : "",
-             grid[i / (ng * ng)], grid[i / ng % ng], grid[i % ng], col[w->world / 2] * share);
+      g_string_append_printf(out, "%s[%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %.6e]",
+                             i ? ", " : "", grid[i / (ng * ng)], grid[i / ng % ng], grid[i % ng],
+                             col[w->world / 2] * share);
     }
-    printf("]}\n");
-    fflush(stdout);
+    g_string_append(out, "]}\n");
   }
+  return TRUE;
+}
+
+int run_probe(runner *r)
+{
+  g_autoptr(GString) json = g_string_new(NULL);
+  if (!run_probe_json(r, json))
+    return EXIT_USAGE;
+  fputs(json->str, stdout);
+  fflush(stdout);
   return 0;
 }

@@ -336,6 +336,20 @@ int run_step(runner *r)
     if (!step_exec_run(r, f.graph, f.kernels, f.koff, gpu, st, en, &step_s, kind_s, &err))
       die_transport(w, err);
     sk_gpu_free(gpu);
+    /* --compare without --platform: this machine's platform is measured now, by every
+     * rank, as `spsim platform local` measures it (the CPU path, 2 ranks or more) */
+    g_autoptr(GString) probe = NULL;
+    if (cfg->compare && cfg->platform == NULL && !cfg->device_cuda && w->world >= 2) {
+      probe = g_string_new(NULL);
+      if (w->rank == 0) {
+        printf("step: measuring this machine for --compare (the probe of spsim platform local)\n");
+        fflush(stdout);
+      }
+      if (!run_probe_json(r, probe)) {
+        g_string_free(probe, TRUE);
+        probe = NULL;
+      }
+    }
     if (w->rank == 0) {
       double busy[SP_COMM_KIND_COUNT + 1], exposed[SP_COMM_KIND_COUNT + 2];
       printf("measured: rank 0 (stage 0) ran %u kernels: %.0f GEMM FLOP, %.0f attention FLOP, %.0f element-wise "
@@ -352,7 +366,7 @@ int run_step(runner *r)
         rc = EXIT_USAGE;
       }
       if (rc == 0 && cfg->compare)
-        rc = step_compare(r, cfg->model, lt, exposed, busy, step_s);
+        rc = step_compare(r, cfg->platform, probe ? probe->str : NULL, cfg->model, lt, exposed, busy, step_s);
     }
     /* rank 0's verdict for everyone */
     uint64_t v = (uint64_t)rc;

@@ -225,8 +225,8 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
       "--step: print the measured step beside spsim's prediction of the same step on --platform (runs "
       "`spsim PLATFORM ... --json -`; spsim found beside spsim-run or on PATH)", NULL },
     { "platform", 0, 0, G_OPTION_ARG_FILENAME, &platform_s,
-      "--compare: the platform of this machine, required with it (measure it first, outside the job: "
-      "spsim platform local -np N -o FILE)", "FILE" },
+      "--compare: the platform of this machine (spsim platform local -np N -o FILE); default: measured in "
+      "this job by the same probe (2 ranks or more, the CPU path)", "FILE" },
     { "probe", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &probe, "", NULL },
     { "debug-die-mid-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &die_mid, "", "R" },
     { "debug-mem-avail", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT64, &mem_avail, "", "BYTES" },

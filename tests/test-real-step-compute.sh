@@ -162,14 +162,17 @@ mpi 2 $A --layout tp=2 --debug-hang-rank 1 --timeout 3
 expect "rank 1 hangs mid-step: bounded by --timeout, names the wait" 4 \
   "rank 0: the step made no progress for 3 s \(--timeout\); waiting on: .*tp '"
 
-# 19: --device cuda on the fake device (tests/fakegpu: cuBLAS's GEMMs queued on the
-# rank's stream, run on the host): the same kernels as on the CPU
+# 19: --device cuda on the fake device (tests/fakegpu: cuBLAS's BF16 GEMMs queued on the
+# rank's stream, run on the host): the same kernels as on the CPU, and on a GPU the
+# kernel model knows (the fake named as an H100) its price of them beside
 fake="$build/tests/spsim-run-fakegpu"
 if [ -x "$fake" ] && grep -q "define SP_HAVE_CUBLAS 1" "$build/config.h" 2>/dev/null; then
-  timeout 300 "$MPIRUN" -np 2 "$fake" --step --model "$src/models/tiny.json" --seq 256 --global-batch 8 --layout dp=2 --device cuda >"$tmp/out" 2>"$tmp/err"
+  SPSIM_FAKEGPU_NAME="NVIDIA H100 80GB HBM3" timeout 300 "$MPIRUN" -np 2 "$fake" --step \
+    --model "$src/models/tiny.json" --seq 256 --global-batch 8 --layout dp=2 --device cuda >"$tmp/out" 2>"$tmp/err"
   rc=$?
   if [ "$rc" -eq 0 ] && grep -q "compute on the GPU (cuBLAS)" "$tmp/out" &&
      grep -q "^measured: rank 0 (stage 0) ran [0-9]* kernels: 27380416512 GEMM FLOP, 1879048192 attention FLOP" "$tmp/out" &&
+     grep -Eq "^measured: on NVIDIA H100 80GB HBM3 \(fakegpu 0\) the kernel model prices rank 0's GEMMs \(BF16\) at [0-9.]+ s \([-+][0-9.]+ % of the measured\)" "$tmp/out" &&
      grep -Eq "^measured: step [0-9]+\.[0-9]+ s" "$tmp/out"; then ok "--device cuda on the fake device: dp=2's kernels, step timed"
   else nok "--device cuda (fake device): exit $rc: $(cat "$tmp/out" "$tmp/err" | tail -c 600)"; fi
 else n=$((n + 1)); echo "ok $n # SKIP not built with CUDA and cuBLAS (no fake device)"; fi

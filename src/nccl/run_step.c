@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include "run_priv.h"
+#include "spsim/kernel_model.h"
 #include "spsim/layout.h"
 #include "spsim/model.h"
 #include "spsim/step.h"
@@ -158,6 +159,49 @@ static void print_measured(const sp_stepgraph *g, const double *st, const double
   }
   printf("  %-8s %10s %10.6f\n", "idle", "-", b.idle);
   exposed[SP_COMM_KIND_COUNT + 1] = b.idle;
+}
+
+/* The kernel model's constants for the GPU CUDA names @p name (FALSE for a GPU it has
+ * none for): Hopper's for an H100 or H200 (the H200 with its 4.8 TB/s of HBM3e, NVIDIA
+ * H200 datasheet), A100's, B200's. */
+static gboolean model_gpu(const char *name, sp_kernel_gpu *g)
+{
+  if (strstr(name, "H100") != NULL || strstr(name, "H200") != NULL || strstr(name, "H800") != NULL) {
+    sp_kernel_gpu_h100(g);
+    if (strstr(name, "H200") != NULL) g->hbm_bw = 4.8e12;
+    return TRUE;
+  }
+  if (strstr(name, "A100") != NULL || strstr(name, "A800") != NULL) {
+    sp_kernel_gpu_a100(g);
+    return TRUE;
+  }
+  if (strstr(name, "B200") != NULL) {
+    sp_kernel_gpu_b200(g);
+    return TRUE;
+  }
+  return FALSE;
+}
+
+/* --device cuda: rank 0's GEMMs and element-wise passes as the kernel model prices them
+ * on this GPU, beside what they took. */
+static void print_kernel_model(const char *gpu, const GArray *kernels, const double *kind_s)
+{
+  sp_kernel_gpu g;
+  if (!model_gpu(gpu, &g)) {
+    printf("measured: no kernel model for the GPU '%s' (H100, H200, A100 and B200 have one)\n", gpu);
+    return;
+  }
+  double gemm = 0, elem = 0;
+  for (guint i = 0; i < kernels->len; i++) {
+    const sk_kernel *k = &g_array_index(kernels, sk_kernel, i);
+    double t = 0;
+    if (k->kind == SK_GEMM && sp_kernel_gemm_time(&g, 1, k->m, k->n, k->k, 2, &t, NULL)) gemm += t;
+    else if (k->kind == SK_ELEM) elem += sp_kernel_elementwise_time(&g, k->bytes);
+  }
+  printf("measured: on %s the kernel model prices rank 0's GEMMs (BF16) at %.6f s (%+.1f %% of the measured) and "
+         "its element-wise passes at %.6f s (%+.1f %%); its attention runs as blocks of GEMMs, not a fused "
+         "kernel, so it is not compared\n", gpu, gemm, kind_s[SK_GEMM] > 0 ? 100 * (gemm / kind_s[SK_GEMM] - 1) : 0.0,
+         elem, kind_s[SK_ELEM] > 0 ? 100 * (elem / kind_s[SK_ELEM] - 1) : 0.0);
 }
 
 int run_step(runner *r)
@@ -335,6 +379,7 @@ int run_step(runner *r)
     }
     if (!step_exec_run(r, f.graph, f.kernels, f.koff, gpu, st, en, &step_s, kind_s, &err))
       die_transport(w, err);
+    g_autofree char *gpu_name = gpu ? g_strdup(sk_gpu_name(gpu)) : NULL;
     sk_gpu_free(gpu);
     /* --compare without --platform: this machine's platform is measured now, by every
      * rank, as `spsim platform local` measures it (the CPU path, 2 ranks or more) */
@@ -358,6 +403,7 @@ int run_step(runner *r)
              "element-wise (%.3g B/s)\n", kind_s[SK_GEMM], kind_s[SK_GEMM] > 0 ? fl[0] / kind_s[SK_GEMM] : 0.0,
              kind_s[SK_ATTN], kind_s[SK_ATTN] > 0 ? fl[1] / kind_s[SK_ATTN] : 0.0, kind_s[SK_ELEM],
              kind_s[SK_ELEM] > 0 ? bytes / kind_s[SK_ELEM] : 0.0);
+      if (gpu_name != NULL) print_kernel_model(gpu_name, f.kernels, kind_s);
       print_measured(f.graph, st, en, step_s, busy, exposed);
       fflush(stdout);
       if (cfg->trace && !sp_stepgraph_write_chrome(f.graph, st, en, cfg->trace, &err)) {

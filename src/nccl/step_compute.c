@@ -585,6 +585,12 @@ void sk_gpu_free(sk_gpu *g)
   (void)g;
 }
 
+const char *sk_gpu_name(const sk_gpu *g)
+{
+  (void)g;
+  return "";
+}
+
 gboolean sk_gpu_run(sk_gpu *g, const sk_kernel *k, void (*poll)(void *user), void *user, GError **err)
 {
   (void)g;

@@ -72,14 +72,16 @@ double sk_measure_membw(double secs);
 double sk_measure_attn(int64_t seq, int64_t d, gboolean bwd, double secs);
 
 /* The kernels on this rank's GPU (step_compute_cuda.c, built with CUDA and cuBLAS):
- * GEMMs and attention products with cublasSgemm, the softmax and element-wise passes
- * as device-to-device copies of the same bytes, on a stream of their own; the rank
- * polls the communication while the stream runs. Without cuBLAS, sk_gpu_new fails
- * saying so. */
+ * GEMMs and attention products with cublasGemmEx in BF16 (single-precision
+ * accumulation), the softmax and element-wise passes as device-to-device copies of the
+ * same bytes, on a stream of their own; the rank polls the communication while the
+ * stream runs. Without cuBLAS, sk_gpu_new fails saying so. sk_gpu_name: the device's
+ * name as CUDA reports it ("" if unknown). */
 typedef struct sk_gpu sk_gpu;
 gboolean sk_gpu_available(void);
 sk_gpu *sk_gpu_new(const GArray *kernels, GError **err);
 void sk_gpu_free(sk_gpu *g);
+const char *sk_gpu_name(const sk_gpu *g);
 gboolean sk_gpu_run(sk_gpu *g, const sk_kernel *k, void (*poll)(void *user), void *user, GError **err);
 
 #endif

@@ -120,7 +120,10 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
   if (device < 0 || device >= device_count())
     return cudaErrorInvalidDevice;
   memset(prop, 0, sizeof *prop);
-  g_snprintf(prop->name, sizeof prop->name, "fakegpu %d (host memory, no GPU)", device);
+  /* SPSIM_FAKEGPU_NAME: the name a real GPU would give (for the paths that read it) */
+  const char *as = g_getenv("SPSIM_FAKEGPU_NAME");
+  if (as != NULL) g_snprintf(prop->name, sizeof prop->name, "%s (fakegpu %d)", as, device);
+  else g_snprintf(prop->name, sizeof prop->name, "fakegpu %d (host memory, no GPU)", device);
   return cudaSuccess;
 }
 
@@ -237,6 +240,57 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
   return cudaSuccess;
 }
 
+/* A single-precision GEMM, column-major as cuBLAS. */
+static void sgemm(const fake_gemm *g, const float *a, const float *b, float *c)
+{
+#ifdef SP_HAVE_CBLAS
+  cblas_sgemm(CblasColMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, g->m, g->n, g->k,
+              g->alpha, a, g->lda, b, g->ldb, g->beta, c, g->ldc);
+#else
+  for (int j = 0; j < g->n; j++)
+    for (int i = 0; i < g->m; i++) {
+      float acc = 0;
+      for (int l = 0; l < g->k; l++)
+        acc += (g->ta ? a[l + (size_t)i * g->lda] : a[i + (size_t)l * g->lda]) *
+               (g->tb ? b[j + (size_t)l * g->ldb] : b[l + (size_t)j * g->ldb]);
+      c[i + (size_t)j * g->ldc] = g->alpha * acc + (g->beta != 0 ? g->beta * c[i + (size_t)j * g->ldc] : 0);
+    }
+#endif
+}
+
+/* @p n elements of a column-major operand (leading dimension ld, @p rows rows) widened
+ * from BF16, or (back) rounded to it. */
+static void bf16_span(float *f, uint16_t *h, int rows, int cols, int ld, int back)
+{
+  for (int j = 0; j < cols; j++)
+    for (int i = 0; i < rows; i++) {
+      size_t x = i + (size_t)j * ld;
+      if (back) h[x] = spk_f32_to_half(f[x], 1);
+      else f[x] = spk_half_to_f32(h[x], 1);
+    }
+}
+
+/* A queued GEMM: BF16 ones widened to single precision, multiplied, rounded back
+ * (accumulation in single precision, as CUBLAS_COMPUTE_32F). */
+static void run_gemm(const fake_gemm *g)
+{
+  if (!g->bf16) {
+    sgemm(g, g->a, g->b, g->c);
+    return;
+  }
+  int ar = g->ta ? g->k : g->m, ac = g->ta ? g->m : g->k, br = g->tb ? g->n : g->k, bc = g->tb ? g->k : g->n;
+  float *a = g_new0(float, (size_t)g->lda * ac), *b = g_new0(float, (size_t)g->ldb * bc),
+        *c = g_new0(float, (size_t)g->ldc * g->n);
+  bf16_span(a, (uint16_t *)g->a, ar, ac, g->lda, 0);
+  bf16_span(b, (uint16_t *)g->b, br, bc, g->ldb, 0);
+  bf16_span(c, (uint16_t *)g->c, g->m, g->n, g->ldc, 0);
+  sgemm(g, a, b, c);
+  bf16_span(c, (uint16_t *)g->c, g->m, g->n, g->ldc, 1);
+  g_free(a);
+  g_free(b);
+  g_free(c);
+}
+
 static void run_copy2d(const qop *o)
 {
   unsigned unit = spk_copy_unit((uintptr_t)o->dst, (uintptr_t)o->src, o->rows, o->row_bytes,
@@ -338,23 +392,7 @@ static gboolean progress(struct CUstream_st *s)
     case Q_COPY2D: run_copy2d(o); break;
     case Q_REDUCE: fake_reduce(o->dst, o->src, o->count, o->dtype, o->op); break;
     case Q_SCALE: fake_scale(o->dst, o->count, o->dtype, o->fk, o->ik, o->divide); break;
-    case Q_GEMM: {
-      const fake_gemm *g = &o->gemm;
-#ifdef SP_HAVE_CBLAS
-      cblas_sgemm(CblasColMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, g->m, g->n,
-                  g->k, g->alpha, g->a, g->lda, g->b, g->ldb, g->beta, g->c, g->ldc);
-#else
-      for (int j = 0; j < g->n; j++) /* column-major, as cuBLAS */
-        for (int i = 0; i < g->m; i++) {
-          float acc = 0;
-          for (int l = 0; l < g->k; l++)
-            acc += (g->ta ? g->a[l + (size_t)i * g->lda] : g->a[i + (size_t)l * g->lda]) *
-                   (g->tb ? g->b[j + (size_t)l * g->ldb] : g->b[l + (size_t)j * g->ldb]);
-          g->c[i + (size_t)j * g->ldc] = g->alpha * acc + (g->beta != 0 ? g->beta * g->c[i + (size_t)j * g->ldc] : 0);
-        }
-#endif
-      break;
-    }
+    case Q_GEMM: run_gemm(&o->gemm); break;
     case Q_EVENT:
       o->event->us = g_get_monotonic_time();
       o->event->recorded = 1;

@@ -59,12 +59,15 @@ int fake_is_device(const void *p, size_t bytes);
  */
 void fake_stream_push_group(cudaStream_t stream, ncclComm_t comm, fake_p2p *ops, int n);
 
-/** A single-precision GEMM of cuBLAS (column-major, fakegpu/cublas.c), run when its stream reaches it. */
+/** A GEMM of cuBLAS (column-major, fakegpu/cublas.c), run when its stream reaches it:
+ * single precision, or (bf16) BF16 operands and result with single-precision
+ * accumulation, as cublasGemmEx with CUDA_R_16BF and CUBLAS_COMPUTE_32F. */
 typedef struct {
   int ta, tb, m, n, k, lda, ldb, ldc;
   float alpha, beta;
-  const float *a, *b;
-  float *c;
+  const void *a, *b;
+  void *c;
+  int bf16;
 } fake_gemm;
 void fake_stream_push_gemm(cudaStream_t stream, const fake_gemm *g);
 

@@ -44,8 +44,53 @@ static double num(JsonObject *o, const char *k)
   return json_object_has_member(o, k) ? json_object_get_double_member(o, k) : 0.0;
 }
 
+/* The probe's JSON object into the figures and the GEMM table's CSV. */
 static gboolean parse_probe(const char *out, double *gemm, double *attn, double *attn_bwd, double *membw,
-                            double *lat, double *bw, double *sync, GString *table, GError **err);
+                            double *lat, double *bw, double *sync, GString *table, GError **err)
+{
+  g_autoptr(JsonParser) p = json_parser_new();
+  if (!json_parser_load_from_data(p, out, -1, err)) {
+    g_prefix_error(err, "platform local: the probe's output is not JSON: ");
+    return FALSE;
+  }
+  JsonNode *root = json_parser_get_root(p);
+  JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+  if (o == NULL) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "platform local: the probe wrote no JSON object");
+    return FALSE;
+  }
+  *gemm = num(o, "gemm_flops");
+  *attn = num(o, "attn_flops");
+  *attn_bwd = num(o, "attn_bwd_flops");
+  *membw = num(o, "mem_bw");
+  *lat = num(o, "mpi_latency_s");
+  *bw = num(o, "mpi_bw");
+  *sync = num(o, "sync_s");
+  /* the GEMM table as spsim's --gemm-table CSV (m, n, k, tflops) */
+  JsonArray *rows = json_object_has_member(o, "gemm_table") ? json_object_get_array_member(o, "gemm_table") : NULL;
+  g_string_append_printf(table, "# measured by spsim platform local: single-precision OpenBLAS sgemm, one thread per "
+                         "rank, all ranks at once: each shape's rate per second of processor time (median over ranks) "
+                         "times the share of a core the ranks got (%.4g)\nm,n,k,tflops\n", num(o, "core_share"));
+  for (guint i = 0; rows != NULL && i < json_array_get_length(rows); i++) {
+    JsonArray *r = json_array_get_array_element(rows, i);
+    if (r == NULL || json_array_get_length(r) != 4 || !(json_array_get_double_element(r, 3) > 0)) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "platform local: GEMM table row %u of the probe is malformed", i);
+      return FALSE;
+    }
+    char v[G_ASCII_DTOSTR_BUF_SIZE];
+    g_string_append_printf(table, "%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%s\n",
+                           json_array_get_int_element(r, 0), json_array_get_int_element(r, 1),
+                           json_array_get_int_element(r, 2),
+                           g_ascii_formatd(v, sizeof v, "%.6e", json_array_get_double_element(r, 3) / 1e12));
+  }
+  if (!(*gemm > 0 && *attn > 0 && *attn_bwd > 0 && *membw > 0 && *lat > 0 && *bw > 0 && *sync >= 0) ||
+      rows == NULL) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "platform local: the probe reported a figure that is not above 0: %s",
+                out);
+    return FALSE;
+  }
+  return TRUE;
+}
 
 /* Run the probe (or read its output from @p given, as spsim-run --compare measured it
  * in its own job); fill the figures. */
@@ -98,54 +143,6 @@ static gboolean probe(int np, const char *given, double *gemm, double *attn, dou
     return FALSE;
   }
   return parse_probe(out, gemm, attn, attn_bwd, membw, lat, bw, sync, table, err);
-}
-
-/* The probe's JSON object into the figures and the GEMM table's CSV. */
-static gboolean parse_probe(const char *out, double *gemm, double *attn, double *attn_bwd, double *membw,
-                            double *lat, double *bw, double *sync, GString *table, GError **err)
-{
-  g_autoptr(JsonParser) p = json_parser_new();
-  if (!json_parser_load_from_data(p, out, -1, err)) {
-    g_prefix_error(err, "platform local: the probe's output is not JSON: ");
-    return FALSE;
-  }
-  JsonNode *root = json_parser_get_root(p);
-  JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
-  if (o == NULL) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "platform local: the probe wrote no JSON object");
-    return FALSE;
-  }
-  *gemm = num(o, "gemm_flops");
-  *attn = num(o, "attn_flops");
-  *attn_bwd = num(o, "attn_bwd_flops");
-  *membw = num(o, "mem_bw");
-  *lat = num(o, "mpi_latency_s");
-  *bw = num(o, "mpi_bw");
-  *sync = num(o, "sync_s");
-  /* the GEMM table as spsim's --gemm-table CSV (m, n, k, tflops) */
-  JsonArray *rows = json_object_has_member(o, "gemm_table") ? json_object_get_array_member(o, "gemm_table") : NULL;
-  g_string_append_printf(table, "# measured by spsim platform local: single-precision OpenBLAS sgemm, one thread per "
-                         "rank, all ranks at once: each shape's rate per second of processor time (median over ranks) "
-                         "times the share of a core the ranks got (%.4g)\nm,n,k,tflops\n", num(o, "core_share"));
-  for (guint i = 0; rows != NULL && i < json_array_get_length(rows); i++) {
-    JsonArray *r = json_array_get_array_element(rows, i);
-    if (r == NULL || json_array_get_length(r) != 4 || !(json_array_get_double_element(r, 3) > 0)) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "platform local: GEMM table row %u of the probe is malformed", i);
-      return FALSE;
-    }
-    char v[G_ASCII_DTOSTR_BUF_SIZE];
-    g_string_append_printf(table, "%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%s\n",
-                           json_array_get_int_element(r, 0), json_array_get_int_element(r, 1),
-                           json_array_get_int_element(r, 2),
-                           g_ascii_formatd(v, sizeof v, "%.6e", json_array_get_double_element(r, 3) / 1e12));
-  }
-  if (!(*gemm > 0 && *attn > 0 && *attn_bwd > 0 && *membw > 0 && *lat > 0 && *bw > 0 && *sync >= 0) ||
-      rows == NULL) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "platform local: the probe reported a figure that is not above 0: %s",
-                out);
-    return FALSE;
-  }
-  return TRUE;
 }
 
 int sp_cmd_platform_local(int argc, char **argv)

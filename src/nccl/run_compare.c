@@ -107,43 +107,6 @@ static void remove_dir(const char *dir)
 }
 
 static int compare_on(runner *r, const char *platform, const char *spsim, const char *model, const char *layout,
-                      const double *exposed, const double *busy, double step_s);
-
-int step_compare(runner *r, const char *platform, const char *probe_json, const char *model, const char *layout,
-                 const double *exposed, const double *busy, double step_s)
-{
-  g_autofree char *spsim = find_spsim();
-  if (spsim == NULL) {
-    fprintf(stderr, "spsim-run: --compare: spsim not found beside spsim-run nor on PATH; build it (./build.sh) "
-            "or add it to PATH\n");
-    return EXIT_USAGE;
-  }
-  if (platform != NULL)
-    return compare_on(r, platform, spsim, model, layout, exposed, busy, step_s);
-  if (probe_json == NULL) {
-    fprintf(stderr, "spsim-run: --compare needs --platform FILE here: without it the platform of this machine "
-            "is measured in the job, on the CPU and between 2 ranks or more (not with one rank nor --device "
-            "cuda); write one with `spsim platform local -np 2 -o local.xml` (or `spsim platform dgx` for "
-            "GPUs), then add --platform local.xml\n");
-    return EXIT_USAGE;
-  }
-  GError *err = NULL;
-  g_autofree char *dir = g_dir_make_tmp("spsim-run-XXXXXX", &err);
-  if (dir == NULL) {
-    fprintf(stderr, "spsim-run: --compare: %s\n", err->message);
-    g_error_free(err);
-    return EXIT_USAGE;
-  }
-  printf("compare: the platform of this machine measured in this job (spsim platform local's probe; "
-         "--platform FILE reuses one)\n");
-  fflush(stdout);
-  g_autofree char *xml = local_platform(spsim, dir, probe_json, r->w->world);
-  int rc = xml ? compare_on(r, xml, spsim, model, layout, exposed, busy, step_s) : EXIT_USAGE;
-  remove_dir(dir);
-  return rc;
-}
-
-static int compare_on(runner *r, const char *platform, const char *spsim, const char *model, const char *layout,
                       const double *exposed, const double *busy, double step_s)
 {
   const run_config *cfg = r->cfg;
@@ -228,4 +191,38 @@ static int compare_on(runner *r, const char *platform, const char *spsim, const 
   }
   printf("compare: step error %+.1f%% (predicted - measured) / measured\n", pct(step_s, ps));
   return 0;
+}
+
+int step_compare(runner *r, const char *platform, const char *probe_json, const char *model, const char *layout,
+                 const double *exposed, const double *busy, double step_s)
+{
+  g_autofree char *spsim = find_spsim();
+  if (spsim == NULL) {
+    fprintf(stderr, "spsim-run: --compare: spsim not found beside spsim-run nor on PATH; build it (./build.sh) "
+            "or add it to PATH\n");
+    return EXIT_USAGE;
+  }
+  if (platform != NULL)
+    return compare_on(r, platform, spsim, model, layout, exposed, busy, step_s);
+  if (probe_json == NULL) {
+    fprintf(stderr, "spsim-run: --compare needs --platform FILE here: without it the platform of this machine "
+            "is measured in the job, on the CPU and between 2 ranks or more (not with one rank nor --device "
+            "cuda); write one with `spsim platform local -np 2 -o local.xml` (or `spsim platform dgx` for "
+            "GPUs), then add --platform local.xml\n");
+    return EXIT_USAGE;
+  }
+  GError *err = NULL;
+  g_autofree char *dir = g_dir_make_tmp("spsim-run-XXXXXX", &err);
+  if (dir == NULL) {
+    fprintf(stderr, "spsim-run: --compare: %s\n", err->message);
+    g_error_free(err);
+    return EXIT_USAGE;
+  }
+  printf("compare: the platform of this machine measured in this job (spsim platform local's probe; "
+         "--platform FILE reuses one)\n");
+  fflush(stdout);
+  g_autofree char *xml = local_platform(spsim, dir, probe_json, r->w->world);
+  int rc = xml ? compare_on(r, xml, spsim, model, layout, exposed, busy, step_s) : EXIT_USAGE;
+  remove_dir(dir);
+  return rc;
 }

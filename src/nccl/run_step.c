@@ -161,33 +161,12 @@ static void print_measured(const sp_stepgraph *g, const double *st, const double
   exposed[SP_COMM_KIND_COUNT + 1] = b.idle;
 }
 
-/* The kernel model's constants for the GPU CUDA names @p name (FALSE for a GPU it has
- * none for): Hopper's for an H100 or H200 (the H200 with its 4.8 TB/s of HBM3e, NVIDIA
- * H200 datasheet), A100's, B200's. */
-static gboolean model_gpu(const char *name, sp_kernel_gpu *g)
-{
-  if (strstr(name, "H100") != NULL || strstr(name, "H200") != NULL || strstr(name, "H800") != NULL) {
-    sp_kernel_gpu_h100(g);
-    if (strstr(name, "H200") != NULL) g->hbm_bw = 4.8e12;
-    return TRUE;
-  }
-  if (strstr(name, "A100") != NULL || strstr(name, "A800") != NULL) {
-    sp_kernel_gpu_a100(g);
-    return TRUE;
-  }
-  if (strstr(name, "B200") != NULL) {
-    sp_kernel_gpu_b200(g);
-    return TRUE;
-  }
-  return FALSE;
-}
-
 /* --device cuda: rank 0's GEMMs and element-wise passes as the kernel model prices them
  * on this GPU, beside what they took. */
 static void print_kernel_model(const char *gpu, const GArray *kernels, const double *kind_s)
 {
   sp_kernel_gpu g;
-  if (!model_gpu(gpu, &g)) {
+  if (!sp_kernel_gpu_for_device(gpu, &g)) {
     printf("measured: no kernel model for the GPU '%s' (H100, H200, A100 and B200 have one)\n", gpu);
     return;
   }

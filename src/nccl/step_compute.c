@@ -332,11 +332,15 @@ double sk_buffers_bytes(const GArray *kernels)
   return 4.0 * ((double)na + nb + nc + 2.0 * nq + 2.0 * nkv + 2.0 * ns + 2.0 * ELEM_FLOATS);
 }
 
-/* Small values, so that products and exponentials stay finite. */
+float sk_fill_value(size_t i)
+{
+  return (float)((i * 2654435761u) % 1000u) * 1e-4f - 0.05f;
+}
+
 static float *filled(size_t n)
 {
   float *p = g_new(float, n);
-  for (size_t i = 0; i < n; i++) p[i] = (float)((i * 2654435761u) % 1000u) * 1e-4f - 0.05f;
+  for (size_t i = 0; i < n; i++) p[i] = sk_fill_value(i);
   return p;
 }
 

@@ -70,12 +70,12 @@ static gboolean alloc(void **p, size_t n, size_t es, const void *fill, cudaStrea
          cuda_ok(cudaMemcpyAsync(*p, fill, n * es, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync", err);
 }
 
-/* Small BF16 values, as the CPU path's (step_compute.c): products stay finite. */
+/* The CPU path's operand values (sk_fill_value), truncated to BF16. */
 static bf16 *filled(size_t n)
 {
   bf16 *p = g_new(bf16, n);
   for (size_t i = 0; i < n; i++) {
-    float f = (float)((i * 2654435761u) % 1000u) * 1e-4f - 0.05f;
+    float f = sk_fill_value(i);
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     p[i] = (bf16)(u >> 16);

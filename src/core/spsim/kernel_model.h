@@ -160,6 +160,12 @@ void sp_kernel_gpu_h100(sp_kernel_gpu *g);
 void sp_kernel_gpu_a100(sp_kernel_gpu *g);
 /** B200 (DGX B200; also GB200 with the platform's peak); sources and assumptions in kernel_model.c. */
 void sp_kernel_gpu_b200(sp_kernel_gpu *g);
+/**
+ * The constants for the GPU a device name names (as CUDA reports it, e.g. "NVIDIA H200"):
+ * Hopper's for an H100, H800 or H200 (the H200 with its own HBM bandwidth), A100's for
+ * an A100 or A800, B200's for a B200. FALSE, @p g untouched, for any other GPU.
+ */
+gboolean sp_kernel_gpu_for_device(const char *name, sp_kernel_gpu *g);
 
 /**
  * Seconds of @p batch GEMMs of M x N x K with @p elem-byte elements into @p t:

@@ -184,6 +184,26 @@ void sp_kernel_gpu_b200(sp_kernel_gpu *g)
                         .fp8_gemm_eff = 0.68 };
 }
 
+/* H200: the H100 SXM's compute with 4.8 TB/s of HBM3e (NVIDIA H200 datasheet). */
+gboolean sp_kernel_gpu_for_device(const char *name, sp_kernel_gpu *g)
+{
+  if (name == NULL) return FALSE;
+  if (strstr(name, "H100") != NULL || strstr(name, "H200") != NULL || strstr(name, "H800") != NULL) {
+    sp_kernel_gpu_h100(g);
+    if (strstr(name, "H200") != NULL) g->hbm_bw = 4.8e12;
+    return TRUE;
+  }
+  if (strstr(name, "A100") != NULL || strstr(name, "A800") != NULL) {
+    sp_kernel_gpu_a100(g);
+    return TRUE;
+  }
+  if (strstr(name, "B200") != NULL) {
+    sp_kernel_gpu_b200(g);
+    return TRUE;
+  }
+  return FALSE;
+}
+
 static const char *const fp8_names[] = { "none", "delayed", "tensorwise", "blockwise" };
 
 const char *sp_fp8_recipe_name(sp_fp8_recipe r)

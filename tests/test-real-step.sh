@@ -64,7 +64,7 @@ expect() {
   else ok "$1"; fi
 }
 
-echo "1..26"
+echo "1..28"
 
 # 1-12: layouts on 2 and 4 ranks, counts by hand
 pass 2 tp=2 30 0
@@ -171,3 +171,9 @@ if [ $have_sim = yes ]; then
 else
   for lay in tp=2,pp=2 sp=4; do n=$((n + 1)); echo "ok $n # SKIP $lay: spsim (SimGrid) not built"; done
 fi
+
+# 27-28: a size given as 0 is refused, not taken for "not given" (the default)
+mpi 2 --step --model tiny --layout tp=2 --dry-compute --seq 0
+expect "--seq 0: refused" 2 "--seq must be at least 1"
+mpi 2 --step --model tiny --layout tp=2 --dry-compute --micro-batch 0
+expect "--micro-batch 0: refused" 2 "--micro-batch must be at least 1"

@@ -160,8 +160,9 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
                   *transport_s = NULL, *size_s = NULL, *sizes_s = NULL, *chunk_s = NULL, *model_s = NULL,
                   *layout_s = NULL, *moe_s = NULL;
   gboolean step = FALSE;
-  gint64 seq = 0, gbatch = 0;
-  gint mbatch = 0, gpn = 0, gworld = 0;
+  /* the sizes of --step: G_MININT64 / G_MININT when not given (0 is an error, not a default) */
+  gint64 seq = G_MININT64, gbatch = G_MININT64;
+  gint mbatch = G_MININT, gpn = G_MININT, gworld = G_MININT;
   gint64 count = G_MININT64; /* not given */
   gint ranks = 0, root = 0, iters = 20, warmup = 5, die = -1, corrupt = -1, hang = -1;
   double timeout = DEFAULT_TIMEOUT;
@@ -300,8 +301,9 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     return FALSE;
   }
   if (!step) {
-    const char *stray = model_s ? "--model" : layout_s ? "--layout" : seq ? "--seq" : gbatch ? "--global-batch"
-                        : mbatch ? "--micro-batch" : gpn ? "--gpus-per-node" : gworld ? "--world" : NULL;
+    const char *stray = model_s ? "--model" : layout_s ? "--layout" : seq != G_MININT64 ? "--seq"
+                        : gbatch != G_MININT64 ? "--global-batch" : mbatch != G_MININT ? "--micro-batch"
+                        : gpn != G_MININT ? "--gpus-per-node" : gworld != G_MININT ? "--world" : NULL;
     if (stray) {
       g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "%s applies to --step only (e.g. --step --model tiny --layout tp=2)",
                   stray);
@@ -325,10 +327,13 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
                   "--layout tp=2,pp=2)");
       return FALSE;
     }
-    if (seq < 0 || gbatch < 0 || mbatch < 0 || gpn < 0 || gworld < 0) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--%s must be at least 1",
-                  seq < 0 ? "seq" : gbatch < 0 ? "global-batch" : mbatch < 0 ? "micro-batch"
-                  : gpn < 0 ? "gpus-per-node" : "world");
+    /* given sizes are at least 1; those not given take the defaults below */
+    const char *small = seq != G_MININT64 && seq < 1 ? "seq" : gbatch != G_MININT64 && gbatch < 1 ? "global-batch"
+                        : mbatch != G_MININT && mbatch < 1 ? "micro-batch"
+                        : gpn != G_MININT && gpn < 1 ? "gpus-per-node" : gworld != G_MININT && gworld < 1 ? "world"
+                        : NULL;
+    if (small) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--%s must be at least 1", small);
       return FALSE;
     }
     cfg->step = TRUE;
@@ -336,11 +341,11 @@ static gboolean parse_args(int argc, char **argv, run_config *cfg, GError **err)
     cfg->layout = g_intern_string(layout_s);
     /* small by default: the step runs for real, on a CPU too (the tiny model's step at
      * 8192 x 1024 is 1.8e14 FLOP a rank, about an hour of one core) */
-    cfg->seq = seq ? seq : 256;
-    cfg->global_batch = gbatch ? gbatch : 8;
-    cfg->micro_batch = mbatch;
-    cfg->gpus_per_node = gpn;
-    cfg->world = gworld;
+    cfg->seq = seq != G_MININT64 ? seq : 256;
+    cfg->global_batch = gbatch != G_MININT64 ? gbatch : 8;
+    cfg->micro_batch = mbatch != G_MININT ? mbatch : 0;
+    cfg->gpus_per_node = gpn != G_MININT ? gpn : 0;
+    cfg->world = gworld != G_MININT ? gworld : 0;
     cfg->dry_compute = dry;
     cfg->device_cuda = g_strcmp0(device_s, "cuda") == 0;
     cfg->trace = trace_s ? g_intern_string(trace_s) : NULL;

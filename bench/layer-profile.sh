@@ -13,6 +13,12 @@
 #   commit a976740): one GPT layer, hidden 4096, FFN 16384 (GeLU), 32 heads, sequence
 #   2048, batch 8, te.Linear and te.LayerNorm with TE's causal attention, BF16 ("TE
 #   Unfused + TE Attention") and in FP8 with delayed scaling; one GPU, 2 and 4 layers.
+# - H100, measured (not published): bench/gpu/torch-layer.py --warm 20 on one NVIDIA
+#   H100 80GB HBM3 (SXM, 700 W), bench/gpu/h100-layer-warm.csv: the same GPT layer in
+#   plain PyTorch with PyTorch's FlashAttention-2 backend, and a Llama 3 8B block as
+#   torchtitan writes it without torch.compile (eager element-wise ops, FlashAttention-2),
+#   sequence 8192, batch 1 and 2; timed after 20 s of running, at the clocks a training
+#   run holds.
 # Usage: bench/layer-profile.sh [BUILDDIR]   (default _build/release; a few seconds)
 # Prints one row per configuration: name, published ms, spsim ms, error %.
 set -eu
@@ -28,14 +34,16 @@ for L in 24 48; do sed "s/\"layers\": 48/\"layers\": $L/" "$m" >"$tmp/a$L.json";
 for L in 2 4; do
   printf '{"name": "te-gpt", "layers": %d, "hidden": 4096, "heads": 32, "kv_heads": 32, "ffn": 16384, "vocab": 1024, "mlp": "gelu"}\n' \
     "$L" >"$tmp/h$L.json"
+  sed "s/\"layers\": 32/\"layers\": $L/" "$here/bench/validation/models/llama3-8b-torchtitan.json" >"$tmp/l$L.json"
 done
 printf '%-28s %10s %10s %8s\n' configuration "published" "spsim ms" "err %"
-# name, GPU (platform and model prefix), layers L, GPUs, batch, layout, options, published ms
-while read -r name gpu L gpus batch layout opts ms; do
+# name, GPU (platform), model (a: the 22B GPT, h: TE's GPT layer, l: Llama 3 8B as
+# torchtitan runs it), layers L, GPUs, batch, sequence, layout, options, published ms
+while read -r name gpu model L gpus batch seq layout opts ms; do
   [ "$opts" = - ] && opts=""
   for k in 1 2; do
     # shellcheck disable=SC2086
-    "$bin" "$tmp/$gpu.xml" --model "$tmp/$(echo "$gpu" | cut -c1)$((k * L)).json" --seq 2048 --global-batch "$batch" \
+    "$bin" "$tmp/$gpu.xml" --model "$tmp/$model$((k * L)).json" --seq "$seq" --global-batch "$batch" \
       --gpus "$gpus" --gpu-mem 65536 --layout "$layout,pp=1,dp=1,zero=0,mb=$batch" $opts --json "$tmp/r$k.json" \
       >/dev/null 2>&1 || { echo "layer-profile.sh: spsim failed on $name" >&2; exit 1; }
   done
@@ -46,11 +54,14 @@ while read -r name gpu L gpus batch layout opts ms; do
             b = val(r2, "step_s") - val(r2, "optimizer_s")
             t = (b - a) / L * 1000; printf "%-28s %10.3f %10.2f %+8.1f\n", name, ms, t, (t - ms) / ms * 100 }' </dev/null
 done <<'T'
-a100-22b-none a100 24 8 4 tp=8,tpsp=0,ckpt=none --attention=unfused 19.6
-a100-22b-sequence-parallel a100 24 8 4 tp=8,tpsp=1,ckpt=none --attention=unfused 19.0
-a100-22b-full-recompute a100 24 8 4 tp=8,tpsp=0,ckpt=full --attention=unfused 27.2
-a100-22b-selective a100 24 8 4 tp=8,tpsp=0,ckpt=selective --attention=unfused 20.9
-a100-22b-selective+sp a100 24 8 4 tp=8,tpsp=1,ckpt=selective --attention=unfused 20.3
-h100-te-gpt-bf16 h100 2 1 8 tp=1,ckpt=none - 35.709
-h100-te-gpt-fp8 h100 2 1 8 tp=1,ckpt=none --fp8=delayed 23.406
+a100-22b-none a100 a 24 8 4 2048 tp=8,tpsp=0,ckpt=none --attention=unfused 19.6
+a100-22b-sequence-parallel a100 a 24 8 4 2048 tp=8,tpsp=1,ckpt=none --attention=unfused 19.0
+a100-22b-full-recompute a100 a 24 8 4 2048 tp=8,tpsp=0,ckpt=full --attention=unfused 27.2
+a100-22b-selective a100 a 24 8 4 2048 tp=8,tpsp=0,ckpt=selective --attention=unfused 20.9
+a100-22b-selective+sp a100 a 24 8 4 2048 tp=8,tpsp=1,ckpt=selective --attention=unfused 20.3
+h100-te-gpt-bf16 h100 h 2 1 8 2048 tp=1,ckpt=none - 35.709
+h100-te-gpt-fp8 h100 h 2 1 8 2048 tp=1,ckpt=none --fp8=delayed 23.406
+h100-torch-gpt-flash2 h100 h 2 1 8 2048 tp=1,ckpt=none --attention=flash2 35.028
+h100-torch-llama3-8b-b1 h100 l 2 1 1 8192 tp=1,ckpt=none --attention=flash2 29.461
+h100-torch-llama3-8b-b2 h100 l 2 1 2 8192 tp=1,ckpt=none --attention=flash2 54.815
 T

@@ -113,7 +113,12 @@ gboolean sp_attn_impl_check(sp_attn_impl a, int64_t head_dim, sp_dtype dtype, GE
  *   BabelStream 5.0 CUDA, NVIDIA A100-SXM4-80GB): 0.85. Hopper: Triad 3,314.9 GB/s
  *   (Add 3,301.4) on a GH200 of 4.0 TB/s HBM3 (UoB-HPC/BabelStream issue #194,
  *   BabelStream 5.0), 0.83, taken for H100 SXM (the same GH100 die and HBM3 memory
- *   system; no H100 SXM run was found published).
+ *   system; no H100 SXM run was found published). Measured since on an H100 SXM
+ *   (bench/gpu/h100-stream.csv, PyTorch's vectorised copy, scale, add and triad over
+ *   1 GiB): 0.89-0.91. 0.83 is kept: in the training layers measured on the same GPU
+ *   (bench/gpu/h100-layer-warm.csv) the element-wise kernels moved spsim's count of their
+ *   bytes at 0.76 of 3.35 TB/s (eager PyTorch: unvectorised FP32 kernels, strided copies,
+ *   row reductions), so the streaming rate alone would price them 15 % fast.
  * - gemm_eff A100: calibrated on a published per-layer profile. Korthikanti et al. 2022
  *   (arXiv:2205.05198, Table 4) time one layer of a 22B GPT on 8 A100s of Selene with
  *   Megatron-LM: 19.6, 19.0, 27.2, 20.9 and 20.3 ms forward and backward for no

@@ -7,6 +7,8 @@
 #     2 x 1.3 us NVLink ports; NIC 48 GB/s, 2 x 2 us NICs + 0.3 us leaf.
 #   toy: NVLink 100 GB/s and 1 us per port, NIC 10 GB/s and 5 us, leaf 1 us, 10 us per
 #     collective.
+#   h200: the H100's NVLink4 and NICs (NCCL's SM90 rate, 18 links x 20.6 GB/s = 370.8
+#     GB/s point to point), 141 GB of HBM3e at 4.8 TB/s (NVIDIA H200 datasheet).
 bin="${SPSIM_BUILDDIR:-.}/spsim"
 srcdir="${SPSIM_SRCDIR:-.}"
 tmp=$(mktemp -d)
@@ -20,7 +22,7 @@ time_us() { tr '{' '\n' <"$1" | awk '/"bytes"/ && /"time_us"/ { t = $0; sub(/.*"
 near() { time_us "$1" | awk -v w="$2" '{ k++; d = $1 - w; if (d < 0) d = -d; if (d > 0.001 * w) bad++ } END { exit (bad > 0 || k != 1) }'; }
 # bench PLATFORM COLL RANKS OUT [extra]: one 1 GiB row as JSON
 bench() { p=$1 c=$2 r=$3 o=$4; shift 4; "$bin" bench "$p" --coll "$c" --ranks "$r" --sizes 1G --json "$@" >"$o" 2>"$tmp/err"; }
-echo "1..12"
+echo "1..15"
 
 # 1: b200 preset: DGX B200 datasheet figures (2.25 PFLOP/s dense BF16, 180 GB counted in
 # GiB, 8 TB/s HBM3e, NVLink 5 900 GB/s per direction), 8 GPUs, NVLink SHARP
@@ -118,3 +120,29 @@ for a in "--oversubscription 1,4" "--pod-sus 0" "--pod-sus -2" "--oversubscripti
      ! grep -q "^spsim: platform: .*$opt" "$tmp/err"; then bad=1; echo "# $a: $(cat "$tmp/err")"; fi
 done
 if [ $bad = 0 ]; then ok "invalid --pod-sus and tier ratios refused"; else nok "invalid tiers accepted"; fi
+
+# 13: h200 preset: NVIDIA H200 datasheet figures (989.4 TFLOP/s dense BF16 as the H100,
+#    141 GB counted in GiB = 151397597184 bytes, 4.8 TB/s HBM3e), the H100's NVLink4 (450
+#    GB/s effective per direction), NICs (48 GB/s) and NVLink SHARP
+"$bin" platform dgx --nodes 1 --gpu h200 -o "$tmp/h2.xml" 2>"$tmp/err"
+if grep -q 'id="node000-gpu7" speed="989.4Tf"><prop id="gpu" value="H200-SXM-141GB"/><prop id="gpu_mem" value="151397597184"/><prop id="hbm_bw" value="4800000000000"/>' "$tmp/h2.xml" \
+   && grep -q 'id="node000-nvl0" bandwidth="450GBps"' "$tmp/h2.xml" && grep -q 'id="node000-nic7" bandwidth="48GBps"' "$tmp/h2.xml" \
+   && grep -q '<prop id="nvls" value="1"/>' "$tmp/h2.xml" && [ "$(grep -c '<host ' "$tmp/h2.xml")" -eq 8 ]
+then ok "h200 preset: datasheet peak, memory and HBM, the H100's NVLink and NICs"; else nok "h200 preset: $(cat "$tmp/err")"; fi
+# 14: h200 send-recv of 1 GiB inside the node, as on the H100: 8.4 + 2.6 us + 2^30 / 370.8e9 s
+#    = 2906.744 us
+if bench "$tmp/h2.xml" send-recv 2 "$tmp/h2.json" && near "$tmp/h2.json" 2906.744; then ok "h200 send-recv at NCCL's NVLink4 rate"
+else nok "h200 send-recv: $(cat "$tmp/err") $(time_us "$tmp/h2.json")"; fi
+# 15: the what-if takes the H200's memory and HBM: llama3-8b, dp=8, zero=1, no recomputation,
+#    s 8192 needs more than the H100's 80 GiB x 0.92 usable and less than the H200's 141 x
+#    0.92 = 129.7 GiB, so it fits on h200 only, and the element-wise kernels stream at 0.83 of
+#    4.8 TB/s (3.984e12 B/s)
+"$bin" platform dgx --nodes 1 -o "$tmp/h1.xml" 2>"$tmp/err"
+w() { "$bin" "$1" --model llama3-8b --layout tp=1,pp=1,dp=8,zero=1,ckpt=none,mb=1 --seq 8192 --global-batch 64 --json "$2" >/dev/null 2>>"$tmp/err"; }
+w "$tmp/h1.xml" "$tmp/w1.json" # exits 1: the layout does not fit (it is still priced)
+: >"$tmp/err"
+w "$tmp/h2.xml" "$tmp/w2.json"
+if grep -q '"fits": *false' "$tmp/w1.json" && grep -q '"fits": *true' "$tmp/w2.json" \
+   && grep -Eq '"hbm_streamed_bw": *(3984000000000|3\.984e\+12)[,}]' "$tmp/w2.json" && grep -q '"gpu_mem_bytes": *151397597184' "$tmp/w2.json"
+then ok "what-if on h200: its 141 GiB fit what 80 GiB cannot, its HBM streams at 0.83 of 4.8 TB/s"
+else nok "what-if on h200: $(cat "$tmp/err")"; fi

@@ -1,4 +1,4 @@
-/* spsim platform dgx --nodes N [--gpu h100|a100|h100-hbm2e|b200|gb200|toy] [--gpus-per-node 8] [--charge-local]
+/* spsim platform dgx --nodes N [--gpu h100|a100|h100-hbm2e|h200|b200|gb200|toy] [--gpus-per-node 8] [--charge-local]
  *                    [--nvlink-bw GBPS] [--nic-bw GBPS] [--su-nodes N] [--oversubscription R[,C]]
  *                    [--nvlink-domain G] [--nics-per-node K] [--pod-sus N] [--mix KIND:N,...] [--zones node|su|auto] [-o FILE]:
  * write a calibrated platform XML (stdout by default). */
@@ -55,12 +55,12 @@ int sp_cmd_platform(int argc, char **argv)
   g_autofree char *gpu = NULL, *out = NULL, *mix = NULL, *zones = NULL;
   GOptionEntry entries[] = {
     { "nodes", 'n', 0, G_OPTION_ARG_INT, &nodes, "number of nodes (required without --mix, >= 1)", "N" },
-    { "gpu", 0, 0, G_OPTION_ARG_STRING, &gpu, "GPU preset: h100 (default), a100, h100-hbm2e (96 GB HBM2e at 2.4 TB/s), b200 (DGX B200), gb200 (GB200 NVL72: trays of 4 GPUs, 72 per NVLink domain), toy", "KIND" },
+    { "gpu", 0, 0, G_OPTION_ARG_STRING, &gpu, "GPU preset: h100 (default), a100, h100-hbm2e (96 GB HBM2e at 2.4 TB/s), h200 (DGX H200: 141 GB HBM3e at 4.8 TB/s), b200 (DGX B200), gb200 (GB200 NVL72: trays of 4 GPUs, 72 per NVLink domain), toy", "KIND" },
     { "mix", 0, 0, G_OPTION_ARG_STRING, &mix, "mixed cluster: nodes of each preset in order, e.g. h100:2,a100:2 (--nodes: absent or their sum; not with --gpu). Each node has its own preset's GPUs, NVLink and NICs; the fabric is shared. Presets must have the same GPUs per node (gb200 cannot be mixed)", "KIND:N,..." },
     { "gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpn, "GPUs per node (default 8; gb200: 4, a compute tray)", "G" },
     { "charge-local", 0, 0, G_OPTION_ARG_NONE, &charge,
       "add mem_bw (HBM bandwidth) so local steps are charged (off: NCCL fuses reductions)", NULL },
-    { "nvlink-bw", 0, 0, G_OPTION_ARG_STRING, &nvl_s, "NVLink bandwidth per GPU and direction in GB/s, effective (default: the preset's: H100 450, A100 270, B200/GB200 900)", "GBPS" },
+    { "nvlink-bw", 0, 0, G_OPTION_ARG_STRING, &nvl_s, "NVLink bandwidth per GPU and direction in GB/s, effective (default: the preset's: H100/H200 450, A100 270, B200/GB200 900)", "GBPS" },
     { "nic-bw", 0, 0, G_OPTION_ARG_STRING, &nic_s, "NIC bandwidth per GPU and direction in GB/s, effective (default: the preset's)", "GBPS" },
     { "su-nodes", 0, 0, G_OPTION_ARG_INT, &su_nodes, "nodes per scalable unit, one leaf level each (default 32, as DGX SuperPOD)", "N" },
     { "oversubscription", 0, 0, G_OPTION_ARG_STRING, &oversub_s, "leaf-to-spine oversubscription R (or R:1): an SU's uplink carries its NICs' sum / R (default 1: full bisection); R,C (e.g. 2:1,4:1) also sets the spine-to-core ratio C of --pod-sus pods", "R[,C]" },

@@ -74,6 +74,21 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
     .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
     .coll_lat = 8.4e-6, .nvls = TRUE, .node_gpus = 4, .nvl_domain = 72, .su_nodes = 144,
   },
+  /* DGX H200 (NVIDIA H200 Tensor Core GPU datasheet; NVIDIA DGX H200 datasheet): the
+   * H100 SXM's compute (GH100, 989.4 TFLOP/s dense BF16: 1,979 with sparsity, halved)
+   * with 141 GB of HBM3e at 4.8 TB/s (counted in GiB as the H100's 80 GB); the DGX H100's
+   * NVLink4 (900 GB/s bidirectional per GPU, 4 NVSwitches, NVLink SHARP) and 8 single-port
+   * ConnectX-7 400 Gb/s NICs. Effective NVLink and NIC bandwidths and every latency are
+   * the H100 preset's: the same links, switches and NICs. The kernel model prices its
+   * GEMMs with the H100 constants, which were fitted on an H200 (bench/gpu/h200-gemm.csv). */
+  [SP_GPU_H200] = {
+    .key = "h200", .model = "H200-SXM-141GB",
+    .flops = 989.4e12, .gpu_mem = 151397597184.0, .mem_bw = 4.8e12,
+    .nvl_bw = 450e9, .nvl_lat = 1.3e-6,
+    .nic_bw = 48e9, .nic_lat = 2.0e-6,
+    .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
+    .coll_lat = 8.4e-6, .nvls = TRUE, .node_gpus = 8,
+  },
   [SP_GPU_TOY] = {
     .key = "toy", .model = "toy-gpu",
     .flops = 100e12, .gpu_mem = 17179869184.0, .mem_bw = 1e12,
@@ -159,7 +174,7 @@ gboolean sp_gpu_parse(const char *s, sp_gpu_kind *out, GError **err)
       return TRUE;
     }
   }
-  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown GPU '%s' (expected h100, a100, h100-hbm2e, b200, gb200 or toy)",
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "unknown GPU '%s' (expected h100, a100, h100-hbm2e, h200, b200, gb200 or toy)",
               s ? s : "(null)");
   return FALSE;
 }
@@ -226,6 +241,9 @@ static char *domain_notes(const sp_platform_opts *o, const geom *m, gboolean fol
   if (o->gpu == SP_GPU_B200 || o->gpu == SP_GPU_GB200)
     g_string_append(t, "  * Preset b200/gb200: NVLink and NIC bandwidths derived from the line rates\n"
                        "    with the H100 preset's measured fractions, not measured on this GPU.\n");
+  if (o->gpu == SP_GPU_H200)
+    g_string_append(t, "  * Preset h200: NVLink and NIC bandwidths and latencies are the H100 preset's\n"
+                       "    (the same NVLink4, NVSwitch and 400 Gb/s NICs), not measured on this GPU.\n");
   if (m->nodes_per_zone > 1)
     g_string_append_printf(t,
         "  * NVLink domain of %d GPUs = %d nodes of %d: each %s nodeN (hosts\n"

@@ -84,6 +84,7 @@ typedef enum {
   SP_GPU_H100_HBM2E, /**< Grand Teton H100: 96 GB HBM2e at 2.4 TB/s, NVLink4, 400 Gb/s per GPU */
   SP_GPU_B200,     /**< DGX B200: B200 180 GB HBM3e, NVLink5, 8 x 400 Gb/s NDR NICs */
   SP_GPU_GB200,    /**< DGX GB200 NVL72: compute trays of 4 GB200 GPUs, 72 in one NVLink domain */
+  SP_GPU_H200,     /**< DGX H200: H200 SXM 141 GB HBM3e at 4.8 TB/s, NVLink4, 8 x 400 Gb/s NDR NICs */
   SP_GPU_COUNT
 } sp_gpu_kind;
 
@@ -163,7 +164,7 @@ typedef struct {
 /** Defaults: 1 node of 8 H100. */
 void sp_platform_opts_init(sp_platform_opts *opts);
 
-/** Parse a preset name ("h100", "a100", "h100-hbm2e", "b200", "gb200", "toy", case-insensitive). */
+/** Parse a preset name ("h100", "a100", "h100-hbm2e", "h200", "b200", "gb200", "toy", case-insensitive). */
 gboolean sp_gpu_parse(const char *s, sp_gpu_kind *out, GError **err);
 
 /**

@@ -26,10 +26,15 @@ echo "1..15"
 
 # 1: b200 preset: DGX B200 datasheet figures (2.25 PFLOP/s dense BF16, 180 GB counted in
 # GiB, 8 TB/s HBM3e, NVLink 5 900 GB/s per direction), 8 GPUs, NVLink SHARP
-"$bin" platform dgx --nodes 1 --gpu b200 -o "$tmp/b.xml" 2>"$tmp/err"
-if grep -q 'id="node000-gpu7" speed="2250Tf"><prop id="gpu" value="B200-SXM-180GB"/><prop id="gpu_mem" value="193273528320"/><prop id="hbm_bw" value="8000000000000"/>' "$tmp/b.xml" \
-   && grep -q 'id="node000-nvl0" bandwidth="900GBps"' "$tmp/b.xml" && grep -q 'id="node000-nic7" bandwidth="48GBps"' "$tmp/b.xml" \
-   && grep -q '<prop id="nvls" value="1"/>' "$tmp/b.xml" && [ "$(grep -c '<host ' "$tmp/b.xml")" -eq 8 ]
+# preset KIND FILE SPEED MODEL MEM HBM NVLINK: one DGX node of the preset, its last GPU's
+# speed, model, memory and HBM bandwidth, NVLink and NIC (48 GB/s) bandwidths, NVLink SHARP
+preset() {
+  "$bin" platform dgx --nodes 1 --gpu "$1" -o "$2" 2>"$tmp/err" &&
+    grep -q "id=\"node000-gpu7\" speed=\"$3\"><prop id=\"gpu\" value=\"$4\"/><prop id=\"gpu_mem\" value=\"$5\"/><prop id=\"hbm_bw\" value=\"$6\"/>" "$2" &&
+    grep -q "id=\"node000-nvl0\" bandwidth=\"$7\"" "$2" && grep -q 'id="node000-nic7" bandwidth="48GBps"' "$2" &&
+    grep -q '<prop id="nvls" value="1"/>' "$2" && [ "$(grep -c '<host ' "$2")" -eq 8 ]
+}
+if preset b200 "$tmp/b.xml" 2250Tf B200-SXM-180GB 193273528320 8000000000000 900GBps
 then ok "b200 preset: datasheet peak, memory, HBM and NVLink 5"; else nok "b200 preset: $(cat "$tmp/err")"; fi
 # 2: b200 send-recv of 1 GiB inside the node: 8.4 + 2.6 us + 2^30 / 721.8e9 s = 1498.589 us
 if bench "$tmp/b.xml" send-recv 2 "$tmp/b.json" && near "$tmp/b.json" 1498.589; then ok "b200 send-recv at NCCL's NVLink 5 rate"
@@ -124,10 +129,7 @@ if [ $bad = 0 ]; then ok "invalid --pod-sus and tier ratios refused"; else nok "
 # 13: h200 preset: NVIDIA H200 datasheet figures (989.4 TFLOP/s dense BF16 as the H100,
 #    141 GB counted in GiB = 151397597184 bytes, 4.8 TB/s HBM3e), the H100's NVLink4 (450
 #    GB/s effective per direction), NICs (48 GB/s) and NVLink SHARP
-"$bin" platform dgx --nodes 1 --gpu h200 -o "$tmp/h2.xml" 2>"$tmp/err"
-if grep -q 'id="node000-gpu7" speed="989.4Tf"><prop id="gpu" value="H200-SXM-141GB"/><prop id="gpu_mem" value="151397597184"/><prop id="hbm_bw" value="4800000000000"/>' "$tmp/h2.xml" \
-   && grep -q 'id="node000-nvl0" bandwidth="450GBps"' "$tmp/h2.xml" && grep -q 'id="node000-nic7" bandwidth="48GBps"' "$tmp/h2.xml" \
-   && grep -q '<prop id="nvls" value="1"/>' "$tmp/h2.xml" && [ "$(grep -c '<host ' "$tmp/h2.xml")" -eq 8 ]
+if preset h200 "$tmp/h2.xml" 989.4Tf H200-SXM-141GB 151397597184 4800000000000 450GBps
 then ok "h200 preset: datasheet peak, memory and HBM, the H100's NVLink and NICs"; else nok "h200 preset: $(cat "$tmp/err")"; fi
 # 14: h200 send-recv of 1 GiB inside the node, as on the H100: 8.4 + 2.6 us + 2^30 / 370.8e9 s
 #    = 2906.744 us

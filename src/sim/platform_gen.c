@@ -9,14 +9,18 @@
 
 /* Calibrated presets. Bandwidths are effective per direction (what SimGrid's
  * CM02 model shares), latencies per traversal; see docs/calibration.md. */
+
+/* The DGX H100 node's NVLink4, NVSwitches, eight 400 Gb/s NICs and fabric latencies, as
+ * calibrated (docs/calibration.md); the Hopper presets that share them use them all. */
+#define DGX_H100_NODE                                                                          \
+  .nvl_bw = 450e9, .nvl_lat = 1.3e-6, .nic_bw = 48e9, .nic_lat = 2.0e-6, .leaf_lat = 0.3e-6,   \
+  .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6, .coll_lat = 8.4e-6, .nvls = TRUE, .node_gpus = 8
+
 static const sp_gpu_spec specs[SP_GPU_COUNT] = {
   [SP_GPU_H100] = {
     .key = "h100", .model = "H100-SXM5-80GB",
     .flops = 989.4e12, .gpu_mem = 85899345920.0, .mem_bw = 3.35e12,
-    .nvl_bw = 450e9, .nvl_lat = 1.3e-6,
-    .nic_bw = 48e9, .nic_lat = 2.0e-6,
-    .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
-    .coll_lat = 8.4e-6, .nvls = TRUE, .node_gpus = 8,
+    DGX_H100_NODE,
   },
   [SP_GPU_A100] = {
     .key = "a100", .model = "A100-SXM4-80GB",
@@ -34,10 +38,7 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
   [SP_GPU_H100_HBM2E] = {
     .key = "h100-hbm2e", .model = "H100-96GB-HBM2e",
     .flops = 989.4e12, .gpu_mem = 103079215104.0, .mem_bw = 2.4e12,
-    .nvl_bw = 450e9, .nvl_lat = 1.3e-6,
-    .nic_bw = 48e9, .nic_lat = 2.0e-6,
-    .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
-    .coll_lat = 8.4e-6, .nvls = TRUE, .node_gpus = 8,
+    DGX_H100_NODE,
   },
   /* DGX B200 (NVIDIA DGX B200 datasheet and user guide, "Introduction to NVIDIA DGX
    * B200 Systems"): 8 B200 with 1,440 GB of HBM3e in all (180 GB each, counted in
@@ -84,10 +85,7 @@ static const sp_gpu_spec specs[SP_GPU_COUNT] = {
   [SP_GPU_H200] = {
     .key = "h200", .model = "H200-SXM-141GB",
     .flops = 989.4e12, .gpu_mem = 151397597184.0, .mem_bw = 4.8e12,
-    .nvl_bw = 450e9, .nvl_lat = 1.3e-6,
-    .nic_bw = 48e9, .nic_lat = 2.0e-6,
-    .leaf_lat = 0.3e-6, .spine_lat = 0.3e-6, .su_up_lat = 0.1e-6,
-    .coll_lat = 8.4e-6, .nvls = TRUE, .node_gpus = 8,
+    DGX_H100_NODE,
   },
   [SP_GPU_TOY] = {
     .key = "toy", .model = "toy-gpu",

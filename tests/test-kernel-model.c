@@ -263,10 +263,58 @@ static void test_table(void)
   /* nothing near 64 x 8192 x 8192: an error naming the shape */
   g_assert_false(sp_kernel_gemm_time(&g, 1, 64, 8192, 8192, 2, &s, &err));
   g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
-  g_assert_nonnull(strstr(err->message, "no shape near 64 x 8192 x 8192 (nearest: 1024 x 8192 x 8192)"));
+  g_assert_nonnull(strstr(err->message, "no 16-bit shape near 64 x 8192 x 8192 (nearest: 1024 x 8192 x 8192)"));
   g_clear_error(&err);
+  /* the table has no FP8 rows: FP8 GEMMs keep the model (H100: 0.68 of 2 x 989.4 TFLOP/s) */
+  sp_kernel_gpu g8, m8;
+  g_assert_true(sp_kernel_gpu_fp8(&g, &g8, &err));
+  sp_kernel_gpu plain = g;
+  plain.table = NULL;
+  g_assert_true(sp_kernel_gpu_fp8(&plain, &m8, &err));
+  double s8 = 0, m8s = 0;
+  g_assert_true(sp_kernel_gemm_time(&g8, 1, 8192, 8192, 8192, 1, &s8, &err));
+  g_assert_true(sp_kernel_gemm_time(&m8, 1, 8192, 8192, 8192, 1, &m8s, &err));
+  g_assert_cmpfloat(s8, ==, m8s);
   sp_gemm_table_free(t);
   g_unlink(csv);
+
+  /* FP8 rows (dtype fp8 or e4m3) price the FP8 GEMMs, 16-bit rows the 16-bit ones; two
+   * CSV tables concatenated (the second header is skipped) load as one */
+  g_autofree char *both = write_tmp("m,n,k,dtype,seconds,tflops\n8192,8192,8192,bf16,1.6e-3,700\n"
+                                    "m,n,k,dtype,seconds,tflops\n8192,8192,8192,fp8,1.0e-3,1100\n"
+                                    "2048,8192,8192,e4m3,3e-4,900\n");
+  t = sp_gemm_table_load(both, &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(sp_gemm_table_len(t), ==, 3);
+  g_assert_true(sp_gemm_table_has(t, TRUE) && sp_gemm_table_has(t, FALSE));
+  g.table = t;
+  g_assert_true(sp_kernel_gpu_fp8(&g, &g8, &err));
+  g_assert_true(sp_kernel_gemm_time(&g8, 1, 6144, 6144, 6144, 1, &s, &err));
+  g_assert_cmpfloat_with_epsilon(s, 2.0 * 6144 * 6144 * 6144 / 1100e12 + 4e-6, 1e-12);
+  g_assert_true(sp_kernel_gemm_time(&g8, 1, 2048, 8192, 8192, 1, &s, &err));
+  g_assert_cmpfloat_with_epsilon(s, 2.0 * 2048 * 8192 * 8192 / 900e12 + 4e-6, 1e-12);
+  g_assert_true(sp_kernel_gemm_time(&g, 1, 6144, 6144, 6144, 2, &s, &err));
+  g_assert_cmpfloat_with_epsilon(s, 2.0 * 6144 * 6144 * 6144 / 700e12 + 4e-6, 1e-12);
+  /* only 16-bit rows near 2048 x 8192 x 8192: a 16-bit GEMM of that shape is an error */
+  g_assert_false(sp_kernel_gemm_time(&g, 1, 2048, 8192, 8192, 2, &s, &err));
+  g_assert_nonnull(strstr(err->message, "no 16-bit shape near 2048 x 8192 x 8192 (nearest: 8192 x 8192 x 8192)"));
+  g_clear_error(&err);
+  sp_gemm_table_free(t);
+  g_unlink(both);
+
+  /* a table of FP8 rows only: 16-bit GEMMs keep the model */
+  g_autofree char *only8 = write_tmp("[{\"m\": 8192, \"n\": 8192, \"k\": 8192, \"tflops\": 1100, \"dtype\": \"fp8\"}]");
+  t = sp_gemm_table_load(only8, &err);
+  g_assert_no_error(err);
+  g_assert_false(sp_gemm_table_has(t, FALSE));
+  g.table = t;
+  double model16 = 0;
+  g_assert_true(sp_kernel_gemm_time(&plain, 1, 8192, 8192, 8192, 2, &model16, &err));
+  g_assert_true(sp_kernel_gemm_time(&g, 1, 8192, 8192, 8192, 2, &s, &err));
+  g_assert_cmpfloat(s, ==, model16);
+  g.table = NULL;
+  sp_gemm_table_free(t);
+  g_unlink(only8);
 
   g_autofree char *json = write_tmp("[{\"m\": 4096, \"n\": 4096, \"k\": 4096, \"tflops\": 650.5}]");
   t = sp_gemm_table_load(json, &err);
@@ -276,7 +324,9 @@ static void test_table(void)
   g_unlink(json);
 
   const char *bad[] = { "m,n,tflops\n1,2,3\n", "m,n,k,tflops\n1,2,x,4\n", "m,n,k,tflops\n1,2,3,-4\n",
-                        "m,n,k,tflops\n", "[{\"m\": 1}]", "[1, 2", "m,n,k,tflops,dtype\n1,2,3,4,f32\n" };
+                        "m,n,k,tflops\n", "[{\"m\": 1}]", "[1, 2", "m,n,k,tflops,dtype\n1,2,3,4,f32\n",
+                        "[{\"m\": 1, \"n\": 2, \"k\": 3, \"tflops\": 4, \"dtype\": \"int8\"}]",
+                        "[{\"m\": 1, \"n\": 2, \"k\": 3, \"tflops\": 4, \"dtype\": 8}]" };
   for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
     g_autofree char *p = write_tmp(bad[i]);
     g_assert_null(sp_gemm_table_load(p, &err));

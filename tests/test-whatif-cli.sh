@@ -219,7 +219,7 @@ if awk -v f="$(step_of "$tmp/fl.json")" -v u="$(step_of "$tmp/un.json")" 'BEGIN 
 then ok "--attention unfused costs more than flash"; else nok "--attention: $(step_of "$tmp/fl.json") vs $(step_of "$tmp/un.json")"; fi
 expect_fail "--attention sdpa" "--attention: attention must be flash (or fused), flash2, triton or unfused (got 'sdpa')" "$tmp/p.xml" $A --attention sdpa
 printf 'm,n,k,tflops\n64,64,64,100\n' >"$tmp/gemm.csv"
-expect_fail "--gemm-table without a near shape" "GEMM table '.*gemm.csv' has no shape near" \
+expect_fail "--gemm-table without a near shape" "GEMM table '.*gemm.csv' has no 16-bit shape near" \
   "$tmp/p.xml" $A --model llama3-8b --layout tp=8,dp=4 --gemm-table "$tmp/gemm.csv"
 expect_fail "--gemm-table that is not a table" "the CSV header must name the columns m, n, k and tflops" \
   "$tmp/p.xml" $A --model llama3-8b --gemm-table "$tmp/p.xml"

@@ -143,13 +143,15 @@ typedef struct {
   double attn2_bwd_eff;  /**< FlashAttention-2-generation backward (0: attn_bwd_eff) */
   double launch;         /**< seconds added to every kernel (launch and tail) */
   const sp_gemm_table *table; /**< measured GEMMs, or NULL (not owned) */
+  gboolean table_fp8;    /**< look @p table's FP8 rows up, not its 16-bit ones (sp_kernel_gpu_fp8 sets it) */
   double fp8_peak_ratio; /**< dense FP8 over dense 16-bit tensor-core peak (0: no FP8) */
   double fp8_gemm_eff;   /**< fraction of the FP8 peak of a full wave of full FP8 tiles */
 } sp_kernel_gpu;
 
 /**
  * The GPU @p g as its FP8 GEMMs see it, into @p out: peak fp8_peak_ratio x peak_flops at
- * fp8_gemm_eff with no tile cost, no measured (16-bit) table. FALSE with SP_ERROR_INVALID when @p g has no
+ * fp8_gemm_eff with no tile cost, or the FP8 rows of a measured table when it has some
+ * (table_fp8). FALSE with SP_ERROR_INVALID when @p g has no
  * FP8 (fp8_peak_ratio 0).
  */
 gboolean sp_kernel_gpu_fp8(const sp_kernel_gpu *g, sp_kernel_gpu *out, GError **err);
@@ -169,8 +171,9 @@ gboolean sp_kernel_gpu_for_device(const char *name, sp_kernel_gpu *g);
 
 /**
  * Seconds of @p batch GEMMs of M x N x K with @p elem-byte elements into @p t:
- * the model above, or, with a table, the FLOPs at the achieved rate of the
- * nearest measured shape (an error when none is near, see sp_gemm_table_lookup).
+ * the model above, or, with a table that has rows of the GEMM's precision (16-bit, or
+ * FP8 when table_fp8), the FLOPs at the achieved rate of the nearest measured shape (an
+ * error when none is near, see sp_gemm_table_lookup_dtype).
  */
 gboolean sp_kernel_gemm_time(const sp_kernel_gpu *g, double batch, int64_t m, int64_t n, int64_t k, double elem,
                              double *t, GError **err);
@@ -219,8 +222,11 @@ double sp_kernel_linear_cast_bytes(sp_fp8_recipe fp8, int64_t m, int64_t n, int6
 
 /**
  * Load a measured GEMM table: JSON `[{"m":..,"n":..,"k":..,"tflops":..}, ...]`
- * or CSV with a header naming the columns m, n, k, tflops (any order; a dtype
- * column is allowed and must be bf16 or fp16). Every value must be positive.
+ * or CSV with a header naming the columns m, n, k, tflops (any order). An optional
+ * dtype (JSON member or CSV column) says the precision of each row: bf16, fp16 or f16
+ * (16-bit, the default) or fp8 or e4m3 (FP8 operands). Every value must be positive. In
+ * a CSV, a line equal to the header is skipped, so tables concatenated with cat load
+ * as one.
  */
 sp_gemm_table *sp_gemm_table_load(const char *path, GError **err);
 void sp_gemm_table_free(sp_gemm_table *t);
@@ -228,12 +234,17 @@ void sp_gemm_table_free(sp_gemm_table *t);
 guint sp_gemm_table_len(const sp_gemm_table *t);
 
 /**
- * Achieved FLOP/s of an M x N x K GEMM from @p t: that of the row nearest in
- * log-space, when the shape lies within a factor of 2 of it in every dimension;
+ * Achieved FLOP/s of a 16-bit M x N x K GEMM from @p t: that of the 16-bit row nearest
+ * in log-space, when the shape lies within a factor of 2 of it in every dimension;
  * otherwise FALSE with SP_ERROR_INVALID naming the shape and the nearest row.
  */
 gboolean sp_gemm_table_lookup(const sp_gemm_table *t, int64_t m, int64_t n, int64_t k, double *flops,
                               GError **err);
+/** sp_gemm_table_lookup among the rows of one precision: FP8 (@p fp8) or 16-bit. */
+gboolean sp_gemm_table_lookup_dtype(const sp_gemm_table *t, gboolean fp8, int64_t m, int64_t n, int64_t k,
+                                    double *flops, GError **err);
+/** Whether @p t (may be NULL) has rows of FP8 GEMMs (@p fp8) or of 16-bit ones. */
+gboolean sp_gemm_table_has(const sp_gemm_table *t, gboolean fp8);
 
 G_END_DECLS
 

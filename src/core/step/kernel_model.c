@@ -258,7 +258,7 @@ gboolean sp_kernel_gpu_fp8(const sp_kernel_gpu *g, sp_kernel_gpu *out, GError **
   out->peak_flops = g->peak_flops * g->fp8_peak_ratio;
   out->gemm_eff = g->fp8_gemm_eff;
   out->tile_k0 = 0; /* see fp8_gemm_eff in sp_kernel_gpu_h100's sources */
-  out->table = NULL;
+  out->table_fp8 = TRUE; /* a table's FP8 rows, if it has any, price these GEMMs */
   return TRUE;
 }
 
@@ -281,9 +281,10 @@ gboolean sp_kernel_gemm_time(const sp_kernel_gpu *g, double batch, int64_t m, in
     return TRUE;
   }
   double flops = 2.0 * batch * (double)m * (double)n * (double)k;
-  if (g->table != NULL) {
+  /* a measured table prices the GEMMs of the precision it has rows of; the model the rest */
+  if (sp_gemm_table_has(g->table, g->table_fp8)) {
     double rate = 0;
-    if (!sp_gemm_table_lookup(g->table, m, n, k, &rate, err))
+    if (!sp_gemm_table_lookup_dtype(g->table, g->table_fp8, m, n, k, &rate, err))
       return FALSE;
     *t = flops / rate + g->launch;
     return TRUE;
@@ -413,11 +414,13 @@ gboolean sp_kernel_linear3(const sp_kernel_gpu *g, sp_fp8_recipe fp8, int64_t m,
 
 typedef struct {
   double m, n, k, flops;
+  gboolean fp8; /* a GEMM of FP8 operands (dtype fp8 or e4m3), else 16-bit */
 } gemm_row;
 
 struct sp_gemm_table {
   GArray *rows; /* gemm_row */
   char *path;
+  guint n_fp8;  /* rows of FP8 GEMMs */
 };
 
 guint sp_gemm_table_len(const sp_gemm_table *t)
@@ -434,8 +437,19 @@ void sp_gemm_table_free(sp_gemm_table *t)
   g_free(t);
 }
 
-static gboolean add_row(sp_gemm_table *t, double m, double n, double k, double tflops, const char *where,
-                        GError **err)
+/* The precision a dtype names: 16-bit (bf16, fp16, f16) or FP8 (fp8, e4m3); FALSE otherwise. */
+static gboolean parse_dtype(const char *dt, gboolean *fp8)
+{
+  static const char *const b16[] = { "bf16", "fp16", "f16" }, *const f8[] = { "fp8", "e4m3" };
+  for (gsize i = 0; i < G_N_ELEMENTS(b16); i++)
+    if (g_ascii_strcasecmp(dt, b16[i]) == 0) { *fp8 = FALSE; return TRUE; }
+  for (gsize i = 0; i < G_N_ELEMENTS(f8); i++)
+    if (g_ascii_strcasecmp(dt, f8[i]) == 0) { *fp8 = TRUE; return TRUE; }
+  return FALSE;
+}
+
+static gboolean add_row(sp_gemm_table *t, double m, double n, double k, double tflops, gboolean fp8,
+                        const char *where, GError **err)
 {
   if (!(m >= 1 && n >= 1 && k >= 1 && m < 1e9 && n < 1e9 && k < 1e9 && tflops > 0 && tflops < 1e5)) {
     g_set_error(err, SP_ERROR, SP_ERROR_PARSE,
@@ -443,8 +457,9 @@ static gboolean add_row(sp_gemm_table *t, double m, double n, double k, double t
                 t->path, where);
     return FALSE;
   }
-  gemm_row r = { m, n, k, tflops * 1e12 };
+  gemm_row r = { m, n, k, tflops * 1e12, fp8 };
   g_array_append_val(t->rows, r);
+  t->n_fp8 += fp8 ? 1 : 0;
   return TRUE;
 }
 
@@ -487,7 +502,15 @@ static gboolean load_json(sp_gemm_table *t, const char *text, gsize len, GError 
                   where);
       return FALSE;
     }
-    if (!add_row(t, m, nn, k, tf, where, err))
+    gboolean fp8 = FALSE;
+    JsonNode *dn = json_object_get_member(json_node_get_object(n), "dtype");
+    if (dn != NULL && (!JSON_NODE_HOLDS_VALUE(dn) || json_node_get_value_type(dn) != G_TYPE_STRING ||
+                       !parse_dtype(json_node_get_string(dn), &fp8))) {
+      g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "GEMM table '%s', %s: dtype must be \"bf16\", \"fp16\" or \"fp8\"",
+                  t->path, where);
+      return FALSE;
+    }
+    if (!add_row(t, m, nn, k, tf, fp8, where, err))
       return FALSE;
   }
   return TRUE;
@@ -499,10 +522,15 @@ static gboolean load_csv(sp_gemm_table *t, const char *text, GError **err)
   int col[4] = { -1, -1, -1, -1 }, dcol = -1, ncols = 0;
   static const char *const names[4] = { "m", "n", "k", "tflops" };
   gboolean header = FALSE;
+  g_autofree char *header_line = NULL;
   for (int li = 0; lines[li]; li++) {
     char *l = g_strstrip(lines[li]);
     if (*l == '\0' || *l == '#')
       continue;
+    if (header && strcmp(l, header_line) == 0)
+      continue; /* the header again: tables concatenated with cat */
+    if (!header)
+      header_line = g_strdup(l);
     g_auto(GStrv) f = g_strsplit(l, ",", -1);
     int nf = (int)g_strv_length(f);
     g_autofree char *where = g_strdup_printf("line %d", li + 1);
@@ -531,10 +559,11 @@ static gboolean load_csv(sp_gemm_table *t, const char *text, GError **err)
                   where, nf, ncols);
       return FALSE;
     }
+    gboolean fp8 = FALSE;
     if (dcol >= 0) {
       const char *dt = g_strstrip(f[dcol]);
-      if (strcmp(dt, "bf16") != 0 && strcmp(dt, "fp16") != 0 && strcmp(dt, "f16") != 0) {
-        g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "GEMM table '%s', %s: dtype '%s' (bf16 or fp16 expected)",
+      if (!parse_dtype(dt, &fp8)) {
+        g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "GEMM table '%s', %s: dtype '%s' (bf16, fp16 or fp8 expected)",
                     t->path, where, dt);
         return FALSE;
       }
@@ -548,7 +577,7 @@ static gboolean load_csv(sp_gemm_table *t, const char *text, GError **err)
         return FALSE;
       }
     }
-    if (!add_row(t, v[0], v[1], v[2], v[3], where, err))
+    if (!add_row(t, v[0], v[1], v[2], v[3], fp8, where, err))
       return FALSE;
   }
   return TRUE;
@@ -582,12 +611,25 @@ sp_gemm_table *sp_gemm_table_load(const char *path, GError **err)
   return t;
 }
 
+gboolean sp_gemm_table_has(const sp_gemm_table *t, gboolean fp8)
+{
+  return t != NULL && (fp8 ? t->n_fp8 > 0 : t->rows->len > t->n_fp8);
+}
+
 gboolean sp_gemm_table_lookup(const sp_gemm_table *t, int64_t m, int64_t n, int64_t k, double *flops, GError **err)
+{
+  return sp_gemm_table_lookup_dtype(t, FALSE, m, n, k, flops, err);
+}
+
+gboolean sp_gemm_table_lookup_dtype(const sp_gemm_table *t, gboolean fp8, int64_t m, int64_t n, int64_t k,
+                                    double *flops, GError **err)
 {
   const gemm_row *best = NULL;
   double bd = G_MAXDOUBLE;
   for (guint i = 0; i < t->rows->len; i++) {
     const gemm_row *r = &g_array_index(t->rows, gemm_row, i);
+    if (r->fp8 != fp8)
+      continue;
     double dm = log2((double)m / r->m), dn = log2((double)n / r->n), dk = log2((double)k / r->k);
     double dist = dm * dm + dn * dn + dk * dk;
     if (dist < bd) {
@@ -598,9 +640,9 @@ gboolean sp_gemm_table_lookup(const sp_gemm_table *t, int64_t m, int64_t n, int6
   if (best == NULL || fabs(log2((double)m / best->m)) > 1 || fabs(log2((double)n / best->n)) > 1 ||
       fabs(log2((double)k / best->k)) > 1) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID,
-                "GEMM table '%s' has no shape near %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT
+                "GEMM table '%s' has no %s shape near %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT
                 " (nearest: %.0f x %.0f x %.0f); add measured rows within a factor of 2 of it in m, n and k",
-                t->path, m, n, k, best ? best->m : 0, best ? best->n : 0, best ? best->k : 0);
+                t->path, fp8 ? "FP8" : "16-bit", m, n, k, best ? best->m : 0, best ? best->n : 0, best ? best->k : 0);
     return FALSE;
   }
   *flops = best->flops;

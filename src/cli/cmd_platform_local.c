@@ -92,18 +92,15 @@ static gboolean parse_probe(const char *out, double *gemm, double *attn, double 
   return TRUE;
 }
 
-/* Run the probe (or read its output from @p given, as spsim-run --compare measured it
- * in its own job); fill the figures. */
-static gboolean probe(int np, const char *given, double *gemm, double *attn, double *attn_bwd, double *membw,
-                      double *lat, double *bw, double *sync, GString *table, GError **err)
+/* The probe's JSON output: read from @p given (spsim-run --compare measured it in its
+ * own job), else measured now by `mpirun -np NP spsim-run --probe`. NULL on failure. */
+static char *probe(int np, const char *given, GError **err)
 {
-  g_autofree char *out = NULL;
+  char *out = NULL;
   if (given != NULL) {
-    if (!g_file_get_contents(given, &out, NULL, err)) {
+    if (!g_file_get_contents(given, &out, NULL, err))
       g_prefix_error(err, "platform local: --probe-output: ");
-      return FALSE;
-    }
-    return parse_probe(out, gemm, attn, attn_bwd, membw, lat, bw, sync, table, err);
+    return out;
   }
   g_autofree char *run = find_run();
   g_autofree char *mpirun = g_find_program_in_path("mpirun");
@@ -111,7 +108,7 @@ static gboolean probe(int np, const char *given, double *gemm, double *attn, dou
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "platform local: %s not found (beside spsim or on PATH); %s",
                 run == NULL ? "spsim-run" : "mpirun",
                 run == NULL ? "build it (./build.sh)" : "install it with 'apt-get install openmpi-bin'");
-    return FALSE;
+    return NULL;
   }
   g_autofree char *nps = g_strdup_printf("%d", np);
   /* the probe is spsim's own program: run as root, say so to Open MPI's mpirun, which
@@ -126,7 +123,7 @@ static gboolean probe(int np, const char *given, double *gemm, double *attn, dou
   g_autofree char *errtext = NULL;
   int status = 0;
   if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errtext, &status, err))
-    return FALSE;
+    return NULL;
   if (!g_spawn_check_wait_status(status, NULL)) {
     /* one line: mpirun's first line of text, or the probe's own */
     const char *why = "?";
@@ -140,9 +137,10 @@ static gboolean probe(int np, const char *given, double *gemm, double *attn, dou
     }
     g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "platform local: `%s%s --oversubscribe -np %d %s --probe` failed: %s "
                 "(run it by hand for the whole output)", mpirun, as_root ? " --allow-run-as-root" : "", np, run, why);
-    return FALSE;
+    g_free(out);
+    return NULL;
   }
-  return parse_probe(out, gemm, attn, attn_bwd, membw, lat, bw, sync, table, err);
+  return out;
 }
 
 int sp_cmd_platform_local(int argc, char **argv)
@@ -181,7 +179,9 @@ int sp_cmd_platform_local(int argc, char **argv)
                                    "GEMM table is written beside it as FILE's name with -gemm.csv)"));
   double gemm = 0, attn = 0, attn_bwd = 0, membw = 0, lat = 0, bw = 0, sync = -1;
   g_autoptr(GString) table = g_string_new(NULL);
-  if (!probe(np, given, &gemm, &attn, &attn_bwd, &membw, &lat, &bw, &sync, table, &err)) return sp_cli_fail(err);
+  g_autofree char *probe_json = probe(np, given, &err);
+  if (probe_json == NULL || !parse_probe(probe_json, &gemm, &attn, &attn_bwd, &membw, &lat, &bw, &sync, table, &err))
+    return sp_cli_fail(err);
   /* every collective of a step costs what a collective between computing ranks was
    * measured to cost, at least the point-to-point latency */
   double coll_lat = MAX(lat, sync);

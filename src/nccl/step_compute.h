@@ -43,11 +43,11 @@ void sk_sizes(const GArray *kernels, size_t *na, size_t *nb, size_t *nc, size_t 
 /* FLOPs of a kernel (0 for element-wise ones). */
 double sk_flops(const sk_kernel *k);
 
-/* Host buffers of the kernels, sized for the largest of @p kernels. */
 /* The i-th value the kernels' operands hold: small, so that products and exponentials
  * stay finite (and not zeros, which a GPU multiplies faster than data). */
 float sk_fill_value(size_t i);
 
+/* Host buffers of the kernels, sized for the largest of @p kernels. */
 typedef struct sk_buffers sk_buffers;
 /* The bytes sk_buffers_new would allocate for @p kernels. */
 double sk_buffers_bytes(const GArray *kernels);

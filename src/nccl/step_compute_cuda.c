@@ -92,10 +92,11 @@ sk_gpu *sk_gpu_new(const GArray *kernels, GError **err)
     return NULL;
   }
   const char *lr = g_getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  if (!cuda_ok(cudaSetDevice((lr ? atoi(lr) : 0) % n), "cudaSetDevice", err)) return NULL;
+  int dev = (lr ? atoi(lr) : 0) % n;
+  if (!cuda_ok(cudaSetDevice(dev), "cudaSetDevice", err)) return NULL;
   sk_gpu *g = g_new0(sk_gpu, 1);
   struct cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, (lr ? atoi(lr) : 0) % n) == cudaSuccess)
+  if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
     g_strlcpy(g->name, prop.name, sizeof g->name);
   size_t na, nb, nc, nq, nkv, ns;
   sk_sizes(kernels, &na, &nb, &nc, &nq, &nkv, &ns);

@@ -173,7 +173,7 @@ gboolean sp_kernel_gpu_for_device(const char *name, sp_kernel_gpu *g);
  * Seconds of @p batch GEMMs of M x N x K with @p elem-byte elements into @p t:
  * the model above, or, with a table that has rows of the GEMM's precision (16-bit, or
  * FP8 when table_fp8), the FLOPs at the achieved rate of the nearest measured shape (an
- * error when none is near, see sp_gemm_table_lookup_dtype).
+ * error when none is near, see sp_gemm_table_lookup).
  */
 gboolean sp_kernel_gemm_time(const sp_kernel_gpu *g, double batch, int64_t m, int64_t n, int64_t k, double elem,
                              double *t, GError **err);
@@ -234,15 +234,13 @@ void sp_gemm_table_free(sp_gemm_table *t);
 guint sp_gemm_table_len(const sp_gemm_table *t);
 
 /**
- * Achieved FLOP/s of a 16-bit M x N x K GEMM from @p t: that of the 16-bit row nearest
- * in log-space, when the shape lies within a factor of 2 of it in every dimension;
- * otherwise FALSE with SP_ERROR_INVALID naming the shape and the nearest row.
+ * Achieved FLOP/s of an M x N x K GEMM of FP8 (@p fp8) or 16-bit operands from @p t: that
+ * of the row of that precision nearest in log-space, when the shape lies within a factor
+ * of 2 of it in every dimension; otherwise FALSE with SP_ERROR_INVALID naming the shape
+ * and the nearest row.
  */
-gboolean sp_gemm_table_lookup(const sp_gemm_table *t, int64_t m, int64_t n, int64_t k, double *flops,
+gboolean sp_gemm_table_lookup(const sp_gemm_table *t, gboolean fp8, int64_t m, int64_t n, int64_t k, double *flops,
                               GError **err);
-/** sp_gemm_table_lookup among the rows of one precision: FP8 (@p fp8) or 16-bit. */
-gboolean sp_gemm_table_lookup_dtype(const sp_gemm_table *t, gboolean fp8, int64_t m, int64_t n, int64_t k,
-                                    double *flops, GError **err);
 /** Whether @p t (may be NULL) has rows of FP8 GEMMs (@p fp8) or of 16-bit ones. */
 gboolean sp_gemm_table_has(const sp_gemm_table *t, gboolean fp8);
 

@@ -196,10 +196,10 @@ void sp_kernel_gpu_a100(sp_kernel_gpu *g)
  * fp8_peak_ratio 2, at H100's FP8 GEMM efficiency 0.62 (assumed). */
 void sp_kernel_gpu_b200(sp_kernel_gpu *g)
 {
-  *g = (sp_kernel_gpu){ .peak_flops = 2.25e15, .hbm_bw = 8e12, .sms = 148, .tile_m = 128, .tile_n = 256,
-                        .gemm_eff = 0.74, .tile_k0 = 208, .attn_fwd_eff = 0.60, .attn_bwd_eff = 0.45, .attn2_fwd_eff = 0.30,
-                        .attn2_bwd_eff = 0.26, .launch = 4e-6, .hbm_eff = 0.83, .fp8_peak_ratio = 2.0,
-                        .fp8_gemm_eff = 0.62 };
+  sp_kernel_gpu_h100(g); /* every efficiency, the tile and the launch as on H100 (above) */
+  g->peak_flops = 2.25e15;
+  g->hbm_bw = 8e12;
+  g->sms = 148;
 }
 
 /* H200: the H100 SXM's compute with 4.8 TB/s of HBM3e (NVIDIA H200 datasheet). */
@@ -293,7 +293,7 @@ gboolean sp_kernel_gemm_time(const sp_kernel_gpu *g, double batch, int64_t m, in
   /* a measured table prices the GEMMs of the precision it has rows of; the model the rest */
   if (sp_gemm_table_has(g->table, g->table_fp8)) {
     double rate = 0;
-    if (!sp_gemm_table_lookup_dtype(g->table, g->table_fp8, m, n, k, &rate, err))
+    if (!sp_gemm_table_lookup(g->table, g->table_fp8, m, n, k, &rate, err))
       return FALSE;
     *t = flops / rate + g->launch;
     return TRUE;
@@ -625,13 +625,8 @@ gboolean sp_gemm_table_has(const sp_gemm_table *t, gboolean fp8)
   return t != NULL && (fp8 ? t->n_fp8 > 0 : t->rows->len > t->n_fp8);
 }
 
-gboolean sp_gemm_table_lookup(const sp_gemm_table *t, int64_t m, int64_t n, int64_t k, double *flops, GError **err)
-{
-  return sp_gemm_table_lookup_dtype(t, FALSE, m, n, k, flops, err);
-}
-
-gboolean sp_gemm_table_lookup_dtype(const sp_gemm_table *t, gboolean fp8, int64_t m, int64_t n, int64_t k,
-                                    double *flops, GError **err)
+gboolean sp_gemm_table_lookup(const sp_gemm_table *t, gboolean fp8, int64_t m, int64_t n, int64_t k, double *flops,
+                              GError **err)
 {
   const gemm_row *best = NULL;
   double bd = G_MAXDOUBLE;

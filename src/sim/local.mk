@@ -12,7 +12,8 @@ libspsim_sim_la_SOURCES += src/sim/whatif_sim.c src/sim/whatif_sim.h
 libspsim_sim_la_SOURCES += src/sim/stepsim.c src/sim/stepsim.h
 
 # platforms: generator of the calibrated DGX platform family (text only, no SimGrid calls)
-libspsim_sim_la_SOURCES += src/sim/platform_gen.c src/sim/platform_gen.h
+libspsim_sim_la_SOURCES += src/sim/platform_gen.c src/sim/platform_gen.h \
+	src/sim/platform_args.c src/sim/platform_args.h
 
 # calibrate: placing nccl-tests' ranks by node, fitting a generated platform to nccl-tests logs
 libspsim_sim_la_SOURCES += src/sim/calibrate.c src/sim/calibrate.h

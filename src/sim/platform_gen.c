@@ -213,6 +213,7 @@ typedef struct {
   int32_t gpus_per_nic; /* GPUs sharing one NIC (1: one NIC per GPU) */
   int32_t nodes_per_zone;
   int w;                /* digits of a zone index */
+  const sp_platform_sink *sink; /* elements also go there (NULL: text only) */
 } geom;
 
 /* Locale-independent, deterministic number text ("%.6g"). */
@@ -221,13 +222,24 @@ static const char *num(char *buf, double v)
   return g_ascii_formatd(buf, G_ASCII_DTOSTR_BUF_SIZE, "%.6g", v);
 }
 
-/* Bandwidth in GBps (1e9 bytes/s), latency in us, speed in Tf. */
-static void put_link(GString *s, const char *indent, const char *id, double bw, double lat,
-                     const char *policy)
+/* Link @p id of @p kind (its index and sub-index: see sp_platform_sink): bandwidth in
+ * GBps (1e9 bytes/s), latency in us, the text and the sink given the same strings. */
+static void put_link(GString *s, const geom *m, sp_plink_kind kind, int32_t index, int32_t sub, const char *id,
+                     double bw, double lat, const char *policy)
 {
   char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE];
-  g_string_append_printf(s, "%s<link id=\"%s\" bandwidth=\"%sGBps\" latency=\"%sus\" sharing_policy=\"%s\"/>\n",
-                         indent, id, num(b1, bw / 1e9), num(b2, lat * 1e6), policy);
+  g_autofree char *bws = g_strconcat(num(b1, bw / 1e9), "GBps", NULL);
+  g_autofree char *lats = g_strconcat(num(b2, lat * 1e6), "us", NULL);
+  g_string_append_printf(s, "  <link id=\"%s\" bandwidth=\"%s\" latency=\"%s\" sharing_policy=\"%s\"/>\n", id, bws,
+                         lats, policy);
+  if (m->sink != NULL) m->sink->link(m->sink->ctx, kind, index, sub, id, bws, lats, policy);
+}
+
+/* A top-zone property, in the text and to the sink. */
+static void put_zone_prop(GString *s, const geom *m, const char *key, const char *value)
+{
+  g_string_append_printf(s, "  <prop id=\"%s\" value=\"%s\"/>\n", key, value);
+  if (m->sink != NULL) m->sink->zone_prop(m->sink->ctx, key, value);
 }
 
 /* The header's lines for the Blackwell presets, NVLink domains beyond one node and
@@ -422,6 +434,19 @@ static void put_hosts(GString *s, const sp_platform_opts *o, const sp_gpu_spec *
         k, clat);
   g_string_append_printf(s, "%s<router id=\"node%0*d-nvswitch\"/><router id=\"node%0*d-tx\"/><router id=\"node%0*d-rx\"/>\n",
                          indent, w, node, w, node, w, node);
+  if (m->sink == NULL) return;
+  /* the same strings as the text's, the properties in its order */
+  g_autofree char *speed = g_strconcat(num(b1, g->flops / 1e12), "Tf", NULL);
+  g_autofree char *mem = g_strdup_printf("%.0f", g->gpu_mem), *hbm = g_strdup_printf("%.0f", g->mem_bw);
+  g_autofree char *coll = g_strconcat(clat, "us", NULL), *nodes = g_strdup_printf("%d", node);
+  for (int32_t k = 0; k < m->zone_gpus; k++) {
+    g_autofree char *id = g_strdup_printf("node%0*d-gpu%d", w, node, k), *lr = g_strdup_printf("%d", k);
+    const char *props[] = { "gpu", g->model, "gpu_mem", mem, "hbm_bw", hbm, "mem_bw", hbm, "node", nodes,
+                            "local_rank", lr, "coll_latency", coll, NULL };
+    if (!o->charge_local) /* no mem_bw: drop its pair */
+      memmove(&props[6], &props[8], sizeof props - 8 * sizeof props[0]);
+    m->sink->host(m->sink->ctx, node, k, id, speed, props);
+  }
 }
 
 /* One node: its GPUs, the NVSwitch and the two NIC-side gateways. Floyd finds
@@ -457,14 +482,14 @@ static void put_node_links(GString *s, const sp_gpu_spec *g, const geom *m, int3
   int w = m->w;
   for (int32_t k = 0; k < m->zone_gpus; k++) {
     g_autofree char *id = g_strdup_printf("node%0*d-nvl%d", w, node, k);
-    put_link(s, "  ", id, g->nvl_bw, g->nvl_lat, "SPLITDUPLEX");
+    put_link(s, m, SP_PLINK_NVL, node, k, id, g->nvl_bw, g->nvl_lat, "SPLITDUPLEX");
   }
   for (int32_t k = 0; k < m->zone_nics; k++) {
     g_autofree char *id = g_strdup_printf("node%0*d-nic%d", w, node, k);
-    put_link(s, "  ", id, g->nic_bw, g->nic_lat, "SPLITDUPLEX");
+    put_link(s, m, SP_PLINK_NIC, node, k, id, g->nic_bw, g->nic_lat, "SPLITDUPLEX");
   }
   g_autofree char *id = g_strdup_printf("node%0*d-rails", w, node);
-  put_link(s, "  ", id, g->nic_bw * m->zone_nics, 0.0, "FATPIPE");
+  put_link(s, m, SP_PLINK_RAILS, node, 0, id, g->nic_bw * m->zone_nics, 0.0, "FATPIPE");
 }
 
 /* What the scalable units' writers share. */
@@ -512,9 +537,10 @@ static void put_su_links(GString *s, const su_ctx *c, int32_t u)
   g_string_append_printf(s, "  <!-- scalable unit %d: nodes %d to %d -->\n", u, first, last - 1);
   for (int32_t n = first; n < last; n++) put_node_links(s, zspec(c, n), c->m, n);
   /* FATPIPE: every flow gets the full bandwidth; only the hop latency counts. */
-  put_link(s, "  ", leaf, g->nic_bw * c->zper * c->m->zone_nics, g->leaf_lat, "FATPIPE");
+  put_link(s, c->m, SP_PLINK_LEAF, u, 0, leaf, g->nic_bw * c->zper * c->m->zone_nics, g->leaf_lat, "FATPIPE");
   g_autofree char *up = g_strdup_printf("su%0*d-up", c->ws, u);
-  put_link(s, "  ", up, nics_sum(c, first, last) / c->o->oversubscription, g->su_up_lat, "SPLITDUPLEX");
+  put_link(s, c->m, SP_PLINK_SU_UP, u, 0, up, nics_sum(c, first, last) / c->o->oversubscription, g->su_up_lat,
+           "SPLITDUPLEX");
 }
 
 /* SU @p u with its nodes folded into one zone (SP_PLATFORM_ZONES_SU): the hosts and
@@ -607,7 +633,7 @@ static void put_pods(GString *s, const su_ctx *c, int32_t n_su)
   const int32_t ps = c->o->pod_sus, n_pod = (n_su + ps - 1) / ps;
   const int wp = digits(n_pod > 1 ? n_pod - 1 : 0);
   g_string_append(s, "  <zone id=\"core\" routing=\"None\"><router id=\"core-gw\"/></zone>\n");
-  put_link(s, "  ", "core", g->nic_bw * c->m->zones * c->m->zone_nics, g->spine_lat, "FATPIPE");
+  put_link(s, c->m, SP_PLINK_CORE, 0, 0, "core", g->nic_bw * c->m->zones * c->m->zone_nics, g->spine_lat, "FATPIPE");
   for (int32_t p = 0; p < n_pod; p++) {
     int32_t su0 = p * ps, su1 = MIN(n_su, su0 + ps); /* SUs [su0, su1) */
     int32_t z0, z1, zend;
@@ -617,8 +643,9 @@ static void put_pods(GString *s, const su_ctx *c, int32_t n_su)
     g_autofree char *up = g_strdup_printf("pod%0*d-up", wp, p);
     for (int32_t u = su0; u < su1; u++) put_su_links(s, c, u);
     double pod_bw = nics_sum(c, z0, zend);
-    put_link(s, "  ", spine, pod_bw, g->spine_lat, "FATPIPE");
-    put_link(s, "  ", up, pod_bw / (c->o->oversubscription * c->o->core_oversubscription), g->su_up_lat,
+    put_link(s, c->m, SP_PLINK_POD_SPINE, p, 0, spine, pod_bw, g->spine_lat, "FATPIPE");
+    put_link(s, c->m, SP_PLINK_POD_UP, p, 0, up, pod_bw / (c->o->oversubscription * c->o->core_oversubscription),
+             g->su_up_lat,
              "SPLITDUPLEX");
     g_string_append_printf(s, "  <zone id=\"pod%0*d\" routing=\"DijkstraCache\">\n", wp, p);
     g_string_append_printf(s, "  <zone id=\"%s\" routing=\"None\"><router id=\"%s-gw\"/></zone>\n", spine, spine);
@@ -741,6 +768,12 @@ char *sp_platform_dgx_xml(const sp_platform_opts *o, GError **err)
 char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *custom,
                                const char *origin, GError **err)
 {
+  return sp_platform_dgx_emit(o, custom, origin, NULL, err);
+}
+
+char *sp_platform_dgx_emit(const sp_platform_opts *o, const sp_gpu_spec *custom, const char *origin,
+                           const sp_platform_sink *sink, GError **err)
+{
   if (o->nodes < 1 || o->nodes > SP_PLATFORM_MAX_NODES) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--nodes must be between 1 and %d (got %d)",
                 SP_PLATFORM_MAX_NODES, o->nodes);
@@ -800,6 +833,7 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
   geom m;
   int32_t per; /* nodes per SU */
   if (!resolve_geom(o, g, &m, &per, err)) return NULL;
+  m.sink = sink;
   g_autofree const sp_gpu_spec **zg = NULL;
   if (o->mix_count > 0) {
     zg = g_new(const sp_gpu_spec *, m.zones);
@@ -811,6 +845,11 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
   const int ws = digits(n_su > 1 ? n_su - 1 : 0);
   const gboolean folded = o->zones == SP_PLATFORM_ZONES_SU ||
                           (o->zones == SP_PLATFORM_ZONES_AUTO && m.zones > SP_PLATFORM_NODE_ZONES_MAX);
+  if (sink != NULL) {
+    const sp_platform_shape shape = { .zones = m.zones, .zone_gpus = m.zone_gpus, .gpus_per_nic = m.gpus_per_nic,
+                                      .zones_per_su = zper, .sus = n_su, .pod_sus = o->pod_sus };
+    sink->shape(sink->ctx, &shape);
+  }
   GString *s = g_string_sized_new((gsize)o->nodes * (gsize)o->gpus_per_node * 700u + 4096u);
   put_header(s, o, g, &m, n_su, per, origin, o->mix_count > 0 ? mspec : NULL, folded);
 
@@ -819,14 +858,18 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
    * declared before it, so links kept deep inside many zones make loading
    * quadratic in the node count. */
   g_string_append(s, "<zone id=\"cluster\" routing=\"DijkstraCache\">\n");
-  g_string_append_printf(s, "  <prop id=\"gpus_per_node\" value=\"%d\"/>\n", m.zone_gpus);
+  char gpz[16];
+  g_snprintf(gpz, sizeof gpz, "%d", m.zone_gpus);
+  put_zone_prop(s, &m, "gpus_per_node", gpz);
   if (g->nvls)
-    g_string_append(s, "  <prop id=\"nvls\" value=\"1\"/>\n");
+    put_zone_prop(s, &m, "nvls", "1");
   if (o->sharp) { /* the switches reduce: NVIDIA Quantum-2 (SHARPv3), NCCL's CollNet */
     char v[G_ASCII_DTOSTR_BUF_SIZE];
-    g_string_append(s, "  <prop id=\"sharp\" value=\"1\"/>\n");
-    if (o->sharp_bw > 0)
-      g_string_append_printf(s, "  <prop id=\"sharp_bw\" value=\"%sGBps\"/>\n", num(v, o->sharp_bw / 1e9));
+    put_zone_prop(s, &m, "sharp", "1");
+    if (o->sharp_bw > 0) {
+      g_autofree char *bw = g_strconcat(num(v, o->sharp_bw / 1e9), "GBps", NULL);
+      put_zone_prop(s, &m, "sharp_bw", bw);
+    }
   }
   su_ctx c = { .o = o, .g = g, .m = &m, .zper = zper, .ws = ws, .zg = (const sp_gpu_spec *const *)zg,
                .folded = folded };
@@ -836,7 +879,7 @@ char *sp_platform_dgx_xml_spec(const sp_platform_opts *o, const sp_gpu_spec *cus
     /* (a zone first: SimGrid's parser takes a zone that starts with a link for one
      * that holds hosts, not zones) */
     g_string_append(s, "  <zone id=\"spine\" routing=\"None\"><router id=\"spine-gw\"/></zone>\n");
-    put_link(s, "  ", "spine", g->nic_bw * m.zones * m.zone_nics, g->spine_lat, "FATPIPE");
+    put_link(s, &m, SP_PLINK_SPINE, 0, 0, "spine", g->nic_bw * m.zones * m.zone_nics, g->spine_lat, "FATPIPE");
     for (int32_t u = 0; u < n_su; u++) {
       put_su_links(s, &c, u);
       put_su_zone(s, &c, u);

@@ -194,6 +194,55 @@ char *sp_platform_dgx_xml(const sp_platform_opts *opts, GError **err);
 char *sp_platform_dgx_xml_spec(const sp_platform_opts *opts, const sp_gpu_spec *custom,
                                const char *origin, GError **err);
 
+/** The kinds of link of a generated platform (sp_platform_sink.link): what the index and
+ *  the sub-index of a link name. */
+typedef enum {
+  SP_PLINK_NVL,       /**< nodeN-nvlG: GPU G's NVLink ports (index: zone N, sub: G); SPLITDUPLEX */
+  SP_PLINK_NIC,       /**< nodeN-nicJ: NIC J of zone N (sub: J); SPLITDUPLEX */
+  SP_PLINK_RAILS,     /**< nodeN-rails: zone N's NICs' sum towards the leaf; FATPIPE */
+  SP_PLINK_LEAF,      /**< suK-leaf: SU K's leaf hop (index: K); FATPIPE */
+  SP_PLINK_SU_UP,     /**< suK-up: SU K's uplink to its spine; SPLITDUPLEX */
+  SP_PLINK_SPINE,     /**< spine: the spine hop of a two-tier fabric; FATPIPE */
+  SP_PLINK_POD_SPINE, /**< podP-spine: pod P's spine hop (index: P); FATPIPE */
+  SP_PLINK_POD_UP,    /**< podP-up: pod P's uplink to the core; SPLITDUPLEX */
+  SP_PLINK_CORE,      /**< core: the core hop of a three-tier fabric; FATPIPE */
+} sp_plink_kind;
+
+/** The structure of a generated platform, for a builder that routes it by arithmetic:
+ *  GPU G of zone N is host N * zone_gpus + G, uses NIC G / gpus_per_nic of its zone;
+ *  zone N is in SU N / zones_per_su, SU K in pod K / pod_sus (when pod_sus > 0). */
+typedef struct {
+  int32_t zones;        /**< node zones (NVLink domains) */
+  int32_t zone_gpus;    /**< GPUs per zone */
+  int32_t gpus_per_nic; /**< GPUs sharing one NIC */
+  int32_t zones_per_su; /**< zones per scalable unit */
+  int32_t sus;          /**< scalable units */
+  int32_t pod_sus;      /**< SUs per pod (0: two tiers, no pods) */
+} sp_platform_shape;
+
+/** Where sp_platform_dgx_emit sends a platform's elements as it writes them, in the
+ *  text's order and with the text's strings (bandwidths "450GBps", latencies "1.3us",
+ *  speeds "989.4Tf", as SimGrid parses them): a builder that creates them directly gets
+ *  what SimGrid would create from the file. */
+typedef struct {
+  void *ctx;
+  /** once, before any element */
+  void (*shape)(void *ctx, const sp_platform_shape *shape);
+  /** a property of the top zone */
+  void (*zone_prop)(void *ctx, const char *key, const char *value);
+  /** GPU @p gpu of zone @p zone; @p props: key, value, ..., NULL */
+  void (*host)(void *ctx, int32_t zone, int32_t gpu, const char *id, const char *speed, const char *const *props);
+  /** a link; @p policy "SPLITDUPLEX" or "FATPIPE" */
+  void (*link)(void *ctx, sp_plink_kind kind, int32_t index, int32_t sub, const char *id, const char *bandwidth,
+               const char *latency, const char *policy);
+} sp_platform_sink;
+
+/**
+ * sp_platform_dgx_xml_spec that also sends every element to @p sink (NULL: none).
+ */
+char *sp_platform_dgx_emit(const sp_platform_opts *o, const sp_gpu_spec *custom, const char *origin,
+                           const sp_platform_sink *sink, GError **err);
+
 /** Host name of GPU @p gpu of node @p node in a platform of @p nodes nodes. */
 char *sp_platform_host_name(int32_t nodes, int32_t node, int32_t gpu);
 

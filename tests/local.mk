@@ -112,6 +112,11 @@ check_PROGRAMS += tests/test-platform
 tests_test_platform_SOURCES = tests/test-platform.c
 tests_test_platform_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/sim -DSP_TOP_SRCDIR='"$(abs_top_srcdir)"'
 tests_test_platform_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+check_PROGRAMS += tests/test-platform-routed
+TESTS += tests/test-platform-routed
+tests_test_platform_routed_SOURCES = tests/test-platform-routed.c
+tests_test_platform_routed_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
+tests_test_platform_routed_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-platform tests/test-bench-cli.sh tests/test-platform-cli.sh tests/test-flow-pattern.sh
 TESTS += tests/test-platform-topo.sh tests/test-platform-local-props.sh
 EXTRA_DIST += tests/test-platform-topo.sh tests/test-platform-local-props.sh

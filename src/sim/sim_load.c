@@ -27,6 +27,8 @@
 
 #include "flow.h"
 #include "platform.h"
+#include "platform_args.h"
+#include "platform_routed.h"
 #include "sim.h"
 #include "spsim/error.h"
 #include "spsim/exec.h"
@@ -209,6 +211,19 @@ gboolean sp_sim_hosts_by_names(const GPtrArray *names, sg_host_t *out, size_t n)
   return ok;
 }
 
+/* Load @p path into SimGrid's engine: a platform `spsim platform dgx` generated with
+ * its default zones and left unchanged is built as one zone routed by arithmetic, the
+ * same hosts, links and routes in a fraction of the time (platform_routed.h); any other
+ * file, or any file when SPSIM_PLATFORM_XML=1, through SimGrid's parser. */
+static void load_platform(const char *path)
+{
+  sp_platform_opts gen;
+  if (g_strcmp0(g_getenv("SPSIM_PLATFORM_XML"), "1") != 0 && sp_platform_generated(path, &gen) &&
+      gen.zones == SP_PLATFORM_ZONES_AUTO && sp_sim_build_routed(&gen, NULL))
+    return;
+  simgrid_load_platform(path);
+}
+
 /* The child: load, then check speeds, bandwidths and routes. @return 0 when all
  * hold (@p keep: SimGrid's arguments stay in g_sim, the process carries on with
  * the platform loaded), else the exit status. */
@@ -220,7 +235,7 @@ static int child_check(const char *path, const sp_plat_desc *pp, child_report *r
   int argc = (int)a->len - 1;
   char **argv = g_memdup2(a->pdata, sizeof(char *) * a->len);
   simgrid_init(&argc, argv);
-  simgrid_load_platform(path);
+  load_platform(path);
   sp_sim_seal_platform();
   if (keep) {
     g_sim.args = a; /* simgrid_init may refer to argv later */

@@ -1,0 +1,207 @@
+/* A generated platform built into SimGrid as one zone routed by arithmetic (see
+ * platform_routed.h). SimGrid's own zones are C++ classes; this is one more, and the
+ * only C++ in spsim: SimGrid 3.32 has no C interface for a zone's routing. */
+#include "config.h"
+
+#include <simgrid/kernel/routing/NetPoint.hpp>
+#include <simgrid/kernel/routing/NetZoneImpl.hpp>
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/Host.hpp>
+#include <simgrid/s4u/Link.hpp>
+#include <simgrid/s4u/NetZone.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "platform_routed.h"
+#include "spsim/error.h"
+}
+
+namespace {
+
+namespace kr  = simgrid::kernel::routing;
+namespace sg4 = simgrid::s4u;
+
+/* One link as routes use it: its two directions (the same for a shared link). Latencies
+ * are read when a route is asked for, never kept: spsim scales them between runs
+ * (sg_link_set_latency, per direction). */
+struct Hop {
+  sg4::Link* up   = nullptr;
+  sg4::Link* down = nullptr;
+};
+
+/* The whole platform as one zone. Host i is GPU i % zone_gpus of node zone
+ * i / zone_gpus (the generator declares them node-major), and its netpoint's id is i:
+ * the zone holds no other netpoint. */
+class DgxZone : public kr::NetZoneImpl {
+public:
+  explicit DgxZone(const std::string& name) : kr::NetZoneImpl(name) {}
+
+  sp_platform_shape shape{};
+  std::vector<Hop> nvl, nic, rails, leaf, su_up, pod_spine, pod_up;
+  Hop spine, core;
+  sg4::Link* loopback = nullptr;
+
+  /* The route SimGrid 3.32 finds from GPU a to GPU b in the file's node zones, link
+   * for link and in its order, with the latency summed in its order too (a double sum
+   * depends on it). SimGrid resolves a route between zones from the top: the route
+   * between the two SUs (or pods) first, by the top zone's Dijkstra, which walks back
+   * from the destination and puts each hop's links in front of the others, reversed
+   * (DijkstraZone::get_local_route, insert_link_latency); then the sender's side down to
+   * its SU's gateway (its SU's Floyd route to the leaf, then its node's), then the
+   * receiver's side (NetZoneImpl::get_global_route_with_netzones). Within an SU: the
+   * SU's Floyd route node -> leaf -> node, then the two node zones' NIC routes. */
+  void get_local_route(const kr::NetPoint* src, const kr::NetPoint* dst, kr::Route* route,
+                       double* latency) override
+  {
+    const unsigned long a = src->id(), b = dst->id();
+    std::vector<sg4::Link*> path, order; /* the route's links; the order of the latency sum */
+    if (a == b) {
+      if (loopback != nullptr)
+        path = {loopback};
+      order = path;
+    } else if (a / (unsigned long)shape.zone_gpus == b / (unsigned long)shape.zone_gpus) {
+      path  = {nvl[a].up, nvl[b].down};
+      order = path;
+    } else {
+      cross_zones(a, b, path, order);
+    }
+    for (sg4::Link* l : path)
+      route->link_list_.push_back(l->get_impl());
+    if (latency != nullptr)
+      for (const sg4::Link* l : order)
+        *latency += l->get_latency();
+  }
+
+private:
+  void cross_zones(unsigned long a, unsigned long b, std::vector<sg4::Link*>& links,
+                   std::vector<sg4::Link*>& order) const
+  {
+    const unsigned long gz = (unsigned long)shape.zone_gpus, za = a / gz, zb = b / gz;
+    const unsigned long per_nic = (unsigned long)shape.gpus_per_nic, nics = gz / per_nic;
+    const Hop& nic_a = nic[za * nics + (a % gz) / per_nic];
+    const Hop& nic_b = nic[zb * nics + (b % gz) / per_nic];
+    const unsigned long zs = (unsigned long)shape.zones_per_su, ua = za / zs, ub = zb / zs;
+    links.push_back(nic_a.up);
+    links.push_back(rails[za].up);
+    links.push_back(leaf[ua].up);
+    if (ua == ub) {
+      links.push_back(rails[zb].up);
+      links.push_back(nic_b.down);
+      order = {rails[za].up, leaf[ua].up, rails[zb].up, nic_a.up, nic_b.down};
+      return;
+    }
+    const bool pods = shape.pod_sus > 0;
+    const unsigned long pa = pods ? ua / (unsigned long)shape.pod_sus : 0;
+    const unsigned long pb = pods ? ub / (unsigned long)shape.pod_sus : 0;
+    const Hop& hub = pods ? pod_spine[pa] : spine; /* the spine the sender's SU reaches */
+    links.push_back(hub.up);
+    links.push_back(su_up[ua].up);
+    if (pa != pb) {
+      links.push_back(core.up);
+      links.push_back(pod_up[pa].up);
+      links.push_back(pod_spine[pb].up);
+      links.push_back(pod_up[pb].down);
+      order = {pod_up[pb].down, pod_spine[pb].up, pod_up[pa].up, core.up, su_up[ua].up, hub.up, rails[za].up,
+               leaf[ua].up, nic_a.up, su_up[ub].down, leaf[ub].up, rails[zb].up, nic_b.down};
+    } else {
+      order = {su_up[ub].down, leaf[ub].up, su_up[ua].up, hub.up, rails[za].up, leaf[ua].up, nic_a.up, rails[zb].up,
+               nic_b.down};
+    }
+    links.push_back(leaf[ub].up);
+    links.push_back(su_up[ub].down);
+    links.push_back(rails[zb].up);
+    links.push_back(nic_b.down);
+  }
+};
+
+/* What the generator's sink fills. */
+struct Build {
+  DgxZone* zone = nullptr;
+  sg4::NetZone* iface = nullptr;
+};
+
+void on_shape(void* ctx, const sp_platform_shape* s)
+{
+  auto* b         = static_cast<Build*>(ctx);
+  b->zone->shape  = *s;
+  const size_t gpus = (size_t)s->zones * (size_t)s->zone_gpus;
+  b->zone->nvl.resize(gpus);
+  b->zone->nic.resize((size_t)s->zones * (size_t)(s->zone_gpus / s->gpus_per_nic));
+  b->zone->rails.resize((size_t)s->zones);
+  b->zone->leaf.resize((size_t)s->sus);
+  b->zone->su_up.resize((size_t)s->sus);
+  if (s->pod_sus > 0) {
+    const size_t pods = (size_t)((s->sus + s->pod_sus - 1) / s->pod_sus);
+    b->zone->pod_spine.resize(pods);
+    b->zone->pod_up.resize(pods);
+  }
+}
+
+void on_zone_prop(void* ctx, const char* key, const char* value)
+{
+  static_cast<Build*>(ctx)->iface->set_property(key, value);
+}
+
+void on_host(void* ctx, int32_t zone, int32_t gpu, const char* id, const char* speed, const char* const* props)
+{
+  sg4::Host* h = static_cast<Build*>(ctx)->iface->create_host(id, std::string(speed));
+  for (const char* const* p = props; p[0] != nullptr; p += 2)
+    h->set_property(p[0], p[1]);
+  h->seal();
+}
+
+void on_link(void* ctx, sp_plink_kind kind, int32_t index, int32_t sub, const char* id, const char* bandwidth,
+             const char* latency, const char* policy)
+{
+  auto* b = static_cast<Build*>(ctx);
+  Hop hop;
+  if (std::strcmp(policy, "SPLITDUPLEX") == 0) {
+    sg4::SplitDuplexLink* l = b->iface->create_split_duplex_link(id, std::string(bandwidth));
+    l->set_latency(std::string(latency));
+    l->seal();
+    hop = {l->get_link_up(), l->get_link_down()};
+  } else {
+    sg4::Link* l = b->iface->create_link(id, std::string(bandwidth));
+    l->set_latency(std::string(latency));
+    l->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE);
+    l->seal();
+    hop = {l, l};
+  }
+  DgxZone* z       = b->zone;
+  const size_t per = (size_t)(z->shape.zone_gpus / z->shape.gpus_per_nic);
+  switch (kind) {
+    case SP_PLINK_NVL:       z->nvl[(size_t)index * (size_t)z->shape.zone_gpus + (size_t)sub] = hop; break;
+    case SP_PLINK_NIC:       z->nic[(size_t)index * per + (size_t)sub] = hop; break;
+    case SP_PLINK_RAILS:     z->rails[(size_t)index] = hop; break;
+    case SP_PLINK_LEAF:      z->leaf[(size_t)index] = hop; break;
+    case SP_PLINK_SU_UP:     z->su_up[(size_t)index] = hop; break;
+    case SP_PLINK_SPINE:     z->spine = hop; break;
+    case SP_PLINK_POD_SPINE: z->pod_spine[(size_t)index] = hop; break;
+    case SP_PLINK_POD_UP:    z->pod_up[(size_t)index] = hop; break;
+    case SP_PLINK_CORE:      z->core = hop; break;
+  }
+}
+
+} // namespace
+
+extern "C" gboolean sp_sim_build_routed(const sp_platform_opts* opts, GError** err)
+{
+  Build b;
+  /* the first zone created is the engine's root (NetZoneImpl's constructor) */
+  b.zone  = new DgxZone("cluster");
+  b.iface = b.zone->get_iface();
+  const sp_platform_sink sink = {&b, on_shape, on_zone_prop, on_host, on_link};
+  char* text = sp_platform_dgx_emit(opts, nullptr, nullptr, &sink, err);
+  if (text == nullptr)
+    return FALSE;
+  g_free(text);
+  /* a route from a GPU to itself crosses the network model's loopback, as in
+   * SimGrid's own zones (none in CM02 without one) */
+  if (sg4::Link* lo = sg4::Link::by_name_or_null("__loopback__"))
+    b.zone->loopback = lo;
+  b.iface->seal();
+  return TRUE;
+}

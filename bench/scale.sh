@@ -3,8 +3,8 @@
 #   1. spsim platform dgx --nodes N: wall time and file size;
 #   2. spsim bench PLATFORM --coll all-reduce --ranks 8 --sizes 1M: wall time and
 #      peak RSS. The collective is trivial, so this is the cost of loading the
-#      platform (spsim loads it twice: once in a child process that checks it,
-#      once for the run);
+#      platform (spsim reads the file itself, then a child process loads it into
+#      SimGrid, checks it and carries on as the run);
 #   3. at 2,048 nodes (16,384 GPUs), one what-if layout:
 #      spsim PLATFORM --model llama3-405b --global-batch 16M --layout tp=8,pp=16,dp=128,zero=1,ckpt=full
 #      (Llama 3's 16M-token batch; a layout that fits in 80 GiB);
@@ -12,6 +12,9 @@
 #      fidelity): spsim bench PLATFORM --coll all-reduce --ranks 131072 --sizes 1G.
 # Usage: bench/scale.sh [path/to/spsim] [NODES...]   (default: 128 2048 16384)
 # ZONES (environment): node, su or auto (default), passed as spsim platform dgx --zones.
+# spsim builds a platform it generated straight into SimGrid as one routed zone
+# (docs/calibration.md, "The routed build"); SPSIM_PLATFORM_XML=1 (environment) makes it
+# parse the file with SimGrid instead, to compare.
 # LIMIT (environment): seconds allowed per command (default 600); a command that
 # runs longer is stopped and reported as "> LIMIT".
 # Use a build without sanitizers (./build.sh release).

@@ -3,8 +3,9 @@
  * NVLink domains, shared NICs, mixed presets, oversubscription, local steps charged),
  * every host's name, speed and properties, every link's name, bandwidths, latency and
  * sharing policy, the top zone's properties and the route of every ordered GPU pair
- * (its links in order and its latency) must be those SimGrid gives when it parses the
- * XML. Each engine runs in a child process (SimGrid has one engine per process). */
+ * (its links in order and its latency, before and after the links' latencies change)
+ * must be those SimGrid gives when it parses the XML, with node zones and with SU
+ * zones. Each engine runs in a child process (SimGrid has one engine per process). */
 #include "config.h"
 
 #include <glib.h>
@@ -175,6 +176,11 @@ static const char *const cases[] = {
   "--nodes 4 --mix h100:2,a100:2 --gpus-per-node 8 --su-nodes 1",
   "--nodes 4 --gpu b200 --gpus-per-node 8 --su-nodes 2 --sharp --sharp-bw 40",
   "--nodes 70 --gpu h100 --gpus-per-node 8",
+  "--nodes 6 --gpu toy --gpus-per-node 4 --su-nodes 2 --zones su",
+  "--nodes 8 --gpu h100 --gpus-per-node 8 --su-nodes 2 --pod-sus 2 --oversubscription 2,2 --zones su",
+  "--nodes 36 --gpu gb200 --gpus-per-node 4 --su-nodes 18 --zones su",
+  "--nodes 4 --mix h100:2,a100:2 --gpus-per-node 8 --su-nodes 1 --nics-per-node 4 --zones su",
+  "--nodes 6 --gpu toy --gpus-per-node 4 --su-nodes 2 --zones node",
 };
 
 static void test_case(gconstpointer data)

@@ -506,9 +506,7 @@ int sp_cmd_bench(int argc, char **argv)
      * ranks, one "host" per node), the table and the footer */
     const char *prog = sp_nt_program(coll);
     g_autoptr(GString) s = g_string_new(NULL);
-    sp_plat_desc *desc = sp_plat_read(platform, NULL);
-    g_autofree char *model = g_strdup(desc && desc->gpu_model ? desc->gpu_model : "simulated-GPU");
-    sp_plat_desc_free(desc);
+    const char *model = sp_sim_gpu_model() != NULL ? sp_sim_gpu_model() : "simulated-GPU";
     gboolean by_factor = sizes_s != NULL || fac > 1;
     g_string_append_printf(s, "# spsim %s: predicted, not measured (platform %s, fidelity %s, algo %s, proto %s)\n",
                            PACKAGE_VERSION, platform, sp_fidelity_name(fid), sp_algo_name(algo), sp_proto_name(proto));

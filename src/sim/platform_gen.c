@@ -847,7 +847,8 @@ char *sp_platform_dgx_emit(const sp_platform_opts *o, const sp_gpu_spec *custom,
                           (o->zones == SP_PLATFORM_ZONES_AUTO && m.zones > SP_PLATFORM_NODE_ZONES_MAX);
   if (sink != NULL) {
     const sp_platform_shape shape = { .zones = m.zones, .zone_gpus = m.zone_gpus, .gpus_per_nic = m.gpus_per_nic,
-                                      .zones_per_su = zper, .sus = n_su, .pod_sus = o->pod_sus };
+                                      .zones_per_su = zper, .sus = n_su, .pod_sus = o->pod_sus,
+                                      .folded = folded };
     sink->shape(sink->ctx, &shape);
   }
   GString *s = g_string_sized_new((gsize)o->nodes * (gsize)o->gpus_per_node * 700u + 4096u);

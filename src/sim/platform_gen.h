@@ -218,6 +218,7 @@ typedef struct {
   int32_t zones_per_su; /**< zones per scalable unit */
   int32_t sus;          /**< scalable units */
   int32_t pod_sus;      /**< SUs per pod (0: two tiers, no pods) */
+  gboolean folded;      /**< one zone per SU holding its nodes (SU zones), not one per node */
 } sp_platform_shape;
 
 /** Where sp_platform_dgx_emit sends a platform's elements as it writes them, in the

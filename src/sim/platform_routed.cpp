@@ -44,15 +44,18 @@ public:
   Hop spine, core;
   sg4::Link* loopback = nullptr;
 
-  /* The route SimGrid 3.32 finds from GPU a to GPU b in the file's node zones, link
-   * for link and in its order, with the latency summed in its order too (a double sum
-   * depends on it). SimGrid resolves a route between zones from the top: the route
-   * between the two SUs (or pods) first, by the top zone's Dijkstra, which walks back
-   * from the destination and puts each hop's links in front of the others, reversed
-   * (DijkstraZone::get_local_route, insert_link_latency); then the sender's side down to
-   * its SU's gateway (its SU's Floyd route to the leaf, then its node's), then the
-   * receiver's side (NetZoneImpl::get_global_route_with_netzones). Within an SU: the
-   * SU's Floyd route node -> leaf -> node, then the two node zones' NIC routes. */
+  /* The route SimGrid 3.32 finds from GPU a to GPU b when it parses the file, link for
+   * link and in its order, with the latency summed in its order too (a sum of doubles
+   * depends on it). SimGrid resolves a route between zones from the top
+   * (NetZoneImpl::get_global_route_with_netzones): the route between the two SUs (or
+   * pods) first, then the sender's side down to its SU's gateway, then the receiver's
+   * side. A Dijkstra zone walks back from the destination and puts each hop's links in
+   * front of the route, reversed (DijkstraZone::get_local_route, insert_link_latency);
+   * a Floyd zone appends them. The top is a Dijkstra star of SUs (of pods, each a
+   * Dijkstra star of SUs); node zones and their SU are Floyd zones; an SU zone holding
+   * its nodes (shape.folded) is a Dijkstra zone, and because a route that stays in one
+   * zone is resolved with the links gathered so far, the receiver's side goes to the
+   * front of the whole route there. */
   void get_local_route(const kr::NetPoint* src, const kr::NetPoint* dst, kr::Route* route,
                        double* latency) override
   {
@@ -64,7 +67,7 @@ public:
       order = path;
     } else if (a / (unsigned long)shape.zone_gpus == b / (unsigned long)shape.zone_gpus) {
       path  = {nvl[a].up, nvl[b].down};
-      order = path;
+      order = shape.folded ? std::vector<sg4::Link*>{nvl[b].down, nvl[a].up} : path;
     } else {
       cross_zones(a, b, path, order);
     }
@@ -76,44 +79,58 @@ public:
   }
 
 private:
-  void cross_zones(unsigned long a, unsigned long b, std::vector<sg4::Link*>& links,
-                   std::vector<sg4::Link*>& order) const
+  using Links = std::vector<sg4::Link*>;
+
+  static void append(Links& to, const Links& from) { to.insert(to.end(), from.begin(), from.end()); }
+
+  void cross_zones(unsigned long a, unsigned long b, Links& path, Links& order) const
   {
     const unsigned long gz = (unsigned long)shape.zone_gpus, za = a / gz, zb = b / gz;
     const unsigned long per_nic = (unsigned long)shape.gpus_per_nic, nics = gz / per_nic;
-    const Hop& nic_a = nic[za * nics + (a % gz) / per_nic];
-    const Hop& nic_b = nic[zb * nics + (b % gz) / per_nic];
     const unsigned long zs = (unsigned long)shape.zones_per_su, ua = za / zs, ub = zb / zs;
-    links.push_back(nic_a.up);
-    links.push_back(rails[za].up);
-    links.push_back(leaf[ua].up);
-    if (ua == ub) {
-      links.push_back(rails[zb].up);
-      links.push_back(nic_b.down);
-      order = {rails[za].up, leaf[ua].up, rails[zb].up, nic_a.up, nic_b.down};
+    sg4::Link* nic_a = nic[za * nics + (a % gz) / per_nic].up;
+    sg4::Link* nic_b = nic[zb * nics + (b % gz) / per_nic].down;
+    sg4::Link *rails_a = rails[za].up, *rails_b = rails[zb].up, *leaf_a = leaf[ua].up, *leaf_b = leaf[ub].up;
+    /* each SU's side: the links, and their latencies in SimGrid's order */
+    const Links src_side = {nic_a, rails_a, leaf_a}, dst_side = {rails_b, nic_b};
+    const Links src_lat  = shape.folded ? Links{leaf_a, rails_a, nic_a} : Links{rails_a, leaf_a, nic_a};
+    const Links dst_lat  = shape.folded ? Links{nic_b, rails_b} : Links{rails_b, nic_b};
+    if (ua == ub) { /* one SU zone: one route of the SU's zone */
+      path  = {nic_a, rails_a, leaf_a, rails_b, nic_b};
+      order = shape.folded ? Links{nic_b, rails_b, leaf_a, rails_a, nic_a}
+                           : Links{rails_a, leaf_a, rails_b, nic_a, nic_b};
       return;
     }
-    const bool pods = shape.pod_sus > 0;
-    const unsigned long pa = pods ? ua / (unsigned long)shape.pod_sus : 0;
-    const unsigned long pb = pods ? ub / (unsigned long)shape.pod_sus : 0;
-    const Hop& hub = pods ? pod_spine[pa] : spine; /* the spine the sender's SU reaches */
-    links.push_back(hub.up);
-    links.push_back(su_up[ua].up);
+    /* between the SUs: top, then the pods' sides when the SUs are in two pods */
+    const bool pods          = shape.pod_sus > 0;
+    const unsigned long pa   = pods ? ua / (unsigned long)shape.pod_sus : 0;
+    const unsigned long pb   = pods ? ub / (unsigned long)shape.pod_sus : 0;
+    sg4::Link* hub           = pods ? pod_spine[pa].up : spine.up; /* the sender's SU's spine */
+    sg4::Link *up_a = su_up[ua].up, *up_b = su_up[ub].down;
+    Links middle, top_lat, src_up_lat, dst_down_lat;
     if (pa != pb) {
-      links.push_back(core.up);
-      links.push_back(pod_up[pa].up);
-      links.push_back(pod_spine[pb].up);
-      links.push_back(pod_up[pb].down);
-      order = {pod_up[pb].down, pod_spine[pb].up, pod_up[pa].up, core.up, su_up[ua].up, hub.up, rails[za].up,
-               leaf[ua].up, nic_a.up, su_up[ub].down, leaf[ub].up, rails[zb].up, nic_b.down};
+      middle       = {hub, up_a, core.up, pod_up[pa].up, pod_spine[pb].up, pod_up[pb].down, leaf_b, up_b};
+      top_lat      = {pod_up[pb].down, pod_spine[pb].up, pod_up[pa].up, core.up};
+      src_up_lat   = {up_a, hub};
+      dst_down_lat = {up_b, leaf_b};
     } else {
-      order = {su_up[ub].down, leaf[ub].up, su_up[ua].up, hub.up, rails[za].up, leaf[ua].up, nic_a.up, rails[zb].up,
-               nic_b.down};
+      middle  = {hub, up_a, leaf_b, up_b};
+      top_lat = {up_b, leaf_b, up_a, hub};
     }
-    links.push_back(leaf[ub].up);
-    links.push_back(su_up[ub].down);
-    links.push_back(rails[zb].up);
-    links.push_back(nic_b.down);
+    if (shape.folded) {
+      path = dst_side;
+      append(path, src_side);
+    } else {
+      path = src_side;
+    }
+    append(path, middle);
+    if (!shape.folded)
+      append(path, dst_side);
+    order = top_lat;
+    append(order, src_up_lat);
+    append(order, src_lat);
+    append(order, dst_down_lat);
+    append(order, dst_lat);
   }
 };
 

@@ -62,6 +62,7 @@ gboolean sp_fidelity_parse(const char *s, sp_fidelity *out, GError **err)
 
 gboolean sp_sim_ready(void) { return g_sim.ready; }
 const char *sp_sim_platform_path(void) { return g_sim.path; }
+const char *sp_sim_gpu_model(void) { return g_sim.gpu_model; }
 int32_t sp_sim_num_hosts(void) { return g_sim.ready ? g_sim.nhosts : 0; }
 
 const char *sp_sim_host_name(int32_t i)
@@ -192,6 +193,7 @@ gboolean sp_sim_init(const char *platform_xml, GError **err)
     g_sim.sharp = pp->sharp;
     g_sim.sharp_bw = pp->sharp_bw;
     g_sim.path = g_strdup(platform_xml);
+    g_sim.gpu_model = g_strdup(pp->gpu_model);
     g_sim.ready = TRUE;
   }
   sp_plat_desc_free(pp);

@@ -114,6 +114,9 @@ void sp_sim_clock_reset(void);
 gboolean sp_sim_ready(void);
 /** @return the loaded platform's path, or NULL. */
 const char *sp_sim_platform_path(void);
+/** @return the loaded platform's GPU model (`gpu` property of its first host or top
+ *  zone), or NULL (none, or no platform loaded). */
+const char *sp_sim_gpu_model(void);
 /** @return the number of hosts (GPUs) of the loaded platform, 0 before sp_sim_init. */
 int32_t sp_sim_num_hosts(void);
 /** @return the name of host @p i (declaration order), or NULL when out of range. */

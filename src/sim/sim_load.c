@@ -211,17 +211,19 @@ gboolean sp_sim_hosts_by_names(const GPtrArray *names, sg_host_t *out, size_t n)
   return ok;
 }
 
-/* Load @p path into SimGrid's engine: a platform `spsim platform dgx` generated with
- * its default zones and left unchanged is built as one zone routed by arithmetic, the
- * same hosts, links and routes in a fraction of the time (platform_routed.h); any other
- * file, or any file when SPSIM_PLATFORM_XML=1, through SimGrid's parser. */
-static void load_platform(const char *path)
+/* Load @p path into SimGrid's engine: a platform `spsim platform dgx` generated and
+ * left unchanged is built as one zone routed by arithmetic, the same hosts, links and
+ * routes as SimGrid's reading of the file in a fraction of the time (platform_routed.h);
+ * any other file, or any file when SPSIM_PLATFORM_XML=1, through SimGrid's parser.
+ * @return TRUE when built routed. */
+static gboolean load_platform(const char *path)
 {
   sp_platform_opts gen;
   if (g_strcmp0(g_getenv("SPSIM_PLATFORM_XML"), "1") != 0 && sp_platform_generated(path, &gen) &&
-      gen.zones == SP_PLATFORM_ZONES_AUTO && sp_sim_build_routed(&gen, NULL))
-    return;
+      sp_sim_build_routed(&gen, NULL))
+    return TRUE;
   simgrid_load_platform(path);
+  return FALSE;
 }
 
 /* The child: load, then check speeds, bandwidths and routes. @return 0 when all
@@ -235,7 +237,9 @@ static int child_check(const char *path, const sp_plat_desc *pp, child_report *r
   int argc = (int)a->len - 1;
   char **argv = g_memdup2(a->pdata, sizeof(char *) * a->len);
   simgrid_init(&argc, argv);
-  load_platform(path);
+  /* a routed build's routes exist by construction (tests/test-platform-routed holds them
+   * to SimGrid's reading of the file): only a parsed file's are checked */
+  const gboolean routed = load_platform(path);
   sp_sim_seal_platform();
   if (keep) {
     g_sim.args = a; /* simgrid_init may refer to argv later */
@@ -274,7 +278,8 @@ static int child_check(const char *path, const sp_plat_desc *pp, child_report *r
   free(links);
   if (rc == 0) {
     rep->phase = 2;
-    check_routes(rep, h, n, by_decl ? (const int32_t *)(void *)pp->group->data : NULL);
+    if (!routed)
+      check_routes(rep, h, n, by_decl ? (const int32_t *)(void *)pp->group->data : NULL);
     rep->phase = 3;
   }
   g_free(h);

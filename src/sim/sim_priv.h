@@ -18,6 +18,7 @@
 typedef struct {
   gboolean ready;
   char *path;
+  char *gpu_model;     /* the platform's `gpu` property (NULL: none) */
   int32_t nhosts;
   char **names;        /* declaration order */
   sg_host_t *hosts;

@@ -143,7 +143,8 @@ static gboolean coll_stream_rank(const coll_src *src, sp_program **spare, sp_flo
     sp_program *p = program_reuse(spare, rank);
     uint32_t in, out;
     coll_buffers(src, spec, p, &in, &out);
-    ok = sp_lower_coll_stream(p, spec, in, out, src->comm_only, coll_sink, su, err);
+    /* every spec of a coll_src was validated when it was made */
+    ok = sp_lower_coll_stream_member(p, spec, me, in, out, src->comm_only, coll_sink, su, err);
     if (*spare == NULL)
       *spare = p;
     else
@@ -488,13 +489,27 @@ gboolean sp_sim_coll_time_ex(const sp_coll_spec *spec, int32_t world, sp_fidelit
     sp_sim_ring_channels(&sp, &ch, &blk);
     sp.channel_block = blk;
   }
-  coll_src src = { .spec = &sp, .comm_only = free_local_steps(&sp), .in_place = in_place };
+  /* the spec as resolved, checked once for all members (coll_stream_rank) */
+  if (!sp_coll_spec_validate(&sp, err))
+    return FALSE;
+  /* each rank's member index, found once (a search per rank is n^2 at 131,072 ranks) */
+  int32_t *group = g_new(int32_t, world), *member = g_new(int32_t, world);
+  for (int32_t r = 0; r < world; r++)
+    group[r] = member[r] = -1;
+  for (int32_t i = 0; i < sp.n; i++) {
+    group[sp.ranks[i]] = 0;
+    member[sp.ranks[i]] = i;
+  }
+  coll_src src = { .spec = &sp, .comm_only = free_local_steps(&sp), .in_place = in_place, .specs = &sp,
+                   .group = group, .member = member };
   /* lowered programs are valid by construction (tests/test-coll checks them) */
   sp_sim_set_cost(&cost);
   gboolean ok = sp_sim_run_common(coll_get, coll_release, coll_stream, &src, world, TRUE, NULL, fid, NULL,
                            seconds, err);
   sp_sim_set_cost(NULL);
   sp_program_free(src.spare);
+  g_free(group);
+  g_free(member);
   return ok;
 }
 
@@ -541,6 +556,7 @@ gboolean sp_sim_coll_groups_time(const sp_coll_spec *specs, int32_t ngroups, con
       rs[g].algo = r0.algo;
       rs[g].proto = r0.proto;
       rs[g].chunk_bytes = r0.chunk_bytes;
+      ok = sp_coll_spec_validate(&rs[g], err); /* as resolved, once for all members */
     }
     if (!ok)
       sp_sim_set_host_map(NULL, 0, NULL);

@@ -109,12 +109,31 @@ int32_t sp_dbtree_root_member(int32_t n, int32_t block, int32_t k)
   return sp_dbtree_root(n / B, k % 2) * B + (k / 2) % B;
 }
 
-int32_t sp_dbtree_depth_max(int32_t n, int32_t block, int32_t k)
+/* The deepest node of tree @p t over @p N nodes: a walk over every node (N log N). */
+static int32_t depth_max(int32_t N, int32_t t)
 {
-  int32_t B = sp_dbtree_block(n, block), N = n / B, d = 0;
+  int32_t d = 0;
   for (int32_t x = 0; x < N; x++) {
-    int32_t dx = node_depth(N, k % 2, x);
+    int32_t dx = node_depth(N, t, x);
     d = dx > d ? dx : d;
   }
+  return d;
+}
+
+int32_t sp_dbtree_depth_max(int32_t n, int32_t block, int32_t k)
+{
+  /* every member of a group asks the same question: the last answers of this thread
+   * are kept (without them a group of n members costs n^2 log n) */
+  static _Thread_local struct { int32_t N, t, d; } memo[4];
+  static _Thread_local unsigned next;
+  int32_t B = sp_dbtree_block(n, block), N = n / B, t = k % 2;
+  for (unsigned i = 0; i < G_N_ELEMENTS(memo); i++)
+    if (memo[i].N == N && memo[i].t == t && N > 0)
+      return memo[i].d + B - 1;
+  int32_t d = depth_max(N, t);
+  memo[next % G_N_ELEMENTS(memo)].N = N;
+  memo[next % G_N_ELEMENTS(memo)].t = t;
+  memo[next % G_N_ELEMENTS(memo)].d = d;
+  next++;
   return d + B - 1;
 }

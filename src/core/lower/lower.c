@@ -70,17 +70,18 @@ static gboolean lower_member(sp_lctx *c, sp_algo algo, uint64_t in_bytes, GError
   return lowerings[algo](c, err);
 }
 
-static gboolean lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t in_buf,
+/* @p known: the member's index, the spec already validated by the caller (-1: neither). */
+static gboolean lower_coll(sp_program *prog, const sp_coll_spec *spec, int32_t known, uint32_t in_buf,
                            uint32_t out_buf, gboolean comm_only, sp_step_sink sink,
                            void *sink_ud, GError **err)
 {
   g_return_val_if_fail(prog != NULL, FALSE);
-  if (!sp_coll_spec_validate(spec, err))
+  if (known < 0 && !sp_coll_spec_validate(spec, err))
     return FALSE;
   sp_algo algo = sp_algo_choose(spec);
   if (!sp_coll_algo_supported(spec, algo, err))
     return FALSE;
-  int32_t me = sp_coll_index_of(spec, prog->rank);
+  int32_t me = known >= 0 ? known : sp_coll_index_of(spec, prog->rank);
   if (me < 0)
     return TRUE; /* not a member: nothing to do */
 
@@ -122,7 +123,7 @@ static gboolean lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t 
 gboolean sp_lower_coll(sp_program *prog, const sp_coll_spec *spec, uint32_t in_buf,
                        uint32_t out_buf, GError **err)
 {
-  return lower_coll(prog, spec, in_buf, out_buf, FALSE, NULL, NULL, err);
+  return lower_coll(prog, spec, -1, in_buf, out_buf, FALSE, NULL, NULL, err);
 }
 
 gboolean sp_lower_coll_stream(sp_program *prog, const sp_coll_spec *spec, uint32_t in_buf,
@@ -130,5 +131,13 @@ gboolean sp_lower_coll_stream(sp_program *prog, const sp_coll_spec *spec, uint32
                               void *sink_ud, GError **err)
 {
   g_return_val_if_fail(sink != NULL, FALSE);
-  return lower_coll(prog, spec, in_buf, out_buf, comm_only, sink, sink_ud, err);
+  return lower_coll(prog, spec, -1, in_buf, out_buf, comm_only, sink, sink_ud, err);
+}
+
+gboolean sp_lower_coll_stream_member(sp_program *prog, const sp_coll_spec *spec, int32_t me, uint32_t in_buf,
+                                     uint32_t out_buf, gboolean comm_only, sp_step_sink sink, void *sink_ud,
+                                     GError **err)
+{
+  g_return_val_if_fail(sink != NULL && me >= 0 && me < spec->n && spec->ranks[me] == prog->rank, FALSE);
+  return lower_coll(prog, spec, me, in_buf, out_buf, comm_only, sink, sink_ud, err);
 }

@@ -290,6 +290,16 @@ gboolean sp_lower_coll_stream(sp_program *prog, const sp_coll_spec *spec, uint32
                               void *sink_ud, GError **err);
 
 /**
+ * sp_lower_coll_stream for member @p me (spec->ranks[me] == prog->rank) of a @p spec the
+ * caller has already checked with sp_coll_spec_validate: neither the check nor the
+ * search for the member is done again. A consumer that lowers every member of a group
+ * of n in turn (the FLOW summary) would otherwise pay n^2 log n for them.
+ */
+gboolean sp_lower_coll_stream_member(sp_program *prog, const sp_coll_spec *spec, int32_t me, uint32_t in_buf,
+                                     uint32_t out_buf, gboolean comm_only, sp_step_sink sink, void *sink_ud,
+                                     GError **err);
+
+/**
  * The communication of member @p me of a RING all-reduce, reduce-scatter or
  * all-gather when every block of its schedule posts to the same peers (no chunk
  * is empty): the first block's posts (@p posts, at most 2 * #SP_MAX_CHANNELS,

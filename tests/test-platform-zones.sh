@@ -16,7 +16,7 @@ time_us() { tr '{' '\n' <"$1" | awk '/"bytes"/ && /"time_us"/ { t = $0; sub(/.*"
 near() { time_us "$1" | awk -v w="$2" '{ k++; d = $1 - w; if (d < 0) d = -d; if (d > 0.001 * w) bad++ } END { exit (bad > 0 || k != 1) }'; }
 # bench PLATFORM COLL RANKS OUT [extra]: one 1 GiB row as JSON
 bench() { p=$1 c=$2 r=$3 o=$4; shift 4; "$bin" bench "$p" --coll "$c" --ranks "$r" --sizes 1G --json "$@" >"$o" 2>"$tmp/err"; }
-echo "1..8"
+echo "1..9"
 
 # 1: structure: 3 nodes of 4 GPUs, 2 nodes per SU -> zones su0 and su1 (DijkstraCache),
 #    no node zone; node 2's GPU 3 reaches its own NIC (rail 3) and its NVLink port
@@ -97,3 +97,20 @@ else nok "--zones auto: $(cat "$tmp/err")"; fi
 if "$bin" platform dgx --nodes 2 --zones rack >"$tmp/out" 2>"$tmp/err"; then nok "--zones rack accepted"
 elif [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "node, su or auto" "$tmp/err"; then ok "--zones rack: one-line error"
 else nok "--zones rack: $(cat "$tmp/err")"; fi
+
+# 9: spsim builds a file it generated as one routed zone (docs/calibration.md, "The routed
+#    build"); SimGrid's parse of the same file (SPSIM_PLATFORM_XML=1), and of an edited
+#    copy, which is not the generator's output, price a contended all-reduce across SUs
+#    and an all-to-all to the same bytes
+"$bin" platform dgx --nodes 4 --gpu toy --gpus-per-node 4 --su-nodes 2 -o "$tmp/r.xml" 2>"$tmp/err"
+cp "$tmp/r.xml" "$tmp/e.xml" && echo "<!-- edited -->" >>"$tmp/e.xml"
+same=yes
+for c in all-reduce all-to-all; do
+  bench "$tmp/r.xml" $c 16 "$tmp/r1.json" && SPSIM_PLATFORM_XML=1 bench "$tmp/r.xml" $c 16 "$tmp/r2.json" \
+    && bench "$tmp/e.xml" $c 16 "$tmp/r3.json" || same=no
+  sed 's/"platform":"[^"]*"//' "$tmp/r1.json" >"$tmp/a1"; sed 's/"platform":"[^"]*"//' "$tmp/r2.json" >"$tmp/a2"
+  sed 's/"platform":"[^"]*"//' "$tmp/r3.json" >"$tmp/a3"
+  cmp -s "$tmp/a1" "$tmp/a2" && cmp -s "$tmp/a1" "$tmp/a3" && [ -s "$tmp/a1" ] || same=no
+done
+if [ $same = yes ]; then ok "routed build, SimGrid's parse and an edited file: the same results"
+else nok "routed build against SimGrid's parse: $(cat "$tmp/err")"; fi

@@ -128,7 +128,9 @@ typedef enum {
  *  and 162 s). Up to this count the node zones keep every prediction as it was: across
  *  SUs, SU zones list a route's links in another order (SimGrid's Dijkstra puts the
  *  destination's side first), and contended collectives across SUs then move (a tree
- *  all-reduce of 512 ranks over 2 SUs by 11 %, bench/zones.sh). */
+ *  all-reduce of 512 ranks over 2 SUs by 11 %, bench/zones.sh). spsim itself builds a file
+ *  it generated without SimGrid's parser (platform_routed.h), with the route order of the
+ *  file's zones; the choice keeps the file loadable by SimGrid and its tools. */
 #define SP_PLATFORM_NODE_ZONES_MAX 2048
 
 /** Options of sp_platform_dgx_xml. */

@@ -1,8 +1,9 @@
 /* Fuzz harness: platform XML files. The input is written to a temporary file, read
  * by spsim's platform reader (sp_plat_read: its facts must be finite and
  * consistent) and checked by sp_sim_check_platform, which loads it with SimGrid
- * in a forked child: whatever the file holds must come back as a GError, never
- * as a dead process. */
+ * in a forked child (a file whose header names `spsim platform dgx ...` is first
+ * read as a command and compared with its output: the routed build's gate): whatever
+ * the file holds must come back as a GError, never as a dead process. */
 #include "config.h"
 
 #include <math.h>

@@ -137,14 +137,9 @@ static char *child_describe(const char *path, gboolean routed)
 static void check_same(const char *args)
 {
   g_autofree char *cmd = g_strconcat("spsim platform dgx ", args, NULL);
-  int argc = 0;
-  g_auto(GStrv) argv = NULL;
-  g_assert_true(g_shell_parse_argv(cmd, &argc, &argv, NULL));
   sp_platform_opts o;
   g_autoptr(GError) err = NULL;
-  /* (a copy of the array: the parser removes what it reads, argv keeps the strings) */
-  g_autofree char **rest = g_memdup2(argv + 1, sizeof(char *) * (gsize)argc);
-  g_assert_true(sp_platform_args_parse(argc - 1, rest, FALSE, &o, NULL, &err));
+  g_assert_true(sp_platform_args_parse_line(cmd, &o, &err));
   g_autofree char *xml = sp_platform_dgx_xml(&o, &err);
   g_assert_nonnull(xml);
   g_autofree char *path = NULL;

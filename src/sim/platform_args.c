@@ -174,6 +174,18 @@ static char *generated_by(const char *head, gsize len)
   return eol != NULL ? g_strndup(cmd, (gsize)(eol - cmd)) : NULL;
 }
 
+gboolean sp_platform_args_parse_line(const char *line, sp_platform_opts *opts, GError **err)
+{
+  int argc = 0;
+  g_auto(GStrv) argv = NULL;
+  if (!g_shell_parse_argv(line, &argc, &argv, err)) return FALSE;
+  if (argc < 2 || strcmp(argv[0], "spsim") != 0) return fail(err, "not a command 'spsim platform ...': %s", line);
+  /* "spsim platform dgx ...": the parser takes "platform" for the program's name, and
+   * removes what it reads from the array it is given (a copy: argv keeps the strings) */
+  g_autofree char **args = g_memdup2(argv + 1, sizeof(char *) * (gsize)argc);
+  return sp_platform_args_parse(argc - 1, args, FALSE, opts, NULL, err);
+}
+
 gboolean sp_platform_generated(const char *path, sp_platform_opts *opts)
 {
   g_autoptr(GMappedFile) map = g_mapped_file_new(path, FALSE, NULL);
@@ -182,14 +194,8 @@ gboolean sp_platform_generated(const char *path, sp_platform_opts *opts)
   gsize len = g_mapped_file_get_length(map);
   if (data == NULL) return FALSE;
   g_autofree char *cmd = generated_by(data, MIN(len, (gsize)4096));
-  int argc = 0;
-  g_auto(GStrv) argv = NULL;
-  if (cmd == NULL || !g_shell_parse_argv(cmd, &argc, &argv, NULL) || argc < 3) return FALSE;
-  /* "spsim platform dgx ...": the parser takes "platform" for the program's name */
   sp_platform_opts o;
-  char **args = g_memdup2(argv + 1, sizeof(char *) * (gsize)argc); /* the parser may reorder them */
-  gboolean ok = sp_platform_args_parse(argc - 1, args, FALSE, &o, NULL, NULL);
-  g_free(args);
+  gboolean ok = cmd != NULL && sp_platform_args_parse_line(cmd, &o, NULL);
   /* every GPU's <host> element alone is over 200 bytes: a file far shorter than its
    * command's platform is not its output (and is not worth generating to compare) */
   if (!ok || (guint64)len < (guint64)o.nodes * (guint64)o.gpus_per_node * 200u) return FALSE;

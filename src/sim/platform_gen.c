@@ -421,32 +421,25 @@ static void put_hosts(GString *s, const sp_platform_opts *o, const sp_gpu_spec *
 {
   char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE];
   const int w = m->w;
-  const char *clat = num(b2, g->coll_lat * 1e6);
-  /* mem_bw makes the engine charge local steps (reductions, copies) at HBM speed. */
-  g_autofree char *charge = o->charge_local ? g_strdup_printf("<prop id=\"mem_bw\" value=\"%.0f\"/>", g->mem_bw) : NULL;
-  for (int32_t k = 0; k < m->zone_gpus; k++)
-    g_string_append_printf(s,
-        "%s<host id=\"node%0*d-gpu%d\" speed=\"%sTf\">"
-        "<prop id=\"gpu\" value=\"%s\"/><prop id=\"gpu_mem\" value=\"%.0f\"/>"
-        "<prop id=\"hbm_bw\" value=\"%.0f\"/>%s<prop id=\"node\" value=\"%d\"/>"
-        "<prop id=\"local_rank\" value=\"%d\"/><prop id=\"coll_latency\" value=\"%sus\"/></host>\n",
-        indent, w, node, k, num(b1, g->flops / 1e12), g->model, g->gpu_mem, g->mem_bw, charge ? charge : "", node,
-        k, clat);
-  g_string_append_printf(s, "%s<router id=\"node%0*d-nvswitch\"/><router id=\"node%0*d-tx\"/><router id=\"node%0*d-rx\"/>\n",
-                         indent, w, node, w, node, w, node);
-  if (m->sink == NULL) return;
-  /* the same strings as the text's, the properties in its order */
+  /* each value's text once, for the file and the sink alike */
   g_autofree char *speed = g_strconcat(num(b1, g->flops / 1e12), "Tf", NULL);
   g_autofree char *mem = g_strdup_printf("%.0f", g->gpu_mem), *hbm = g_strdup_printf("%.0f", g->mem_bw);
-  g_autofree char *coll = g_strconcat(clat, "us", NULL), *nodes = g_strdup_printf("%d", node);
+  g_autofree char *coll = g_strconcat(num(b2, g->coll_lat * 1e6), "us", NULL), *nodes = g_strdup_printf("%d", node);
   for (int32_t k = 0; k < m->zone_gpus; k++) {
     g_autofree char *id = g_strdup_printf("node%0*d-gpu%d", w, node, k), *lr = g_strdup_printf("%d", k);
+    /* mem_bw makes the engine charge local steps (reductions, copies) at HBM speed */
     const char *props[] = { "gpu", g->model, "gpu_mem", mem, "hbm_bw", hbm, "mem_bw", hbm, "node", nodes,
                             "local_rank", lr, "coll_latency", coll, NULL };
     if (!o->charge_local) /* no mem_bw: drop its pair */
       memmove(&props[6], &props[8], sizeof props - 8 * sizeof props[0]);
-    m->sink->host(m->sink->ctx, node, k, id, speed, props);
+    g_string_append_printf(s, "%s<host id=\"%s\" speed=\"%s\">", indent, id, speed);
+    for (const char *const *p = props; p[0] != NULL; p += 2)
+      g_string_append_printf(s, "<prop id=\"%s\" value=\"%s\"/>", p[0], p[1]);
+    g_string_append(s, "</host>\n");
+    if (m->sink != NULL) m->sink->host(m->sink->ctx, node, k, id, speed, props);
   }
+  g_string_append_printf(s, "%s<router id=\"node%0*d-nvswitch\"/><router id=\"node%0*d-tx\"/><router id=\"node%0*d-rx\"/>\n",
+                         indent, w, node, w, node, w, node);
 }
 
 /* One node: its GPUs, the NVSwitch and the two NIC-side gateways. Floyd finds

@@ -355,6 +355,9 @@ typedef struct {
   double experts[3];  /**< the rank's experts as one grouped GEMM: up (and gate) then down, expert_ffn / etp columns */
   double shared[3];   /**< shared experts, split by tp as a dense MLP over the gathered tokens */
   double permute;     /**< token permutation before dispatch and after combine (HBM bound), each direction */
+  double act;         /**< the experts' activation over their rows (routed and shared), element-wise, less the
+                           dense MLP's that sp_layer_kernels elem_fwd counts (negative where the dense MLP is
+                           wider); forward, the backward twice it as for elem_fwd */
   double dense_fwd;   /**< the dense MLP this layer replaces (sp_layer_kernels up + down), forward */
   double dense_bwd;   /**< and backward */
 } sp_moe_kernels;

@@ -203,6 +203,14 @@ gboolean sp_step_moe_kernels(const sp_step_ctx *c, const sp_layout *l, sp_moe_ke
   /* permute before dispatch and unpermute after combine: each reads and writes the
    * tokens' topk copies once */
   o->permute = 2.0 * sp_kernel_elementwise_time(g, 2.0 * o->tokens * (double)m->topk * h * e * f);
+  /* the activation (SwiGLU: gate and up read, product written) runs over the experts'
+   * rows, tokens x topk x expert_ffn (x imbalance), and the shared experts', while the
+   * layer's element-wise term counts the dense MLP's tokens x ffn (sp_step_act_mlp_token_bytes:
+   * the same multiple per element, written and read back); per rank, tp's share */
+  double mult = m->mlp != SP_MLP_SWIGLU ? 2.0 : m->elementwise == SP_ELEM_EAGER ? 4.0 : 3.0;
+  double moe_cols = (double)m->topk * (double)m->expert_ffn * f + (double)m->shared_experts * (double)m->shared_ffn;
+  double elems = shard_tokens(l, c->seq) / l->tp * (moe_cols - (double)m->ffn);
+  if (g->hbm_bw > 0) o->act = 2.0 * e * mult * elems / sp_kernel_hbm_rate(g);
   /* the dense MLP of sp_step_layer_kernels this layer does not run */
   int64_t Td = (int64_t)llround(shard_tokens(l, c->seq));
   int64_t dup = (m->mlp == SP_MLP_SWIGLU ? 2 : 1) * m->ffn / l->tp;
@@ -215,11 +223,15 @@ gboolean sp_step_moe_kernels(const sp_step_ctx *c, const sp_layout *l, sp_moe_ke
   return TRUE;
 }
 
-double sp_moe_kernels_fwd(const sp_moe_kernels *k) { return k->router[0] + k->permute + k->experts[0] + k->shared[0]; }
+double sp_moe_kernels_fwd(const sp_moe_kernels *k)
+{
+  return k->router[0] + k->permute + k->experts[0] + k->act + k->shared[0];
+}
 
 double sp_moe_kernels_bwd(const sp_moe_kernels *k)
 {
-  return k->router[1] + k->router[2] + k->permute + k->experts[1] + k->experts[2] + k->shared[1] + k->shared[2];
+  return k->router[1] + k->router[2] + k->permute + k->experts[1] + k->experts[2] + 2.0 * k->act + k->shared[1] +
+         k->shared[2];
 }
 
 gboolean sp_step_moe_a2a_hidden(const sp_step_ctx *c, const sp_layout *l, const sp_layer_kernels *lk, double a2a,
@@ -233,7 +245,7 @@ gboolean sp_step_moe_a2a_hidden(const sp_step_ctx *c, const sp_layout *l, const 
   double attn_f = lk->qkv[0] + lk->proj[0] + lk->attn_fwd + lk->elem_fwd / 2;
   double attn_b = lk->qkv[1] + lk->qkv[2] + lk->proj[1] + lk->proj[2] + lk->attn_bwd + 2.0 * lk->elem_fwd +
                   (l->ckpt == SP_CKPT_SELECTIVE ? lk->attn_fwd : 0.0);
-  double win[4] = { attn_f + k.router[0] + k.permute / 2, k.experts[1] + k.experts[2], k.experts[0],
+  double win[4] = { attn_f + k.router[0] + k.permute / 2, k.experts[1] + k.experts[2] + 2.0 * k.act, k.experts[0] + k.act,
                     k.router[1] + k.router[2] + k.permute / 2 + attn_b };
   double h = 0;
   for (int i = 0; i < 4; i++) h += MIN(a2a, win[i]);

@@ -68,7 +68,7 @@ void sg_moe_fwd_part(sb *b, int part)
   case 1: case 3: moe_a2a(b); break;
   case 2:
     sg_coll_block(b, SP_STREAM_TP, b->etp_ag);
-    sg_compute(b, b->mk.experts[0], "experts (grouped GEMM)");
+    sg_compute(b, b->mk.experts[0] + b->mk.act, "experts (grouped GEMM, activation)");
     sg_coll_block(b, SP_STREAM_TP, b->etp_rs);
     break;
   default:
@@ -90,7 +90,7 @@ void sg_moe_bwd_part(sb *b, int part)
   case 1: case 3: moe_a2a(b); break;
   case 2:
     sg_coll_block(b, SP_STREAM_TP, b->etp_ag);
-    sg_compute(b, b->mk.experts[1] + b->mk.experts[2], "experts backward (grouped GEMM)");
+    sg_compute(b, b->mk.experts[1] + b->mk.experts[2] + 2.0 * b->mk.act, "experts backward (grouped GEMM, activation)");
     sg_coll_block(b, SP_STREAM_TP, b->etp_rs);
     break;
   default:

@@ -141,6 +141,9 @@ typedef struct {
   double attn_bwd_eff;   /**< flash attention backward, fraction of peak */
   double attn2_fwd_eff;  /**< FlashAttention-2-generation forward (0: attn_fwd_eff) */
   double attn2_bwd_eff;  /**< FlashAttention-2-generation backward (0: attn_bwd_eff) */
+  double attn_d0_fwd;    /**< flash attention forward at head dim d < 128 runs at d / (d + d0) over
+                              128 / (128 + d0) of attn_fwd_eff (0: the same at every head dim) */
+  double attn_d0_bwd;    /**< and its backward */
   double launch;         /**< seconds added to every kernel (launch and tail) */
   const sp_gemm_table *table; /**< measured GEMMs, or NULL (not owned) */
   gboolean table_fp8;    /**< look @p table's FP8 rows up, not its 16-bit ones (sp_kernel_gpu_fp8 sets it) */

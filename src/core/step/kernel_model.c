@@ -107,6 +107,15 @@ gboolean sp_attn_impl_check(sp_attn_impl a, int64_t head_dim, sp_dtype dtype, GE
  *   (FlashAttention-3, arXiv:2407.08608, Section 4.1) measure FlashAttention-3 1.5-2.0x
  *   faster forward and 1.5-1.75x backward on H100 SXM5. On A100 FlashAttention-2 is the
  *   flash kernel.
+ * - flash attention's head dim (attn_d0_fwd 80, attn_d0_bwd 44): measured with PyTorch's
+ *   default fused attention on an H100 80GB HBM3 SXM (bench/gpu/h100-attention.csv,
+ *   bench/gpu/hopper-kernels.py: causal, batch 1, 8 to 64 heads, sequence 4096 to
+ *   32768), head dim 64 reaches 0.722 of head dim 128's FLOP rate forward and 0.795
+ *   backward (geometric means over the 16 shapes; 0.69-0.78 and 0.77-0.88): a fixed cost
+ *   per tile of 80 and 44 steps of the head dim, the form of the GEMMs' tile_k0. Head
+ *   dims from 128 up keep the measured rates (none above 128 measured). FlashAttention-2
+ *   on the H100 lost less at head dim 64 (0.89 of its head-dim-128 rate, one MoE layer
+ *   in bench/gpu/h100-moe-layer.csv), so flash2 and triton keep one rate.
  * - hbm_eff: memory-bound kernels stream at BabelStream's rate, not the datasheet's.
  *   A100 SXM4 80 GB: Triad 1,724.8 GB/s (Copy 1,709.4) of 2,039 GB/s, 0.846
  *   (ukri-bench/benchmark-BabelStream README.md, "Example performance data", Tursa,
@@ -163,7 +172,8 @@ void sp_kernel_gpu_h100(sp_kernel_gpu *g)
 {
   *g = (sp_kernel_gpu){ .peak_flops = 989.4e12, .hbm_bw = 3.35e12, .sms = 132, .tile_m = 128, .tile_n = 256,
                         .gemm_eff = 0.74, .tile_k0 = 208, .attn_fwd_eff = 0.60, .attn_bwd_eff = 0.45, .attn2_fwd_eff = 0.30,
-                        .attn2_bwd_eff = 0.26, .launch = 4e-6, .hbm_eff = 0.83, .fp8_peak_ratio = 2.0,
+                        .attn2_bwd_eff = 0.26, .attn_d0_fwd = 80, .attn_d0_bwd = 44, .launch = 4e-6, .hbm_eff = 0.83,
+                        .fp8_peak_ratio = 2.0,
                         .fp8_gemm_eff = 0.62 };
 }
 
@@ -351,6 +361,12 @@ double sp_kernel_attn_time(const sp_kernel_gpu *g, sp_attn_impl impl, gboolean b
       int64_t p2 = 16;
       while (p2 < d) p2 *= 2;
       dk = (double)p2;
+    }
+    double d0 = bwd ? g->attn_d0_bwd : g->attn_d0_fwd;
+    if (impl == SP_ATTN_FLASH && d0 > 0 && d < 128) {
+      double at = (double)d / ((double)d + d0) / (128.0 / (128.0 + d0));
+      fe *= at;
+      be *= at;
     }
     double fwd = 4.0 * b * heads * causal_pairs(sq, skv) * dk;
     return bwd ? 2.5 * fwd / (be * g->peak_flops) + g->launch : fwd / (fe * g->peak_flops) + g->launch;

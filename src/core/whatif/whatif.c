@@ -321,6 +321,7 @@ static gboolean resolve_hw(sp_whatif_result *r, const sp_whatif_opts *o, const s
         hw->gpu.attn_bwd_eff = MIN(1.0, p->measured_attn_bwd_flops / p->measured_gemm_flops);
       hw->gpu.attn2_bwd_eff = hw->gpu.attn_bwd_eff;
       hw->gpu.attn2_fwd_eff = hw->gpu.attn_fwd_eff;
+      hw->gpu.attn_d0_fwd = hw->gpu.attn_d0_bwd = 0.0; /* measured at the model's own head dim */
     }
     r->peak_src = "measured by spsim platform local";
   }
@@ -336,6 +337,7 @@ static gboolean resolve_hw(sp_whatif_result *r, const sp_whatif_opts *o, const s
     hw->gpu.attn_fwd_eff = o->eff_attn;
     hw->gpu.attn2_bwd_eff = hw->gpu.attn_bwd_eff; /* the given rate, whichever kernel */
     hw->gpu.attn2_fwd_eff = hw->gpu.attn_fwd_eff;
+    hw->gpu.attn_d0_fwd = hw->gpu.attn_d0_bwd = 0.0; /* the given rate at every head dim */
   }
   hw->gpu.table = r->gemm_table;
   hw->attn = SP_ATTN_FLASH;

@@ -31,16 +31,12 @@ each configuration's kernels, longest first.
 """
 import os
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-try:
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-except ImportError:
-    sdpa_kernel = None
+from layer_timing import kernel_split, parse_args, time_step
 
 # Shapes from the models' config.json (bench/validation/models/gpt-oss-120b.json,
 # models/qwen3-30b-a3b.json); local experts and tokens from the runs' layouts
@@ -77,6 +73,9 @@ class MoEBlock(nn.Module):
             a = torch._grouped_mm(xs, self.w13.transpose(-2, -1), offs=offs)
             g, u = a.chunk(2, dim=-1)
             return torch._grouped_mm(F.silu(g) * u, self.w2.transpose(-2, -1), offs=offs)
+        # slices of xs: autograd gives each slice's gradient the full size of xs, which most
+        # of the loop's other-kernel time is (Megatron's SequentialMLP splits with
+        # torch.split, whose backward concatenates)
         outs, lo = [], 0
         for i, hi in enumerate(self.offs_host):  # the host knows the split, as Megatron's dispatcher does
             a = F.linear(xs[lo:hi], self.w13[i])
@@ -106,23 +105,6 @@ class MoEBlock(nn.Module):
         return x + out.view(b, t, h)
 
 
-def kind(name):
-    n = name.lower()
-    if "flash" in n or "fmha" in n or "attention" in n:
-        return "attention"
-    if "gemm" in n or "nvjet" in n or "cutlass" in n or "xmma" in n or "cublas" in n or "wgmma" in n or "grouped" in n:
-        return "gemm"
-    return "other"
-
-
-def device_us(evt):
-    for a in ("self_device_time_total", "device_time_total", "self_cuda_time_total", "cuda_time_total"):
-        v = getattr(evt, a, None)
-        if v:
-            return float(v)
-    return 0.0
-
-
 def run(name, c, local, t, impl, csv, log, warm):
     torch.manual_seed(0)
     blk = MoEBlock(c, local, impl).cuda().to(torch.bfloat16)
@@ -143,51 +125,14 @@ def run(name, c, local, t, impl, csv, log, warm):
         x.grad = None
         blk(x, (tok, order), offs).backward(g)
 
-    ctx = sdpa_kernel(SDPBackend.FLASH_ATTENTION) if sdpa_kernel else torch.backends.cuda.sdp_kernel(
-        enable_flash=True, enable_math=False, enable_mem_efficient=False)
-    with ctx:
-        for _ in range(3):
-            step()
-        torch.cuda.synchronize()
-        t_end = time.time() + warm
-        while time.time() < t_end:
-            for _ in range(5):
-                step()
-            torch.cuda.synchronize()
-        iters = 10
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        e0.record()
-        h0 = time.perf_counter()
-        for _ in range(iters):
-            step()
-        host = (time.perf_counter() - h0) / iters * 1e3
-        e1.record()
-        torch.cuda.synchronize()
-        ms = e0.elapsed_time(e1) / iters
-        from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(2):
-                step()
-            torch.cuda.synchronize()
-    by = {"gemm": 0.0, "attention": 0.0, "other": 0.0}
-    rows, count = [], 0
-    for evt in prof.key_averages():
-        if "CPU" in str(getattr(evt, "device_type", "CUDA")):
-            continue
-        us = device_us(evt) / 2
-        if us <= 0:
-            continue
-        by[kind(evt.key)] += us
-        count += evt.count
-        rows.append((us, evt.count // 2, kind(evt.key), evt.key[:110]))
-    rows.sort(reverse=True)
+    ms, host, prof = time_step(step, 3, warm)
+    by, rows, count = kernel_split(prof)
     csv.write("%s,%s,%d,%d,%d,%.3f,%.3f,%d,%.3f,%.3f,%.3f\n" % (
-        name, impl, t, local, n // local, ms, host, count // 2, by["gemm"] / 1e3, by["attention"] / 1e3, by["other"] / 1e3))
+        name, impl, t, local, n // local, ms, host, count, by["gemm"] / 1e3, by["attention"] / 1e3, by["other"] / 1e3))
     csv.flush()
     log.write("## %s %s: %d tokens, %d local experts of %d rows: %.3f ms per layer forward+backward, host issue %.3f ms, "
               "%d kernels; GEMM %.3f ms, attention %.3f ms, other %.3f ms\n" % (
-                  name, impl, t, local, n // local, ms, host, count // 2, by["gemm"] / 1e3, by["attention"] / 1e3,
+                  name, impl, t, local, n // local, ms, host, count, by["gemm"] / 1e3, by["attention"] / 1e3,
                   by["other"] / 1e3))
     for us, cnt, k, key in rows[:30]:
         log.write("%10.1f us %4d x %-9s %s\n" % (us, cnt, k, key))
@@ -215,10 +160,4 @@ def main(out, warm):
 
 
 if __name__ == "__main__":
-    a = sys.argv[1:]
-    warm = 0.0
-    if len(a) == 3 and a[1] == "--warm":
-        warm = float(a[2])
-    elif len(a) != 1:
-        sys.exit(__doc__)
-    main(a[0], warm)
+    main(*parse_args(sys.argv[1:], __doc__))

@@ -24,16 +24,12 @@ layer-warm-kernels.txt; stream.csv is not rewritten.
 """
 import os
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-try:
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-except ImportError:  # older PyTorch
-    sdpa_kernel = None
+from layer_timing import kernel_split, parse_args, time_step
 
 
 class RMSNorm(nn.Module):
@@ -95,23 +91,6 @@ CONFIGS = [
 ]
 
 
-def kind(name):
-    n = name.lower()
-    if "flash" in n or "fmha" in n or "attention" in n:
-        return "attention"
-    if "gemm" in n or "nvjet" in n or "cutlass" in n or "xmma" in n or "cublas" in n or "wgmma" in n:
-        return "gemm"
-    return "other"
-
-
-def device_us(evt):
-    for a in ("self_device_time_total", "device_time_total", "self_cuda_time_total", "cuda_time_total"):
-        v = getattr(evt, a, None)
-        if v:
-            return float(v)
-    return 0.0
-
-
 def gemm_flop(c, b, t):
     h, hd, f = c["hidden"], c["hidden"] // c["heads"], c["ffn"]
     per_token = h * c["heads"] * hd * 2 + 2 * h * c["kv_heads"] * hd + (3 if c["mlp"] == "swiglu" else 2) * h * f
@@ -134,43 +113,8 @@ def run(name, c, b, t, csv, log, warm):
         x.grad = None
         blk(x, freqs).backward(g)
 
-    ctx = sdpa_kernel(SDPBackend.FLASH_ATTENTION) if sdpa_kernel else torch.backends.cuda.sdp_kernel(
-        enable_flash=True, enable_math=False, enable_mem_efficient=False)
-    with ctx:
-        for _ in range(5):
-            step()
-        torch.cuda.synchronize()
-        t_end = time.time() + warm
-        while time.time() < t_end:
-            for _ in range(5):
-                step()
-            torch.cuda.synchronize()
-        torch.cuda.synchronize()
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        iters = 10
-        e0.record()
-        for _ in range(iters):
-            step()
-        e1.record()
-        torch.cuda.synchronize()
-        ms = e0.elapsed_time(e1) / iters
-        from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(2):
-                step()
-            torch.cuda.synchronize()
-    by = {"gemm": 0.0, "attention": 0.0, "other": 0.0}
-    rows = []
-    for evt in prof.key_averages():
-        dt = str(getattr(evt, "device_type", "CUDA"))
-        if "CPU" in dt:
-            continue
-        us = device_us(evt) / 2
-        if us <= 0:
-            continue
-        by[kind(evt.key)] += us
-        rows.append((us, evt.count // 2, kind(evt.key), evt.key[:110]))
-    rows.sort(reverse=True)
+    ms, _, prof = time_step(step, 5, warm)
+    by, rows, _ = kernel_split(prof)
     fl = gemm_flop(c, b, t)
     csv.write("%s,%d,%d,%.3f,%.3f,%.3f,%.3f,%.1f\n" % (name, b, t, ms, by["gemm"] / 1e3, by["attention"] / 1e3,
                                                        by["other"] / 1e3, fl / (by["gemm"] * 1e-6) / 1e12 if by["gemm"] else 0))
@@ -227,10 +171,4 @@ def main(out, warm):
 
 
 if __name__ == "__main__":
-    a = sys.argv[1:]
-    warm = 0.0
-    if len(a) == 3 and a[1] == "--warm":
-        warm = float(a[2])
-    elif len(a) != 1:
-        sys.exit(__doc__)
-    main(a[0], warm)
+    main(*parse_args(sys.argv[1:], __doc__))

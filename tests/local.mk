@@ -143,6 +143,12 @@ tests_test_sim_hier_SOURCES = tests/test-sim-hier.c
 tests_test_sim_hier_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 tests_test_sim_hier_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-sim-hier
+# sibling groups priced by symmetry against every group simulated (sp_sim_coll_groups_time)
+check_PROGRAMS += tests/test-sim-siblings
+tests_test_sim_siblings_SOURCES = tests/test-sim-siblings.c
+tests_test_sim_siblings_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
+tests_test_sim_siblings_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-sim-siblings
 EXTRA_DIST += tests/test-verify-cli.sh
 
 # real: spsim-run under mpirun (identity with the simulation, faults, CLI), CUDA kernels

@@ -149,6 +149,8 @@ static gint natural_cmp(gconstpointer pa, gconstpointer pb)
 gboolean sp_sim_init(const char *platform_xml, GError **err)
 {
   g_sim_no_pattern = g_getenv("SPSIM_FLOW_STEPS") != NULL;
+  /* SPSIM_SIBLINGS=all: every sibling group simulated, none priced by symmetry (checks) */
+  g_sim.sym_off = g_strcmp0(g_getenv("SPSIM_SIBLINGS"), "all") == 0;
   if (platform_xml == NULL || *platform_xml == '\0') {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "no platform file given");
     return FALSE;

@@ -162,11 +162,30 @@ gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity f
  * reduce, send-recv; SP_ERROR_INVALID otherwise).
  */
 /**
+ * Whether sp_sim_coll_groups_time may simulate group 0 alone when the other groups are
+ * images of it under a symmetry of the platform (default TRUE; FALSE simulates every
+ * group, for checks).
+ */
+void sp_sim_set_sibling_symmetry(gboolean on);
+/**
+ * Whether sp_sim_coll_groups_time prices these groups by group 0 alone (the symmetry
+ * it describes holds, and the check is within its budget of member pairs); FALSE when
+ * turned off by sp_sim_set_sibling_symmetry.
+ */
+gboolean sp_sim_coll_groups_symmetric(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts);
+/**
  * The time of @p ngroups collectives run together, each of specs[g].n (all equal)
  * members, on ranks 0 .. ngroups * n - 1 (specs[g].ranks: each rank in one
  * group) placed on @p hosts (rank r on host hosts[r]: the world is only the
  * members, not the hosts between them). Specs are used as given (channels
  * included). Sets and then clears the host map (sp_sim_set_host_map).
+ * When groups 1.. are images of group 0 under a symmetry of the platform (checked on
+ * the routes between every two members: the same links where a group shares them with
+ * group 0, else links of the same bandwidth, latency and sharing that no other group's
+ * route maps onto and group 0 does not use), group 0 runs alone with every shared
+ * link it shares with k groups at 1/k of its bandwidth (FATPIPE links as they are):
+ * max-min fair sharing has one allocation, so by symmetry every group gets group 0's
+ * rates, and group 0's flows the same share of each link as among all groups.
  */
 gboolean sp_sim_coll_groups_time(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts,
                                  sp_fidelity fid, double *seconds, GError **err);

@@ -513,6 +513,202 @@ gboolean sp_sim_coll_time_ex(const sp_coll_spec *spec, int32_t world, sp_fidelit
   return ok;
 }
 
+/* ---- sibling groups by symmetry ------------------------------------------------ */
+
+/* A link group 0 shares with k groups (itself included), its bandwidth as loaded. */
+typedef struct {
+  sg_link_t link;
+  int32_t k;
+  double bw;
+} sym_link;
+
+/* Route checks at most this many member pairs over all groups: beyond, every group
+ * is simulated (the check would cost more than it saves). */
+#define SYM_ROUTE_BUDGET (4 << 20)
+
+void sp_sim_set_sibling_symmetry(gboolean on)
+{
+  g_sim.sym_off = !on;
+}
+
+/* (link, group): a shared link counted once per group */
+typedef struct {
+  sg_link_t link;
+  int32_t g;
+} link_group;
+
+static guint link_group_hash(gconstpointer p)
+{
+  const link_group *a = p;
+  return g_direct_hash(a->link) * 31u + (guint)a->g;
+}
+
+static gboolean link_group_equal(gconstpointer pa, gconstpointer pb)
+{
+  const link_group *a = pa, *b = pb;
+  return a->link == b->link && a->g == b->g;
+}
+
+static gboolean same_link_kind(const_sg_link_t a, const_sg_link_t b)
+{
+  return sg_link_get_bandwidth(a) == sg_link_get_bandwidth(b) && sg_link_get_latency(a) == sg_link_get_latency(b) &&
+         sg_link_is_shared(a) == sg_link_is_shared(b);
+}
+
+/* An image link: the one link of group 0 that groups map onto it, and how many do. */
+typedef struct {
+  sg_link_t of;
+  int32_t groups;
+} sym_image;
+
+/* Do member i's hosts in group 0 and group g compute alike (speed, memory bandwidth,
+ * latencies of local steps and collectives)? */
+static gboolean same_host_kind(int32_t a, int32_t b)
+{
+  return sg_host_get_speed(g_sim.hosts[a]) == sg_host_get_speed(g_sim.hosts[b]) && g_sim.mem_bw[a] == g_sim.mem_bw[b] &&
+         g_sim.local_lat[a] == g_sim.local_lat[b] && g_sim.coll_lat[a] == g_sim.coll_lat[b];
+}
+
+/* Are groups 1.. of @p specs images of group 0 under a symmetry of the platform (see
+ * sp_sim_coll_groups_time)? Walks the routes between every ordered pair of members of
+ * every group against group 0's, position by position: group g maps each link a of group
+ * 0 to one link b (a itself when they share it); an image b != a must be of the same
+ * kind, of no other link of group 0, not a link of group 0, and taken by as many groups
+ * as share a (then its load and capacity are a's, scaled). The shared (not FATPIPE)
+ * links group 0 shares with k > 1 groups come back with k; NULL when not symmetric. */
+static GArray *sym_check(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts)
+{
+  int32_t n = specs[0].n;
+  if (ngroups < 2 || n < 2 || (int64_t)n * (n - 1) * ngroups > SYM_ROUTE_BUDGET)
+    return NULL;
+  gboolean ok = TRUE;
+  for (int32_t g = 1; g < ngroups && ok; g++)
+    for (int32_t i = 0; i < n && ok; i++)
+      ok = same_host_kind(hosts[specs[0].ranks[i]], hosts[specs[g].ranks[i]]);
+  GHashTable *mine = g_hash_table_new(g_direct_hash, g_direct_equal); /* group 0's links -> groups sharing */
+  GHashTable *map = g_hash_table_new_full(link_group_hash, link_group_equal, g_free, NULL); /* (a, g) -> b */
+  GHashTable *img = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);   /* b -> sym_image */
+  GPtrArray *order = g_ptr_array_new();                                                   /* group 0's links */
+  xbt_dynar_t r0 = xbt_dynar_new(sizeof(sg_link_t), NULL), rg = xbt_dynar_new(sizeof(sg_link_t), NULL);
+  for (int32_t i = 0; i < n && ok; i++)
+    for (int32_t j = 0; j < n && ok; j++) {
+      if (i == j)
+        continue;
+      xbt_dynar_reset(r0);
+      sg_host_get_route(g_sim.hosts[hosts[specs[0].ranks[i]]], g_sim.hosts[hosts[specs[0].ranks[j]]], r0);
+      unsigned len = (unsigned)xbt_dynar_length(r0);
+      for (unsigned k = 0; k < len; k++) {
+        sg_link_t l = xbt_dynar_get_as(r0, k, sg_link_t);
+        if (!g_hash_table_contains(mine, l)) {
+          g_hash_table_insert(mine, l, GINT_TO_POINTER(1));
+          g_ptr_array_add(order, l);
+        }
+      }
+      for (int32_t g = 1; g < ngroups && ok; g++) {
+        xbt_dynar_reset(rg);
+        sg_host_get_route(g_sim.hosts[hosts[specs[g].ranks[i]]], g_sim.hosts[hosts[specs[g].ranks[j]]], rg);
+        ok = (unsigned)xbt_dynar_length(rg) == len;
+        for (unsigned k = 0; k < len && ok; k++) {
+          sg_link_t a = xbt_dynar_get_as(r0, k, sg_link_t), b = xbt_dynar_get_as(rg, k, sg_link_t);
+          link_group ag = { .link = a, .g = g };
+          gpointer was = g_hash_table_lookup(map, &ag);
+          if (was != NULL) {
+            ok = was == (gpointer)b; /* group g maps a to one link */
+            continue;
+          }
+          g_hash_table_insert(map, g_memdup2(&ag, sizeof ag), b);
+          if (a == b) {
+            g_hash_table_insert(mine, a, GINT_TO_POINTER(GPOINTER_TO_INT(g_hash_table_lookup(mine, a)) + 1));
+            continue;
+          }
+          sym_image *im = g_hash_table_lookup(img, b);
+          if (im == NULL) {
+            ok = same_link_kind(a, b);
+            im = g_new(sym_image, 1);
+            *im = (sym_image){ .of = a, .groups = 0 };
+            g_hash_table_insert(img, b, im);
+          }
+          ok = ok && im->of == a;
+          im->groups++;
+        }
+      }
+    }
+  GHashTableIter it;
+  gpointer key, val;
+  g_hash_table_iter_init(&it, img);
+  while (ok && g_hash_table_iter_next(&it, &key, &val)) {
+    const sym_image *im = val;
+    ok = !g_hash_table_contains(mine, key) && im->groups == GPOINTER_TO_INT(g_hash_table_lookup(mine, im->of));
+  }
+  GArray *out = NULL;
+  if (ok) {
+    out = g_array_new(FALSE, FALSE, sizeof(sym_link));
+    for (guint i = 0; i < order->len && out != NULL; i++) {
+      sg_link_t l = g_ptr_array_index(order, i);
+      int32_t k = GPOINTER_TO_INT(g_hash_table_lookup(mine, l));
+      int policy = sg_link_is_shared(l); /* SimGrid's SharingPolicy: 0 FATPIPE, 1 SHARED */
+      if (k > 1 && policy == 1) {
+        sym_link sl = { .link = l, .k = k, .bw = sg_link_get_bandwidth(l) };
+        g_array_append_val(out, sl);
+      } else if (k > 1 && policy != 0) {
+        g_clear_pointer(&out, g_array_unref); /* wifi or non-linear sharing: not by 1/k */
+      }
+    }
+  }
+  xbt_dynar_free(&r0);
+  xbt_dynar_free(&rg);
+  g_ptr_array_unref(order);
+  g_hash_table_unref(img);
+  g_hash_table_unref(map);
+  g_hash_table_unref(mine);
+  return out;
+}
+
+static void sym_free(gpointer a)
+{
+  if (a != NULL)
+    g_array_unref(a);
+}
+
+/* sym_check, once per layout of the groups' hosts (a key of ngroups, n and every
+ * member's host): the shared links to scale, or NULL when every group must run. */
+static const GArray *sym_links(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts)
+{
+  int32_t n = specs[0].n;
+  if (g_sim.sym_off || ngroups < 2 || (int64_t)n * (n - 1) * ngroups > SYM_ROUTE_BUDGET)
+    return NULL;
+  GByteArray *k = g_byte_array_sized_new((guint)(((gsize)ngroups * n + 2) * sizeof(int32_t)));
+  g_byte_array_append(k, (const guint8 *)&ngroups, sizeof ngroups);
+  g_byte_array_append(k, (const guint8 *)&n, sizeof n);
+  for (int32_t g = 0; g < ngroups; g++)
+    for (int32_t i = 0; i < n; i++)
+      g_byte_array_append(k, (const guint8 *)&hosts[specs[g].ranks[i]], sizeof(int32_t));
+  GBytes *key = g_byte_array_free_to_bytes(k);
+  if (g_sim.sym == NULL)
+    g_sim.sym = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, sym_free);
+  gpointer v = NULL;
+  if (g_hash_table_lookup_extended(g_sim.sym, key, NULL, &v)) {
+    g_bytes_unref(key);
+    return v;
+  }
+  GArray *a = sym_check(specs, ngroups, hosts);
+  g_hash_table_insert(g_sim.sym, key, a);
+  return a;
+}
+
+gboolean sp_sim_coll_groups_symmetric(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts)
+{
+  if (!g_sim.ready || specs == NULL || hosts == NULL || ngroups < 2)
+    return FALSE;
+  for (int32_t g = 0; g < ngroups; g++)
+    for (int32_t i = 0; i < specs[g].n; i++) {
+      int32_t h = hosts[specs[g].ranks[i]];
+      if (h < 0 || h >= g_sim.nhosts || specs[g].n != specs[0].n)
+        return FALSE;
+    }
+  return sym_links(specs, ngroups, hosts) != NULL;
+}
+
 gboolean sp_sim_coll_groups_time(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts,
                                  sp_fidelity fid, double *seconds, GError **err)
 {
@@ -564,12 +760,41 @@ gboolean sp_sim_coll_groups_time(const sp_coll_spec *specs, int32_t ngroups, con
   if (ok) {
     for (int32_t g = 0; g < ngroups && comm_only; g++)
       comm_only = free_local_steps(&rs[g]);
+    /* groups 1.. as images of group 0: group 0 alone, on its hosts, its shared links
+     * at 1/k (resolved above on the whole platform, as every group is) */
+    const GArray *sym = ngroups > 1 ? sym_links(specs, ngroups, hosts) : NULL;
+    int32_t run_world = world;
+    int32_t *h0 = NULL, *r0 = NULL;
+    if (sym != NULL) {
+      h0 = g_new(int32_t, n);
+      r0 = g_new(int32_t, n);
+      for (int32_t i = 0; i < n; i++) {
+        h0[i] = hosts[rs[0].ranks[i]];
+        r0[i] = i;
+        group[i] = 0;
+        member[i] = i;
+      }
+      rs[0].ranks = r0;
+      run_world = n;
+      ok = sp_sim_set_host_map(h0, n, err);
+      for (guint i = 0; i < sym->len; i++) {
+        const sym_link *l = &g_array_index(sym, sym_link, i);
+        sg_link_set_bandwidth(l->link, l->bw / l->k);
+      }
+    }
     coll_src src = { .spec = &rs[0], .comm_only = comm_only, .specs = rs, .group = group, .member = member };
     sp_sim_set_cost(&cost);
-    ok = sp_sim_run_common(coll_get, coll_release, coll_stream, &src, world, TRUE, NULL, fid, NULL, seconds, err);
+    ok = ok && sp_sim_run_common(coll_get, coll_release, coll_stream, &src, run_world, TRUE, NULL, fid, NULL, seconds,
+                                 err);
     sp_sim_set_cost(NULL);
+    for (guint i = 0; sym != NULL && i < sym->len; i++) {
+      const sym_link *l = &g_array_index(sym, sym_link, i);
+      sg_link_set_bandwidth(l->link, l->bw);
+    }
     sp_program_free(src.spare);
     sp_sim_set_host_map(NULL, 0, NULL);
+    g_free(h0);
+    g_free(r0);
   }
   g_free(rs);
   g_free(group);

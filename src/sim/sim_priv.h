@@ -47,6 +47,9 @@ typedef struct {
   double *link_lat0;
   gboolean *link_intra;
   double lat_fi, lat_fe; /* factors applied now (1, 1 as loaded) */
+  /* sibling groups priced by symmetry (sim_coll.c, sp_sim_set_sibling_symmetry) */
+  gboolean sym_off;    /* every group simulated */
+  GHashTable *sym;     /* groups' hosts -> GArray of sym_link (NULL value: not symmetric) */
 } sp_sim_state;
 extern sp_sim_state g_sim;
 /* SPSIM_FLOW_STEPS set: FLOW summaries of rings read every step (no

@@ -1,0 +1,199 @@
+/* Sibling groups priced by symmetry (sp_sim_coll_groups_time): on generated platforms
+ * whose sibling groups are images of the first, pricing the first group alone (its shared
+ * links at 1/k) gives the time of simulating every group, for every collective and
+ * algorithm tried; where the platform breaks the symmetry (one NIC slower), every group is
+ * simulated. The expectation is the engine's own full simulation of all groups
+ * (sp_sim_set_sibling_symmetry(FALSE)), an independent path through SimGrid. Each platform
+ * runs in a child process: SimGrid loads one platform per process. */
+#include "config.h"
+
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <simgrid/link.h>
+
+#include "platform_gen.h"
+#include "sim.h"
+#include "spsim/coll.h"
+#include "spsim/error.h"
+
+/* A failure in the child: said on stderr (the TAP stream on stdout is the parent's), and
+ * the child's exit status 1. */
+#define FAIL(...)                     \
+  do {                                \
+    fprintf(stderr, __VA_ARGS__);     \
+    fputc('\n', stderr);              \
+    _exit(1);                         \
+  } while (0)
+
+/* Groups of n members @p stride hosts apart, nb of them on hosts b + j stride; ranks as
+ * the what-if numbers them (member j of group b is rank j nb + b). */
+typedef struct {
+  int32_t n, stride, nb;
+  int32_t *ranks, *hosts;
+  sp_coll_spec specs[8];
+} groups;
+
+static void groups_init(groups *g, int32_t n, int32_t stride, int32_t nb, sp_coll c, sp_algo a, uint64_t count)
+{
+  g->n = n;
+  g->stride = stride;
+  g->nb = nb;
+  g->ranks = g_new(int32_t, (gsize)n * nb);
+  g->hosts = g_new(int32_t, (gsize)n * nb);
+  for (int32_t b = 0; b < nb; b++) {
+    for (int32_t j = 0; j < n; j++) {
+      g->ranks[(size_t)b * n + j] = j * nb + b;
+      g->hosts[j * nb + b] = b + j * stride;
+    }
+    g->specs[b] = (sp_coll_spec){ .coll = c, .algo = a, .dtype = SP_BF16, .redop = SP_RED_SUM,
+                                  .ranks = g->ranks + (size_t)b * n, .n = n, .count = count };
+  }
+}
+
+static void groups_clear(groups *g)
+{
+  g_free(g->ranks);
+  g_free(g->hosts);
+}
+
+/* The time with symmetry and without; *sym: whether symmetry was used. */
+static void both(groups *g, double *with, double *without, gboolean *sym)
+{
+  GError *err = NULL;
+  sp_sim_set_sibling_symmetry(TRUE);
+  *sym = sp_sim_coll_groups_symmetric(g->specs, g->nb, g->hosts);
+  if (!sp_sim_coll_groups_time(g->specs, g->nb, g->hosts, SP_FIDELITY_FLOW, with, &err))
+    FAIL("%s", err->message);
+  sp_sim_set_sibling_symmetry(FALSE);
+  if (sp_sim_coll_groups_symmetric(g->specs, g->nb, g->hosts))
+    FAIL("symmetry reported while turned off");
+  if (!sp_sim_coll_groups_time(g->specs, g->nb, g->hosts, SP_FIDELITY_FLOW, without, &err))
+    FAIL("%s", err->message);
+  sp_sim_set_sibling_symmetry(TRUE);
+}
+
+/* Every case on the loaded platform: equal times (1e-12 relative), and symmetry used
+ * exactly when @p expect_sym. */
+static void check_cases(gboolean expect_sym)
+{
+  static const struct {
+    int32_t n, stride, nb;
+    sp_coll coll;
+    sp_algo algo;
+    uint64_t count;
+  } cases[] = {
+    { 4, 8, 8, SP_COLL_ALL_REDUCE, SP_ALGO_RING, 64u << 20 },     /* one member per node, 8 rails */
+    { 4, 8, 8, SP_COLL_ALL_REDUCE, SP_ALGO_TREE, 64u << 20 },
+    { 4, 8, 8, SP_COLL_ALL_GATHER, SP_ALGO_AUTO, 16u << 20 },
+    { 4, 8, 8, SP_COLL_REDUCE_SCATTER, SP_ALGO_AUTO, 16u << 20 },
+    { 4, 8, 8, SP_COLL_ALL_TO_ALL, SP_ALGO_AUTO, 4u << 20 },
+    { 4, 8, 8, SP_COLL_ALL_REDUCE, SP_ALGO_AUTO, 1u << 10 },      /* latency-bound */
+    { 8, 4, 4, SP_COLL_ALL_REDUCE, SP_ALGO_RING, 64u << 20 },     /* two members per node */
+    { 16, 2, 2, SP_COLL_ALL_GATHER, SP_ALGO_RING, 16u << 20 },    /* four members per node */
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    groups g;
+    groups_init(&g, cases[i].n, cases[i].stride, cases[i].nb, cases[i].coll, cases[i].algo, cases[i].count);
+    double with = 0, without = 0;
+    gboolean sym = FALSE;
+    both(&g, &with, &without, &sym);
+    if (sym != expect_sym)
+      FAIL("case %u: symmetry %s, expected %s", i, sym ? "used" : "not used", expect_sym ? "used" : "not used");
+    if (!(without > 0) || fabs(with - without) > 1e-12 * without)
+      FAIL("case %u (%s, n %d, stride %d): %.17g s by symmetry, %.17g s with every group", i,
+              sp_coll_name(cases[i].coll), cases[i].n, cases[i].stride, with, without);
+    groups_clear(&g);
+  }
+}
+
+/* Load @p o's platform in a child and run check_cases there, after slowing the NIC
+ * @p slow (a link name, NULL: none) to half; the child's exit status. */
+static int run_child(const sp_platform_opts *o, const char *slow, gboolean expect_sym)
+{
+  fflush(NULL);
+  pid_t pid = fork();
+  g_assert_cmpint(pid, >=, 0);
+  if (pid == 0) {
+    GError *err = NULL;
+    char *xml = sp_platform_dgx_xml(o, &err);
+    g_assert_no_error(err);
+    char *path = NULL;
+    int fd = g_file_open_tmp("spsim-siblings-XXXXXX.xml", &path, &err);
+    g_assert_no_error(err);
+    close(fd);
+    g_assert_true(g_file_set_contents(path, xml, -1, &err));
+    g_free(xml);
+    gboolean ok = sp_sim_init(path, &err);
+    g_unlink(path);
+    g_free(path);
+    if (!ok)
+      FAIL("%s", err->message);
+    if (slow != NULL) {
+      /* both directions of the split-duplex link (its names begin with @p slow) */
+      size_t nl = sg_link_count(), slowed = 0;
+      sg_link_t *links = sg_link_list();
+      for (size_t i = 0; i < nl; i++)
+        if (g_str_has_prefix(sg_link_get_name(links[i]), slow)) {
+          sg_link_set_bandwidth(links[i], sg_link_get_bandwidth(links[i]) / 2);
+          slowed++;
+        }
+      free(links);
+      if (slowed == 0)
+        FAIL("no link %s", slow);
+    }
+    check_cases(expect_sym);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static sp_platform_opts four_nodes(void)
+{
+  sp_platform_opts o;
+  sp_platform_opts_init(&o);
+  o.nodes = 4;
+  o.gpu = SP_GPU_H100;
+  o.su_nodes = 2; /* two SUs: the groups cross the SUs' uplinks */
+  return o;
+}
+
+/* Oversubscribed uplinks (4:1): the eight rails' groups contend on them, so group 0
+ * alone runs on an eighth of each uplink: the scaled capacity matters. */
+static void test_oversubscribed(void)
+{
+  sp_platform_opts o = four_nodes();
+  o.oversubscription = 4;
+  g_assert_cmpint(run_child(&o, NULL, TRUE), ==, 0);
+}
+
+/* Two GPUs per NIC: groups 0 and 1 share their NICs, groups 2 and 3 the next ones. */
+static void test_shared_nics(void)
+{
+  sp_platform_opts o = four_nodes();
+  o.nics_per_node = 4;
+  g_assert_cmpint(run_child(&o, NULL, TRUE), ==, 0);
+}
+
+/* One NIC at half speed breaks the symmetry: every group is simulated. */
+static void test_broken_symmetry(void)
+{
+  sp_platform_opts o = four_nodes();
+  g_assert_cmpint(run_child(&o, "node001-nic1", FALSE), ==, 0);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/sim-siblings/oversubscribed", test_oversubscribed);
+  g_test_add_func("/sim-siblings/shared-nics", test_shared_nics);
+  g_test_add_func("/sim-siblings/broken-symmetry", test_broken_symmetry);
+  return g_test_run();
+}

@@ -149,6 +149,12 @@ tests_test_sim_siblings_SOURCES = tests/test-sim-siblings.c
 tests_test_sim_siblings_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 tests_test_sim_siblings_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-sim-siblings
+# the what-if's pricer above its simulated grid: extrapolated with the size's own algorithm
+check_PROGRAMS += tests/test-whatif-price
+tests_test_whatif_price_SOURCES = tests/test-whatif-price.c
+tests_test_whatif_price_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
+tests_test_whatif_price_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+TESTS += tests/test-whatif-price
 EXTRA_DIST += tests/test-verify-cli.sh
 
 # real: spsim-run under mpirun (identity with the simulation, faults, CLI), CUDA kernels

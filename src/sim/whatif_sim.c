@@ -26,6 +26,49 @@ int32_t sp_whatif_engine_hosts(void)
 gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboolean step_fidelity,
                                    uint64_t bytes, double *seconds, GError **err)
 {
+  return sp_whatif_engine_simulate_as(c, gpus_per_node, step_fidelity, bytes, SP_ALGO_AUTO, SP_PROTO_AUTO, seconds,
+                                      err);
+}
+
+gboolean sp_whatif_engine_choose(const sp_comm *c, int32_t gpus_per_node, uint64_t bytes, sp_algo *algo,
+                                 sp_proto *proto, GError **err)
+{
+  *algo = SP_ALGO_AUTO;
+  *proto = SP_PROTO_AUTO;
+  if (c->n < 2 || bytes == 0) return TRUE;
+  int32_t n = c->coll == SP_COLL_SEND_RECV ? 2 : c->n;
+  if (c->stride < 1 || gpus_per_node < 1 || (int64_t)(n - 1) * c->stride + 1 > sp_sim_num_hosts()) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "engine pricer: a %s group of %d ranks %d apart does not fit the %d hosts",
+                sp_coll_name(c->coll), n, c->stride, sp_sim_num_hosts());
+    return FALSE;
+  }
+  /* group 0 alone, on the hosts sp_whatif_engine_simulate gives it */
+  sp_coll_spec cs;
+  sp_comm_coll_spec(c, gpus_per_node, bytes, &cs);
+  int32_t *hosts = g_new(int32_t, n), *members = g_new(int32_t, n);
+  for (int32_t j = 0; j < n; j++) {
+    members[j] = j;
+    hosts[j] = j * c->stride;
+  }
+  sp_coll_spec spec = { .coll = c->coll, .algo = SP_ALGO_AUTO, .dtype = SP_BF16, .redop = SP_RED_SUM,
+                        .ranks = members, .n = n, .count = cs.count, .channels = cs.channels,
+                        .channel_block = cs.channel_block, .no_hier = TRUE };
+  sp_coll_spec out;
+  sp_tune_cost cost;
+  gboolean ok = sp_sim_set_host_map(hosts, n, err) && sp_sim_coll_resolve(&spec, &out, &cost, NULL, err);
+  sp_sim_set_host_map(NULL, 0, NULL);
+  if (ok) {
+    *algo = out.algo;
+    *proto = out.proto;
+  }
+  g_free(hosts);
+  g_free(members);
+  return ok;
+}
+
+gboolean sp_whatif_engine_simulate_as(const sp_comm *c, int32_t gpus_per_node, gboolean step_fidelity,
+                                      uint64_t bytes, sp_algo algo, sp_proto proto, double *seconds, GError **err)
+{
   if (c->n < 2 || bytes == 0) {
     *seconds = 0.0;
     return TRUE;
@@ -58,7 +101,7 @@ gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboo
   int32_t *hosts = g_new(int32_t, ranks), *members = g_new(int32_t, ranks);
   sp_coll_spec *specs = g_new(sp_coll_spec, nb);
   for (int32_t b = 0; b < nb; b++) {
-    specs[b] = (sp_coll_spec){ .coll = c->coll, .algo = SP_ALGO_AUTO, .dtype = SP_BF16, .redop = SP_RED_SUM,
+    specs[b] = (sp_coll_spec){ .coll = c->coll, .algo = algo, .proto = proto, .dtype = SP_BF16, .redop = SP_RED_SUM,
                                .ranks = members + (size_t)b * n, .n = n, .count = cs.count,
                                .channels = cs.channels, .channel_block = cs.channel_block,
                                .no_hier = TRUE };
@@ -100,15 +143,18 @@ typedef struct {
   gboolean step_fidelity;  /* --fidelity step */
   gboolean opened;         /* the platform is loaded */
   GHashTable *cache;       /* price_key -> double* */
+  GHashTable *choice;      /* price_key (auto) -> price_key with the algorithm and protocol chosen */
   gboolean noting;         /* note(): misses are noted, not priced */
   GHashTable *noted_set;   /* price_key, while noting */
   GArray *noted;           /* price_key, in the order first asked for */
 } wi_engine;
 
-/* A priced point: (collective, group size, stride, bytes). */
+/* A priced point: (collective, group size, stride, bytes, algorithm and protocol given,
+ * SP_ALGO_AUTO / SP_PROTO_AUTO when chosen for the size). */
 typedef struct {
   int32_t coll, n, stride;
   uint64_t bytes;
+  int32_t algo, proto;
 } price_key;
 
 static guint price_key_hash(gconstpointer p)
@@ -118,13 +164,15 @@ static guint price_key_hash(gconstpointer p)
   h = (h ^ (uint32_t)k->n) * 0x9E3779B97F4A7C15ull;
   h = (h ^ (uint32_t)k->stride) * 0x9E3779B97F4A7C15ull;
   h = (h ^ k->bytes) * 0x9E3779B97F4A7C15ull;
+  h = (h ^ ((uint64_t)(uint32_t)k->algo << 32 | (uint32_t)k->proto)) * 0x9E3779B97F4A7C15ull;
   return (guint)(h ^ (h >> 32));
 }
 
 static gboolean price_key_equal(gconstpointer a, gconstpointer b)
 {
   const price_key *x = a, *y = b;
-  return x->coll == y->coll && x->n == y->n && x->stride == y->stride && x->bytes == y->bytes;
+  return x->coll == y->coll && x->n == y->n && x->stride == y->stride && x->bytes == y->bytes && x->algo == y->algo &&
+         x->proto == y->proto;
 }
 
 static void wi_engine_free(gpointer p)
@@ -133,6 +181,7 @@ static void wi_engine_free(gpointer p)
   if (e == NULL) return;
   g_free(e->xml);
   if (e->cache) g_hash_table_destroy(e->cache);
+  if (e->choice) g_hash_table_destroy(e->choice);
   if (e->noted_set) g_hash_table_destroy(e->noted_set);
   if (e->noted) g_array_unref(e->noted);
   g_free(e);
@@ -152,8 +201,9 @@ static gboolean wi_open(void *user, const sp_step_ctx *c, GError **err)
   return TRUE;
 }
 
-/* One simulation per (collective, group, size grid point), cached. */
-static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, double *t, GError **err)
+/* One simulation per (collective, group, size grid point, algorithm, protocol), cached. */
+static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, sp_algo algo, sp_proto proto, double *t,
+                             GError **err)
 {
   price_key key;
   memset(&key, 0, sizeof key); /* padding too: keys travel between processes */
@@ -161,6 +211,8 @@ static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, dou
   key.n = c->n;
   key.stride = c->stride;
   key.bytes = bytes;
+  key.algo = (int32_t)algo;
+  key.proto = (int32_t)proto;
   double *hit = g_hash_table_lookup(e->cache, &key);
   if (hit != NULL) { *t = *hit; return TRUE; }
   if (e->noting) {
@@ -172,7 +224,7 @@ static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, dou
     return TRUE;
   }
   gint64 t0 = g_get_monotonic_time();
-  if (!sp_whatif_engine_simulate(c, e->gpus_per_node, e->step_fidelity, bytes, t, err)) return FALSE;
+  if (!sp_whatif_engine_simulate_as(c, e->gpus_per_node, e->step_fidelity, bytes, algo, proto, t, err)) return FALSE;
   if (g_getenv("SPSIM_DEBUG_PRICE"))
     fprintf(stderr, "price %s n=%d stride=%d bytes=%" G_GUINT64_FORMAT " -> %.6g s (%.3f s wall)\n", sp_coll_name(c->coll), c->n,
                c->stride, bytes, *t, (double)(g_get_monotonic_time() - t0) / 1e6);
@@ -187,9 +239,36 @@ static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, dou
  * plus bytes over bandwidth; ring chunk rounds add latency in proportion to size).
  * Above ENGINE_MAX_BYTES it extrapolates the line through the last two points, so
  * a gradient all-reduce of 100 GiB on 1,024 ranks costs two simulations of 32 and
- * 64 MiB, not one of hours. A sweep of thousands of layouts then needs a few
- * hundred simulations. */
+ * 64 MiB, not one of hours. Those two points run the algorithm and protocol that
+ * NCCL's tuning model picks for the size asked: each point's own choice may differ
+ * (LL128 at 32 MiB, Simple at 64 MiB on a large ring), and a line through two
+ * algorithms can fall (an all-gather of 6 GiB on 2,048 ranks priced at -16,000 s).
+ * A sweep of thousands of layouts then needs a few hundred simulations. */
 #define ENGINE_MAX_BYTES ((uint64_t)64 << 20)
+
+/* The algorithm and protocol chosen for @p c at its size, cached per size. */
+static gboolean engine_choice(wi_engine *e, const sp_comm *c, sp_algo *algo, sp_proto *proto, GError **err)
+{
+  price_key key;
+  memset(&key, 0, sizeof key);
+  key.coll = (int32_t)c->coll;
+  key.n = c->n;
+  key.stride = c->stride;
+  key.bytes = c->bytes;
+  if (e->choice == NULL) e->choice = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, g_free);
+  const price_key *hit = g_hash_table_lookup(e->choice, &key);
+  if (hit == NULL) {
+    if (!sp_whatif_engine_choose(c, e->gpus_per_node, c->bytes, algo, proto, err)) return FALSE;
+    price_key *v = g_memdup2(&key, sizeof key);
+    v->algo = (int32_t)*algo;
+    v->proto = (int32_t)*proto;
+    g_hash_table_insert(e->choice, g_memdup2(&key, sizeof key), v);
+    return TRUE;
+  }
+  *algo = (sp_algo)hit->algo;
+  *proto = (sp_proto)hit->proto;
+  return TRUE;
+}
 
 static gboolean wi_price(void *user, const sp_comm *c, double *seconds, GError **err)
 {
@@ -197,12 +276,59 @@ static gboolean wi_price(void *user, const sp_comm *c, double *seconds, GError *
   if (c->n < 2 || c->bytes == 0) { *seconds = 0.0; return TRUE; }
   uint64_t lo = 1;
   while (lo <= c->bytes / 2) lo <<= 1;
-  if (lo > ENGINE_MAX_BYTES / 2) lo = ENGINE_MAX_BYTES / 2;
-  if (lo == c->bytes || lo < 4096) return engine_point(e, c, c->bytes, seconds, err);
+  sp_algo algo = SP_ALGO_AUTO;
+  sp_proto proto = SP_PROTO_AUTO;
+  if (lo > ENGINE_MAX_BYTES / 2) {
+    lo = ENGINE_MAX_BYTES / 2;
+    if (!engine_choice(e, c, &algo, &proto, err)) return FALSE;
+  }
+  if (lo == c->bytes || lo < 4096) return engine_point(e, c, c->bytes, algo, proto, seconds, err);
   double tl, th;
-  if (!engine_point(e, c, lo, &tl, err) || !engine_point(e, c, 2 * lo, &th, err)) return FALSE;
+  if (!engine_point(e, c, lo, algo, proto, &tl, err) || !engine_point(e, c, 2 * lo, algo, proto, &th, err))
+    return FALSE;
   *seconds = tl + (th - tl) * ((double)c->bytes - (double)lo) / (double)lo;
+  if (!(*seconds >= 0) || !isfinite(*seconds)) { /* a line that falls: never a price */
+    g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM,
+                "the %s of %" G_GUINT64_FORMAT " bytes on %d ranks %d apart extrapolates to %.6g s from %.6g s at %"
+                G_GUINT64_FORMAT " and %.6g s at %" G_GUINT64_FORMAT " bytes (one algorithm "
+                "and protocol, yet more bytes cost less): a fault of spsim's pricer, please report it with the platform",
+                sp_coll_name(c->coll), c->bytes, c->n, c->stride, *seconds, tl, lo, th, 2 * lo);
+    return FALSE;
+  }
   return TRUE;
+}
+
+struct sp_whatif_pricer {
+  wi_engine e;
+};
+
+sp_whatif_pricer *sp_whatif_pricer_new(const char *xml, int32_t gpus_per_node, gboolean step_fidelity, GError **err)
+{
+  if (gpus_per_node < 1) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "pricer: %d GPUs per node (at least 1)", gpus_per_node);
+    return NULL;
+  }
+  if (!sp_whatif_engine_open(xml, err)) return NULL;
+  sp_whatif_pricer *p = g_new0(sp_whatif_pricer, 1);
+  p->e.hosts = sp_whatif_engine_hosts();
+  p->e.gpus_per_node = gpus_per_node;
+  p->e.step_fidelity = step_fidelity;
+  p->e.opened = TRUE;
+  p->e.cache = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, g_free);
+  return p;
+}
+
+gboolean sp_whatif_pricer_price(sp_whatif_pricer *p, const sp_comm *c, double *seconds, GError **err)
+{
+  return wi_price(&p->e, c, seconds, err);
+}
+
+void sp_whatif_pricer_free(sp_whatif_pricer *p)
+{
+  if (p == NULL) return;
+  if (p->e.cache) g_hash_table_destroy(p->e.cache);
+  if (p->e.choice) g_hash_table_destroy(p->e.choice);
+  g_free(p);
 }
 
 /* ---- pricing shared between processes (sp_whatif_spread) ---- */
@@ -233,7 +359,7 @@ static gboolean wi_price_keys(void *user, const void *keys, guint n, double *sec
   const price_key *k = keys;
   for (guint i = 0; i < n; i++) {
     sp_comm c = { .coll = (sp_coll)k[i].coll, .n = k[i].n, .stride = k[i].stride, .bytes = k[i].bytes };
-    if (!engine_point(e, &c, k[i].bytes, &seconds[i], err)) return FALSE;
+    if (!engine_point(e, &c, k[i].bytes, (sp_algo)k[i].algo, (sp_proto)k[i].proto, &seconds[i], err)) return FALSE;
   }
   return TRUE;
 }

@@ -59,6 +59,33 @@ gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboo
                                    uint64_t bytes, double *seconds, GError **err);
 
 /**
+ * As sp_whatif_engine_simulate, with the algorithm and protocol given instead of
+ * chosen for @p bytes (SP_ALGO_AUTO and SP_PROTO_AUTO: chosen).
+ */
+gboolean sp_whatif_engine_simulate_as(const sp_comm *c, int32_t gpus_per_node, gboolean step_fidelity,
+                                      uint64_t bytes, sp_algo algo, sp_proto proto, double *seconds, GError **err);
+
+/**
+ * The algorithm and protocol NCCL's tuning model picks for collective @p c on @p bytes
+ * (same convention) in the group of rank 0 of sp_whatif_engine_simulate, without
+ * simulating it.
+ */
+gboolean sp_whatif_engine_choose(const sp_comm *c, int32_t gpus_per_node, uint64_t bytes, sp_algo *algo,
+                                 sp_proto *proto, GError **err);
+
+/**
+ * The what-if's collective pricer on its own: SimGrid on a grid of sizes, interpolated,
+ * extrapolated above 64 MiB with the algorithm and protocol chosen for the size asked
+ * (the what-if prices every collective of a layout with it). One per process: it loads
+ * @p xml into SimGrid.
+ */
+typedef struct sp_whatif_pricer sp_whatif_pricer;
+sp_whatif_pricer *sp_whatif_pricer_new(const char *xml, int32_t gpus_per_node, gboolean step_fidelity, GError **err);
+/** Price collective @p c (its bytes in the sp_whatif_engine_simulate convention). */
+gboolean sp_whatif_pricer_price(sp_whatif_pricer *p, const sp_comm *c, double *seconds, GError **err);
+void sp_whatif_pricer_free(sp_whatif_pricer *p);
+
+/**
  * Run the data-mode replay @p r of a step graph on the loaded platform, in STEP
  * fidelity: local rank i on the host of global rank sp_step_replay_ranks(r)[i].
  * @p seconds receives the simulated time. Check the results with

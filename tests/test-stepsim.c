@@ -221,6 +221,44 @@ static void test_eval(void)
   sp_stepsim_timeline_clear(&t);
 }
 
+/* A step of 40 micro-batches per pipeline, run whole and as steps of 2 pp and 3 pp
+ * extrapolated (sp_stepsim_set_periodic): the same step time and breakdown within 1e-6
+ * of the step, with TP, pipeline and data-parallel traffic sharing the stages' links and
+ * kernels slowed beside them. */
+static void test_periodic(void)
+{
+  sp_model m = model8();
+  const char *specs[] = { "tp=2,pp=2,dp=2", "pp=4,dp=2", "pp=2,vpp=2,dp=4", "tp=2,pp=4", "pp=8", "dp=8" };
+  for (gsize k = 0; k < G_N_ELEMENTS(specs); k++) {
+    sp_layout l;
+    GError *err = NULL;
+    g_assert_true(sp_layout_parse(specs[k], &l, &err));
+    int64_t dp = l.dp > 0 ? l.dp : 8 / ((int64_t)MAX(l.tp, 1) * MAX(l.pp, 1));
+    sp_step_ctx c = fixture_ctx(&m, 8, 128, 40 * dp, price);
+    l = fixture_layout(specs[k], &c);
+    sp_step_result whole, ext;
+    g_assert_true(sp_step_eval(&c, &l, &whole, &err));
+    ext = whole;
+    sp_stepsim_set_periodic(-1);
+    g_assert_true(sp_stepsim_eval(&c, &l, TRUE, 0.189, &whole, NULL, &err));
+    guint before = sp_stepsim_periodic_runs();
+    sp_stepsim_set_periodic(0);
+    g_assert_true(sp_stepsim_eval(&c, &l, TRUE, 0.189, &ext, NULL, &err));
+    sp_stepsim_set_periodic(SP_STEPSIM_PERIODIC_TASKS);
+    g_assert_no_error(err);
+    g_assert_cmpuint(sp_stepsim_periodic_runs(), ==, before + 1); /* it was extrapolated */
+    double tol = 1e-6 * whole.step_time;
+    g_test_message("%s: %.12g s whole, %.12g s extrapolated", specs[k], whole.step_time, ext.step_time);
+    assert_close(ext.step_time, whole.step_time, tol);
+    assert_close(ext.compute, whole.compute, tol);
+    assert_close(ext.bubble, whole.bubble, tol);
+    for (int j = 0; j < SP_COMM_KIND_COUNT; j++) {
+      assert_close(ext.exposed[j], whole.exposed[j], tol);
+      assert_close(ext.comm[j], whole.comm[j], tol);
+    }
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -234,6 +272,7 @@ int main(int argc, char **argv)
   g_test_add_func("/stepsim/same-as-schedule", test_same_as_schedule);
   g_test_add_func("/stepsim/eval", test_eval);
   g_test_add_func("/stepsim/tp-overlap", test_tp_overlap);
+  g_test_add_func("/stepsim/periodic", test_periodic);
   int rc = g_test_run();
   g_autofree char *tr = g_build_filename(tmpdir, "trace.json", NULL);
   g_unlink(tr);

@@ -351,24 +351,108 @@ void sp_stepsim_timeline_clear(sp_stepsim_timeline *t)
   memset(t, 0, sizeof *t);
 }
 
+/* Micro-batches past which a large graph is run twice small and extrapolated
+ * (sp_stepsim_set_periodic): the tasks a graph must have at least; -1: never. */
+static int64_t periodic_min_tasks = SP_STEPSIM_PERIODIC_TASKS;
+
+static guint periodic_runs; /* steps extrapolated so far */
+
+void sp_stepsim_set_periodic(int64_t min_tasks)
+{
+  periodic_min_tasks = min_tasks;
+}
+
+guint sp_stepsim_periodic_runs(void)
+{
+  return periodic_runs;
+}
+
+/* Build, price and run the step graph of @p l with @p mbs micro-batches per step (the
+ * global batch to give that many), keeping the timeline in @p t. */
+static gboolean eval_graph(const sp_step_ctx *c, const sp_layout *l, int64_t mbs, gboolean engine, double slowdown,
+                           sp_stepsim_timeline *t, GError **err)
+{
+  sp_step_ctx cm = *c;
+  if (mbs > 0) cm.global_batch = mbs * (int64_t)l->dp * l->mb;
+  t->g = sp_stepgraph_build(&cm, l, SP_SCHED_1F1B, err);
+  if (t->g == NULL) return FALSE;
+  guint n = t->g->tasks->len;
+  t->start = g_new(double, n + 1);
+  t->end = g_new(double, n + 1);
+  double span = 0;
+  gboolean ok = sp_stepgraph_price(t->g, &cm, err) &&
+                (engine ? sp_stepsim_run(t->g, slowdown, t->start, t->end, &span, err)
+                        : sp_stepgraph_schedule(t->g, t->start, t->end, &span, err));
+  if (ok) sp_stepgraph_breakdown_of(t->g, t->start, t->end, &t->bd);
+  return ok;
+}
+
+/* x(m) on the line through x(m1) = @p a and x(m2) = @p b. */
+static double along(double a, double b, int64_t m1, int64_t m2, int64_t m)
+{
+  return b + (b - a) * (double)(m - m2) / (double)(m2 - m1);
+}
+
+/* The breakdown of @p m micro-batches from runs of m1 < m2 < m (each stage's work grows
+ * by one micro-batch's per micro-batch once the pipeline is full): FALSE where the runs
+ * do not line up (another busiest stage, a term that would fall below zero). */
+static gboolean extrapolate(const sp_stepgraph_breakdown *a, const sp_stepgraph_breakdown *b, int64_t m1, int64_t m2,
+                            int64_t m, sp_stepgraph_breakdown *out)
+{
+  if (a->stage != b->stage || !(b->step_time >= a->step_time)) return FALSE;
+  *out = *b;
+  out->step_time = along(a->step_time, b->step_time, m1, m2, m);
+  out->compute = along(a->compute, b->compute, m1, m2, m);
+  out->idle = along(a->idle, b->idle, m1, m2, m);
+  gboolean ok = out->compute >= 0 && out->idle >= -1e-9 * out->step_time;
+  for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
+    out->exposed[k] = along(a->exposed[k], b->exposed[k], m1, m2, m);
+    out->comm[k] = along(a->comm[k], b->comm[k], m1, m2, m);
+    ok = ok && out->exposed[k] >= -1e-9 * out->step_time && out->comm[k] >= -1e-9 * out->step_time;
+  }
+  out->idle = MAX(out->idle, 0.0);
+  for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
+    out->exposed[k] = MAX(out->exposed[k], 0.0);
+    out->comm[k] = MAX(out->comm[k], 0.0);
+  }
+  return ok;
+}
+
 gboolean sp_stepsim_eval(const sp_step_ctx *c, const sp_layout *l, gboolean engine, double slowdown,
                          sp_step_result *r, sp_stepsim_timeline *keep, GError **err)
 {
   sp_stepsim_timeline t = { 0 };
-  t.g = sp_stepgraph_build(c, l, SP_SCHED_1F1B, err);
-  if (t.g == NULL) return FALSE;
-  guint n = t.g->tasks->len;
-  t.start = g_new(double, n + 1);
-  t.end = g_new(double, n + 1);
-  double span = 0;
-  gboolean ok = sp_stepgraph_price(t.g, c, err) &&
-                (engine ? sp_stepsim_run(t.g, slowdown, t.start, t.end, &span, err)
-                        : sp_stepgraph_schedule(t.g, t.start, t.end, &span, err));
-  if (!ok) {
+  int64_t mbs = l->dp > 0 && l->mb > 0 ? c->global_batch / ((int64_t)l->dp * l->mb) : 0;
+  int64_t m1 = 2 * (int64_t)l->pp, m2 = 3 * (int64_t)l->pp;
+  gboolean done = FALSE;
+  /* A large step on the platform, not traced: its schedule repeats once the pipeline is
+   * full, so the step is affine in the micro-batches past 2 pp (1F1B and interleaved
+   * alike: warm-up and cool-down are fixed, the gradient reduction and optimizer step
+   * end the step once). Runs of 2 pp and 3 pp micro-batches give the line; both are
+   * multiples of pp, as the interleaved schedule needs. */
+  /* SPSIM_MICROBATCHES=all: every micro-batch simulated (checks) */
+  if (engine && keep == NULL && periodic_min_tasks >= 0 && mbs > m2 &&
+      g_strcmp0(g_getenv("SPSIM_MICROBATCHES"), "all") != 0 &&
+      (double)mbs * (double)c->model->layers * 40.0 >= (double)periodic_min_tasks) {
+    sp_stepsim_timeline a = { 0 }, b = { 0 };
+    sp_stepgraph_breakdown bd;
+    if (!eval_graph(c, l, m1, engine, slowdown, &a, err) || !eval_graph(c, l, m2, engine, slowdown, &b, err)) {
+      sp_stepsim_timeline_clear(&a);
+      sp_stepsim_timeline_clear(&b);
+      return FALSE;
+    }
+    if (extrapolate(&a.bd, &b.bd, m1, m2, mbs, &bd)) {
+      t.bd = bd;
+      done = TRUE;
+      periodic_runs++;
+    }
+    sp_stepsim_timeline_clear(&a);
+    sp_stepsim_timeline_clear(&b);
+  }
+  if (!done && !eval_graph(c, l, 0, engine, slowdown, &t, err)) {
     sp_stepsim_timeline_clear(&t);
     return FALSE;
   }
-  sp_stepgraph_breakdown_of(t.g, t.start, t.end, &t.bd);
   sp_step_set_time(c, l, r, t.bd.step_time);
   r->simulated = TRUE;
   r->compute = t.bd.compute;

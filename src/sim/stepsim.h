@@ -57,10 +57,22 @@ void sp_stepsim_timeline_clear(sp_stepsim_timeline *t);
  * exposed and total communication per kind and the bubble (idle time) of the busiest
  * stage; r->simulated is set, r->closed_form keeps the closed form. @p engine runs
  * the graph on the loaded platform (sp_stepsim_run), else without contention
- * (sp_stepgraph_schedule). @p keep (may be NULL) receives the timeline.
+ * (sp_stepgraph_schedule). @p keep (may be NULL) receives the timeline. A large graph
+ * on the platform runs as two shorter steps, extrapolated (SP_STEPSIM_PERIODIC_TASKS).
  */
 gboolean sp_stepsim_eval(const sp_step_ctx *c, const sp_layout *l, gboolean engine, double slowdown,
                          sp_step_result *r, sp_stepsim_timeline *keep, GError **err);
+
+/** Tasks from which sp_stepsim_eval runs a step of m > 3 pp micro-batches on the
+ *  platform as two steps of 2 pp and 3 pp and extrapolates (its schedule repeats once the
+ *  pipeline is full); smaller graphs, traces and runs without the platform run whole. */
+#define SP_STEPSIM_PERIODIC_TASKS 250000
+
+/** Set that threshold (tasks, estimated as micro-batches x layers x 40 like
+ *  sp_stepgraph_build's limit); 0: every graph that can, -1: none. */
+void sp_stepsim_set_periodic(int64_t min_tasks);
+/** Steps this process has extrapolated so far (diagnostics, tests). */
+guint sp_stepsim_periodic_runs(void);
 
 G_END_DECLS
 

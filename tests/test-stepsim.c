@@ -221,7 +221,7 @@ static void test_eval(void)
   sp_stepsim_timeline_clear(&t);
 }
 
-/* A step of 40 micro-batches per pipeline, run whole and as steps of 2 pp and 3 pp
+/* A step of 48 micro-batches per pipeline, run whole and as steps of 2 pp and 3 pp
  * extrapolated (sp_stepsim_set_periodic): the same step time and breakdown within 1e-6
  * of the step, with TP, pipeline and data-parallel traffic sharing the stages' links and
  * kernels slowed beside them. */
@@ -234,7 +234,7 @@ static void test_periodic(void)
     GError *err = NULL;
     g_assert_true(sp_layout_parse(specs[k], &l, &err));
     int64_t dp = l.dp > 0 ? l.dp : 8 / ((int64_t)MAX(l.tp, 1) * MAX(l.pp, 1));
-    sp_step_ctx c = fixture_ctx(&m, 8, 128, 40 * dp, price);
+    sp_step_ctx c = fixture_ctx(&m, 8, 128, 48 * dp, price);
     l = fixture_layout(specs[k], &c);
     sp_step_result whole, ext;
     g_assert_true(sp_step_eval(&c, &l, &whole, &err));

@@ -428,10 +428,11 @@ gboolean sp_stepsim_eval(const sp_step_ctx *c, const sp_layout *l, gboolean engi
   /* A large step on the platform, not traced: its schedule repeats once the pipeline is
    * full, so the step is affine in the micro-batches past 2 pp (1F1B and interleaved
    * alike: warm-up and cool-down are fixed, the gradient reduction and optimizer step
-   * end the step once). Runs of 2 pp and 3 pp micro-batches give the line; both are
-   * multiples of pp, as the interleaved schedule needs. */
+   * end the step once). Runs of 2 pp and 3 pp micro-batches give the line (both
+   * multiples of pp, as the interleaved schedule needs), when they are fewer than the
+   * step's. */
   /* SPSIM_MICROBATCHES=all: every micro-batch simulated (checks) */
-  if (engine && keep == NULL && periodic_min_tasks >= 0 && mbs > m2 &&
+  if (engine && keep == NULL && periodic_min_tasks >= 0 && mbs > m1 + m2 &&
       g_strcmp0(g_getenv("SPSIM_MICROBATCHES"), "all") != 0 &&
       (double)mbs * (double)c->model->layers * 40.0 >= (double)periodic_min_tasks) {
     sp_stepsim_timeline a = { 0 }, b = { 0 };

@@ -63,7 +63,7 @@ void sp_stepsim_timeline_clear(sp_stepsim_timeline *t);
 gboolean sp_stepsim_eval(const sp_step_ctx *c, const sp_layout *l, gboolean engine, double slowdown,
                          sp_step_result *r, sp_stepsim_timeline *keep, GError **err);
 
-/** Tasks from which sp_stepsim_eval runs a step of m > 3 pp micro-batches on the
+/** Tasks from which sp_stepsim_eval runs a step of m > 5 pp micro-batches on the
  *  platform as two steps of 2 pp and 3 pp and extrapolates (its schedule repeats once the
  *  pipeline is full); smaller graphs, traces and runs without the platform run whole. */
 #define SP_STEPSIM_PERIODIC_TASKS 250000

@@ -2,7 +2,9 @@
  * whose sibling groups are images of the first, pricing the first group alone (its shared
  * links at 1/k) gives the time of simulating every group, for every collective and
  * algorithm tried; where the platform breaks the symmetry (one NIC slower), every group is
- * simulated. The expectation is the engine's own full simulation of all groups
+ * simulated. The same with no member pairs checked before the run (they are checked on the
+ * pairs group 0's programs use, as for groups too large to check every pair). The
+ * expectation is the engine's own full simulation of all groups
  * (sp_sim_set_sibling_symmetry(FALSE)), an independent path through SimGrid. Each platform
  * runs in a child process: SimGrid loads one platform per process. */
 #include "config.h"
@@ -108,6 +110,21 @@ static void check_cases(gboolean expect_sym)
     if (!(without > 0) || fabs(with - without) > 1e-12 * without)
       FAIL("case %u (%s, n %d, stride %d): %.17g s by symmetry, %.17g s with every group", i,
               sp_coll_name(cases[i].coll), cases[i].n, cases[i].stride, with, without);
+    /* no pairs checked before the run: checked on those group 0's programs use */
+    guint acc0, dec0, acc1, dec1;
+    double probed = 0;
+    GError *err = NULL;
+    sp_sim_sibling_probes(&acc0, &dec0);
+    sp_sim_set_sibling_budget(0);
+    if (!sp_sim_coll_groups_time(g.specs, g.nb, g.hosts, SP_FIDELITY_FLOW, &probed, &err))
+      FAIL("%s", err->message);
+    sp_sim_set_sibling_budget(4 << 20);
+    sp_sim_sibling_probes(&acc1, &dec1);
+    if (acc1 != acc0 + (expect_sym ? 1 : 0) || dec1 != dec0 + (expect_sym ? 0 : 1))
+      FAIL("case %u: probe accepted %u, declined %u times", i, acc1 - acc0, dec1 - dec0);
+    if (fabs(probed - without) > 1e-12 * without)
+      FAIL("case %u (%s, n %d, stride %d): %.17g s probed, %.17g s with every group", i, sp_coll_name(cases[i].coll),
+           cases[i].n, cases[i].stride, probed, without);
     groups_clear(&g);
   }
 }

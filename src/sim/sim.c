@@ -843,6 +843,8 @@ gboolean sp_sim_run_common(sp_sim_program_fn get, sp_sim_release_fn release,
       run.ranks[r].prog = fl[r];
       run.ranks[r].owned = TRUE;
     }
+    if (ok && g_sim.before_run != NULL)
+      ok = g_sim.before_run(g_sim.before_ud, fl, world, err);
     g_free(fl);
     if (ok)
       ok = run_actors(&run, makespan, err);

@@ -525,6 +525,21 @@ typedef struct {
 /* Route checks at most this many member pairs over all groups: beyond, every group
  * is simulated (the check would cost more than it saves). */
 #define SYM_ROUTE_BUDGET (4 << 20)
+static int64_t sym_budget = SYM_ROUTE_BUDGET;
+static guint probes_accepted, probes_declined;
+
+void sp_sim_set_sibling_budget(int64_t pairs)
+{
+  sym_budget = pairs;
+}
+
+void sp_sim_sibling_probes(guint *accepted, guint *declined)
+{
+  if (accepted)
+    *accepted = probes_accepted;
+  if (declined)
+    *declined = probes_declined;
+}
 
 void sp_sim_set_sibling_symmetry(gboolean on)
 {
@@ -576,10 +591,10 @@ static gboolean same_host_kind(int32_t a, int32_t b)
  * kind, of no other link of group 0, not a link of group 0, and taken by as many groups
  * as share a (then its load and capacity are a's, scaled). The shared (not FATPIPE)
  * links group 0 shares with k > 1 groups come back with k; NULL when not symmetric. */
-static GArray *sym_check(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts)
+static GArray *sym_check(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts, const GArray *pairs)
 {
   int32_t n = specs[0].n;
-  if (ngroups < 2 || n < 2 || (int64_t)n * (n - 1) * ngroups > SYM_ROUTE_BUDGET)
+  if (ngroups < 2 || n < 2 || (pairs == NULL && (int64_t)n * (n - 1) * ngroups > sym_budget))
     return NULL;
   gboolean ok = TRUE;
   for (int32_t g = 1; g < ngroups && ok; g++)
@@ -590,9 +605,12 @@ static GArray *sym_check(const sp_coll_spec *specs, int32_t ngroups, const int32
   GHashTable *img = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);   /* b -> sym_image */
   GPtrArray *order = g_ptr_array_new();                                                   /* group 0's links */
   xbt_dynar_t r0 = xbt_dynar_new(sizeof(sg_link_t), NULL), rg = xbt_dynar_new(sizeof(sg_link_t), NULL);
-  for (int32_t i = 0; i < n && ok; i++)
-    for (int32_t j = 0; j < n && ok; j++) {
-      if (i == j)
+  /* the ordered member pairs (i, j): every one, or those @p pairs lists */
+  guint npairs = pairs != NULL ? pairs->len / 2 : (guint)n * (guint)n;
+  for (guint q = 0; q < npairs && ok; q++) {
+      int32_t i = pairs != NULL ? g_array_index(pairs, int32_t, 2 * q) : (int32_t)(q / (guint)n);
+      int32_t j = pairs != NULL ? g_array_index(pairs, int32_t, 2 * q + 1) : (int32_t)(q % (guint)n);
+      if (i == j || i < 0 || j < 0 || i >= n || j >= n)
         continue;
       xbt_dynar_reset(r0);
       sg_host_get_route(g_sim.hosts[hosts[specs[0].ranks[i]]], g_sim.hosts[hosts[specs[0].ranks[j]]], r0);
@@ -675,7 +693,7 @@ static void sym_free(gpointer a)
 static const GArray *sym_links(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts)
 {
   int32_t n = specs[0].n;
-  if (g_sim.sym_off || ngroups < 2 || (int64_t)n * (n - 1) * ngroups > SYM_ROUTE_BUDGET)
+  if (g_sim.sym_off || ngroups < 2 || (int64_t)n * (n - 1) * ngroups > sym_budget)
     return NULL;
   GByteArray *k = g_byte_array_sized_new((guint)(((gsize)ngroups * n + 2) * sizeof(int32_t)));
   g_byte_array_append(k, (const guint8 *)&ngroups, sizeof ngroups);
@@ -691,9 +709,55 @@ static const GArray *sym_links(const sp_coll_spec *specs, int32_t ngroups, const
     g_bytes_unref(key);
     return v;
   }
-  GArray *a = sym_check(specs, ngroups, hosts);
+  GArray *a = sym_check(specs, ngroups, hosts, NULL);
   g_hash_table_insert(g_sim.sym, key, a);
   return a;
+}
+
+/* Groups too large for sym_links' check of every member pair: whether group 0's run,
+ * once its programs are built, shows the siblings to be its images on the pairs it uses
+ * (sym_check on those pairs), and then its shared links scaled as sp_sim_coll_groups_time
+ * does. */
+typedef struct {
+  const sp_coll_spec *specs;
+  int32_t ngroups;
+  const int32_t *hosts;
+  GArray *scaled;    /* the shared links scaled (to restore), NULL: not symmetric */
+  gboolean declined; /* the run was stopped: not symmetric */
+} sym_probe;
+
+static gboolean sym_probe_ready(void *ud, sp_program *const *progs, int32_t world, GError **err)
+{
+  (void)err;
+  sym_probe *pr = ud;
+  GHashTable *seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+  GArray *pairs = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  for (int32_t r = 0; r < world; r++)
+    for (guint k = 0; progs[r] != NULL && k < progs[r]->steps->len; k++) {
+      const sp_step *st = sp_program_step(progs[r], k);
+      if (st->kind != SP_STEP_SEND || st->peer < 0 || st->peer >= world)
+        continue;
+      gint64 key = (gint64)r * world + st->peer;
+      if (g_hash_table_contains(seen, &key))
+        continue;
+      g_hash_table_add(seen, g_memdup2(&key, sizeof key));
+      int32_t ij[2] = { r, st->peer };
+      g_array_append_vals(pairs, ij, 2);
+    }
+  g_hash_table_unref(seen);
+  pr->scaled = pairs->len > 0 ? sym_check(pr->specs, pr->ngroups, pr->hosts, pairs) : NULL;
+  g_array_unref(pairs);
+  if (pr->scaled == NULL) {
+    pr->declined = TRUE;
+    probes_declined++;
+    return FALSE;
+  }
+  probes_accepted++;
+  for (guint i = 0; i < pr->scaled->len; i++) {
+    const sym_link *l = &g_array_index(pr->scaled, sym_link, i);
+    sg_link_set_bandwidth(l->link, l->bw / l->k);
+  }
+  return TRUE;
 }
 
 gboolean sp_sim_coll_groups_symmetric(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts)
@@ -761,38 +825,70 @@ gboolean sp_sim_coll_groups_time(const sp_coll_spec *specs, int32_t ngroups, con
     for (int32_t g = 0; g < ngroups && comm_only; g++)
       comm_only = free_local_steps(&rs[g]);
     /* groups 1.. as images of group 0: group 0 alone, on its hosts, its shared links
-     * at 1/k (resolved above on the whole platform, as every group is) */
+     * at 1/k (resolved above on the whole platform, as every group is). Groups with too
+     * many member pairs to check them all are checked on the pairs group 0's programs
+     * use, once built (sym_probe_ready); where that fails, every group runs. */
     const GArray *sym = ngroups > 1 ? sym_links(specs, ngroups, hosts) : NULL;
-    int32_t run_world = world;
+    sym_probe pr = { .specs = specs, .ngroups = ngroups, .hosts = hosts };
+    gboolean probe = sym == NULL && ngroups > 1 && !g_sim.sym_off && fid == SP_FIDELITY_FLOW &&
+                     (int64_t)n * (n - 1) * ngroups > sym_budget;
     int32_t *h0 = NULL, *r0 = NULL;
-    if (sym != NULL) {
+    const int32_t *ranks0 = rs[0].ranks;
+    if (sym != NULL || probe) {
       h0 = g_new(int32_t, n);
       r0 = g_new(int32_t, n);
       for (int32_t i = 0; i < n; i++) {
         h0[i] = hosts[rs[0].ranks[i]];
         r0[i] = i;
-        group[i] = 0;
-        member[i] = i;
       }
+      coll_src src = { .spec = &rs[0], .comm_only = comm_only, .specs = rs, .group = group, .member = member };
+      int32_t *g0 = g_new0(int32_t, n), *m0 = g_new(int32_t, n);
+      for (int32_t i = 0; i < n; i++)
+        m0[i] = i;
+      src.group = g0;
+      src.member = m0;
       rs[0].ranks = r0;
-      run_world = n;
       ok = sp_sim_set_host_map(h0, n, err);
-      for (guint i = 0; i < sym->len; i++) {
+      for (guint i = 0; sym != NULL && i < sym->len; i++) {
         const sym_link *l = &g_array_index(sym, sym_link, i);
         sg_link_set_bandwidth(l->link, l->bw / l->k);
       }
+      if (probe) {
+        g_sim.before_run = sym_probe_ready;
+        g_sim.before_ud = &pr;
+      }
+      sp_sim_set_cost(&cost);
+      ok = ok && sp_sim_run_common(coll_get, coll_release, coll_stream, &src, n, TRUE, NULL, fid, NULL, seconds, err);
+      sp_sim_set_cost(NULL);
+      g_sim.before_run = NULL;
+      g_sim.before_ud = NULL;
+      const GArray *scaled = sym != NULL ? sym : pr.scaled;
+      for (guint i = 0; scaled != NULL && i < scaled->len; i++) {
+        const sym_link *l = &g_array_index(scaled, sym_link, i);
+        sg_link_set_bandwidth(l->link, l->bw);
+      }
+      if (pr.scaled != NULL)
+        g_array_unref(pr.scaled);
+      sp_program_free(src.spare);
+      sp_sim_set_host_map(NULL, 0, NULL);
+      rs[0].ranks = ranks0;
+      g_free(g0);
+      g_free(m0);
+      if (pr.declined && !ok && (err == NULL || *err == NULL))
+        ok = TRUE; /* not symmetric on the pairs it uses: every group runs, below */
+      else
+        pr.declined = FALSE;
     }
-    coll_src src = { .spec = &rs[0], .comm_only = comm_only, .specs = rs, .group = group, .member = member };
-    sp_sim_set_cost(&cost);
-    ok = ok && sp_sim_run_common(coll_get, coll_release, coll_stream, &src, run_world, TRUE, NULL, fid, NULL, seconds,
-                                 err);
-    sp_sim_set_cost(NULL);
-    for (guint i = 0; sym != NULL && i < sym->len; i++) {
-      const sym_link *l = &g_array_index(sym, sym_link, i);
-      sg_link_set_bandwidth(l->link, l->bw);
+    if (ok && ((sym == NULL && !probe) || pr.declined)) {
+      coll_src src = { .spec = &rs[0], .comm_only = comm_only, .specs = rs, .group = group, .member = member };
+      ok = sp_sim_set_host_map(hosts, world, err);
+      sp_sim_set_cost(&cost);
+      ok = ok && sp_sim_run_common(coll_get, coll_release, coll_stream, &src, world, TRUE, NULL, fid, NULL, seconds,
+                                   err);
+      sp_sim_set_cost(NULL);
+      sp_program_free(src.spare);
+      sp_sim_set_host_map(NULL, 0, NULL);
     }
-    sp_program_free(src.spare);
-    sp_sim_set_host_map(NULL, 0, NULL);
     g_free(h0);
     g_free(r0);
   }

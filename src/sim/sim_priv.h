@@ -50,6 +50,10 @@ typedef struct {
   /* sibling groups priced by symmetry (sim_coll.c, sp_sim_set_sibling_symmetry) */
   gboolean sym_off;    /* every group simulated */
   GHashTable *sym;     /* groups' hosts -> GArray of sym_link (NULL value: not symmetric) */
+  /* called once a FLOW run's programs are built, before they run (sim_coll.c): FALSE
+   * stops the run (with @p err set: an error; without: the caller's to say why) */
+  gboolean (*before_run)(void *ud, sp_program *const *progs, int32_t world, GError **err);
+  void *before_ud;
 } sp_sim_state;
 extern sp_sim_state g_sim;
 /* SPSIM_FLOW_STEPS set: FLOW summaries of rings read every step (no

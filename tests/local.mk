@@ -114,7 +114,7 @@ tests_test_platform_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/sim -DSP_TOP_S
 tests_test_platform_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 check_PROGRAMS += tests/test-platform-routed
 TESTS += tests/test-platform-routed
-tests_test_platform_routed_SOURCES = tests/test-platform-routed.c
+tests_test_platform_routed_SOURCES = tests/test-platform-routed.c tests/platform-file.h
 tests_test_platform_routed_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 tests_test_platform_routed_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-platform tests/test-bench-cli.sh tests/test-platform-cli.sh tests/test-flow-pattern.sh
@@ -139,19 +139,19 @@ tests_test_sim_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) 
 TESTS += tests/test-sim tests/test-verify-cli.sh
 # the per-call exclusion of NCCL's hierarchical all-reduces (sp_coll_spec.no_hier), on 2 DGX H100 nodes
 check_PROGRAMS += tests/test-sim-hier
-tests_test_sim_hier_SOURCES = tests/test-sim-hier.c
+tests_test_sim_hier_SOURCES = tests/test-sim-hier.c tests/platform-file.h
 tests_test_sim_hier_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 tests_test_sim_hier_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-sim-hier
 # sibling groups priced by symmetry against every group simulated (sp_sim_coll_groups_time)
 check_PROGRAMS += tests/test-sim-siblings
-tests_test_sim_siblings_SOURCES = tests/test-sim-siblings.c
+tests_test_sim_siblings_SOURCES = tests/test-sim-siblings.c tests/platform-file.h
 tests_test_sim_siblings_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 tests_test_sim_siblings_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-sim-siblings
 # the what-if's pricer above its simulated grid: extrapolated with the size's own algorithm
 check_PROGRAMS += tests/test-whatif-price
-tests_test_whatif_price_SOURCES = tests/test-whatif-price.c
+tests_test_whatif_price_SOURCES = tests/test-whatif-price.c tests/platform-file.h
 tests_test_whatif_price_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 tests_test_whatif_price_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-whatif-price

@@ -22,6 +22,7 @@
 #include <xbt/dynar.h>
 
 #include "platform_args.h"
+#include "platform-file.h"
 #include "platform_gen.h"
 #include "platform_routed.h"
 
@@ -140,13 +141,7 @@ static void check_same(const char *args)
   sp_platform_opts o;
   g_autoptr(GError) err = NULL;
   g_assert_true(sp_platform_args_parse_line(cmd, &o, &err));
-  g_autofree char *xml = sp_platform_dgx_xml(&o, &err);
-  g_assert_nonnull(xml);
-  g_autofree char *path = NULL;
-  int fd = g_file_open_tmp("spsim-routed-XXXXXX.xml", &path, NULL);
-  g_assert_cmpint(fd, >=, 0);
-  close(fd);
-  g_assert_true(g_file_set_contents(path, xml, -1, NULL));
+  g_autofree char *path = platform_file(&o);
   sp_platform_opts back;
   g_assert_true(sp_platform_generated(path, &back));
   g_autofree char *parsed = child_describe(path, FALSE), *built = child_describe(path, TRUE);

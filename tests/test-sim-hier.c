@@ -11,7 +11,7 @@
 #include <glib/gstdio.h>
 #include <unistd.h>
 
-#include "platform_gen.h"
+#include "platform-file.h"
 #include "sim.h"
 #include "spsim/coll.h"
 #include "spsim/error.h"
@@ -79,14 +79,7 @@ int main(int argc, char **argv)
   o.gpu = SP_GPU_H100;
   o.sharp = TRUE;
   GError *err = NULL;
-  char *xml = sp_platform_dgx_xml(&o, &err);
-  g_assert_no_error(err);
-  char *path = NULL;
-  int fd = g_file_open_tmp("spsim-hier-XXXXXX.xml", &path, &err);
-  g_assert_no_error(err);
-  close(fd);
-  g_assert_true(g_file_set_contents(path, xml, -1, &err));
-  g_free(xml);
+  char *path = platform_file(&o);
   g_assert_true(sp_sim_init(path, &err));
   g_assert_no_error(err);
   g_test_add_func("/sim-hier/no-hier-per-call", test_no_hier_per_call);

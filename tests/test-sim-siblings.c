@@ -19,7 +19,7 @@
 
 #include <simgrid/link.h>
 
-#include "platform_gen.h"
+#include "platform-file.h"
 #include "sim.h"
 #include "spsim/coll.h"
 #include "spsim/error.h"
@@ -138,14 +138,7 @@ static int run_child(const sp_platform_opts *o, const char *slow, gboolean expec
   g_assert_cmpint(pid, >=, 0);
   if (pid == 0) {
     GError *err = NULL;
-    char *xml = sp_platform_dgx_xml(o, &err);
-    g_assert_no_error(err);
-    char *path = NULL;
-    int fd = g_file_open_tmp("spsim-siblings-XXXXXX.xml", &path, &err);
-    g_assert_no_error(err);
-    close(fd);
-    g_assert_true(g_file_set_contents(path, xml, -1, &err));
-    g_free(xml);
+    char *path = platform_file(o);
     gboolean ok = sp_sim_init(path, &err);
     g_unlink(path);
     g_free(path);

@@ -13,7 +13,7 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "platform_gen.h"
+#include "platform-file.h"
 #include "spsim/coll.h"
 #include "spsim/error.h"
 #include "spsim/step.h"
@@ -28,14 +28,7 @@ static void test_extrapolation(void)
   o.nodes = 256;
   o.gpu = SP_GPU_H100;
   GError *err = NULL;
-  char *xml = sp_platform_dgx_xml(&o, &err);
-  g_assert_no_error(err);
-  char *path = NULL;
-  int fd = g_file_open_tmp("spsim-price-XXXXXX.xml", &path, &err);
-  g_assert_no_error(err);
-  close(fd);
-  g_assert_true(g_file_set_contents(path, xml, -1, &err));
-  g_free(xml);
+  char *path = platform_file(&o);
   sp_whatif_pricer *p = sp_whatif_pricer_new(path, 8, FALSE, &err);
   g_unlink(path);
   g_free(path);

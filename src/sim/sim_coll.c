@@ -528,6 +528,21 @@ typedef struct {
 static int64_t sym_budget = SYM_ROUTE_BUDGET;
 static guint probes_accepted, probes_declined;
 
+/* More member pairs than the check before a run covers? */
+static gboolean over_budget(int32_t n, int32_t ngroups)
+{
+  return (int64_t)n * (n - 1) * ngroups > sym_budget;
+}
+
+/* Shared links of group 0 (sym_link) at 1/k of their bandwidth (@p scaled), or back. */
+static void scale_links(const GArray *links, gboolean scaled)
+{
+  for (guint i = 0; links != NULL && i < links->len; i++) {
+    const sym_link *l = &g_array_index(links, sym_link, i);
+    sg_link_set_bandwidth(l->link, scaled ? l->bw / l->k : l->bw);
+  }
+}
+
 void sp_sim_set_sibling_budget(int64_t pairs)
 {
   sym_budget = pairs;
@@ -594,7 +609,7 @@ static gboolean same_host_kind(int32_t a, int32_t b)
 static GArray *sym_check(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts, const GArray *pairs)
 {
   int32_t n = specs[0].n;
-  if (ngroups < 2 || n < 2 || (pairs == NULL && (int64_t)n * (n - 1) * ngroups > sym_budget))
+  if (ngroups < 2 || n < 2 || (pairs == NULL && over_budget(n, ngroups)))
     return NULL;
   gboolean ok = TRUE;
   for (int32_t g = 1; g < ngroups && ok; g++)
@@ -608,49 +623,49 @@ static GArray *sym_check(const sp_coll_spec *specs, int32_t ngroups, const int32
   /* the ordered member pairs (i, j): every one, or those @p pairs lists */
   guint npairs = pairs != NULL ? pairs->len / 2 : (guint)n * (guint)n;
   for (guint q = 0; q < npairs && ok; q++) {
-      int32_t i = pairs != NULL ? g_array_index(pairs, int32_t, 2 * q) : (int32_t)(q / (guint)n);
-      int32_t j = pairs != NULL ? g_array_index(pairs, int32_t, 2 * q + 1) : (int32_t)(q % (guint)n);
-      if (i == j || i < 0 || j < 0 || i >= n || j >= n)
-        continue;
-      xbt_dynar_reset(r0);
-      sg_host_get_route(g_sim.hosts[hosts[specs[0].ranks[i]]], g_sim.hosts[hosts[specs[0].ranks[j]]], r0);
-      unsigned len = (unsigned)xbt_dynar_length(r0);
-      for (unsigned k = 0; k < len; k++) {
-        sg_link_t l = xbt_dynar_get_as(r0, k, sg_link_t);
-        if (!g_hash_table_contains(mine, l)) {
-          g_hash_table_insert(mine, l, GINT_TO_POINTER(1));
-          g_ptr_array_add(order, l);
-        }
-      }
-      for (int32_t g = 1; g < ngroups && ok; g++) {
-        xbt_dynar_reset(rg);
-        sg_host_get_route(g_sim.hosts[hosts[specs[g].ranks[i]]], g_sim.hosts[hosts[specs[g].ranks[j]]], rg);
-        ok = (unsigned)xbt_dynar_length(rg) == len;
-        for (unsigned k = 0; k < len && ok; k++) {
-          sg_link_t a = xbt_dynar_get_as(r0, k, sg_link_t), b = xbt_dynar_get_as(rg, k, sg_link_t);
-          link_group ag = { .link = a, .g = g };
-          gpointer was = g_hash_table_lookup(map, &ag);
-          if (was != NULL) {
-            ok = was == (gpointer)b; /* group g maps a to one link */
-            continue;
-          }
-          g_hash_table_insert(map, g_memdup2(&ag, sizeof ag), b);
-          if (a == b) {
-            g_hash_table_insert(mine, a, GINT_TO_POINTER(GPOINTER_TO_INT(g_hash_table_lookup(mine, a)) + 1));
-            continue;
-          }
-          sym_image *im = g_hash_table_lookup(img, b);
-          if (im == NULL) {
-            ok = same_link_kind(a, b);
-            im = g_new(sym_image, 1);
-            *im = (sym_image){ .of = a, .groups = 0 };
-            g_hash_table_insert(img, b, im);
-          }
-          ok = ok && im->of == a;
-          im->groups++;
-        }
+    int32_t i = pairs != NULL ? g_array_index(pairs, int32_t, 2 * q) : (int32_t)(q / (guint)n);
+    int32_t j = pairs != NULL ? g_array_index(pairs, int32_t, 2 * q + 1) : (int32_t)(q % (guint)n);
+    if (i == j || i < 0 || j < 0 || i >= n || j >= n)
+      continue;
+    xbt_dynar_reset(r0);
+    sg_host_get_route(g_sim.hosts[hosts[specs[0].ranks[i]]], g_sim.hosts[hosts[specs[0].ranks[j]]], r0);
+    unsigned len = (unsigned)xbt_dynar_length(r0);
+    for (unsigned k = 0; k < len; k++) {
+      sg_link_t l = xbt_dynar_get_as(r0, k, sg_link_t);
+      if (!g_hash_table_contains(mine, l)) {
+        g_hash_table_insert(mine, l, GINT_TO_POINTER(1));
+        g_ptr_array_add(order, l);
       }
     }
+    for (int32_t g = 1; g < ngroups && ok; g++) {
+      xbt_dynar_reset(rg);
+      sg_host_get_route(g_sim.hosts[hosts[specs[g].ranks[i]]], g_sim.hosts[hosts[specs[g].ranks[j]]], rg);
+      ok = (unsigned)xbt_dynar_length(rg) == len;
+      for (unsigned k = 0; k < len && ok; k++) {
+        sg_link_t a = xbt_dynar_get_as(r0, k, sg_link_t), b = xbt_dynar_get_as(rg, k, sg_link_t);
+        link_group ag = { .link = a, .g = g };
+        gpointer was = g_hash_table_lookup(map, &ag);
+        if (was != NULL) {
+          ok = was == (gpointer)b; /* group g maps a to one link */
+          continue;
+        }
+        g_hash_table_insert(map, g_memdup2(&ag, sizeof ag), b);
+        if (a == b) {
+          g_hash_table_insert(mine, a, GINT_TO_POINTER(GPOINTER_TO_INT(g_hash_table_lookup(mine, a)) + 1));
+          continue;
+        }
+        sym_image *im = g_hash_table_lookup(img, b);
+        if (im == NULL) {
+          ok = same_link_kind(a, b);
+          im = g_new(sym_image, 1);
+          *im = (sym_image){ .of = a, .groups = 0 };
+          g_hash_table_insert(img, b, im);
+        }
+        ok = ok && im->of == a;
+        im->groups++;
+      }
+    }
+  }
   GHashTableIter it;
   gpointer key, val;
   g_hash_table_iter_init(&it, img);
@@ -693,7 +708,7 @@ static void sym_free(gpointer a)
 static const GArray *sym_links(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts)
 {
   int32_t n = specs[0].n;
-  if (g_sim.sym_off || ngroups < 2 || (int64_t)n * (n - 1) * ngroups > sym_budget)
+  if (g_sim.sym_off || ngroups < 2 || over_budget(n, ngroups))
     return NULL;
   GByteArray *k = g_byte_array_sized_new((guint)(((gsize)ngroups * n + 2) * sizeof(int32_t)));
   g_byte_array_append(k, (const guint8 *)&ngroups, sizeof ngroups);
@@ -753,10 +768,7 @@ static gboolean sym_probe_ready(void *ud, sp_program *const *progs, int32_t worl
     return FALSE;
   }
   probes_accepted++;
-  for (guint i = 0; i < pr->scaled->len; i++) {
-    const sym_link *l = &g_array_index(pr->scaled, sym_link, i);
-    sg_link_set_bandwidth(l->link, l->bw / l->k);
-  }
+  scale_links(pr->scaled, TRUE);
   return TRUE;
 }
 
@@ -771,6 +783,20 @@ gboolean sp_sim_coll_groups_symmetric(const sp_coll_spec *specs, int32_t ngroups
         return FALSE;
     }
   return sym_links(specs, ngroups, hosts) != NULL;
+}
+
+/* Run @p src's ranks 0..world-1 on hosts @p map at protocol cost @p cost. */
+static gboolean run_groups(coll_src *src, const int32_t *map, int32_t world, const sp_tune_cost *cost, sp_fidelity fid,
+                           double *seconds, GError **err)
+{
+  gboolean ok = sp_sim_set_host_map(map, world, err);
+  sp_sim_set_cost(cost);
+  ok = ok && sp_sim_run_common(coll_get, coll_release, coll_stream, src, world, TRUE, NULL, fid, NULL, seconds, err);
+  sp_sim_set_cost(NULL);
+  sp_program_free(src->spare);
+  src->spare = NULL;
+  sp_sim_set_host_map(NULL, 0, NULL);
+  return ok;
 }
 
 gboolean sp_sim_coll_groups_time(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts,
@@ -830,67 +856,41 @@ gboolean sp_sim_coll_groups_time(const sp_coll_spec *specs, int32_t ngroups, con
      * use, once built (sym_probe_ready); where that fails, every group runs. */
     const GArray *sym = ngroups > 1 ? sym_links(specs, ngroups, hosts) : NULL;
     sym_probe pr = { .specs = specs, .ngroups = ngroups, .hosts = hosts };
-    gboolean probe = sym == NULL && ngroups > 1 && !g_sim.sym_off && fid == SP_FIDELITY_FLOW &&
-                     (int64_t)n * (n - 1) * ngroups > sym_budget;
-    int32_t *h0 = NULL, *r0 = NULL;
-    const int32_t *ranks0 = rs[0].ranks;
-    if (sym != NULL || probe) {
-      h0 = g_new(int32_t, n);
-      r0 = g_new(int32_t, n);
+    gboolean probe = sym == NULL && ngroups > 1 && !g_sim.sym_off && fid == SP_FIDELITY_FLOW && over_budget(n, ngroups);
+    gboolean all = sym == NULL && !probe;
+    if (!all) {
+      /* group 0 as ranks 0..n-1 on its hosts: member i of group 0 is rank i */
+      int32_t *h0 = g_new(int32_t, n), *r0 = g_new(int32_t, n), *g0 = g_new0(int32_t, n);
       for (int32_t i = 0; i < n; i++) {
         h0[i] = hosts[rs[0].ranks[i]];
         r0[i] = i;
       }
-      coll_src src = { .spec = &rs[0], .comm_only = comm_only, .specs = rs, .group = group, .member = member };
-      int32_t *g0 = g_new0(int32_t, n), *m0 = g_new(int32_t, n);
-      for (int32_t i = 0; i < n; i++)
-        m0[i] = i;
-      src.group = g0;
-      src.member = m0;
+      const int32_t *ranks0 = rs[0].ranks;
       rs[0].ranks = r0;
-      ok = sp_sim_set_host_map(h0, n, err);
-      for (guint i = 0; sym != NULL && i < sym->len; i++) {
-        const sym_link *l = &g_array_index(sym, sym_link, i);
-        sg_link_set_bandwidth(l->link, l->bw / l->k);
-      }
+      coll_src src = { .spec = &rs[0], .comm_only = comm_only, .specs = rs, .group = g0, .member = r0 };
+      scale_links(sym, TRUE);
       if (probe) {
         g_sim.before_run = sym_probe_ready;
         g_sim.before_ud = &pr;
       }
-      sp_sim_set_cost(&cost);
-      ok = ok && sp_sim_run_common(coll_get, coll_release, coll_stream, &src, n, TRUE, NULL, fid, NULL, seconds, err);
-      sp_sim_set_cost(NULL);
+      ok = run_groups(&src, h0, n, &cost, fid, seconds, err);
       g_sim.before_run = NULL;
       g_sim.before_ud = NULL;
-      const GArray *scaled = sym != NULL ? sym : pr.scaled;
-      for (guint i = 0; scaled != NULL && i < scaled->len; i++) {
-        const sym_link *l = &g_array_index(scaled, sym_link, i);
-        sg_link_set_bandwidth(l->link, l->bw);
-      }
+      scale_links(sym != NULL ? sym : pr.scaled, FALSE);
       if (pr.scaled != NULL)
         g_array_unref(pr.scaled);
-      sp_program_free(src.spare);
-      sp_sim_set_host_map(NULL, 0, NULL);
       rs[0].ranks = ranks0;
+      g_free(h0);
+      g_free(r0);
       g_free(g0);
-      g_free(m0);
-      if (pr.declined && !ok && (err == NULL || *err == NULL))
-        ok = TRUE; /* not symmetric on the pairs it uses: every group runs, below */
-      else
-        pr.declined = FALSE;
+      /* not symmetric on the pairs it uses (the run stopped, no error): every group runs */
+      all = pr.declined && !ok && (err == NULL || *err == NULL);
+      ok = ok || all;
     }
-    if (ok && ((sym == NULL && !probe) || pr.declined)) {
+    if (ok && all) {
       coll_src src = { .spec = &rs[0], .comm_only = comm_only, .specs = rs, .group = group, .member = member };
-      ok = sp_sim_set_host_map(hosts, world, err);
-      sp_sim_set_cost(&cost);
-      ok = ok && sp_sim_run_common(coll_get, coll_release, coll_stream, &src, world, TRUE, NULL, fid, NULL, seconds,
-                                   err);
-      sp_sim_set_cost(NULL);
-      sp_program_free(src.spare);
-      sp_sim_set_host_map(NULL, 0, NULL);
+      ok = run_groups(&src, hosts, world, &cost, fid, seconds, err);
     }
-    g_free(h0);
-    g_free(r0);
   }
   g_free(rs);
   g_free(group);

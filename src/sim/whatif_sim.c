@@ -30,6 +30,30 @@ gboolean sp_whatif_engine_simulate(const sp_comm *c, int32_t gpus_per_node, gboo
                                       err);
 }
 
+/* The calls of @p nb groups of @p n members, as NCCL would issue them (count per member,
+ * ring channels per node): the groups {b + j*stride : j < n}, b < nb, on their hosts; their
+ * members are the simulated ranks, in host order (rank j*nb + b on host b + j*stride), so
+ * the hosts between them, idle, are not part of the run. g_free *@p specs, *@p members,
+ * *@p hosts. */
+static void group_calls(const sp_comm *c, int32_t gpus_per_node, uint64_t bytes, sp_algo algo, sp_proto proto,
+                        int32_t n, int32_t nb, sp_coll_spec **specs, int32_t **members, int32_t **hosts)
+{
+  sp_coll_spec cs;
+  sp_comm_coll_spec(c, gpus_per_node, bytes, &cs);
+  *members = g_new(int32_t, (gsize)n * nb);
+  *hosts = g_new(int32_t, (gsize)n * nb);
+  *specs = g_new(sp_coll_spec, nb);
+  for (int32_t b = 0; b < nb; b++) {
+    (*specs)[b] = (sp_coll_spec){ .coll = c->coll, .algo = algo, .proto = proto, .dtype = SP_BF16,
+                                  .redop = SP_RED_SUM, .ranks = *members + (size_t)b * n, .n = n, .count = cs.count,
+                                  .channels = cs.channels, .channel_block = cs.channel_block, .no_hier = TRUE };
+    for (int32_t j = 0; j < n; j++) {
+      (*members)[(size_t)b * n + j] = j * nb + b;
+      (*hosts)[j * nb + b] = b + j * c->stride;
+    }
+  }
+}
+
 gboolean sp_whatif_engine_choose(const sp_comm *c, int32_t gpus_per_node, uint64_t bytes, sp_algo *algo,
                                  sp_proto *proto, GError **err)
 {
@@ -43,26 +67,19 @@ gboolean sp_whatif_engine_choose(const sp_comm *c, int32_t gpus_per_node, uint64
     return FALSE;
   }
   /* group 0 alone, on the hosts sp_whatif_engine_simulate gives it */
-  sp_coll_spec cs;
-  sp_comm_coll_spec(c, gpus_per_node, bytes, &cs);
-  int32_t *hosts = g_new(int32_t, n), *members = g_new(int32_t, n);
-  for (int32_t j = 0; j < n; j++) {
-    members[j] = j;
-    hosts[j] = j * c->stride;
-  }
-  sp_coll_spec spec = { .coll = c->coll, .algo = SP_ALGO_AUTO, .dtype = SP_BF16, .redop = SP_RED_SUM,
-                        .ranks = members, .n = n, .count = cs.count, .channels = cs.channels,
-                        .channel_block = cs.channel_block, .no_hier = TRUE };
-  sp_coll_spec out;
+  sp_coll_spec *specs, out;
+  int32_t *members, *hosts;
+  group_calls(c, gpus_per_node, bytes, SP_ALGO_AUTO, SP_PROTO_AUTO, n, 1, &specs, &members, &hosts);
   sp_tune_cost cost;
-  gboolean ok = sp_sim_set_host_map(hosts, n, err) && sp_sim_coll_resolve(&spec, &out, &cost, NULL, err);
+  gboolean ok = sp_sim_set_host_map(hosts, n, err) && sp_sim_coll_resolve(&specs[0], &out, &cost, NULL, err);
   sp_sim_set_host_map(NULL, 0, NULL);
   if (ok) {
     *algo = out.algo;
     *proto = out.proto;
   }
-  g_free(hosts);
+  g_free(specs);
   g_free(members);
+  g_free(hosts);
   return ok;
 }
 
@@ -91,27 +108,11 @@ gboolean sp_whatif_engine_simulate_as(const sp_comm *c, int32_t gpus_per_node, g
                 sp_coll_name(c->coll), n, c->stride, world, sp_sim_num_hosts());
     return FALSE;
   }
-  /* the call as NCCL would issue it: count per member, ring channels per node.
-   * The groups {b + j*stride : j < n}, b < nb, run on their hosts; their members
-   * are the simulated ranks, in host order (rank j*nb + b on host b + j*stride):
-   * the hosts between them, idle, are not part of the run. */
-  sp_coll_spec cs;
-  sp_comm_coll_spec(c, gpus_per_node, bytes, &cs);
-  int32_t ranks = n * nb;
-  int32_t *hosts = g_new(int32_t, ranks), *members = g_new(int32_t, ranks);
-  sp_coll_spec *specs = g_new(sp_coll_spec, nb);
-  for (int32_t b = 0; b < nb; b++) {
-    specs[b] = (sp_coll_spec){ .coll = c->coll, .algo = algo, .proto = proto, .dtype = SP_BF16, .redop = SP_RED_SUM,
-                               .ranks = members + (size_t)b * n, .n = n, .count = cs.count,
-                               .channels = cs.channels, .channel_block = cs.channel_block,
-                               .no_hier = TRUE };
-    for (int32_t j = 0; j < n; j++) {
-      members[(size_t)b * n + j] = j * nb + b;
-      hosts[j * nb + b] = b + j * c->stride;
-    }
-  }
+  sp_coll_spec *specs;
+  int32_t *members, *hosts;
+  group_calls(c, gpus_per_node, bytes, algo, proto, n, nb, &specs, &members, &hosts);
   /* NCCL's NVLS-tree and CollNet all-reduces are priced by `spsim bench` but not yet by
-   * the what-if (no_hier above): their lowering, pipelined in chunks of at most the
+   * the what-if (no_hier in group_calls): their lowering, pipelined in chunks of at most the
    * ring's, puts so many flows into a gradient all-reduce that the default sweep's closed
    * forms took 71 s instead of 10.7 s (`spsim platforms/dgx.xml --simulate 0`, release
    * build), and the default run 86.3 s instead of 31.2 s (`spsim platforms/dgx.xml`, same
@@ -325,10 +326,7 @@ gboolean sp_whatif_pricer_price(sp_whatif_pricer *p, const sp_comm *c, double *s
 
 void sp_whatif_pricer_free(sp_whatif_pricer *p)
 {
-  if (p == NULL) return;
-  if (p->e.cache) g_hash_table_destroy(p->e.cache);
-  if (p->e.choice) g_hash_table_destroy(p->e.choice);
-  g_free(p);
+  if (p != NULL) wi_engine_free(&p->e); /* its first member: frees p */
 }
 
 /* ---- pricing shared between processes (sp_whatif_spread) ---- */

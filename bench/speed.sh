@@ -6,9 +6,14 @@
 #   2. one layout of llama3-70b on 1,024 GPUs: --layout tp=8,pp=4,dp=32,zero=1,ckpt=selective;
 #   3. one layout of llama3-405b on 16,384 GPUs (spsim platform dgx --nodes 2048):
 #      --model llama3-405b --global-batch 16M --layout tp=8,pp=16,dp=128,zero=1,ckpt=full;
-#   4. the default sweep of llama3-405b on those 16,384 GPUs (--model llama3-405b).
+#   4. the default sweep of llama3-405b on those 16,384 GPUs (--model llama3-405b);
+#   5. (not by default) sweep4k: the same sweep on 4,096 GPUs (--nodes 512);
+#      closed16k: the 16,384-GPU sweep's closed forms only (--simulate 0);
+#      sweep16k-np2: the 16,384-GPU sweep over mpirun -np 2 (outputs compared with
+#      sweep16k's when both run).
 # Usage: bench/speed.sh [path/to/spsim] [path/to/reference-spsim] [CASES...]
-#   CASES: default, 70b, 405b, sweep16k (default: all four).
+#   CASES: default, 70b, 405b, sweep16k, sweep4k, closed16k, sweep16k-np2
+#   (default: the first four).
 # LIMIT (environment): seconds allowed per command (default 900).
 # Use builds without sanitizers (./build.sh release).
 set -eu
@@ -35,23 +40,29 @@ run() {
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && echo "(exit $rc: $(tail -1 "$tmp/$tag.err"))" >>"$tmp/$tag.time"
   return 0
 }
+# timing TAG: wall seconds and peak RSS in MiB of a run into $wall and $mib (a stopped
+# or failed run: its note as $wall, no $mib)
+timing() {
+  line=$(grep -v '^Command' "$tmp/$1.time" | tr '\n' ' ')
+  case $line in
+    [0-9]*' '[0-9]*' ') wall=${line%% *}; kb=${line#* }; kb=${kb%% *}; mib=$((kb / 1024)) ;;
+    *) wall=$line; mib="" ;;
+  esac
+}
+
 # row LABEL TAG FILES...: one markdown row; with a reference, compare stdout and FILES
 row() {
   label=$1; tag=$2; shift 2
-  read -r wall kb <<EOT
-$(grep -v '^Command' "$tmp/$tag.time")
-EOT
+  timing "$tag"
   same=""
   if [ -n "$ref" ]; then
-    read -r rwall rkb <<EOT
-$(grep -v '^Command' "$tmp/ref-$tag.time")
-EOT
+    rwall=$(grep -v '^Command' "$tmp/ref-$tag.time" | head -1 | cut -d' ' -f1)
     same="identical"
     cmp -s "$tmp/$tag.out" "$tmp/ref-$tag.out" || same="stdout differs"
     for f in "$@"; do cmp -s "$tmp/$f" "$tmp/ref-$f" || same="$same; $f differs"; done
-    echo "| $label | $wall | $((${kb:-0} / 1024)) | $rwall | $same |"
+    echo "| $label | $wall | $mib | $rwall | $same |"
   else
-    echo "| $label | $wall | $((${kb:-0} / 1024)) | | |"
+    echo "| $label | $wall | $mib | | |"
   fi
 }
 
@@ -84,6 +95,33 @@ for c in $cases; do
         run "${who}$c" "$b" "$tmp/p16k.xml" --model llama3-405b $args --json="${who}$c.json"
       done
       row "$label" "$c" "$c.json" ;;
+    sweep4k)
+      [ -f "$tmp/p4k.xml" ] || "$bin" platform dgx --nodes 512 -o "$tmp/p4k.xml"
+      for who in "" ref-; do
+        b=$bin; [ -n "$who" ] && b=$ref
+        [ -n "$who" ] && [ -z "$ref" ] && continue
+        run "${who}$c" "$b" "$tmp/p4k.xml" --model llama3-405b --json="${who}$c.json"
+      done
+      row "default sweep llama3-405b, 4,096 GPUs" "$c" "$c.json" ;;
+    closed16k)
+      [ -f "$tmp/p16k.xml" ] || "$bin" platform dgx --nodes 2048 -o "$tmp/p16k.xml"
+      for who in "" ref-; do
+        b=$bin; [ -n "$who" ] && b=$ref
+        [ -n "$who" ] && [ -z "$ref" ] && continue
+        run "${who}$c" "$b" "$tmp/p16k.xml" --model llama3-405b --simulate 0 --json="${who}$c.json"
+      done
+      row "closed forms of the llama3-405b sweep, 16,384 GPUs (--simulate 0)" "$c" "$c.json" ;;
+    sweep16k-np2)
+      [ -f "$tmp/p16k.xml" ] || "$bin" platform dgx --nodes 2048 -o "$tmp/p16k.xml"
+      root=""; [ "$(id -u)" -eq 0 ] && root=--allow-run-as-root
+      run "$c" mpirun $root --oversubscribe -np 2 "$bin" "$tmp/p16k.xml" --model llama3-405b --json="$c.json"
+      same=""
+      if [ -f "$tmp/sweep16k.json" ]; then
+        same="vs one process: identical"
+        { cmp -s "$tmp/$c.out" "$tmp/sweep16k.out" && cmp -s "$tmp/$c.json" "$tmp/sweep16k.json"; } || same="vs one process: differs"
+      fi
+      timing "$c"
+      echo "| default sweep llama3-405b, 16,384 GPUs, mpirun -np 2 | $wall | $mib | | $same |" ;;
     *) echo "bench/speed.sh: unknown case '$c'" >&2; exit 2 ;;
   esac
 done

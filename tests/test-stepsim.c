@@ -78,6 +78,34 @@ static void test_slowdown(void)
   assert_close(end[k], 1.0, 1e-9);
 }
 
+/* Collectives back to back on one stream (a ring's steps) keep the kernels beside them
+ * slowed for both and no longer: 2 s of compute beside 0.3 s then 0.2 s of collectives
+ * ends at 0.5 + (2 - 0.5 / (1 + s)); a third collective that waits for that kernel
+ * slows nothing after it. */
+static void test_back_to_back(void)
+{
+  g_autoptr(sp_stepgraph) g = graph1();
+  uint32_t k = add(g, SP_TASK_COMPUTE, SP_STREAM_COMPUTE, 2.0);
+  uint32_t a = add(g, SP_TASK_COLL, SP_STREAM_DP, 0.3);
+  uint32_t b = add(g, SP_TASK_COLL, SP_STREAM_DP, 0.2);
+  uint32_t k2 = add(g, SP_TASK_COMPUTE, SP_STREAM_COMPUTE, 1.0);
+  uint32_t c = add(g, SP_TASK_COLL, SP_STREAM_DP, 0.1);
+  sp_task *tc = &g_array_index(g->tasks, sp_task, c);
+  tc->ndeps = 1;
+  tc->deps[0] = k;
+  double end[5], span;
+  const double s = 0.25;
+  run(g, s, end, &span);
+  assert_close(end[a], 0.3, 1e-9);
+  assert_close(end[b], 0.5, 1e-9);
+  double ek = 0.5 + (2.0 - 0.5 / (1 + s));
+  assert_close(end[k], ek, 1e-9);
+  assert_close(end[c], ek + 0.1, 1e-9);
+  /* k2 starts with c: 0.1 s of it slowed, the rest at full speed */
+  assert_close(end[k2], ek + 0.1 + (1.0 - 0.1 / (1 + s)), 1e-9);
+  assert_close(span, end[k2], 0);
+}
+
 /* Two collectives of one rank on the same route share its bandwidth: each alone takes
  * T = lat + B / bw; together both end at lat + 2 B / bw. A third on another stream
  * after them runs alone again. */
@@ -259,6 +287,45 @@ static void test_periodic(void)
   }
 }
 
+/* A graph simulated before is not run again: the same layout evaluated twice gives the
+ * same result bit for bit from the memo, and so does a fresh run after the memo is
+ * cleared; another slowdown is another graph, run anew. */
+static void test_memo(void)
+{
+  sp_model m = model8();
+  sp_step_ctx c = fixture_ctx(&m, 8, 128, 16, price);
+  sp_layout l = fixture_layout("tp=2,pp=2,dp=2", &c);
+  GError *err = NULL;
+  sp_step_result first, again, fresh, other;
+  g_assert_true(sp_step_eval(&c, &l, &first, &err));
+  again = fresh = other = first;
+  sp_stepsim_memo_clear();
+  guint hits = sp_stepsim_memo_hits();
+  g_assert_true(sp_stepsim_eval(&c, &l, TRUE, 0.189, &first, NULL, &err));
+  g_assert_cmpuint(sp_stepsim_memo_hits(), ==, hits);
+  g_assert_true(sp_stepsim_eval(&c, &l, TRUE, 0.189, &again, NULL, &err));
+  g_assert_cmpuint(sp_stepsim_memo_hits(), ==, hits + 1);
+  sp_stepsim_memo_clear();
+  g_assert_true(sp_stepsim_eval(&c, &l, TRUE, 0.189, &fresh, NULL, &err));
+  g_assert_cmpuint(sp_stepsim_memo_hits(), ==, hits + 1);
+  g_assert_true(sp_stepsim_eval(&c, &l, TRUE, 0.5, &other, NULL, &err));
+  g_assert_cmpuint(sp_stepsim_memo_hits(), ==, hits + 1);
+  g_assert_no_error(err);
+  const sp_step_result *same[] = { &again, &fresh };
+  for (gsize k = 0; k < G_N_ELEMENTS(same); k++) {
+    const sp_step_result *r = same[k];
+    g_assert_true(r->simulated);
+    assert_close(r->step_time, first.step_time, 0);
+    assert_close(r->compute, first.compute, 0);
+    assert_close(r->bubble, first.bubble, 0);
+    for (int j = 0; j < SP_COMM_KIND_COUNT; j++) {
+      assert_close(r->exposed[j], first.exposed[j], 0);
+      assert_close(r->comm[j], first.comm[j], 0);
+    }
+  }
+  g_assert_true(other.simulated);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -268,11 +335,13 @@ int main(int argc, char **argv)
   GError *err = NULL;
   if (!sp_sim_init(plat, &err)) g_error("%s", err->message);
   g_test_add_func("/stepsim/slowdown", test_slowdown);
+  g_test_add_func("/stepsim/back-to-back", test_back_to_back);
   g_test_add_func("/stepsim/shared-links", test_shared_links);
   g_test_add_func("/stepsim/same-as-schedule", test_same_as_schedule);
   g_test_add_func("/stepsim/eval", test_eval);
   g_test_add_func("/stepsim/tp-overlap", test_tp_overlap);
   g_test_add_func("/stepsim/periodic", test_periodic);
+  g_test_add_func("/stepsim/memo", test_memo);
   int rc = g_test_run();
   g_autofree char *tr = g_build_filename(tmpdir, "trace.json", NULL);
   g_unlink(tr);

@@ -12,7 +12,6 @@
 #include <simgrid/exec.h>
 #include <simgrid/host.h>
 #include <simgrid/link.h>
-#include <simgrid/mailbox.h>
 #include <simgrid/semaphore.h>
 #include <xbt/dynar.h>
 
@@ -24,9 +23,9 @@
 
 typedef struct run_s run_t;
 
-/* How a collective of a stage occupies the network: a flow to the host of sink @c sink. */
+/* How a collective of a stage occupies the network: a flow to host @c to. */
 typedef struct {
-  int32_t sink;   /* index in run->sinks, -1: sleep instead (no route) */
+  sg_host_t to;   /* NULL: sleep instead (no route) */
   double lat, bw; /* route latency and bottleneck bandwidth */
 } flow_plan;
 
@@ -38,14 +37,6 @@ typedef struct {
   sg_sem_t sem;
 } stream_actor;
 
-typedef struct {
-  sg_mailbox_t mbox;
-  int64_t expected;
-  int32_t host;
-  int32_t senders; /* distinct (stage, stream) actors that put to it */
-  int32_t last;    /* the last one counted (tasks arrive actor by actor: see the count) */
-} sink;
-
 struct run_s {
   const sp_stepgraph *g;
   const sp_task *T;
@@ -56,13 +47,9 @@ struct run_s {
   double t0;
   sg_host_t *host;      /* per stage */
   double *speed, *share, *coll_lat; /* per stage */
-  int32_t *pp_sink;     /* per stage: its receiving mailbox (index in sinks) */
   flow_plan *plans;     /* [stage x ncomms] */
-  GArray *sinks;        /* of sink */
   guint done;
 };
-
-static guint run_serial; /* mailbox names of one run never meet another's */
 
 static double now(const run_t *r) { return simgrid_get_clock() - r->t0; }
 
@@ -94,12 +81,22 @@ static void release_sms(sg_exec_t e)
   if (e != NULL) sg_exec_cancel(e);
 }
 
+/* Whether task @p n of @p a's stream is a collective that may start now. */
+static gboolean coll_ready(const stream_actor *a, guint n)
+{
+  if (n >= a->tasks->len) return FALSE;
+  uint32_t i = g_array_index(a->tasks, uint32_t, n);
+  const sp_task *t = &a->run->T[i];
+  return t->kind == SP_TASK_COLL && t->seconds > 0 && a->run->pending[i] == 0;
+}
+
 static void stream_main(int argc, char **argv)
 {
   (void)argc; (void)argv;
   stream_actor *a = sg_actor_self_get_data();
   run_t *r = a->run;
   guint ncomms = r->g->comms->len;
+  sg_exec_t held = NULL; /* SMs a collective holds on for the next one, which starts at once */
   for (guint n = 0; n < a->tasks->len; n++) {
     uint32_t i = g_array_index(a->tasks, uint32_t, n);
     if (r->pending[i] > 0) {
@@ -113,70 +110,28 @@ static void stream_main(int argc, char **argv)
     } else if (t->kind == SP_TASK_COLL) {
       if (t->seconds > 0) {
         const flow_plan *p = &r->plans[(size_t)t->stage * ncomms + (guint)t->comm];
-        sg_exec_t e = hold_sms(r, t->stage);
-        if (p->sink >= 0 && t->seconds > p->lat) {
-          sink *s = &g_array_index(r->sinks, sink, p->sink);
-          sg_mailbox_put(s->mbox, (void *)r, (uint64_t)llround((t->seconds - p->lat) * p->bw));
+        if (held == NULL) held = hold_sms(r, t->stage);
+        if (p->to != NULL && t->seconds > p->lat) {
+          sg_host_sendto(r->host[t->stage], p->to, (double)llround((t->seconds - p->lat) * p->bw));
         } else {
           sg_actor_sleep_for(t->seconds);
         }
-        release_sms(e);
       }
     } else { /* SEND */
       const sp_comm *cm = &g_array_index(r->g->comms, sp_comm, t->comm);
       if (r->coll_lat[t->stage] > 0) sg_actor_sleep_for(r->coll_lat[t->stage]);
       sg_exec_t e = hold_sms(r, t->stage);
-      sink *s = &g_array_index(r->sinks, sink, r->pp_sink[t->peer]);
-      sg_mailbox_put(s->mbox, (void *)r, cm->bytes);
+      sg_host_sendto(r->host[t->stage], r->host[t->peer], (double)cm->bytes);
       release_sms(e);
     }
     finish(r, i);
-  }
-}
-
-/* Most receives a sink keeps posted: one per sender that may be transferring to it
- * at once, so that concurrent flows overlap instead of queueing. */
-#define SINK_WINDOW 256
-
-static void sink_main(int argc, char **argv)
-{
-  (void)argc; (void)argv;
-  sink *s = sg_actor_self_get_data();
-  int64_t posted = 0, left = s->expected;
-  /* A put finds a posted receive as long as the window has a free one: with at
-   * most one put in flight per sender, senders + 1 receives are as good as
-   * SINK_WINDOW (the one more covers a sender that puts again at the instant its
-   * previous put ends, before the sink posts anew), and each wait_any costs the
-   * window's size. */
-  size_t w = (size_t)MIN(MIN((int64_t)SINK_WINDOW, s->expected), (int64_t)s->senders + 1);
-  sg_comm_t comms[SINK_WINDOW];
-  void *data[SINK_WINDOW];
-  for (size_t k = 0; k < w; k++, posted++) comms[k] = sg_mailbox_get_async(s->mbox, &data[k]);
-  while (left > 0) {
-    ssize_t k = sg_comm_wait_any(comms, w);
-    if (k < 0) break;
-    left--;
-    if (posted < s->expected) {
-      comms[k] = sg_mailbox_get_async(s->mbox, &data[k]);
-      posted++;
-    } else {
-      comms[k] = comms[w - 1]; /* shrink the window */
-      data[k] = data[w - 1];
-      w--;
+    /* the SMs stay held across back-to-back collectives (a ring's steps): the same
+     * load on the GPU as releasing and taking them again at the same instant */
+    if (held != NULL && !coll_ready(a, n + 1)) {
+      release_sms(held);
+      held = NULL;
     }
   }
-}
-
-static int32_t sink_for(run_t *r, GHashTable *ix, int32_t host)
-{
-  gpointer v = g_hash_table_lookup(ix, GINT_TO_POINTER(host + 1));
-  if (v != NULL) return GPOINTER_TO_INT(v) - 1;
-  char name[64];
-  g_snprintf(name, sizeof name, "spsim-step%u-h%d", run_serial, host);
-  sink s = { .mbox = sg_mailbox_by_name(name), .expected = 0, .host = host, .last = -1 };
-  g_array_append_val(r->sinks, s);
-  g_hash_table_insert(ix, GINT_TO_POINTER(host + 1), GINT_TO_POINTER((int)r->sinks->len));
-  return (int32_t)r->sinks->len - 1;
 }
 
 static sg_host_t host_at(int32_t h)
@@ -186,9 +141,9 @@ static sg_host_t host_at(int32_t h)
 }
 
 /* Where a collective of @p rep's group sends its stand-in flow. */
-static void plan_flow(run_t *r, GHashTable *ix, const sp_comm *c, int32_t rep, flow_plan *p)
+static void plan_flow(const sp_comm *c, int32_t rep, flow_plan *p)
 {
-  p->sink = -1;
+  p->to = NULL;
   p->lat = 0;
   p->bw = 0;
   int32_t world = sp_sim_num_hosts();
@@ -215,7 +170,7 @@ static void plan_flow(run_t *r, GHashTable *ix, const sp_comm *c, int32_t rep, f
   if (!(bw > 0) || isinf(bw)) return;
   p->bw = bw;
   p->lat = sg_host_get_route_latency(a, b);
-  p->sink = sink_for(r, ix, peer);
+  p->to = b;
 }
 
 gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, double *end, double *makespan,
@@ -234,7 +189,6 @@ gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, d
                 (S - 1) * g->ranks_per_stage, sp_sim_num_hosts());
     return FALSE;
   }
-  run_serial++;
   run_t r = { .g = g, .T = (const sp_task *)g->tasks->data };
   r.pending = g_new(uint32_t, n + 1);
   for (guint i = 0; i < n; i++) r.pending[i] = r.T[i].ndeps;
@@ -246,10 +200,7 @@ gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, d
   r.speed = g_new(double, S);
   r.share = g_new(double, S);
   r.coll_lat = g_new(double, S);
-  r.pp_sink = g_new(int32_t, S);
   r.plans = g_new0(flow_plan, (size_t)S * (nc ? nc : 1));
-  r.sinks = g_array_new(FALSE, FALSE, sizeof(sink));
-  GHashTable *ix = g_hash_table_new(g_direct_hash, g_direct_equal);
   for (int32_t s = 0; s < S; s++) {
     int32_t rep = s * g->ranks_per_stage, h = sp_sim_host_of(rep);
     r.host[s] = host_at(h);
@@ -262,13 +213,11 @@ gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, d
     }
     r.share[s] = sd / (1.0 + sd);
     r.coll_lat[s] = sp_sim_host_coll_latency(h);
-    r.pp_sink[s] = sink_for(&r, ix, h);
     for (guint c = 0; c < nc; c++) {
       const sp_comm *cm = &g_array_index(g->comms, sp_comm, c);
-      if (cm->coll != SP_COLL_SEND_RECV || cm->kind != SP_COMM_PP) plan_flow(&r, ix, cm, rep, &r.plans[(size_t)s * nc + c]);
+      if (cm->coll != SP_COLL_SEND_RECV || cm->kind != SP_COMM_PP) plan_flow(cm, rep, &r.plans[(size_t)s * nc + c]);
     }
   }
-  g_hash_table_destroy(ix);
   /* actors: one per (stage, stream) with tasks */
   int32_t nq = S * SP_STREAM_COUNT;
   stream_actor *acts = g_new0(stream_actor, nq);
@@ -285,34 +234,8 @@ gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, d
     g_array_append_val(a->tasks, i);
     r.owner[i] = a;
   }
-  /* the puts of each sink, and from how many actors (actor by actor: counted once each) */
-  for (int32_t q = 0; q < nq; q++)
-    for (guint k = 0; k < acts[q].tasks->len; k++) {
-      const sp_task *t = &r.T[g_array_index(acts[q].tasks, uint32_t, k)];
-      sink *s = NULL;
-      if (t->kind == SP_TASK_SEND) s = &g_array_index(r.sinks, sink, r.pp_sink[t->peer]);
-      else if (t->kind == SP_TASK_COLL && t->seconds > 0) {
-        const flow_plan *p = &r.plans[(size_t)t->stage * nc + (guint)t->comm];
-        if (p->sink >= 0 && t->seconds > p->lat) s = &g_array_index(r.sinks, sink, p->sink);
-      }
-      if (s == NULL) continue;
-      s->expected++;
-      if (s->last != q) {
-        s->last = q;
-        s->senders++;
-      }
-    }
   sp_sim_clock_reset();
   r.t0 = simgrid_get_clock();
-  for (guint k = 0; k < r.sinks->len; k++) {
-    sink *s = &g_array_index(r.sinks, sink, k);
-    if (s->expected == 0) continue;
-    char name[48];
-    g_snprintf(name, sizeof name, "sink%u", k);
-    sg_actor_t a = sg_actor_init(name, host_at(s->host));
-    sg_actor_set_data(a, s);
-    sg_actor_start_(a, sink_main, 0, NULL);
-  }
   for (int32_t q = 0; q < nq; q++) {
     if (acts[q].tasks->len == 0) continue;
     acts[q].sem = sg_sem_init(0);
@@ -336,8 +259,7 @@ gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, d
     if (acts[q].sem) sg_sem_destroy(acts[q].sem);
   }
   g_free(acts);
-  g_array_unref(r.sinks);
-  g_free(r.plans); g_free(r.pp_sink); g_free(r.coll_lat); g_free(r.share); g_free(r.speed); g_free(r.host);
+  g_free(r.plans); g_free(r.coll_lat); g_free(r.share); g_free(r.speed); g_free(r.host);
   g_free(r.owner); g_free(r.end); g_free(r.start); g_free(r.succ); g_free(r.off); g_free(r.pending);
   return ok;
 }
@@ -367,10 +289,64 @@ guint sp_stepsim_periodic_runs(void)
   return periodic_runs;
 }
 
+/* Step graphs already simulated, by fingerprint: layouts of a sweep that differ only
+ * where the graph does not (a ZeRO stage whose collectives are the same, say) run
+ * once. A run depends on nothing but its graph, its prices and the slowdown (the
+ * clock restarts at 0 for each), so a repeat gives the same result bit for bit. */
+typedef struct {
+  sp_stepgraph_breakdown bd;
+} memo_entry;
+
+static GHashTable *memo; /* fingerprint (hex SHA-256) -> memo_entry */
+static guint memo_hits;
+
+guint sp_stepsim_memo_hits(void)
+{
+  return memo_hits;
+}
+
+void sp_stepsim_memo_clear(void)
+{
+  if (memo != NULL) g_hash_table_remove_all(memo);
+}
+
+static void feed(GChecksum *h, const void *p, size_t n)
+{
+  g_checksum_update(h, p, (gssize)n);
+}
+
+/* Everything of a priced graph that its simulation and breakdown read. */
+static char *fingerprint(const sp_stepgraph *g, double slowdown)
+{
+  GChecksum *h = g_checksum_new(G_CHECKSUM_SHA256);
+  int64_t head[4] = { g->stages, g->ranks_per_stage, g->microbatches, g->sched };
+  feed(h, head, sizeof head);
+  feed(h, &slowdown, sizeof slowdown);
+  for (guint i = 0; i < g->tasks->len; i++) {
+    const sp_task *t = &g_array_index(g->tasks, sp_task, i);
+    uint8_t b[4] = { t->kind, t->stream, t->phase, t->ndeps };
+    int32_t v[6] = { t->stage, t->mb, t->chunk, t->layer, t->comm, t->peer };
+    feed(h, b, sizeof b);
+    feed(h, v, sizeof v);
+    feed(h, &t->seconds, sizeof t->seconds);
+    feed(h, t->deps, t->ndeps * sizeof t->deps[0]);
+  }
+  for (guint c = 0; c < g->comms->len; c++) {
+    const sp_comm *cm = &g_array_index(g->comms, sp_comm, c);
+    int32_t v[5] = { (int32_t)cm->kind, (int32_t)cm->when, (int32_t)cm->coll, cm->n, cm->stride };
+    feed(h, v, sizeof v);
+    feed(h, &cm->bytes, sizeof cm->bytes);
+    feed(h, &cm->times, sizeof cm->times);
+  }
+  char *k = g_strdup(g_checksum_get_string(h));
+  g_checksum_free(h);
+  return k;
+}
+
 /* Build, price and run the step graph of @p l with @p mbs micro-batches per step (the
  * global batch to give that many), keeping the timeline in @p t. */
 static gboolean eval_graph(const sp_step_ctx *c, const sp_layout *l, int64_t mbs, gboolean engine, double slowdown,
-                           sp_stepsim_timeline *t, GError **err)
+                           gboolean keep_times, sp_stepsim_timeline *t, GError **err)
 {
   sp_step_ctx cm = *c;
   if (mbs > 0) cm.global_batch = mbs * (int64_t)l->dp * l->mb;
@@ -380,10 +356,27 @@ static gboolean eval_graph(const sp_step_ctx *c, const sp_layout *l, int64_t mbs
   t->start = g_new(double, n + 1);
   t->end = g_new(double, n + 1);
   double span = 0;
-  gboolean ok = sp_stepgraph_price(t->g, &cm, err) &&
-                (engine ? sp_stepsim_run(t->g, slowdown, t->start, t->end, &span, err)
-                        : sp_stepgraph_schedule(t->g, t->start, t->end, &span, err));
+  if (!sp_stepgraph_price(t->g, &cm, err)) return FALSE;
+  /* a kept timeline (a trace) needs its task times: run it */
+  char *key = engine && !keep_times ? fingerprint(t->g, slowdown) : NULL;
+  memo_entry *e = key != NULL && memo != NULL ? g_hash_table_lookup(memo, key) : NULL;
+  if (e != NULL) {
+    memo_hits++;
+    t->bd = e->bd;
+    g_free(key);
+    return TRUE;
+  }
+  gboolean ok = engine ? sp_stepsim_run(t->g, slowdown, t->start, t->end, &span, err)
+                       : sp_stepgraph_schedule(t->g, t->start, t->end, &span, err);
   if (ok) sp_stepgraph_breakdown_of(t->g, t->start, t->end, &t->bd);
+  if (ok && key != NULL) {
+    if (memo == NULL) memo = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    e = g_new(memo_entry, 1);
+    e->bd = t->bd;
+    g_hash_table_insert(memo, key, e);
+    key = NULL;
+  }
+  g_free(key);
   return ok;
 }
 
@@ -437,7 +430,7 @@ gboolean sp_stepsim_eval(const sp_step_ctx *c, const sp_layout *l, gboolean engi
       (double)mbs * (double)c->model->layers * 40.0 >= (double)periodic_min_tasks) {
     sp_stepsim_timeline a = { 0 }, b = { 0 };
     sp_stepgraph_breakdown bd;
-    if (!eval_graph(c, l, m1, engine, slowdown, &a, err) || !eval_graph(c, l, m2, engine, slowdown, &b, err)) {
+    if (!eval_graph(c, l, m1, engine, slowdown, FALSE, &a, err) || !eval_graph(c, l, m2, engine, slowdown, FALSE, &b, err)) {
       sp_stepsim_timeline_clear(&a);
       sp_stepsim_timeline_clear(&b);
       return FALSE;
@@ -450,7 +443,7 @@ gboolean sp_stepsim_eval(const sp_step_ctx *c, const sp_layout *l, gboolean engi
     sp_stepsim_timeline_clear(&a);
     sp_stepsim_timeline_clear(&b);
   }
-  if (!done && !eval_graph(c, l, 0, engine, slowdown, &t, err)) {
+  if (!done && !eval_graph(c, l, 0, engine, slowdown, keep != NULL, &t, err)) {
     sp_stepsim_timeline_clear(&t);
     return FALSE;
   }

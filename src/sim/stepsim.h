@@ -74,6 +74,13 @@ void sp_stepsim_set_periodic(int64_t min_tasks);
 /** Steps this process has extrapolated so far (diagnostics, tests). */
 guint sp_stepsim_periodic_runs(void);
 
+/** Step graphs whose simulation this process took from an earlier run of the same
+ *  graph (same tasks, prices and slowdown: the result is the same bit for bit) instead
+ *  of running it again (diagnostics, tests). */
+guint sp_stepsim_memo_hits(void);
+/** Forget the step graphs simulated so far (tests). */
+void sp_stepsim_memo_clear(void);
+
 G_END_DECLS
 
 #endif

@@ -326,6 +326,79 @@ static void test_memo(void)
   g_assert_true(other.simulated);
 }
 
+/* Kernels run as one execution only where nothing else waits inside the chain: k1 (1 s)
+ * starts collective c (0.5 s), so it ends alone at 1; k2 and k3 (1 s each, waited for by
+ * nothing) run as one, slowed while c runs: they end at 1.5 + (2 - 0.5 / (1 + s)), k3
+ * starting and ending there. Task by task, k2 ends 1 s of work after 1. */
+static void test_merged_chain(void)
+{
+  g_autoptr(sp_stepgraph) g = graph1();
+  uint32_t k1 = add(g, SP_TASK_COMPUTE, SP_STREAM_COMPUTE, 1.0);
+  uint32_t k2 = add(g, SP_TASK_COMPUTE, SP_STREAM_COMPUTE, 1.0);
+  uint32_t k3 = add(g, SP_TASK_COMPUTE, SP_STREAM_COMPUTE, 1.0);
+  uint32_t c = add(g, SP_TASK_COLL, SP_STREAM_DP, 0.5);
+  sp_task *tc = &g_array_index(g->tasks, sp_task, c);
+  tc->ndeps = 1;
+  tc->deps[0] = k1;
+  const double s = 0.25;
+  double start[4], end[4], span, span_exact;
+  GError *err = NULL;
+  g_assert_true(sp_stepsim_run_merged(g, s, start, end, &span, &err));
+  g_assert_no_error(err);
+  assert_close(end[k1], 1.0, 1e-9);
+  assert_close(end[c], 1.5, 1e-9);
+  double chain = 1.5 + (2.0 - 0.5 / (1 + s));
+  assert_close(start[k2], 1.0, 1e-9);
+  assert_close(end[k2], chain, 1e-9);
+  assert_close(start[k3], chain, 1e-9);
+  assert_close(end[k3], chain, 1e-9);
+  assert_close(span, chain, 1e-9);
+  run(g, s, end, &span_exact);
+  assert_close(end[k2], 1.5 + (1.0 - 0.5 / (1 + s)), 1e-9);
+  assert_close(span_exact, span, 1e-12 * span);
+}
+
+/* Kernel chains run as one execution where nothing else waits inside them (the
+ * what-if's runs) and task by task for a trace: the same step and breakdown within
+ * rounding, with collectives of every kind slowing the kernels beside them. */
+static void test_merged_kernels(void)
+{
+  sp_model m = model8();
+  const char *specs[] = { "tp=2,pp=2,dp=2", "pp=2,vpp=2,dp=4", "tp=2,tpoverlap=1,pp=4", "cp=2,dp=4,zero=3" };
+  sp_stepsim_set_periodic(-1);
+  for (gsize k = 0; k < G_N_ELEMENTS(specs); k++) {
+    sp_step_ctx c = fixture_ctx(&m, 8, 128, 16, price);
+    sp_layout l = fixture_layout(specs[k], &c);
+    GError *err = NULL;
+    sp_step_result merged, exact;
+    g_assert_true(sp_step_eval(&c, &l, &merged, &err));
+    exact = merged;
+    sp_stepsim_memo_clear();
+    sp_stepsim_timeline t = { 0 };
+    g_assert_true(sp_stepsim_eval(&c, &l, TRUE, 0.189, &exact, &t, &err));
+    g_assert_true(sp_stepsim_eval(&c, &l, TRUE, 0.189, &merged, NULL, &err));
+    g_assert_no_error(err);
+    /* the exact run's tasks: kernels whose only successor is the next kernel exist */
+    guint chains = 0;
+    g_autofree uint32_t *off = NULL, *succ = NULL;
+    sp_stepgraph_successors(t.g, &off, &succ);
+    for (guint i = 0; i < t.g->tasks->len; i++)
+      chains += g_array_index(t.g->tasks, sp_task, i).kind == SP_TASK_COMPUTE && off[i + 1] == off[i];
+    g_assert_cmpuint(chains, >, 0);
+    sp_stepsim_timeline_clear(&t);
+    double tol = 1e-12 * exact.step_time;
+    g_test_message("%s: %.15g s task by task, %.15g s merged", specs[k], exact.step_time, merged.step_time);
+    assert_close(merged.step_time, exact.step_time, tol);
+    assert_close(merged.compute, exact.compute, tol);
+    assert_close(merged.bubble, exact.bubble, tol);
+    for (int j = 0; j < SP_COMM_KIND_COUNT; j++) {
+      assert_close(merged.exposed[j], exact.exposed[j], tol);
+      assert_close(merged.comm[j], exact.comm[j], tol);
+    }
+  }
+  sp_stepsim_set_periodic(SP_STEPSIM_PERIODIC_TASKS);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -342,6 +415,8 @@ int main(int argc, char **argv)
   g_test_add_func("/stepsim/tp-overlap", test_tp_overlap);
   g_test_add_func("/stepsim/periodic", test_periodic);
   g_test_add_func("/stepsim/memo", test_memo);
+  g_test_add_func("/stepsim/merged-chain", test_merged_chain);
+  g_test_add_func("/stepsim/merged-kernels", test_merged_kernels);
   int rc = g_test_run();
   g_autofree char *tr = g_build_filename(tmpdir, "trace.json", NULL);
   g_unlink(tr);

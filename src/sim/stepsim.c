@@ -48,6 +48,7 @@ struct run_s {
   sg_host_t *host;      /* per stage */
   double *speed, *share, *coll_lat; /* per stage */
   flow_plan *plans;     /* [stage x ncomms] */
+  gboolean merge;       /* run chains of kernels as one execution (run_graph) */
   guint done;
 };
 
@@ -106,7 +107,22 @@ static void stream_main(int argc, char **argv)
     const sp_task *t = &r->T[i];
     r->start[i] = now(r);
     if (t->kind == SP_TASK_COMPUTE) {
-      if (t->seconds > 0) sg_actor_execute(t->seconds * r->speed[t->stage]);
+      /* kernels that nothing but the next kernel waits for, followed by kernels free to
+       * start, run as one execution: the same work at the same speed, one activity */
+      double work = t->seconds;
+      guint last = n;
+      while (r->merge && last + 1 < a->tasks->len) {
+        uint32_t cur = g_array_index(a->tasks, uint32_t, last), nx = g_array_index(a->tasks, uint32_t, last + 1);
+        if (r->off[cur + 1] != r->off[cur] || r->T[nx].kind != SP_TASK_COMPUTE || r->pending[nx] != 0) break;
+        work += r->T[nx].seconds;
+        last++;
+      }
+      if (work > 0) sg_actor_execute(work * r->speed[t->stage]);
+      for (; n < last; n++) { /* the chain's first task spans it, the others end with it */
+        finish(r, i);
+        i = g_array_index(a->tasks, uint32_t, n + 1);
+        r->start[i] = now(r);
+      }
     } else if (t->kind == SP_TASK_COLL) {
       if (t->seconds > 0) {
         const flow_plan *p = &r->plans[(size_t)t->stage * ncomms + (guint)t->comm];
@@ -173,8 +189,9 @@ static void plan_flow(const sp_comm *c, int32_t rep, flow_plan *p)
   p->to = b;
 }
 
-gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, double *end, double *makespan,
-                        GError **err)
+/* sp_stepsim_run, or with @p merge sp_stepsim_run_merged. */
+static gboolean run_graph(const sp_stepgraph *g, double slowdown, gboolean merge, double *start, double *end,
+                          double *makespan, GError **err)
 {
   if (!sp_sim_ready()) {
     g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED, "step simulation: no platform loaded");
@@ -189,7 +206,7 @@ gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, d
                 (S - 1) * g->ranks_per_stage, sp_sim_num_hosts());
     return FALSE;
   }
-  run_t r = { .g = g, .T = (const sp_task *)g->tasks->data };
+  run_t r = { .g = g, .T = (const sp_task *)g->tasks->data, .merge = merge };
   r.pending = g_new(uint32_t, n + 1);
   for (guint i = 0; i < n; i++) r.pending[i] = r.T[i].ndeps;
   sp_stepgraph_successors(g, &r.off, &r.succ);
@@ -262,6 +279,18 @@ gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, d
   g_free(r.plans); g_free(r.coll_lat); g_free(r.share); g_free(r.speed); g_free(r.host);
   g_free(r.owner); g_free(r.end); g_free(r.start); g_free(r.succ); g_free(r.off); g_free(r.pending);
   return ok;
+}
+
+gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, double *end, double *makespan,
+                        GError **err)
+{
+  return run_graph(g, slowdown, FALSE, start, end, makespan, err);
+}
+
+gboolean sp_stepsim_run_merged(const sp_stepgraph *g, double slowdown, double *start, double *end,
+                               double *makespan, GError **err)
+{
+  return run_graph(g, slowdown, TRUE, start, end, makespan, err);
 }
 
 void sp_stepsim_timeline_clear(sp_stepsim_timeline *t)
@@ -366,7 +395,7 @@ static gboolean eval_graph(const sp_step_ctx *c, const sp_layout *l, int64_t mbs
     g_free(key);
     return TRUE;
   }
-  gboolean ok = engine ? sp_stepsim_run(t->g, slowdown, t->start, t->end, &span, err)
+  gboolean ok = engine ? run_graph(t->g, slowdown, !keep_times, t->start, t->end, &span, err)
                        : sp_stepgraph_schedule(t->g, t->start, t->end, &span, err);
   if (ok) sp_stepgraph_breakdown_of(t->g, t->start, t->end, &t->bd);
   if (ok && key != NULL) {

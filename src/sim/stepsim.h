@@ -41,6 +41,17 @@ G_BEGIN_DECLS
 gboolean sp_stepsim_run(const sp_stepgraph *g, double slowdown, double *start, double *end, double *makespan,
                         GError **err);
 
+/**
+ * sp_stepsim_run with fewer SimGrid activities, as the what-if runs its graphs: a chain
+ * of kernels on one stream, each but the last waited for by nothing but the next and
+ * each after the first free to start when the chain does, runs as one execution. The
+ * first task of a chain spans it and the others start and end with it, so the makespan,
+ * the compute time and the breakdown are those of sp_stepsim_run up to rounding; the
+ * other tasks' times are too.
+ */
+gboolean sp_stepsim_run_merged(const sp_stepgraph *g, double slowdown, double *start, double *end,
+                               double *makespan, GError **err);
+
 /** What a simulated step leaves for traces: the graph and every task's times. */
 typedef struct {
   sp_stepgraph *g;

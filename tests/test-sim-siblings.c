@@ -199,11 +199,52 @@ static void test_broken_symmetry(void)
   g_assert_cmpint(run_child(&o, "node001-nic1", FALSE), ==, 0);
 }
 
+/* Groups of more member pairs than a check before the run walks (92 members in 8 groups:
+ * 66,976 pairs) are probed on the pairs they use, at the default budget, in flow
+ * fidelity: the probe is accepted and the time is that of every group simulated. */
+static void test_large_groups_probed(void)
+{
+  sp_platform_opts o;
+  sp_platform_opts_init(&o);
+  o.nodes = 92;
+  o.gpu = SP_GPU_H100;
+  fflush(NULL);
+  pid_t pid = fork();
+  g_assert_cmpint(pid, >=, 0);
+  if (pid == 0) {
+    GError *err = NULL;
+    char *path = platform_file(&o);
+    gboolean ok = sp_sim_init(path, &err);
+    g_unlink(path);
+    g_free(path);
+    if (!ok)
+      FAIL("%s", err->message);
+    groups g;
+    groups_init(&g, 92, 8, 8, SP_COLL_ALL_REDUCE, SP_ALGO_RING, 64u << 20);
+    guint acc0, dec0, acc1, dec1;
+    sp_sim_sibling_probes(&acc0, &dec0);
+    double with = 0, without = 0;
+    gboolean sym = FALSE;
+    both(&g, &with, &without, &sym);
+    sp_sim_sibling_probes(&acc1, &dec1);
+    if (acc1 != acc0 + 1 || dec1 != dec0)
+      FAIL("92 members in 8 groups: probe accepted %u, declined %u times (want 1, 0)", acc1 - acc0, dec1 - dec0);
+    if (!(without > 0) || fabs(with - without) > 1e-12 * without)
+      FAIL("%.17g s probed, %.17g s with every group", with, without);
+    groups_clear(&g);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  g_assert_cmpint(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/sim-siblings/oversubscribed", test_oversubscribed);
   g_test_add_func("/sim-siblings/shared-nics", test_shared_nics);
   g_test_add_func("/sim-siblings/broken-symmetry", test_broken_symmetry);
+  g_test_add_func("/sim-siblings/large-groups-probed", test_large_groups_probed);
   return g_test_run();
 }

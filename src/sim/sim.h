@@ -175,9 +175,9 @@ void sp_sim_set_sibling_symmetry(gboolean on);
 gboolean sp_sim_coll_groups_symmetric(const sp_coll_spec *specs, int32_t ngroups, const int32_t *hosts);
 /**
  * Most member pairs (n (n - 1) groups) whose routes sp_sim_coll_groups_time checks before
- * a run (default 4 Mi); larger groups in flow fidelity are checked on the pairs group 0's
- * programs use once built, and run alone when that holds (tests set 0 to probe every
- * group). @p accepted and @p declined (may be NULL) count those probes so far.
+ * a run (default 4 Mi; in flow fidelity at most 64 Ki); larger groups in flow fidelity are
+ * checked on the pairs group 0's programs use once built, and run alone when that holds
+ * (tests set 0 to probe every group). @p accepted and @p declined (may be NULL) count those probes so far.
  */
 void sp_sim_set_sibling_budget(int64_t pairs);
 void sp_sim_sibling_probes(guint *accepted, guint *declined);

@@ -534,6 +534,17 @@ static gboolean over_budget(int32_t n, int32_t ngroups)
   return (int64_t)n * (n - 1) * ngroups > sym_budget;
 }
 
+/* In flow fidelity, groups with more member pairs than this are checked on the pairs
+ * group 0's programs use (a ring's neighbours: about n x channels) instead of on every
+ * pair before the run: the same answer on the pairs that carry traffic, and the full
+ * check of 1,024 members in 4 groups walked 4 M routes (6.5 s) to price one all-reduce. */
+#define SYM_PROBE_PAIRS (64 << 10)
+
+static gboolean probe_first(int32_t n, int32_t ngroups, sp_fidelity fid)
+{
+  return fid == SP_FIDELITY_FLOW && (int64_t)n * (n - 1) * ngroups > MIN(sym_budget, (int64_t)SYM_PROBE_PAIRS);
+}
+
 /* Shared links of group 0 (sym_link) at 1/k of their bandwidth (@p scaled), or back. */
 static void scale_links(const GArray *links, gboolean scaled)
 {
@@ -854,9 +865,10 @@ gboolean sp_sim_coll_groups_time(const sp_coll_spec *specs, int32_t ngroups, con
      * at 1/k (resolved above on the whole platform, as every group is). Groups with too
      * many member pairs to check them all are checked on the pairs group 0's programs
      * use, once built (sym_probe_ready); where that fails, every group runs. */
-    const GArray *sym = ngroups > 1 ? sym_links(specs, ngroups, hosts) : NULL;
+    gboolean early = probe_first(n, ngroups, fid);
+    const GArray *sym = ngroups > 1 && !early ? sym_links(specs, ngroups, hosts) : NULL;
     sym_probe pr = { .specs = specs, .ngroups = ngroups, .hosts = hosts };
-    gboolean probe = sym == NULL && ngroups > 1 && !g_sim.sym_off && fid == SP_FIDELITY_FLOW && over_budget(n, ngroups);
+    gboolean probe = sym == NULL && ngroups > 1 && !g_sim.sym_off && (early || (fid == SP_FIDELITY_FLOW && over_budget(n, ngroups)));
     gboolean all = sym == NULL && !probe;
     if (!all) {
       /* group 0 as ranks 0..n-1 on its hosts: member i of group 0 is rank i */

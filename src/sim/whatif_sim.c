@@ -227,7 +227,7 @@ static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, sp_
   gint64 t0 = g_get_monotonic_time();
   if (!sp_whatif_engine_simulate_as(c, e->gpus_per_node, e->step_fidelity, bytes, algo, proto, t, err)) return FALSE;
   if (g_getenv("SPSIM_DEBUG_PRICE"))
-    fprintf(stderr, "price %s n=%d stride=%d bytes=%" G_GUINT64_FORMAT " -> %.6g s (%.3f s wall)\n", sp_coll_name(c->coll), c->n,
+    fprintf(stderr, "price %s %s/%s n=%d stride=%d bytes=%" G_GUINT64_FORMAT " -> %.6g s (%.3f s wall)\n", sp_coll_name(c->coll), sp_algo_name(algo), sp_proto_name(proto), c->n,
                c->stride, bytes, *t, (double)(g_get_monotonic_time() - t0) / 1e6);
   double *v = g_new(double, 1);
   *v = *t;

@@ -326,7 +326,7 @@ typedef struct {
   sp_stepgraph_breakdown bd;
 } memo_entry;
 
-static GHashTable *memo; /* fingerprint (hex SHA-256) -> memo_entry */
+static GHashTable *memo; /* fingerprint (hex SHA-1) -> memo_entry */
 static guint memo_hits;
 
 guint sp_stepsim_memo_hits(void)
@@ -339,36 +339,56 @@ void sp_stepsim_memo_clear(void)
   if (memo != NULL) g_hash_table_remove_all(memo);
 }
 
-static void feed(GChecksum *h, const void *p, size_t n)
+/* Bytes gathered before each checksum update: one update per field cost more than
+ * the hash itself. */
+#define FP_BUF 65536
+
+typedef struct {
+  GChecksum *h;
+  guint8 buf[FP_BUF];
+  size_t len;
+} fp_state;
+
+static void feed(fp_state *f, const void *p, size_t n)
 {
-  g_checksum_update(h, p, (gssize)n);
+  if (f->len + n > FP_BUF) {
+    g_checksum_update(f->h, f->buf, (gssize)f->len);
+    f->len = 0;
+  }
+  memcpy(f->buf + f->len, p, n);
+  f->len += n;
 }
 
-/* Everything of a priced graph that its simulation and breakdown read. */
+/* Everything of a priced graph that its simulation and breakdown read, hashed (SHA-1:
+ * the inputs are spsim's own, so a collision is a matter of chance, 2^-160). */
 static char *fingerprint(const sp_stepgraph *g, double slowdown)
 {
-  GChecksum *h = g_checksum_new(G_CHECKSUM_SHA256);
+  fp_state *f = g_new(fp_state, 1);
+  f->h = g_checksum_new(G_CHECKSUM_SHA1);
+  f->len = 0;
   int64_t head[4] = { g->stages, g->ranks_per_stage, g->microbatches, g->sched };
-  feed(h, head, sizeof head);
-  feed(h, &slowdown, sizeof slowdown);
+  feed(f, head, sizeof head);
+  feed(f, &slowdown, sizeof slowdown);
   for (guint i = 0; i < g->tasks->len; i++) {
     const sp_task *t = &g_array_index(g->tasks, sp_task, i);
     uint8_t b[4] = { t->kind, t->stream, t->phase, t->ndeps };
     int32_t v[6] = { t->stage, t->mb, t->chunk, t->layer, t->comm, t->peer };
-    feed(h, b, sizeof b);
-    feed(h, v, sizeof v);
-    feed(h, &t->seconds, sizeof t->seconds);
-    feed(h, t->deps, t->ndeps * sizeof t->deps[0]);
+    feed(f, b, sizeof b);
+    feed(f, v, sizeof v);
+    feed(f, &t->seconds, sizeof t->seconds);
+    feed(f, t->deps, t->ndeps * sizeof t->deps[0]);
   }
   for (guint c = 0; c < g->comms->len; c++) {
     const sp_comm *cm = &g_array_index(g->comms, sp_comm, c);
     int32_t v[5] = { (int32_t)cm->kind, (int32_t)cm->when, (int32_t)cm->coll, cm->n, cm->stride };
-    feed(h, v, sizeof v);
-    feed(h, &cm->bytes, sizeof cm->bytes);
-    feed(h, &cm->times, sizeof cm->times);
+    feed(f, v, sizeof v);
+    feed(f, &cm->bytes, sizeof cm->bytes);
+    feed(f, &cm->times, sizeof cm->times);
   }
-  char *k = g_strdup(g_checksum_get_string(h));
-  g_checksum_free(h);
+  g_checksum_update(f->h, f->buf, (gssize)f->len);
+  char *k = g_strdup(g_checksum_get_string(f->h));
+  g_checksum_free(f->h);
+  g_free(f);
   return k;
 }
 

@@ -229,14 +229,37 @@ gboolean sp_whatif_spread_closed_form(sp_whatif_spread *s, const sp_whatif_engin
   return ok;
 }
 
-/* One round: rank 0 sends the results to run (their closed forms), each rank runs
- * every size-th from its rank and sends back, per run: its index, whether it failed,
- * the result or the error. */
+/* Layouts that differ in their ZeRO stage alone: often the same step graph, which a
+ * process simulates once (stepsim's memo), so they go to the same rank. */
+static gboolean zero_siblings(const sp_layout *a, const sp_layout *b)
+{
+  sp_layout x = *a, y = *b;
+  x.zero = y.zero = 0;
+  return memcmp(&x, &y, sizeof x) == 0;
+}
+
+/* The rank that runs each of @p n results: runs of ZeRO siblings in turn over the ranks
+ * (the same on every rank: all have the round's results). g_free the array. */
+static guint32 *owners(const sp_step_result *res, guint32 n, int32_t size)
+{
+  guint32 *o = g_new(guint32, n > 0 ? n : 1);
+  guint32 block = 0;
+  for (guint32 i = 0; i < n; i++) {
+    if (i > 0 && !zero_siblings(&res[i - 1].layout, &res[i].layout)) block++;
+    o[i] = block % (guint32)size;
+  }
+  return o;
+}
+
+/* One round: rank 0 sends the results to run (their closed forms), each rank runs its
+ * share (owners) and sends back, per run: its index, whether it failed, the result or
+ * the error. */
 static GByteArray *run_share(sp_whatif_spread *s, const sp_whatif_engine *eng, const sp_step_ctx *ctx, gboolean engine,
-                             double slowdown, sp_step_result *res, guint32 n, GError **errs)
+                             double slowdown, sp_step_result *res, guint32 n, const guint32 *own, GError **errs)
 {
   GByteArray *b = g_byte_array_new();
-  for (guint32 i = (guint32)s->rank; i < n; i += (guint32)s->size) {
+  for (guint32 i = 0; i < n; i++) {
+    if (own[i] != (guint32)s->rank) continue;
     GError *e = NULL;
     gboolean ok = eng->simulate(eng->user, ctx, &res[i].layout, engine, slowdown, &res[i], &e);
     if (errs != NULL) { /* rank 0 keeps its own outcomes */
@@ -272,7 +295,8 @@ gboolean sp_whatif_spread_simulate(sp_whatif_spread *s, const sp_whatif_engine *
 {
   if (!send_round(s, res, (guint32)n, err)) return FALSE;
   if (n == 0) return TRUE;
-  GByteArray *b = run_share(s, eng, ctx, engine, slowdown, res, (guint32)n, errs);
+  g_autofree guint32 *own = owners(res, (guint32)n, s->size);
+  GByteArray *b = run_share(s, eng, ctx, engine, slowdown, res, (guint32)n, own, errs);
   GBytes *msg = g_byte_array_free_to_bytes(b);
   GPtrArray *all = NULL;
   gboolean ok = s->gather(s->user, msg, &all, err);
@@ -283,7 +307,7 @@ gboolean sp_whatif_spread_simulate(sp_whatif_spread *s, const sp_whatif_engine *
     r.len = len;
     guint32 i, failed;
     while (ok && r.off < r.len) {
-      if (!get_u32(&r, &i) || !get_u32(&r, &failed) || i >= n || (guint32)k != i % (guint32)s->size) {
+      if (!get_u32(&r, &i) || !get_u32(&r, &failed) || i >= n || (guint32)k != own[i]) {
         ok = malformed(err, "step-graph");
         break;
       }
@@ -320,7 +344,9 @@ gboolean sp_whatif_spread_follow(sp_whatif_spread *s, const sp_whatif_engine *en
     sp_step_result *res = g_new(sp_step_result, n);
     memcpy(res, r.p + r.off, sizeof *res * n);
     g_bytes_unref(msg);
-    GByteArray *b = run_share(s, eng, ctx, engine, slowdown, res, n, NULL);
+    guint32 *own = owners(res, n, s->size);
+    GByteArray *b = run_share(s, eng, ctx, engine, slowdown, res, n, own, NULL);
+    g_free(own);
     g_free(res);
     GBytes *mine = g_byte_array_free_to_bytes(b);
     GPtrArray *none = NULL;

@@ -31,6 +31,19 @@ static void assert_close(double got, double want, double tol)
   if (fabs(got - want) > tol) g_error("got %.12g, want %.12g (tolerance %g)", got, want, tol);
 }
 
+/* Two simulated steps agree: step, compute, bubble and each kind's exposed and busy time
+ * within @p tol seconds. */
+static void assert_same_step(const sp_step_result *got, const sp_step_result *want, double tol)
+{
+  assert_close(got->step_time, want->step_time, tol);
+  assert_close(got->compute, want->compute, tol);
+  assert_close(got->bubble, want->bubble, tol);
+  for (int j = 0; j < SP_COMM_KIND_COUNT; j++) {
+    assert_close(got->exposed[j], want->exposed[j], tol);
+    assert_close(got->comm[j], want->comm[j], tol);
+  }
+}
+
 /* A one-stage graph of hand-made tasks. */
 static sp_stepgraph *graph1(void)
 {
@@ -52,6 +65,14 @@ static uint32_t add(sp_stepgraph *g, sp_task_kind kind, sp_stream st, double sec
                 .comm = kind == SP_TASK_COMPUTE ? -1 : 0, .peer = -1, .what = "t", .seconds = seconds };
   g_array_append_val(g->tasks, t);
   return g->tasks->len - 1;
+}
+
+/* Task @p t waits for task @p dep. */
+static void need(sp_stepgraph *g, uint32_t t, uint32_t dep)
+{
+  sp_task *x = &g_array_index(g->tasks, sp_task, t);
+  g_assert_cmpuint(x->ndeps, <, SP_TASK_MAX_DEPS);
+  x->deps[x->ndeps++] = dep;
 }
 
 static void run(const sp_stepgraph *g, double slowdown, double *end, double *span)
@@ -90,9 +111,7 @@ static void test_back_to_back(void)
   uint32_t b = add(g, SP_TASK_COLL, SP_STREAM_DP, 0.2);
   uint32_t k2 = add(g, SP_TASK_COMPUTE, SP_STREAM_COMPUTE, 1.0);
   uint32_t c = add(g, SP_TASK_COLL, SP_STREAM_DP, 0.1);
-  sp_task *tc = &g_array_index(g->tasks, sp_task, c);
-  tc->ndeps = 1;
-  tc->deps[0] = k;
+  need(g, c, k);
   double end[5], span;
   const double s = 0.25;
   run(g, s, end, &span);
@@ -115,10 +134,8 @@ static void test_shared_links(void)
   uint32_t a = add(g, SP_TASK_COLL, SP_STREAM_TP, 0.5);
   uint32_t b = add(g, SP_TASK_COLL, SP_STREAM_DP, 0.5);
   uint32_t c = add(g, SP_TASK_COLL, SP_STREAM_ISP, 0.25);
-  sp_task *tc = &g_array_index(g->tasks, sp_task, c);
-  tc->ndeps = 2;
-  tc->deps[0] = a;
-  tc->deps[1] = b;
+  need(g, c, a);
+  need(g, c, b);
   double end[3], span;
   run(g, 0.0, end, &span);
   double both = ROUTE_LAT + 2 * (0.5 - ROUTE_LAT);
@@ -277,13 +294,7 @@ static void test_periodic(void)
     g_assert_cmpuint(sp_stepsim_periodic_runs(), ==, before + 1); /* it was extrapolated */
     double tol = 1e-6 * whole.step_time;
     g_test_message("%s: %.12g s whole, %.12g s extrapolated", specs[k], whole.step_time, ext.step_time);
-    assert_close(ext.step_time, whole.step_time, tol);
-    assert_close(ext.compute, whole.compute, tol);
-    assert_close(ext.bubble, whole.bubble, tol);
-    for (int j = 0; j < SP_COMM_KIND_COUNT; j++) {
-      assert_close(ext.exposed[j], whole.exposed[j], tol);
-      assert_close(ext.comm[j], whole.comm[j], tol);
-    }
+    assert_same_step(&ext, &whole, tol);
   }
 }
 
@@ -313,15 +324,8 @@ static void test_memo(void)
   g_assert_no_error(err);
   const sp_step_result *same[] = { &again, &fresh };
   for (gsize k = 0; k < G_N_ELEMENTS(same); k++) {
-    const sp_step_result *r = same[k];
-    g_assert_true(r->simulated);
-    assert_close(r->step_time, first.step_time, 0);
-    assert_close(r->compute, first.compute, 0);
-    assert_close(r->bubble, first.bubble, 0);
-    for (int j = 0; j < SP_COMM_KIND_COUNT; j++) {
-      assert_close(r->exposed[j], first.exposed[j], 0);
-      assert_close(r->comm[j], first.comm[j], 0);
-    }
+    g_assert_true(same[k]->simulated);
+    assert_same_step(same[k], &first, 0);
   }
   g_assert_true(other.simulated);
 }
@@ -337,9 +341,7 @@ static void test_merged_chain(void)
   uint32_t k2 = add(g, SP_TASK_COMPUTE, SP_STREAM_COMPUTE, 1.0);
   uint32_t k3 = add(g, SP_TASK_COMPUTE, SP_STREAM_COMPUTE, 1.0);
   uint32_t c = add(g, SP_TASK_COLL, SP_STREAM_DP, 0.5);
-  sp_task *tc = &g_array_index(g->tasks, sp_task, c);
-  tc->ndeps = 1;
-  tc->deps[0] = k1;
+  need(g, c, k1);
   const double s = 0.25;
   double start[4], end[4], span, span_exact;
   GError *err = NULL;
@@ -388,13 +390,7 @@ static void test_merged_kernels(void)
     sp_stepsim_timeline_clear(&t);
     double tol = 1e-12 * exact.step_time;
     g_test_message("%s: %.15g s task by task, %.15g s merged", specs[k], exact.step_time, merged.step_time);
-    assert_close(merged.step_time, exact.step_time, tol);
-    assert_close(merged.compute, exact.compute, tol);
-    assert_close(merged.bubble, exact.bubble, tol);
-    for (int j = 0; j < SP_COMM_KIND_COUNT; j++) {
-      assert_close(merged.exposed[j], exact.exposed[j], tol);
-      assert_close(merged.comm[j], exact.comm[j], tol);
-    }
+    assert_same_step(&merged, &exact, tol);
   }
   sp_stepsim_set_periodic(SP_STEPSIM_PERIODIC_TASKS);
 }

@@ -50,6 +50,21 @@ timing() {
   esac
 }
 
+# both TAG ARGS...: run TAG with this spsim and, as ref-TAG, with the reference (when
+# given); an @ in ARGS stands for the run's prefix ("" or "ref-") in its file names
+both() {
+  tag=$1; shift
+  for who in "" ref-; do
+    b=$bin; [ -n "$who" ] && b=$ref
+    [ -n "$who" ] && [ -z "$ref" ] && continue
+    (
+      n=$#
+      while [ "$n" -gt 0 ]; do set -- "$@" "$(printf '%s' "$1" | sed "s/@/$who/")"; shift; n=$((n - 1)); done
+      run "${who}$tag" "$b" "$@"
+    )
+  done
+}
+
 # row LABEL TAG FILES...: one markdown row; with a reference, compare stdout and FILES
 row() {
   label=$1; tag=$2; shift 2
@@ -71,45 +86,25 @@ echo "|---|---|---|---|---|"
 for c in $cases; do
   case $c in
     default)
-      for who in "" ref-; do
-        b=$bin; [ -n "$who" ] && b=$ref
-        [ -n "$who" ] && [ -z "$ref" ] && continue
-        run "${who}default" "$b" "$src/platforms/dgx.xml" --json="${who}default.json" --trace="${who}default.trace" --svg="${who}default.svg"
-      done
+      both default "$src/platforms/dgx.xml" --json=@default.json --trace=@default.trace --svg=@default.svg
       row "default run (llama3-70b sweep, 1,024 GPUs; --json --trace --svg)" default default.json default.trace default.svg ;;
     70b)
-      for who in "" ref-; do
-        b=$bin; [ -n "$who" ] && b=$ref
-        [ -n "$who" ] && [ -z "$ref" ] && continue
-        run "${who}70b" "$b" "$src/platforms/dgx.xml" --layout tp=8,pp=4,dp=32,zero=1,ckpt=selective --json="${who}70b.json"
-      done
+      both 70b "$src/platforms/dgx.xml" --layout tp=8,pp=4,dp=32,zero=1,ckpt=selective --json=@70b.json
       row "one layout llama3-70b tp=8,pp=4,dp=32,zero=1,ckpt=selective, 1,024 GPUs" 70b 70b.json ;;
     405b|sweep16k)
       [ -f "$tmp/p16k.xml" ] || "$bin" platform dgx --nodes 2048 -o "$tmp/p16k.xml"
       if [ "$c" = 405b ]; then args="--global-batch 16M --layout tp=8,pp=16,dp=128,zero=1,ckpt=full"; label="one layout llama3-405b tp=8,pp=16,dp=128,zero=1,ckpt=full, 16M tokens, 16,384 GPUs"
       else args=""; label="default sweep llama3-405b, 16,384 GPUs"; fi
-      for who in "" ref-; do
-        b=$bin; [ -n "$who" ] && b=$ref
-        [ -n "$who" ] && [ -z "$ref" ] && continue
-        # shellcheck disable=SC2086
-        run "${who}$c" "$b" "$tmp/p16k.xml" --model llama3-405b $args --json="${who}$c.json"
-      done
+      # shellcheck disable=SC2086
+      both "$c" "$tmp/p16k.xml" --model llama3-405b $args --json=@"$c.json"
       row "$label" "$c" "$c.json" ;;
     sweep4k)
       [ -f "$tmp/p4k.xml" ] || "$bin" platform dgx --nodes 512 -o "$tmp/p4k.xml"
-      for who in "" ref-; do
-        b=$bin; [ -n "$who" ] && b=$ref
-        [ -n "$who" ] && [ -z "$ref" ] && continue
-        run "${who}$c" "$b" "$tmp/p4k.xml" --model llama3-405b --json="${who}$c.json"
-      done
+      both "$c" "$tmp/p4k.xml" --model llama3-405b --json=@"$c.json"
       row "default sweep llama3-405b, 4,096 GPUs" "$c" "$c.json" ;;
     closed16k)
       [ -f "$tmp/p16k.xml" ] || "$bin" platform dgx --nodes 2048 -o "$tmp/p16k.xml"
-      for who in "" ref-; do
-        b=$bin; [ -n "$who" ] && b=$ref
-        [ -n "$who" ] && [ -z "$ref" ] && continue
-        run "${who}$c" "$b" "$tmp/p16k.xml" --model llama3-405b --simulate 0 --json="${who}$c.json"
-      done
+      both "$c" "$tmp/p16k.xml" --model llama3-405b --simulate 0 --json=@"$c.json"
       row "closed forms of the llama3-405b sweep, 16,384 GPUs (--simulate 0)" "$c" "$c.json" ;;
     sweep16k-np2)
       [ -f "$tmp/p16k.xml" ] || "$bin" platform dgx --nodes 2048 -o "$tmp/p16k.xml"

@@ -868,7 +868,7 @@ gboolean sp_sim_coll_groups_time(const sp_coll_spec *specs, int32_t ngroups, con
     gboolean early = probe_first(n, ngroups, fid);
     const GArray *sym = ngroups > 1 && !early ? sym_links(specs, ngroups, hosts) : NULL;
     sym_probe pr = { .specs = specs, .ngroups = ngroups, .hosts = hosts };
-    gboolean probe = sym == NULL && ngroups > 1 && !g_sim.sym_off && (early || (fid == SP_FIDELITY_FLOW && over_budget(n, ngroups)));
+    gboolean probe = sym == NULL && ngroups > 1 && !g_sim.sym_off && early; /* early covers over_budget in flow */
     gboolean all = sym == NULL && !probe;
     if (!all) {
       /* group 0 as ranks 0..n-1 on its hosts: member i of group 0 is rank i */

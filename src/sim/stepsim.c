@@ -322,11 +322,7 @@ guint sp_stepsim_periodic_runs(void)
  * where the graph does not (a ZeRO stage whose collectives are the same, say) run
  * once. A run depends on nothing but its graph, its prices and the slowdown (the
  * clock restarts at 0 for each), so a repeat gives the same result bit for bit. */
-typedef struct {
-  sp_stepgraph_breakdown bd;
-} memo_entry;
-
-static GHashTable *memo; /* fingerprint (hex SHA-1) -> memo_entry */
+static GHashTable *memo; /* fingerprint (hex SHA-1) -> its sp_stepgraph_breakdown */
 static guint memo_hits;
 
 guint sp_stepsim_memo_hits(void)
@@ -408,10 +404,10 @@ static gboolean eval_graph(const sp_step_ctx *c, const sp_layout *l, int64_t mbs
   if (!sp_stepgraph_price(t->g, &cm, err)) return FALSE;
   /* a kept timeline (a trace) needs its task times: run it */
   char *key = engine && !keep_times ? fingerprint(t->g, slowdown) : NULL;
-  memo_entry *e = key != NULL && memo != NULL ? g_hash_table_lookup(memo, key) : NULL;
-  if (e != NULL) {
+  const sp_stepgraph_breakdown *hit = key != NULL && memo != NULL ? g_hash_table_lookup(memo, key) : NULL;
+  if (hit != NULL) {
     memo_hits++;
-    t->bd = e->bd;
+    t->bd = *hit;
     g_free(key);
     return TRUE;
   }
@@ -420,9 +416,7 @@ static gboolean eval_graph(const sp_step_ctx *c, const sp_layout *l, int64_t mbs
   if (ok) sp_stepgraph_breakdown_of(t->g, t->start, t->end, &t->bd);
   if (ok && key != NULL) {
     if (memo == NULL) memo = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    e = g_new(memo_entry, 1);
-    e->bd = t->bd;
-    g_hash_table_insert(memo, key, e);
+    g_hash_table_insert(memo, key, g_memdup2(&t->bd, sizeof t->bd));
     key = NULL;
   }
   g_free(key);

@@ -117,12 +117,12 @@ TESTS += tests/test-platform-routed
 tests_test_platform_routed_SOURCES = tests/test-platform-routed.c tests/platform-file.h
 tests_test_platform_routed_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/sim $(SIMGRID_CFLAGS)
 tests_test_platform_routed_LDADD = libspsim-sim.la libspsim.la $(SIMGRID_LIBS) $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
-TESTS += tests/test-platform tests/test-bench-cli.sh tests/test-platform-cli.sh tests/test-flow-pattern.sh
+TESTS += tests/test-platform tests/test-bench-cli.sh tests/test-platform-cli.sh tests/test-flow-pattern.sh tests/test-many-ranks.sh
 TESTS += tests/test-platform-topo.sh tests/test-platform-local-props.sh
 EXTRA_DIST += tests/test-platform-topo.sh tests/test-platform-local-props.sh
 TESTS += tests/test-platform-zones.sh
 EXTRA_DIST += tests/test-platform-zones.sh
-EXTRA_DIST += tests/test-bench-cli.sh tests/test-platform-cli.sh tests/test-flow-pattern.sh
+EXTRA_DIST += tests/test-bench-cli.sh tests/test-platform-cli.sh tests/test-flow-pattern.sh tests/test-many-ranks.sh
 
 # nccl-tests: its counts, names, table layout and log reader; spsim calibrate
 check_PROGRAMS += tests/test-nccltests

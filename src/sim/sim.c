@@ -613,6 +613,12 @@ static gboolean run_actors(sim_run *run, double *makespan, GError **err)
 {
   sp_sim_clock_reset();
   run->t0 = simgrid_get_clock();
+  int64_t nactors = 0;
+  for (int32_t r = 0; r < run->world; r++)
+    nactors += run->ranks[r].prog != NULL && sp_program_len(run->ranks[r].prog) > 0;
+  int guard;
+  if (!sp_sim_reserve_actors(nactors, &guard, err))
+    return FALSE;
   for (int32_t r = 0; r < run->world; r++) {
     rank_ctx *c = &run->ranks[r];
     if (c->prog == NULL || sp_program_len(c->prog) == 0) {
@@ -634,6 +640,7 @@ static gboolean run_actors(sim_run *run, double *makespan, GError **err)
     sg_actor_start_(a, rank_main, 0, NULL);
   }
   simgrid_run();
+  sp_sim_actors_done(guard);
 
   gboolean ok = TRUE;
   double end = 0.0;

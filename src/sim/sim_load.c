@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <simgrid/host.h>
 #include <simgrid/link.h>
 #include <xbt/dynar.h>
+#include <xbt/config.h>
 #include <xbt/log.h>
 #include <simgrid/mailbox.h>
 
@@ -41,6 +43,65 @@
 #define SIM_STACK_KIB 256
 #define SIM_FACTORY NULL
 #endif
+
+/* ---- room for actors's stacks ---------------------------------------------- */
+
+/* Lines of a /proc file (mappings), or a number it holds (limit); -1 if unreadable. */
+static int64_t proc_count(const char *path, gboolean lines)
+{
+  gchar *txt = NULL;
+  gsize len = 0;
+  if (!g_file_get_contents(path, &txt, &len, NULL))
+    return -1;
+  int64_t v = 0;
+  if (lines) {
+    for (gsize i = 0; i < len; i++) v += txt[i] == '\n';
+  } else {
+    v = g_ascii_strtoll(txt, NULL, 10);
+  }
+  g_free(txt);
+  return v;
+}
+
+/* Mappings kept free for everything else the run maps (its buffers, SimGrid's). */
+#define SIM_MAP_SLACK 4096
+
+gboolean sp_sim_reserve_actors(int64_t nactors, int *guard, GError **err)
+{
+  *guard = -1;
+  int64_t limit = proc_count("/proc/sys/vm/max_map_count", FALSE);
+  int64_t used = proc_count("/proc/self/maps", TRUE);
+  if (limit <= 0 || used < 0)
+    return TRUE; /* not Linux, or unreadable: nothing to compare against */
+  int g = sg_cfg_get_int("contexts/guard-size");
+  int64_t need = used + (g > 0 ? 2 : 1) * nactors + SIM_MAP_SLACK;
+  if (need <= limit)
+    return TRUE;
+#ifdef SP_SANITIZERS
+  g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM,
+              "simulating %" G_GINT64_FORMAT " ranks needs one SimGrid actor (a thread and its stack) each, about %"
+              G_GINT64_FORMAT " memory mappings, and this system allows %" G_GINT64_FORMAT
+              " per process: raise it (sysctl -w vm.max_map_count=%" G_GINT64_FORMAT
+              ") or use a release build, whose actors need no mapping of their own",
+              nactors, need, limit, 2 * need);
+  return FALSE;
+#else
+  (void)err;
+  /* Stacks from mmap (not the heap, whose calloc would write every page) and as many
+   * as asked; no guard page, so consecutive stacks merge into one mapping. */
+  mallopt(M_MMAP_THRESHOLD, SIM_STACK_KIB * 1024 / 2);
+  mallopt(M_MMAP_MAX, G_MAXINT);
+  sg_cfg_set_int("contexts/guard-size", 0);
+  *guard = g;
+  return TRUE;
+#endif
+}
+
+void sp_sim_actors_done(int guard)
+{
+  if (guard >= 0)
+    sg_cfg_set_int("contexts/guard-size", guard);
+}
 
 /* ---- SimGrid arguments and the child-process check ------------------------ */
 

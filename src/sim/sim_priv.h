@@ -77,6 +77,17 @@ gboolean sp_sim_run_common(sp_sim_program_fn get, sp_sim_release_fn release, flo
  * @p quiet silences SimGrid's log. NULL-terminated, owns its strings. */
 GPtrArray *sp_sim_args_new(const sp_plat_desc *pp, gboolean quiet);
 
+/* Make room for @p nactors SimGrid actors about to start. Each actor's stack is a
+ * memory mapping, and with SimGrid's guard page two, against Linux's per-process
+ * limit (vm.max_map_count, 65,530 by default): beyond it SimGrid aborts. Where the
+ * count would not fit, raw contexts run this batch without guard pages, their
+ * stacks mapped whole by malloc (adjacent mappings merge, pages untouched until
+ * used); thread contexts (sanitizer builds) cannot, and @return FALSE with an error
+ * that says what to raise. @p guard receives the guard size to restore afterwards
+ * with sp_sim_actors_done (-1: unchanged). */
+gboolean sp_sim_reserve_actors(int64_t nactors, int *guard, GError **err);
+void sp_sim_actors_done(int guard);
+
 /* Seal the loaded platform (SimGrid's engine state after loading). */
 void sp_sim_seal_platform(void);
 

@@ -608,6 +608,12 @@ static void rank_main(int argc, char **argv)
   }
 }
 
+/* Does rank @p c run an actor (a program with steps)? */
+static gboolean has_work(const rank_ctx *c)
+{
+  return c->prog != NULL && sp_program_len(c->prog) > 0;
+}
+
 /* Runs the prepared contexts; frees what the actors left behind. */
 static gboolean run_actors(sim_run *run, double *makespan, GError **err)
 {
@@ -615,13 +621,13 @@ static gboolean run_actors(sim_run *run, double *makespan, GError **err)
   run->t0 = simgrid_get_clock();
   int64_t nactors = 0;
   for (int32_t r = 0; r < run->world; r++)
-    nactors += run->ranks[r].prog != NULL && sp_program_len(run->ranks[r].prog) > 0;
+    nactors += has_work(&run->ranks[r]);
   int guard;
   if (!sp_sim_reserve_actors(nactors, &guard, err))
     return FALSE;
   for (int32_t r = 0; r < run->world; r++) {
     rank_ctx *c = &run->ranks[r];
-    if (c->prog == NULL || sp_program_len(c->prog) == 0) {
+    if (!has_work(c)) {
       c->finished = TRUE;
       continue;
     }

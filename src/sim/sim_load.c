@@ -44,7 +44,7 @@
 #define SIM_FACTORY NULL
 #endif
 
-/* ---- room for actors's stacks ---------------------------------------------- */
+/* ---- room for actors' stacks ----------------------------------------------- */
 
 /* Lines of a /proc file (mappings), or a number it holds (limit); -1 if unreadable. */
 static int64_t proc_count(const char *path, gboolean lines)

@@ -12,6 +12,8 @@
 #      fidelity): spsim bench PLATFORM --coll all-reduce --ranks 131072 --sizes 1G.
 # Usage: bench/scale.sh [path/to/spsim] [NODES...]   (default: 128 2048 16384)
 # ZONES (environment): node, su or auto (default), passed as spsim platform dgx --zones.
+# ALGO (environment): the 131,072-rank all-reduce's --algo (default auto: NCCL's choice;
+# ALGO=ring gives bench/RESULTS.md's "Beyond 32,000 ranks" row).
 # spsim builds a platform it generated straight into SimGrid as one routed zone
 # (docs/calibration.md, "The routed build"); SPSIM_PLATFORM_XML=1 (environment) makes it
 # parse the file with SimGrid instead, to compare.
@@ -25,6 +27,7 @@ bin=${1:-./spsim}
 nodes=${*:-128 2048 16384}
 limit=${LIMIT:-600}
 zones=${ZONES:-auto}
+algo=${ALGO:-auto}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -57,7 +60,7 @@ for n in $nodes; do
       "$bin" "$p" --model llama3-405b --global-batch 16M --layout tp=8,pp=16,dp=128,zero=1,ckpt=full
   fi
   if [ "$n" -eq 16384 ]; then
-    timed "all-reduce 1 GiB on $gpus ranks (flow)" "$bin" bench "$p" --coll all-reduce --ranks "$gpus" --sizes 1G
+    timed "all-reduce 1 GiB on $gpus ranks (flow, --algo $algo)" "$bin" bench "$p" --coll all-reduce --ranks "$gpus" --sizes 1G --algo "$algo"
   fi
   rm -f "$p"
 done

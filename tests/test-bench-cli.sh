@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..72"
+echo "1..74"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -322,3 +322,17 @@ expect_fail "collnet-direct without SHARP is refused" "collnet-direct needs swit
 expect_fail "nvls-tree on one node is refused" "nvls-tree needs NVLink SHARP" \
   bench "$tmp/dgx2.xml" --ranks 8 --algo nvls-tree --sizes 1M
 expect_fail "--sharp-bw needs --sharp" "needs --sharp" platform dgx --nodes 2 --sharp-bw 24
+
+# 73-74: NCCL's channels for few bytes (enqueue.cc topoGetAlgoInfo): a ring LL all-reduce
+# runs one channel per 512 threads x 8 B x 16 ranks = 64 KiB, so 64 KiB .. 1 MiB on 2
+# DGX nodes run 1, 2, 4, 8 and 8 channels (no more than the 8 GPUs of a node), each size
+# in the time of 8 channels (NCCL's model gives the protocol's rate to the whole collective)
+dgx="$src/platforms/dgx.xml"
+"$bin" bench "$dgx" --coll all-reduce --ranks 16 --algo ring --proto ll --sizes 64K:1M --json >"$tmp/lc.json" 2>"$tmp/err"
+"$bin" bench "$dgx" --coll all-reduce --ranks 16 --algo ring --proto ll --sizes 64K:1M --channels 8 --json >"$tmp/l8.json" 2>>"$tmp/err"
+chans() { tr '{' '\n' <"$1" | sed -n 's/.*"channels":\([0-9]*\).*/\1/p' | paste -sd' ' -; }
+if [ "$(chans "$tmp/lc.json")" = "1 2 4 8 8" ] && [ "$(chans "$tmp/l8.json")" = "8 8 8 8 8" ]
+then ok "ring LL: NCCL's channels for few bytes"; else nok "LL channels: $(cat "$tmp/err") $(chans "$tmp/lc.json") / $(chans "$tmp/l8.json")"; fi
+if rows "$tmp/lc.json" >"$tmp/lc.rows" && rows "$tmp/l8.json" >"$tmp/l8.rows" && [ "$(wc -l <"$tmp/lc.rows")" -eq 5 ] \
+   && paste "$tmp/lc.rows" "$tmp/l8.rows" | awk '{ d = $2 - $6; if (d < 0) d = -d; if (d > 1e-9 * $6) bad++ } END { exit bad > 0 }'
+then ok "fewer channels, same time as 8"; else nok "LL channel time: $(paste "$tmp/lc.rows" "$tmp/l8.rows")"; fi

@@ -481,6 +481,31 @@ static void test_pat(void)
   g_clear_error(&err);
 }
 
+/* NCCL's channels per collective (topoGetAlgoInfo): from 16, one less while nBytes <
+ * nc x threads x threshold. Ring LL: 512 threads x 8 B x nRanks per channel; ring
+ * and tree Simple 512 x 64 B = 32 KiB; LL128 640 x 8 B = 5 KiB. */
+static void test_channels(void)
+{
+  sp_tune_topo t = { .nranks = 256, .nnodes = 32, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48 };
+  /* ring LL on 256 ranks: 1 MiB per channel (512 x 8 x 256) */
+  g_assert_cmpint(sp_tune_channels(&t, SP_ALGO_RING, SP_PROTO_LL, 1 * MIB), ==, 1);
+  g_assert_cmpint(sp_tune_channels(&t, SP_ALGO_RING, SP_PROTO_LL, 5 * MIB), ==, 5);
+  g_assert_cmpint(sp_tune_channels(&t, SP_ALGO_RING, SP_PROTO_LL, 5 * MIB - 1), ==, 4);
+  g_assert_cmpint(sp_tune_channels(&t, SP_ALGO_RING, SP_PROTO_LL, 64 * MIB), ==, 16);
+  /* tree LL: no x nRanks, 4 KiB per channel */
+  g_assert_cmpint(sp_tune_channels(&t, SP_ALGO_TREE, SP_PROTO_LL, 12 * 4096), ==, 12);
+  /* Simple: 32 KiB per channel; LL128: 5 KiB */
+  g_assert_cmpint(sp_tune_channels(&t, SP_ALGO_RING, SP_PROTO_SIMPLE, 3 * 32768 + 1), ==, 3);
+  g_assert_cmpint(sp_tune_channels(&t, SP_ALGO_RING, SP_PROTO_SIMPLE, 1 * MIB), ==, 16);
+  g_assert_cmpint(sp_tune_channels(&t, SP_ALGO_RING, SP_PROTO_LL128, 7 * 5120), ==, 7);
+  g_assert_cmpint(sp_tune_channels(&t, SP_ALGO_RING, SP_PROTO_SIMPLE, 0), ==, 1);
+  /* other algorithms and an unresolved protocol: the communicator's channels */
+  g_assert_cmpint(sp_tune_channels(&t, SP_ALGO_NVLS_TREE, SP_PROTO_SIMPLE, 4096), ==, 16);
+  g_assert_cmpint(sp_tune_channels(&t, SP_ALGO_RING, SP_PROTO_AUTO, 4096), ==, 16);
+  t.channels = 24;
+  g_assert_cmpint(sp_tune_channels(&t, SP_ALGO_RING, SP_PROTO_SIMPLE, 1 * MIB), ==, 24);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -493,5 +518,6 @@ int main(int argc, char **argv)
   g_test_add_func("/tuning/cost", test_cost);
   g_test_add_func("/tuning/pat", test_pat);
   g_test_add_func("/tuning/hier", test_hier);
+  g_test_add_func("/tuning/channels", test_channels);
   return g_test_run();
 }

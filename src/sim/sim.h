@@ -244,9 +244,12 @@ double sp_sim_host_coll_latency(int32_t host);
  * NCCL does on multi-GPU nodes: when @p spec is an all-reduce, all-gather or
  * reduce-scatter that resolves to RING and its members (through the host map)
  * come as runs of k > 1 consecutive members per node (property `node`), each
- * node in one run, over two nodes or more, *channels = min(k, SP_MAX_CHANNELS)
- * and *block = k: channel c leaves every node through its member c - 1 and
- * enters through member c, so the k channels use k different NICs per node.
+ * node in one run, over two nodes or more, *channels = min(k, SP_MAX_CHANNELS,
+ * NCCL's channels for its bytes and protocol: sp_tune_channels) and *block = k:
+ * channel c leaves every node through its member c - 1 and enters through member
+ * c, so the channels use different NICs per node. (sp_sim_coll_time gives fewer
+ * channels than k the protocol's rate of all k: NCCL's model prices the
+ * collective, not its channels.)
  * A TREE all-reduce whose members come as such runs (one node included) gets
  * *channels = 1 and *block = k: NCCL's double binary tree chains each node's k
  * members (spsim/dbtree.h). Otherwise (one node, nodes with different member

@@ -484,6 +484,11 @@ gboolean sp_sim_coll_time_ex(const sp_coll_spec *spec, int32_t world, sp_fidelit
     return FALSE;
   if (sp.channels == 0) {
     sp_sim_ring_channels(&sp, &sp.channels, &sp.channel_block);
+    /* fewer channels than members per node (NCCL's choice for few bytes): NCCL's model
+     * prices the protocol's rate for the whole collective, whatever channels it runs, so
+     * each of them carries its share of that rate, up to the link's */
+    if (sp.algo == SP_ALGO_RING && sp.channels < sp.channel_block && cost.wire > 1.0)
+      cost.wire = MAX(1.0, cost.wire * sp.channels / sp.channel_block);
   } else if (sp.channels > 1 && sp.channel_block == 0) {
     int32_t ch, blk;
     sp_sim_ring_channels(&sp, &ch, &blk);
@@ -974,7 +979,12 @@ void sp_sim_ring_channels(const sp_coll_spec *spec, int32_t *channels, int32_t *
   }
   if (!ok || runs < 2 || run < 2)
     return;
-  *channels = MIN(run, SP_MAX_CHANNELS);
+  /* one channel per member of a node, but no more than NCCL runs for these bytes:
+   * small collectives (most of all ring LL on many ranks) use fewer */
+  sp_tune_topo t;
+  sp_sim_tune_topo(spec, &t);
+  int32_t nc = sp_tune_channels(&t, algo, spec->proto, nccl_bytes(spec));
+  *channels = MIN(MIN(run, nc), SP_MAX_CHANNELS);
   *block = run;
 }
 

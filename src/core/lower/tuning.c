@@ -334,6 +334,29 @@ double sp_tune_time_us(const sp_tune_topo *t, const sp_tune_table *tab, sp_coll 
   return lat + (double)bytes / (1000.0 * bw);
 }
 
+/* Threads per channel and bytes per thread before another channel pays off: NCCL's
+ * maxThreads (ncclTopoTuneModel: NCCL_LL_MAX_NTHREADS and NCCL_SIMPLE_MAX_NTHREADS
+ * 512, NCCL_LL128_MAX_NTHREADS 640; src/include/device.h; Simple's 512 where the
+ * ring is faster than PCI, as on NVLink nodes) and threadThresholds
+ * (NCCL_LL_THREAD_THRESHOLD 8, NCCL_LL128_THREAD_THRESHOLD 8,
+ * NCCL_SIMPLE_THREAD_THRESHOLD 64, src/include/comm.h; ring LL x nRanks). */
+static const int32_t chan_threads[NP_COUNT] = { 512, 640, 512 };
+static const int32_t chan_threshold[NP_COUNT] = { 8, 8, 64 };
+
+int32_t sp_tune_channels(const sp_tune_topo *t, sp_algo a, sp_proto p, uint64_t bytes)
+{
+  int32_t nc = channels_of(t);
+  if ((a != SP_ALGO_RING && a != SP_ALGO_TREE) || p == SP_PROTO_AUTO || (unsigned)p >= SP_PROTO_COUNT)
+    return nc;
+  int np = np_of(p);
+  uint64_t per = (uint64_t)chan_threads[np] * (uint64_t)chan_threshold[np];
+  if (a == SP_ALGO_RING && np == NP_LL)
+    per *= (uint64_t)MAX(t->nranks, 1);
+  while (nc >= 2 && bytes < (uint64_t)nc * per)
+    nc--;
+  return nc;
+}
+
 gboolean sp_tune_nvls_supported(sp_coll coll, sp_redop op, sp_dtype dtype)
 {
   if (coll == SP_COLL_ALL_GATHER)

@@ -197,6 +197,16 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
                         sp_algo algo, sp_proto proto, sp_algo *algo_out, sp_proto *proto_out,
                         double *time_us, GError **err);
 
+/**
+ * NCCL's channels for a ring or tree collective of @p bytes (NCCL's nBytes, as for
+ * sp_tune_time_us) with protocol @p p: topoGetAlgoInfo starts from the
+ * communicator's channels (sp_tune_topo.channels, else #SP_TUNE_CHANNELS) and drops
+ * one while bytes < channels x threads x per-thread threshold (threads: 512 for LL
+ * and Simple, 640 for LL128; threshold: 64 B Simple, 8 B LL128, 8 B x nranks for
+ * ring LL), down to 1. Other algorithms, or @p p AUTO: the communicator's channels.
+ */
+int32_t sp_tune_channels(const sp_tune_topo *t, sp_algo a, sp_proto p, uint64_t bytes);
+
 /** NCCL's ncclNvlsSupported: sum, max or min on f32, f16, bf16 or i32 (all-gather: any).
  *  The same test stands for the switches' reduction of CollNet (SHARP reduces sum, max
  *  and min). */

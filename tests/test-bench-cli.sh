@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..74"
+echo "1..76"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -336,3 +336,16 @@ then ok "ring LL: NCCL's channels for few bytes"; else nok "LL channels: $(cat "
 if rows "$tmp/lc.json" >"$tmp/lc.rows" && rows "$tmp/l8.json" >"$tmp/l8.rows" && [ "$(wc -l <"$tmp/lc.rows")" -eq 5 ] \
    && paste "$tmp/lc.rows" "$tmp/l8.rows" | awk '{ d = $2 - $6; if (d < 0) d = -d; if (d > 1e-9 * $6) bad++ } END { exit bad > 0 }'
 then ok "fewer channels, same time as 8"; else nok "LL channel time: $(paste "$tmp/lc.rows" "$tmp/l8.rows")"; fi
+
+# 75-76: in place. Where the hosts charge local steps (--charge-local: HBM copies), the
+# in-place run pays the snapshot of its input, so its column is slower than out of
+# place; where they charge nothing the two programs differ in local copies only and one
+# simulation gives both columns, equal
+"$bin" platform dgx --nodes 2 --charge-local -o "$tmp/cl.xml" 2>"$tmp/err"
+if "$bin" bench "$tmp/cl.xml" --coll all-reduce --ranks 16 --sizes 1M:4M --json >"$tmp/ip.json" 2>>"$tmp/err" \
+   && tr '{' '\n' <"$tmp/ip.json" | sed -n 's/.*"time_us":\([0-9.e+-]*\).*/\1/p' | paste - - \
+      | awk '{ k++; if (!($2 > $1)) bad++ } END { exit (bad > 0 || k != 3) }'
+then ok "in place pays its input's copy where local steps cost"; else nok "in place, charged: $(cat "$tmp/err") $(rows "$tmp/ip.json")"; fi
+if tr '{' '\n' <"$tmp/l8.json" | sed -n 's/.*"time_us":\([0-9.e+-]*\).*/\1/p' | paste - - \
+      | awk '{ k++; if ($2 != $1) bad++ } END { exit (bad > 0 || k != 5) }'
+then ok "in place = out of place where local steps are free"; else nok "in place, free: $(rows "$tmp/l8.json")"; fi

@@ -381,7 +381,8 @@ int sp_cmd_bench(int argc, char **argv)
               .channels = used < 1 ? 1 : used, .wrong = { SP_NT_WRONG_NA, SP_NT_WRONG_NA } };
     for (int k = 0; k < 2; k++) {
       double secs = 0;
-      if (k == 1 && !inplace_ok) {
+      /* in place: its own run only where local steps cost time (the input's snapshot) */
+      if (k == 1 && (!inplace_ok || sp_sim_coll_local_free(&spec))) {
         secs = r.time_us[0] / 1e6;
       } else if (!sp_coll_spec_validate(&spec, &err) || !sp_sim_coll_time_ex(&spec, ranks, fid, k == 1, &secs, &err)) {
         g_prefix_error(&err, "bench: ");

@@ -201,6 +201,14 @@ gboolean sp_sim_coll_time_ex(const sp_coll_spec *spec, int32_t world, sp_fidelit
                              gboolean in_place, double *seconds, GError **err);
 
 /**
+ * TRUE when the hosts of all members of @p spec (under the current host map) charge
+ * local steps nothing (no `mem_bw`, no `local_latency`): the in-place and out-of-place
+ * runs of @p spec then take the same time, since their programs differ in local
+ * copies only (sp_lower_coll's snapshot of the input), so one simulation serves both.
+ */
+gboolean sp_sim_coll_local_free(const sp_coll_spec *spec);
+
+/**
  * The platform's facts for NCCL's tuning model (spsim/tuning.h) about the group of
  * @p spec under the current host map: ranks; nodes (distinct `node` properties of
  * the members' hosts; hosts without one count as one node); the GPU generation of

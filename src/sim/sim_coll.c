@@ -460,6 +460,11 @@ gboolean sp_sim_coll_resolve(const sp_coll_spec *spec, sp_coll_spec *out, sp_tun
   return TRUE;
 }
 
+gboolean sp_sim_coll_local_free(const sp_coll_spec *spec)
+{
+  return g_sim.ready && spec != NULL && spec->ranks != NULL && free_local_steps(spec);
+}
+
 gboolean sp_sim_coll_time(const sp_coll_spec *spec, int32_t world, sp_fidelity fid,
                           double *seconds, GError **err)
 {

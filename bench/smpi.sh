@@ -33,10 +33,10 @@ smpi() {
   t1=$(now)
   echo "${out:-nan} $(echo "$t1 - $t0" | bc -l)"
 }
-# spsim COLL ALGO N FIDELITY -> "time_s wall_s"
+# spsim COLL ALGO N FIDELITY -> "time_s wall_s" (Simple: SMPI's messages have no protocol)
 sp() {
   t0=$(now)
-  out=$("$spsim" bench "$plat" --coll "$1" --algo "$2" --ranks "$3" --channels 1 --sizes $size --fidelity "$4" --json 2>/dev/null \
+  out=$("$spsim" bench "$plat" --coll "$1" --algo "$2" --proto simple --ranks "$3" --channels 1 --sizes $size --fidelity "$4" --json 2>/dev/null \
         | sed 's/"in_place".*//; s/.*"time_us"://; s/[,}].*//')
   t1=$(now)
   echo "$(echo "${out:-0} / 1000000" | bc -l) $(echo "$t1 - $t0" | bc -l)"

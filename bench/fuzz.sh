@@ -63,9 +63,10 @@ cflags=(-std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
         -fno-omit-frame-pointer -I. -I"$top/src/core" -I"$top/src/sim" -I"$top/tests/fuzz")
 read -r -a deps <<<"$(pkg-config --cflags glib-2.0 json-glib-1.0)"
 read -r -a libs <<<"$(pkg-config --libs simgrid json-glib-1.0 glib-2.0)"
+# the C++ routed platform builder carries UBSan's C++ checks: link their runtime too
 for h in "${sel[@]}"; do
   "$CC" "${cflags[@]}" "${deps[@]}" "$top/tests/fuzz/fuzz-$h.c" .libs/libspsim-sim.a .libs/libspsim.a \
-    "${libs[@]}" -lm -o "fuzz-$h"
+    "${libs[@]}" -lm -fsanitize-link-c++-runtime -lstdc++ -o "fuzz-$h"
 done
 cd "$top"
 

@@ -251,11 +251,23 @@ static void test_cost(void)
 {
   sp_tune_topo t = h100x8();
   sp_tune_cost c;
-  /* ring LL on one H100 node: wire = 450 / min(141, 225), latencies 0.6/3.4 and
-   * 6.6/8.4; the network ratio is the ring's 2.7/14 */
+  /* ring LL on one H100 node: wire = 450 / min(141, 225), base latency 6.6/8.4; the
+   * network ratio is the ring's 2.7/14; a step over NVLink as measured: 8 x H100, 8 KiB
+   * in 27.05 us = 6.6 + 0.1 us of bandwidth + 14 steps of 1.454 us, against the
+   * platforms' 2 x 1.3 us of Simple (Azure ND H100 v5) */
   sp_tune_cost_of(&t, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL, &c);
   assert_rel(c.wire, 450.0 / 141.0, 1e-12);
+  assert_rel(c.lat_intra, (27.05 - 6.6 - 0.1) / 14 / 2.6, 1e-3);
+  /* A100: 1.98 us per step, the slope of nccl-tests issue #123's 10.0 .. 33.7 us over 2
+   * .. 14 steps ((33.7 - 10.0) / 12 = 1.975); V100: NCCL's own ratio 0.6 / 3.4 */
+  sp_tune_topo am = t, vo = t;
+  am.arch = SP_TUNE_AMPERE;
+  vo.arch = SP_TUNE_VOLTA;
+  sp_tune_cost_of(&am, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL, &c);
+  assert_rel(c.lat_intra, (33.7 - 10.0) / 12 / 2.6, 5e-3);
+  sp_tune_cost_of(&vo, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL, &c);
   assert_rel(c.lat_intra, 0.6 / 3.4, 1e-12);
+  sp_tune_cost_of(&t, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL, &c);
   assert_rel(c.lat_inter, 2.7 / 14, 1e-12);
   assert_rel(c.coll_lat, 6.6 / 8.4, 1e-12);
   sp_tune_cost_of(&t, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL128, &c);
@@ -278,6 +290,7 @@ static void test_cost(void)
   assert_rel(c.wire, 450.0 / 370.8, 1e-12);
   sp_tune_cost_of(&t, SP_COLL_ALL_TO_ALL, SP_ALGO_DIRECT, SP_PROTO_LL, &c);
   assert_rel(c.wire, 2.0 * 450.0 / 370.8, 1e-12);
+  assert_rel(c.lat_intra, 0.6 / 3.4, 1e-12); /* point-to-point: NCCL's ratio, not the ring's step */
   /* A100 at 270 GB/s: NCCL's 12 x 20.0 = 240; a platform below NCCL's figure (100
    * GB/s) and point-to-point across nodes are left as they are */
   sp_tune_topo a100 = { .nranks = 8, .nnodes = 1, .arch = SP_TUNE_AMPERE, .bw_nvl = 270 };

@@ -68,6 +68,18 @@ static const struct {
 #define COLLNET_DIRECT_HOPPER_FACTOR 0.85
 #define COLLNET_ARITY_LAT 0.4
 
+/* LL's latency per ring step over NVLink (rings and chains; point-to-point keeps
+ * NCCL's ratio), measured, as a fraction of the shipped platforms' Simple step (2 x
+ * 1.3 us of NVLink traversal, docs/calibration.md); NCCL's own ratio (hwLat 0.6 / 3.4)
+ * puts a step at 0.46 us, 3-4x under what nccl-tests measures. Ampere: 1.98 us, the
+ * least-squares slope of a DGX A100's ring all-reduce of 8-128 B on one channel over
+ * its 2(n-1) steps, n = 2..8 GPUs: 10.0, 13.76, 16.88, 20.8, 25.2, 29.5, 33.7 us
+ * (NVIDIA/nccl-tests issue #123, NCCL_ALGO=Ring NCCL_MAX_NCHANNELS=1). Hopper: 1.454
+ * us, from 8 x H100's all-reduce of 8 KiB in 27.05 us (Azure AI-benchmarking-guide, ND
+ * H100 v5 all_reduce_perf, busbw 0.53) less LL's base 6.6 us and 0.1 us of bandwidth,
+ * over 14 steps. Blackwell: Hopper's (no published figure). Volta (0): NCCL's ratio. */
+static const double ll_ring_step_ratio[SP_TUNE_ARCH_COUNT] = { 0, 1.98 / 2.6, 1.454 / 2.6, 1.454 / 2.6 };
+
 /* NCCL's bandwidth of one NVLink per direction (src/graph/topo.h: SM70/SM80_NVLINK_BW
  * 20.0, SM90_NVLINK_BW 20.6, SM100_NVLINK_BW 40.1 GB/s) times the links of the SXM
  * parts (V100 6, A100 12, H100 18, B200 18; NVIDIA datasheets): NCCL's effective
@@ -551,6 +563,8 @@ void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p,
   int net_a = ppn == 1 ? NA_TREE : na; /* NCCL: one GPU per node exposes the tree's */
   out->coll_lat = nccl.base_lat[na][np] / nccl.base_lat[na][NP_SIMPLE];
   out->lat_intra = nccl.hw_lat[HW_NVLINK][na][np] / nccl.hw_lat[HW_NVLINK][na][NP_SIMPLE];
+  if (a == SP_ALGO_RING && np == NP_LL && ll_ring_step_ratio[t->arch] > 0) /* ring steps */
+    out->lat_intra = ll_ring_step_ratio[t->arch];
   out->lat_inter = nccl.hw_lat[HW_NET][net_a][np] / nccl.hw_lat[HW_NET][net_a][NP_SIMPLE];
   /* bandwidth fraction: the model's protocol bandwidth over Simple's */
   double f;

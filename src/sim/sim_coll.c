@@ -492,8 +492,9 @@ gboolean sp_sim_coll_time_ex(const sp_coll_spec *spec, int32_t world, sp_fidelit
     /* fewer channels than members per node (NCCL's choice for few bytes): NCCL's model
      * prices the protocol's rate for the whole collective, whatever channels it runs, so
      * each of them carries its share of that rate, up to the link's */
-    if (sp.algo == SP_ALGO_RING && sp.channels < sp.channel_block && cost.wire > 1.0)
-      cost.wire = MAX(1.0, cost.wire * sp.channels / sp.channel_block);
+    int32_t full = MIN(sp.channel_block, SP_MAX_CHANNELS);
+    if (sp.algo == SP_ALGO_RING && sp.channels < full && cost.wire > 1.0)
+      cost.wire = MAX(1.0, cost.wire * sp.channels / full);
   } else if (sp.channels > 1 && sp.channel_block == 0) {
     int32_t ch, blk;
     sp_sim_ring_channels(&sp, &ch, &blk);

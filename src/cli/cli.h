@@ -32,6 +32,13 @@ typedef struct _JsonBuilder JsonBuilder;
 /* Print the finished document of @p b on stdout as one compact line. */
 void sp_cli_print_json(JsonBuilder *b);
 
+/* A transport of the spread what-if: mpirun's ranks (cli_spread.c). Its state,
+ * sp_whatif_spread::user, starts with a pointer to these. */
+typedef struct {
+  void (*failed)(sp_whatif_spread *s, const char *message); /* see sp_cli_spread_failed */
+  void (*close)(sp_whatif_spread *s, int rc);               /* see sp_cli_spread_close */
+} sp_cli_spread_ops;
+
 /* The what-if spread over the ranks of `mpirun -np N spsim ...` (cli_spread.c).
  * *@p out: NULL outside mpirun or with one rank, else this rank's exchanges through
  * spsim-mpi-relay (started at the first exchange). FALSE with @p err when the

@@ -23,6 +23,7 @@
 enum { OP_GATHER = 1, OP_BCAST = 2, OP_END = 3, OP_ABORT = 4 };
 
 typedef struct {
+  const sp_cli_spread_ops *ops; /* first: sp_cli_spread_failed/close find it there */
   sp_whatif_spread s;
   pid_t pid;          /* the relay, once started (0: not yet) */
   int to, from;       /* pipes to and from it */
@@ -242,6 +243,10 @@ static gboolean mpi_bcast(void *user, GBytes **buf, GError **err)
   return (*buf = answer(m, err)) != NULL;
 }
 
+static void mpi_failed(sp_whatif_spread *s, const char *message);
+static void mpi_close(sp_whatif_spread *s, int rc);
+static const sp_cli_spread_ops mpi_ops = { mpi_failed, mpi_close };
+
 gboolean sp_cli_spread_open(sp_whatif_spread **out, GError **err)
 {
   *out = NULL;
@@ -257,15 +262,15 @@ gboolean sp_cli_spread_open(sp_whatif_spread **out, GError **err)
   }
   if (size == 1) return TRUE; /* mpirun -np 1: this process alone */
   spread_mpi *m = g_new0(spread_mpi, 1);
+  m->ops = &mpi_ops;
   m->s = (sp_whatif_spread){ .rank = (int32_t)rank, .size = (int32_t)size, .gather = mpi_gather, .bcast = mpi_bcast, .user = m };
   m->to = m->from = -1;
   *out = &m->s;
   return TRUE;
 }
 
-void sp_cli_spread_failed(sp_whatif_spread *s, const char *message)
+static void mpi_failed(sp_whatif_spread *s, const char *message)
 {
-  if (s == NULL) return;
   spread_mpi *m = s->user;
   if (m->pid > 0) return; /* past its first exchange: sp_cli_spread_close stops the job */
   /* Failed before the first exchange: the other ranks most likely failed the same way
@@ -286,9 +291,8 @@ void sp_cli_spread_failed(sp_whatif_spread *s, const char *message)
   if (s->rank == 0 && nf < s->size) m->alone = TRUE; /* the others are past it, waiting for rank 0 */
 }
 
-void sp_cli_spread_close(sp_whatif_spread *s, int rc)
+static void mpi_close(sp_whatif_spread *s, int rc)
 {
-  if (s == NULL) return;
   spread_mpi *m = s->user;
   if (m->pid > 0) {
     /* all exchanges done, or every rank failed before the first: every rank finalizes;
@@ -304,4 +308,15 @@ void sp_cli_spread_close(sp_whatif_spread *s, int rc)
     close(m->from);
   }
   g_free(m);
+}
+
+/* Either transport: its state (s->user) starts with its operations. */
+void sp_cli_spread_failed(sp_whatif_spread *s, const char *message)
+{
+  if (s != NULL) (*(const sp_cli_spread_ops *const *)s->user)->failed(s, message);
+}
+
+void sp_cli_spread_close(sp_whatif_spread *s, int rc)
+{
+  if (s != NULL) (*(const sp_cli_spread_ops *const *)s->user)->close(s, rc);
 }

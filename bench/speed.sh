@@ -15,6 +15,8 @@
 #   CASES: default, 70b, 405b, sweep16k, sweep4k, closed16k, sweep16k-np2
 #   (default: the first four).
 # LIMIT (environment): seconds allowed per command (default 900).
+# JOBS (environment): -j for the what-ifs (default: none, spsim's own default of one
+#   process per processor; JOBS=1 times one process; builds before -j take none).
 # Use builds without sanitizers (./build.sh release).
 set -eu
 bin=${1:-./spsim}
@@ -27,6 +29,7 @@ abs() { case $1 in /*) echo "$1" ;; */*) echo "$(cd "$(dirname "$1")" && pwd)/$(
 bin=$(abs "$bin")
 [ -n "$ref" ] && ref=$(abs "$ref")
 limit=${LIMIT:-900}
+jf=""; [ -n "${JOBS:-}" ] && jf="-j $JOBS"
 src=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -86,25 +89,29 @@ echo "|---|---|---|---|---|"
 for c in $cases; do
   case $c in
     default)
-      both default "$src/platforms/dgx.xml" --json=@default.json --trace=@default.trace --svg=@default.svg
+      # shellcheck disable=SC2086
+      both default "$src/platforms/dgx.xml" $jf --json=@default.json --trace=@default.trace --svg=@default.svg
       row "default run (llama3-70b sweep, 1,024 GPUs; --json --trace --svg)" default default.json default.trace default.svg ;;
     70b)
-      both 70b "$src/platforms/dgx.xml" --layout tp=8,pp=4,dp=32,zero=1,ckpt=selective --json=@70b.json
+      # shellcheck disable=SC2086
+      both 70b "$src/platforms/dgx.xml" $jf --layout tp=8,pp=4,dp=32,zero=1,ckpt=selective --json=@70b.json
       row "one layout llama3-70b tp=8,pp=4,dp=32,zero=1,ckpt=selective, 1,024 GPUs" 70b 70b.json ;;
     405b|sweep16k)
       [ -f "$tmp/p16k.xml" ] || "$bin" platform dgx --nodes 2048 -o "$tmp/p16k.xml"
       if [ "$c" = 405b ]; then args="--global-batch 16M --layout tp=8,pp=16,dp=128,zero=1,ckpt=full"; label="one layout llama3-405b tp=8,pp=16,dp=128,zero=1,ckpt=full, 16M tokens, 16,384 GPUs"
       else args=""; label="default sweep llama3-405b, 16,384 GPUs"; fi
       # shellcheck disable=SC2086
-      both "$c" "$tmp/p16k.xml" --model llama3-405b $args --json=@"$c.json"
+      both "$c" "$tmp/p16k.xml" --model llama3-405b $jf $args --json=@"$c.json"
       row "$label" "$c" "$c.json" ;;
     sweep4k)
       [ -f "$tmp/p4k.xml" ] || "$bin" platform dgx --nodes 512 -o "$tmp/p4k.xml"
-      both "$c" "$tmp/p4k.xml" --model llama3-405b --json=@"$c.json"
+      # shellcheck disable=SC2086
+      both "$c" "$tmp/p4k.xml" --model llama3-405b $jf --json=@"$c.json"
       row "default sweep llama3-405b, 4,096 GPUs" "$c" "$c.json" ;;
     closed16k)
       [ -f "$tmp/p16k.xml" ] || "$bin" platform dgx --nodes 2048 -o "$tmp/p16k.xml"
-      both "$c" "$tmp/p16k.xml" --model llama3-405b --simulate 0 --json=@"$c.json"
+      # shellcheck disable=SC2086
+      both "$c" "$tmp/p16k.xml" --model llama3-405b $jf --simulate 0 --json=@"$c.json"
       row "closed forms of the llama3-405b sweep, 16,384 GPUs (--simulate 0)" "$c" "$c.json" ;;
     sweep16k-np2)
       [ -f "$tmp/p16k.xml" ] || "$bin" platform dgx --nodes 2048 -o "$tmp/p16k.xml"

@@ -178,6 +178,8 @@ EXTRA_DIST += tests/test-real-step.sh tests/test-real-step-compute.sh
 # the what-if spread over mpirun's ranks: identical to one process
 TESTS += tests/test-dist-sweep.sh
 EXTRA_DIST += tests/test-dist-sweep.sh
+TESTS += tests/test-jobs.sh
+EXTRA_DIST += tests/test-jobs.sh
 if HAVE_CUDA
 check_PROGRAMS += tests/test-real-cuda
 tests_test_real_cuda_SOURCES = tests/test-real-cuda.c

@@ -26,7 +26,7 @@ echo "1..15"
 # status, --json and --csv
 same() {
   np=$1; desc=$2; shift 2
-  (cd "$tmp" && "$spsim" "$plat" $A "$@" --json one.json --csv one.csv >one.out 2>one.err); r1=$?
+  (cd "$tmp" && "$spsim" "$plat" $A "$@" -j 1 --json one.json --csv one.csv >one.out 2>one.err); r1=$?
   (cd "$tmp" && timeout 300 "$MPIRUN" -np "$np" "$spsim" "$plat" $A "$@" --json many.json --csv many.csv >many.out 2>many.err); rn=$?
   why=""
   [ "$r1" -eq "$rn" ] || why="exit $rn, one process $r1"

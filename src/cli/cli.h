@@ -32,7 +32,8 @@ typedef struct _JsonBuilder JsonBuilder;
 /* Print the finished document of @p b on stdout as one compact line. */
 void sp_cli_print_json(JsonBuilder *b);
 
-/* A transport of the spread what-if: mpirun's ranks (cli_spread.c). Its state,
+/* A transport of the spread what-if: mpirun's ranks (cli_spread.c) or forked
+ * processes (cli_jobs.c). Its state,
  * sp_whatif_spread::user, starts with a pointer to these. */
 typedef struct {
   void (*failed)(sp_whatif_spread *s, const char *message); /* see sp_cli_spread_failed */
@@ -52,5 +53,19 @@ void sp_cli_spread_failed(sp_whatif_spread *s, const char *message);
 /* End this rank's part: MPI_Finalize once every exchange is over, else stop the whole
  * job with @p rc (a rank that failed half-way). Frees @p s. */
 void sp_cli_spread_close(sp_whatif_spread *s, int rc);
+
+/* The what-if spread over @p jobs processes of this machine (cli_jobs.c): this
+ * process forks @p jobs - 1 children before the engine opens and is rank 0; *@p out is
+ * each process's side of the exchanges (NULL for @p jobs <= 1, or when no child could
+ * start: fewer processes give the same result). Close with sp_cli_spread_close. */
+gboolean sp_cli_jobs_open(int32_t jobs, sp_whatif_spread **out, GError **err);
+/* Most processes -j accepts. */
+#define SP_CLI_JOBS_MAX 1024
+/* Available memory asked of each process by the default -j: the 16,384-GPU sweep's
+ * peak resident set, 1.5 GiB (bench/RESULTS.md, "Routed build"), with room. */
+#define SP_CLI_JOBS_MIN_MEM ((guint64)2 << 30)
+/* The default -j: one process per processor this process may run on, at most one per
+ * SP_CLI_JOBS_MIN_MEM of available memory (Linux), at least 1. */
+int32_t sp_cli_jobs_auto(void);
 
 #endif

@@ -5,6 +5,7 @@
  * its documents written. */
 #include "config.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -184,9 +185,9 @@ static const char help_text[] =
   "The table shows the best layout of each family: layouts that differ only in ISP wp or the ZeRO\n"
   "stage and whose step times agree within 1%, with X for what varies (--all: every layout).\n"
   "\n"
-  "Under mpirun (mpirun -np N spsim PLATFORM.xml ...) the layouts and their step graphs are spread over\n"
-  "the N ranks; rank 0 prints the report and writes the files, the same bytes as one process, and the\n"
-  "other ranks print nothing.\n"
+  "The layouts and their step graphs are spread over the processors of this machine (-j N processes;\n"
+  "-j 1: one), or under mpirun (mpirun -np N spsim PLATFORM.xml ...) over the N ranks; the first process\n"
+  "prints the report and writes the files, the same bytes as one process, and the others print nothing.\n"
   "\n"
   "Exit status: 0 when at least one layout fits in memory (a --layout: when it fits), 1 when none\n"
   "fits (with or without --all), when --verify finds a mismatch, or on an error. A --layout that does\n"
@@ -198,6 +199,7 @@ int sp_cmd_whatif(int argc, char **argv)
   sp_whatif_opts_init(&o);
   char *json = NULL, *trace = NULL, *svg = NULL, *csv = NULL, *export = NULL;
   gboolean explain = FALSE, verify = FALSE, sensitivity = FALSE;
+  gint jobs = 0, kill_worker = 0;
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &o.model, "built-in model name or FILE.json (default: llama3-70b from 128 GPUs, llama3-8b below)", "NAME" },
     { "seq", 's', 0, G_OPTION_ARG_INT64, &o.seq, "sequence length in tokens (default 8192)", "N" },
@@ -231,7 +233,9 @@ int sp_cmd_whatif(int argc, char **argv)
     { "routing", 0, 0, G_OPTION_ARG_STRING, &o.routing, "MoE token routing: uniform (default), zipf:S (expert popularity "
       "~ 1/rank^S, the popular experts on the first EP rank) or FILE (JSON list of per-expert token shares); the busiest "
       "EP rank sets the pace", "MODEL" },
+    { "jobs", 'j', 0, G_OPTION_ARG_INT, &jobs, "processes of this machine that share the sweep, as mpirun's ranks do (the same output, byte for byte; default 0: one per processor, at most one per 2 GiB of available memory; 1: this process alone)", "N" },
     { "lenient", 0, 0, G_OPTION_ARG_NONE, &o.lenient, "warn about unknown keys in the model file and unknown host properties in the platform instead of refusing them", NULL },
+    { "debug-kill-worker", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &kill_worker, "testing aid: -j's worker process K dies (SIGKILL) before its first exchange", "K" },
     { "debug-corrupt-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &o.corrupt_rank, "testing aid: corrupt an output of global rank R after each --verify run", "R" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };
@@ -259,6 +263,18 @@ int sp_cmd_whatif(int argc, char **argv)
     goto out;
   }
   if (to_stdout == 1) text_out = stderr; /* the report moves aside: stdout carries the artefact alone */
+  if (jobs < 0 || jobs > SP_CLI_JOBS_MAX) {
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "-j/--jobs %d: processes from 1 to %d, or 0 for one per processor", jobs, SP_CLI_JOBS_MAX);
+    goto out;
+  }
+  if (spread != NULL && jobs > 1) {
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "-j/--jobs %d under mpirun: the what-if is already spread over mpirun's ranks "
+                      "(give mpirun more ranks instead)", jobs);
+    goto out;
+  }
+  /* the sweep spread over this machine's processors (one --layout: nothing to share) */
+  if (spread == NULL && o.layout == NULL && !sp_cli_jobs_open(jobs == 0 ? sp_cli_jobs_auto() : jobs, &spread, &err)) goto out;
+  if (kill_worker > 0 && spread != NULL && spread->rank == kill_worker) raise(SIGKILL);
   o.model_dirs = (const char *const *)dirs;
   o.report = report;
   o.progress = progress;

@@ -14,6 +14,8 @@ spsim_SOURCES += src/cli/cmd_calibrate.c
 spsim_SOURCES += src/cli/cmd_whatif.c
 # the what-if spread over mpirun's ranks, through spsim-mpi-relay (src/nccl/mpi_relay.c)
 spsim_SOURCES += src/cli/cli_spread.c
+# ... and over forked processes of this machine (-j)
+spsim_SOURCES += src/cli/cli_jobs.c
 spsim_CFLAGS += -DSP_RELAY_DIR='"$(pkglibexecdir)"'
 # whatif: where the built-in models are (source tree for uninstalled runs, then pkgdatadir)
 spsim_CFLAGS += -DSP_SRC_MODELS_DIR='"$(abs_top_srcdir)/models"' -DSP_MODELS_DIR='"$(modelsdir)"'

@@ -1,0 +1,277 @@
+/* The what-if spread over processes of this machine (`spsim PLATFORM.xml -j N`): the
+ * exchanges of sp_whatif_spread, as under mpirun, between this process (rank 0) and
+ * N - 1 children forked before the engine opens, one stream socket each. A message is
+ * a header (tag, length) and its bytes; a child that fails sends its error instead of
+ * data, and a child that dies is named by rank 0 with its exit status or signal. */
+#define _GNU_SOURCE 1 /* MSG_NOSIGNAL, SOCK_CLOEXEC */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include "cli.h"
+#include "spsim/error.h"
+
+enum { TAG_DATA = 0, TAG_FAILED = 1 };
+
+/* A message larger than this is a broken stream, not a result (the largest, --all
+ * --json-full's rows of every layout, is tens of megabytes). */
+#define MAX_MESSAGE ((uint64_t)1 << 34)
+
+typedef struct {
+  uint32_t tag, pad;
+  uint64_t len;
+} header;
+
+typedef struct {
+  const sp_cli_spread_ops *ops; /* first: sp_cli_spread_failed/close find it there */
+  sp_whatif_spread s;
+  int *fd;   /* rank 0: the socket to child k at [k]; a child: its socket to rank 0 at [0] */
+  pid_t *pid; /* rank 0: child k's process at [k] */
+} spread_jobs;
+
+static gboolean send_all(int fd, const void *p, gsize n)
+{
+  const char *c = p;
+  while (n > 0) {
+    ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return FALSE;
+    c += k;
+    n -= (gsize)k;
+  }
+  return TRUE;
+}
+
+static gboolean recv_all(int fd, void *p, gsize n)
+{
+  char *c = p;
+  while (n > 0) {
+    ssize_t k = recv(fd, c, n, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return FALSE;
+    c += k;
+    n -= (gsize)k;
+  }
+  return TRUE;
+}
+
+static gboolean send_msg(int fd, uint32_t tag, const void *p, gsize len)
+{
+  header h = { tag, 0, len };
+  return send_all(fd, &h, sizeof h) && (len == 0 || send_all(fd, p, len));
+}
+
+/* The next message's tag and bytes, or NULL when the stream ended or broke. */
+static GBytes *recv_msg(int fd, uint32_t *tag)
+{
+  header h;
+  if (!recv_all(fd, &h, sizeof h) || h.len > MAX_MESSAGE) return NULL;
+  guint8 *p = g_try_malloc(h.len ? h.len : 1);
+  if (p == NULL) return NULL;
+  if (!recv_all(fd, p, h.len)) {
+    g_free(p);
+    return NULL;
+  }
+  *tag = h.tag;
+  return g_bytes_new_take(p, h.len);
+}
+
+/* Rank 0: reap child @p k if it is this process's child (after the engine opens,
+ * rank 0 may carry on in a process of its own, sim_load.c: then its first process
+ * reaps them); its wait status, or -1. */
+static int reap(spread_jobs *j, int32_t k)
+{
+  int st = 0;
+  pid_t r;
+  if (j->pid[k] <= 0) return -1;
+  while ((r = waitpid(j->pid[k], &st, 0)) < 0 && errno == EINTR)
+    ;
+  j->pid[k] = 0;
+  return r > 0 ? st : -1;
+}
+
+/* Rank 0: child @p k has gone; what became of it. */
+static gboolean child_gone(spread_jobs *j, int32_t k, GError **err)
+{
+  int st = reap(j, k);
+  g_autofree char *how = st < 0              ? g_strdup("stopped")
+                         : WIFSIGNALED(st)   ? g_strdup_printf("was killed by signal %d (%s)", WTERMSIG(st), g_strsignal(WTERMSIG(st)))
+                         : WIFEXITED(st)     ? g_strdup_printf("exited with status %d", WEXITSTATUS(st))
+                                             : g_strdup("stopped");
+  g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "-j %d: worker process %d of the what-if %s before it was done "
+              "(run with -j 1 for one process)", j->s.size, k, how);
+  return FALSE;
+}
+
+static gboolean jobs_gather(void *user, GBytes *mine, GPtrArray **all, GError **err)
+{
+  spread_jobs *j = user;
+  *all = NULL;
+  gsize len;
+  const void *p = g_bytes_get_data(mine, &len);
+  if (j->s.rank > 0) {
+    if (send_msg(j->fd[0], TAG_DATA, p, len)) return TRUE;
+    g_set_error_literal(err, SP_ERROR, SP_ERROR_TRANSPORT, "-j: the what-if's first process has gone");
+    return FALSE;
+  }
+  GPtrArray *a = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+  g_ptr_array_add(a, g_bytes_ref(mine));
+  for (int32_t k = 1; k < j->s.size; k++) {
+    uint32_t tag = 0;
+    GBytes *b = recv_msg(j->fd[k], &tag);
+    if (b == NULL || tag != TAG_DATA) {
+      g_ptr_array_unref(a);
+      if (b == NULL) return child_gone(j, k, err);
+      gsize ml;
+      const char *m = g_bytes_get_data(b, &ml);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "-j %d: worker process %d: %.*s", j->s.size, k, (int)ml, m);
+      g_bytes_unref(b);
+      return FALSE;
+    }
+    g_ptr_array_add(a, b);
+  }
+  *all = a;
+  return TRUE;
+}
+
+static gboolean jobs_bcast(void *user, GBytes **buf, GError **err)
+{
+  spread_jobs *j = user;
+  if (j->s.rank == 0) {
+    gsize len;
+    const void *p = g_bytes_get_data(*buf, &len);
+    for (int32_t k = 1; k < j->s.size; k++)
+      if (!send_msg(j->fd[k], TAG_DATA, p, len)) return child_gone(j, k, err);
+    return TRUE;
+  }
+  uint32_t tag = 0;
+  if ((*buf = recv_msg(j->fd[0], &tag)) != NULL && tag == TAG_DATA) return TRUE;
+  if (*buf != NULL) g_bytes_unref(*buf);
+  *buf = NULL;
+  g_set_error_literal(err, SP_ERROR, SP_ERROR_TRANSPORT, "-j: the what-if's first process has gone");
+  return FALSE;
+}
+
+/* A child's error goes to rank 0, which says it at its next exchange; rank 0 has
+ * printed its own. */
+static void jobs_failed(sp_whatif_spread *s, const char *message)
+{
+  spread_jobs *j = s->user;
+  if (s->rank > 0) send_msg(j->fd[0], TAG_FAILED, message, strlen(message));
+}
+
+static void jobs_close(sp_whatif_spread *s, int rc)
+{
+  spread_jobs *j = s->user;
+  (void)rc;
+  if (s->rank > 0) {
+    close(j->fd[0]);
+  } else {
+    /* done: the children end on their own; else (rank 0 failed, or a child did) they
+     * are stopped. Either way rank 0 returns once each has closed its socket: no
+     * child outlives the command. */
+    for (int32_t k = 1; k < s->size; k++) {
+      if (!s->finished && j->pid[k] > 0) kill(j->pid[k], SIGTERM);
+      if (j->fd[k] < 0) continue;
+      char buf[4096];
+      for (;;) {
+        ssize_t r = recv(j->fd[k], buf, sizeof buf, 0);
+        if (r == 0 || (r < 0 && errno != EINTR)) break;
+      }
+      close(j->fd[k]);
+    }
+    for (int32_t k = 1; k < s->size; k++) reap(j, k);
+  }
+  g_free(j->fd);
+  g_free(j->pid);
+  g_free(j);
+}
+
+static const sp_cli_spread_ops jobs_ops = { jobs_failed, jobs_close };
+
+gboolean sp_cli_jobs_open(int32_t jobs, sp_whatif_spread **out, GError **err)
+{
+  *out = NULL;
+  if (jobs <= 1) return TRUE;
+  spread_jobs *j = g_new0(spread_jobs, 1);
+  j->ops = &jobs_ops;
+  j->fd = g_new(int, jobs);
+  j->pid = g_new0(pid_t, jobs);
+  for (int32_t k = 0; k < jobs; k++) j->fd[k] = -1;
+  fflush(stdout); /* nothing buffered is written twice */
+  fflush(stderr);
+  pid_t parent = getpid();
+  int32_t started = 1;
+  for (int32_t k = 1; k < jobs; k++) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) break;
+    pid_t pid = fork();
+    if (pid < 0) {
+      close(sv[0]);
+      close(sv[1]);
+      break; /* fewer processes: the same result */
+    }
+    if (pid == 0) {
+#ifdef __linux__
+      prctl(PR_SET_PDEATHSIG, SIGTERM); /* rank 0 killed: no orphan keeps computing */
+#endif
+      if (getppid() != parent) _exit(1);
+      for (int32_t i = 1; i < k; i++) close(j->fd[i]);
+      close(sv[0]);
+      j->fd[0] = sv[1];
+      /* the size is known once every child is started: it comes first from rank 0 */
+      int32_t size = 0;
+      if (!recv_all(j->fd[0], &size, sizeof size) || size <= k) _exit(1);
+      j->s = (sp_whatif_spread){ .rank = k, .size = size, .gather = jobs_gather, .bcast = jobs_bcast, .user = j };
+      *out = &j->s;
+      return TRUE;
+    }
+    close(sv[1]);
+    j->fd[k] = sv[0];
+    j->pid[k] = pid;
+    started++;
+  }
+  j->s = (sp_whatif_spread){ .rank = 0, .size = started, .gather = jobs_gather, .bcast = jobs_bcast, .user = j };
+  for (int32_t k = 1; k < started; k++)
+    if (!send_all(j->fd[k], &started, sizeof started)) {
+      child_gone(j, k, err);
+      j->s.finished = FALSE;
+      jobs_close(&j->s, 1);
+      return FALSE;
+    }
+  if (started == 1) { /* no child could start: this process alone */
+    jobs_close(&j->s, 0);
+    return TRUE;
+  }
+  *out = &j->s;
+  return TRUE;
+}
+
+int32_t sp_cli_jobs_auto(void)
+{
+  int32_t n = (int32_t)g_get_num_processors();
+  n = CLAMP(n, 1, SP_CLI_JOBS_MAX);
+  /* each process loads the platform and runs its own engine: at least
+   * SP_CLI_JOBS_MIN_MEM of available memory each (Linux's MemAvailable) */
+  g_autofree char *mi = NULL;
+  if (g_file_get_contents("/proc/meminfo", &mi, NULL, NULL)) {
+    const char *p = strstr(mi, "MemAvailable:");
+    if (p != NULL) {
+      guint64 kib = g_ascii_strtoull(p + strlen("MemAvailable:"), NULL, 10);
+      int64_t fit = (int64_t)(kib / (SP_CLI_JOBS_MIN_MEM >> 10));
+      n = (int32_t)CLAMP(fit, 1, n);
+    }
+  }
+  return n;
+}

@@ -6,17 +6,10 @@
 # models/tiny.json (seconds under AddressSanitizer). Bad -j values get one line; -j
 # under mpirun is refused; a worker that dies is named by the first process, which
 # stops the others and exits 1 instead of waiting.
-build="${SPSIM_BUILDDIR:-.}"
-src="${SPSIM_SRCDIR:-.}"
-spsim="$build/spsim"
+. "$(dirname "$0")/tap-lib.sh"
+spsim="$bin"
 plat="$src/platforms/small.xml"
 A="--model tiny --seq 256 --global-batch 8"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 
 echo "1..12"
 
@@ -53,10 +46,7 @@ same 2 "nothing fits" --gpu-mem 0.001
 
 # 8-9: -j out of range: one line, exit 1
 for v in -1 1025; do
-  "$spsim" "$plat" $A -j "$v" >"$tmp/out" 2>"$tmp/err"; rc=$?
-  if [ "$rc" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^spsim: -j/--jobs $v: processes from 1 to 1024" "$tmp/err"
-  then ok "-j $v: refused in one line"
-  else nok "-j $v: exit $rc: $(cat "$tmp/err")"; fi
+  expect_fail "-j $v: refused in one line" "-j/--jobs $v: processes from 1 to 1024" "$plat" $A -j "$v"
 done
 
 # 10: a worker killed before its first exchange: named, exit 1, no hang

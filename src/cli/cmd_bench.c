@@ -144,6 +144,73 @@ static gboolean parse_size_opt(const char *flag, const char *s, uint64_t *out, G
   return TRUE;
 }
 
+/* What every size of one sweep shares. */
+typedef struct {
+  sp_coll coll;
+  sp_algo algo;
+  sp_proto proto;
+  sp_dtype dtype;
+  sp_redop redop;
+  int32_t *members, n, ranks, root, channels;
+  uint64_t chunk;
+  sp_fidelity fid;
+  gboolean inplace_ok; /* in place runs apart (in and out the same size) */
+  int check;
+  double bfactor; /* nccl-tests' busbw factor */
+  size_t esize;
+} sweep;
+
+/* The row of size @p s (at least one element per rank): NCCL's tuning model's
+ * algorithm and protocol unless forced, the simulated times, --check's #wrong. */
+static gboolean bench_size(const sweep *w, uint64_t s, row *r, GError **err)
+{
+  uint64_t count = sp_nt_count(w->coll, s, w->n, w->esize);
+  sp_coll_spec req = {
+    .coll = w->coll, .algo = w->algo, .dtype = w->dtype, .redop = w->redop, .ranks = w->members, .n = w->n,
+    .count = count, .root = w->coll == SP_COLL_SEND_RECV ? 0 : w->root, .chunk_bytes = w->chunk,
+    .op_id = 0, .tag = 0, .channels = w->channels, .proto = w->proto,
+  };
+  sp_coll_spec spec;
+  sp_tune_cost cost;
+  if (!sp_sim_coll_resolve(&req, &spec, &cost, NULL, err)) {
+    g_prefix_error(err, "bench: %" G_GUINT64_FORMAT " bytes: ", (guint64)sp_nt_bytes(w->coll, count, w->n, w->esize));
+    return FALSE;
+  }
+  /* the channel count the engine will use (reported per row) */
+  int32_t used = w->channels, blk = 0;
+  if (used == 0)
+    sp_sim_ring_channels(&spec, &used, &blk);
+  if (spec.coll != SP_COLL_ALL_REDUCE && spec.coll != SP_COLL_ALL_GATHER && spec.coll != SP_COLL_REDUCE_SCATTER)
+    used = 1;
+  if (spec.algo != SP_ALGO_RING || w->n == 1)
+    used = 1;
+  *r = (row){ .bytes = sp_nt_bytes(w->coll, count, w->n, w->esize), .count = count, .algo = spec.algo, .proto = spec.proto,
+              .channels = used < 1 ? 1 : used, .wrong = { SP_NT_WRONG_NA, SP_NT_WRONG_NA } };
+  for (int k = 0; k < 2; k++) {
+    double secs = 0;
+    /* in place: its own run only where local steps cost time (the input's snapshot) */
+    if (k == 1 && (!w->inplace_ok || sp_sim_coll_local_free(&spec))) {
+      secs = r->time_us[0] / 1e6;
+    } else if (!sp_coll_spec_validate(&spec, err) || !sp_sim_coll_time_ex(&spec, w->ranks, w->fid, k == 1, &secs, err)) {
+      g_prefix_error(err, "bench: ");
+      return FALSE;
+    }
+    r->time_us[k] = secs * 1e6;
+    r->algbw[k] = secs > 0 ? (double)r->bytes / secs / 1e9 : 0;
+    r->busbw[k] = r->algbw[k] * w->bfactor;
+  }
+  if (w->check > 0 && r->bytes <= CHECK_MAX_BYTES) {
+    sp_coll_spec cs = spec;
+    if (cs.channels == 0) sp_sim_ring_channels(&spec, &cs.channels, &cs.channel_block);
+    if (!check_coll(&cs, w->ranks, w->inplace_ok, r->wrong, err)) {
+      g_prefix_error(err, "bench: --check, %" G_GUINT64_FORMAT " bytes: ", (guint64)r->bytes);
+      return FALSE;
+    }
+    if (!w->inplace_ok) r->wrong[1] = r->wrong[0];
+  }
+  return TRUE;
+}
+
 int sp_cmd_bench(int argc, char **argv)
 {
   g_autofree char *coll_s = NULL, *algo_s = NULL, *proto_s = NULL, *sizes_s = NULL, *dtype_s = NULL, *fid_s = NULL,
@@ -348,65 +415,23 @@ int sp_cmd_bench(int argc, char **argv)
   gboolean inplace_ok = coll != SP_COLL_ALL_GATHER && coll != SP_COLL_REDUCE_SCATTER;
   gboolean reducing = coll == SP_COLL_ALL_REDUCE || coll == SP_COLL_REDUCE_SCATTER || coll == SP_COLL_REDUCE;
 
-  g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(row));
+  sweep sw = { .coll = coll, .algo = algo, .proto = proto, .dtype = dtype, .redop = redop, .members = members, .n = n,
+              .ranks = ranks, .root = root, .channels = channels, .chunk = (uint64_t)chunk, .fid = fid,
+              .inplace_ok = inplace_ok, .check = check, .bfactor = bfactor, .esize = esize };
+  /* the sizes with at least one element per rank, each a row */
   uint64_t skipped_below = 0, unchecked_above = 0;
+  g_autoptr(GArray) todo = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   for (guint si = 0; si < sizes->len; si++) {
     uint64_t s = g_array_index(sizes, uint64_t, si);
-    uint64_t count = sp_nt_count(coll, s, n, esize);
-    if (count == 0) {
-      skipped_below = s;
-      continue;
-    }
-    sp_coll_spec req = {
-      .coll = coll, .algo = algo, .dtype = dtype, .redop = redop, .ranks = members, .n = n,
-      .count = count, .root = coll == SP_COLL_SEND_RECV ? 0 : root, .chunk_bytes = (uint64_t)chunk,
-      .op_id = 0, .tag = 0, .channels = channels, .proto = proto,
-    };
-    /* the algorithm and protocol of this size: NCCL's tuning model, unless forced */
-    sp_coll_spec spec;
-    sp_tune_cost cost;
-    if (!sp_sim_coll_resolve(&req, &spec, &cost, NULL, &err)) {
-      g_prefix_error(&err, "bench: %" G_GUINT64_FORMAT " bytes: ", (guint64)sp_nt_bytes(coll, count, n, esize));
-      return fail(err);
-    }
-    /* the channel count the engine will use (reported per row) */
-    int32_t used = channels, blk = 0;
-    if (used == 0)
-      sp_sim_ring_channels(&spec, &used, &blk);
-    if (spec.coll != SP_COLL_ALL_REDUCE && spec.coll != SP_COLL_ALL_GATHER && spec.coll != SP_COLL_REDUCE_SCATTER)
-      used = 1;
-    if (spec.algo != SP_ALGO_RING || n == 1)
-      used = 1;
-    row r = { .bytes = sp_nt_bytes(coll, count, n, esize), .count = count, .algo = spec.algo, .proto = spec.proto,
-              .channels = used < 1 ? 1 : used, .wrong = { SP_NT_WRONG_NA, SP_NT_WRONG_NA } };
-    for (int k = 0; k < 2; k++) {
-      double secs = 0;
-      /* in place: its own run only where local steps cost time (the input's snapshot) */
-      if (k == 1 && (!inplace_ok || sp_sim_coll_local_free(&spec))) {
-        secs = r.time_us[0] / 1e6;
-      } else if (!sp_coll_spec_validate(&spec, &err) || !sp_sim_coll_time_ex(&spec, ranks, fid, k == 1, &secs, &err)) {
-        g_prefix_error(&err, "bench: ");
-        return fail(err);
-      }
-      r.time_us[k] = secs * 1e6;
-      r.algbw[k] = secs > 0 ? (double)r.bytes / secs / 1e9 : 0;
-      r.busbw[k] = r.algbw[k] * bfactor;
-    }
-    if (check > 0) {
-      if (r.bytes <= CHECK_MAX_BYTES) {
-        sp_coll_spec cs = spec;
-        if (cs.channels == 0) sp_sim_ring_channels(&spec, &cs.channels, &cs.channel_block);
-        if (!check_coll(&cs, ranks, inplace_ok, r.wrong, &err)) {
-          g_prefix_error(&err, "bench: --check, %" G_GUINT64_FORMAT " bytes: ", (guint64)r.bytes);
-          return fail(err);
-        }
-        if (!inplace_ok) r.wrong[1] = r.wrong[0];
-      } else {
-        unchecked_above = unchecked_above ? unchecked_above : r.bytes;
-      }
-    }
-    g_array_append_val(rows, r);
+    if (sp_nt_count(coll, s, n, esize) == 0) skipped_below = s;
+    else g_array_append_val(todo, s);
   }
+  g_autoptr(GArray) rows = g_array_new(FALSE, TRUE, sizeof(row));
+  g_array_set_size(rows, todo->len);
+  for (guint i = 0; i < todo->len; i++)
+    if (!bench_size(&sw, g_array_index(todo, uint64_t, i), &g_array_index(rows, row, i), &err)) return fail(err);
+  for (guint i = 0; i < rows->len && check > 0 && unchecked_above == 0; i++)
+    if (g_array_index(rows, row, i).bytes > CHECK_MAX_BYTES) unchecked_above = g_array_index(rows, row, i).bytes;
   if (rows->len == 0)
     return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
                             "bench: every size is below one %s element per rank (%" G_GUINT64_FORMAT " bytes for %d ranks)",

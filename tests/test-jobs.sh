@@ -2,7 +2,8 @@
 # The what-if spread over processes of this machine (spsim PLATFORM.xml -j N): its
 # standard output, standard error, exit status and documents must be those of one
 # process (-j 1), byte for byte, at -j 2 and 3 and by default (one process per
-# processor); the other processes print nothing. On platforms/small.xml with
+# processor); the other processes print nothing. spsim bench --jobs N: the same
+# table, nccl-tests layout, JSON and errors as --jobs 1. On platforms/small.xml with
 # models/tiny.json (seconds under AddressSanitizer). Bad -j values get one line; -j
 # under mpirun is refused; a worker that dies is named by the first process, which
 # stops the others and exits 1 instead of waiting.
@@ -11,7 +12,7 @@ spsim="$bin"
 plat="$src/platforms/small.xml"
 A="--model tiny --seq 256 --global-batch 8"
 
-echo "1..12"
+echo "1..17"
 
 # same J DESC ARGS...: -j 1 and -j J ("" for the default) write the same stdout,
 # stderr, exit status, --json and --csv
@@ -74,3 +75,22 @@ if command -v "$MPIRUN" >/dev/null 2>&1; then
 else
   ok "# SKIP mpirun not found"
 fi
+
+# 13-16: spsim bench --jobs: sizes spread over processes, the same output as one
+"$bin" platform dgx --nodes 2 -o "$tmp/p2.xml" >/dev/null 2>&1
+# bsame J DESC ARGS...: bench ARGS with --jobs 1 and --jobs J: same stdout, stderr, exit
+bsame() {
+  j=$1; desc=$2; shift 2
+  "$bin" bench "$@" --jobs 1 >"$tmp/b1.out" 2>"$tmp/b1.err"; r1=$?
+  timeout 300 "$bin" bench "$@" --jobs "$j" >"$tmp/bj.out" 2>"$tmp/bj.err"; rj=$?
+  if [ "$r1" -eq "$rj" ] && cmp -s "$tmp/b1.out" "$tmp/bj.out" && cmp -s "$tmp/b1.err" "$tmp/bj.err"
+  then ok "bench --jobs $j $desc: identical to one process (exit $rj)"
+  else nok "bench --jobs $j $desc: exit $rj (one process $r1): $(head -c 300 "$tmp/bj.err")"; fi
+}
+bsame 2 "all-reduce 16 ranks, 8 B to 256 MiB" "$tmp/p2.xml" --ranks 16 -b 8 -e 256M -f 4
+bsame 3 "all-to-all, nccl-tests layout" "$tmp/p2.xml" --ranks 16 --coll all-to-all -b 1K -e 64M -f 8 --format nccl-tests
+bsame 3 "--check 1, JSON" "$plat" --ranks 8 --coll reduce-scatter -b 64 -e 1M -f 4 --check 1 --json
+# 16: every size fails: the first size's error, once
+bsame 3 "collnet without SHARP (every size refused)" "$plat" --ranks 8 --algo collnet-direct -b 1K -e 1M -f 4
+# 17: --jobs out of range
+expect_fail "bench --jobs -1: refused in one line" "--jobs -1: processes from 1 to 1024" bench "$plat" --ranks 8 --jobs -1

@@ -65,7 +65,16 @@ gboolean sp_cli_jobs_open(int32_t jobs, sp_whatif_spread **out, GError **err);
  * peak resident set, 1.5 GiB (bench/RESULTS.md, "Routed build"), with room. */
 #define SP_CLI_JOBS_MIN_MEM ((guint64)2 << 30)
 /* The default -j: one process per processor this process may run on, at most one per
- * SP_CLI_JOBS_MIN_MEM of available memory (Linux), at least 1. */
-int32_t sp_cli_jobs_auto(void);
+ * @p need bytes (at least SP_CLI_JOBS_MIN_MEM) of available memory (Linux), at least 1. */
+int32_t sp_cli_jobs_auto(guint64 need);
+
+/* Computes item @p i (of sp_cli_jobs_map) into @p out; FALSE with @p err. */
+typedef gboolean (*sp_cli_item_fn)(void *user, guint i, void *out, GError **err);
+/* Compute @p n items of @p size bytes of plain data, item i into out + i x size, over
+ * @p jobs processes of this machine (cli_jobs.c): children forked here (sharing what
+ * this process has loaded) compute the items i = k mod jobs and send their bytes back,
+ * this process the others. FALSE with the error of the lowest item that failed, as
+ * one process computing them in order would report it. */
+gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, void *user, void *out, GError **err);
 
 #endif

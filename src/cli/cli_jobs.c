@@ -258,20 +258,167 @@ gboolean sp_cli_jobs_open(int32_t jobs, sp_whatif_spread **out, GError **err)
   return TRUE;
 }
 
-int32_t sp_cli_jobs_auto(void)
+int32_t sp_cli_jobs_auto(guint64 need)
 {
   int32_t n = (int32_t)g_get_num_processors();
   n = CLAMP(n, 1, SP_CLI_JOBS_MAX);
-  /* each process loads the platform and runs its own engine: at least
-   * SP_CLI_JOBS_MIN_MEM of available memory each (Linux's MemAvailable) */
+  /* each process runs its own engine: at least @p need (and SP_CLI_JOBS_MIN_MEM) of
+   * available memory each (Linux's MemAvailable) */
+  need = MAX(need, SP_CLI_JOBS_MIN_MEM);
   g_autofree char *mi = NULL;
   if (g_file_get_contents("/proc/meminfo", &mi, NULL, NULL)) {
     const char *p = strstr(mi, "MemAvailable:");
     if (p != NULL) {
       guint64 kib = g_ascii_strtoull(p + strlen("MemAvailable:"), NULL, 10);
-      int64_t fit = (int64_t)(kib / (SP_CLI_JOBS_MIN_MEM >> 10));
+      int64_t fit = (int64_t)(kib / MAX(need >> 10, 1));
       n = (int32_t)CLAMP(fit, 1, n);
     }
   }
   return n;
+}
+
+/* An item's record in a child's stream: its index, whether it is a result or an
+ * error, and the length of what follows (the item's bytes; an error's domain, a
+ * NUL, its code and its message). */
+typedef struct {
+  uint32_t index, failed;
+  uint64_t len;
+} item_header;
+
+static void send_item_error(int fd, guint i, const GError *e)
+{
+  const char *dom = g_quark_to_string(e->domain);
+  gsize dl = strlen(dom) + 1, ml = strlen(e->message);
+  int32_t code = e->code;
+  item_header h = { i, 1, dl + sizeof code + ml };
+  if (send_all(fd, &h, sizeof h) && send_all(fd, dom, dl) && send_all(fd, &code, sizeof code)) send_all(fd, e->message, ml);
+}
+
+static GError *item_error(const guint8 *p, gsize len)
+{
+  const guint8 *nul = memchr(p, 0, len);
+  if (nul == NULL || (gsize)(nul - p) + 1 + sizeof(int32_t) > len) return NULL;
+  gsize dl = (gsize)(nul - p) + 1;
+  int32_t code;
+  memcpy(&code, p + dl, sizeof code);
+  g_autofree char *msg = g_strndup((const char *)p + dl + sizeof code, len - dl - sizeof code);
+  return g_error_new_literal(g_quark_from_string((const char *)p), code, msg);
+}
+
+/* Keep @p e as the error of item @p i when no earlier item has failed. */
+static void keep_first(GError **first, guint *first_i, guint i, GError *e)
+{
+  if (*first == NULL || i < *first_i) {
+    g_clear_error(first);
+    *first = e;
+    *first_i = i;
+  } else {
+    g_error_free(e);
+  }
+}
+
+gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, void *user, void *out, GError **err)
+{
+  int32_t J = (guint)MAX(jobs, 1) > n ? (int32_t)n : MAX(jobs, 1);
+  if (J <= 1) {
+    for (guint i = 0; i < n; i++)
+      if (!fn(user, i, (guint8 *)out + (gsize)i * size, err)) return FALSE;
+    return TRUE;
+  }
+  int *fd = g_new(int, J);
+  pid_t *pid = g_new0(pid_t, J);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t parent = getpid();
+  int32_t started = 1;
+  for (int32_t k = 1; k < J; k++) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) break;
+    pid_t p = fork();
+    if (p < 0) {
+      close(sv[0]);
+      close(sv[1]);
+      break;
+    }
+    if (p == 0) {
+#ifdef __linux__
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+#endif
+      if (getppid() != parent) _exit(1);
+      for (int32_t i = 1; i < k; i++) close(fd[i]);
+      close(sv[0]);
+      /* the items k, k + J, ... (J is known once every child is started: it comes first) */
+      int32_t size_all = 0;
+      if (!recv_all(sv[1], &size_all, sizeof size_all) || size_all <= k) _exit(1);
+      guint8 *buf = g_malloc0(size ? size : 1);
+      for (guint i = (guint)k; i < n; i += (guint)size_all) {
+        GError *e = NULL;
+        if (!fn(user, i, buf, &e)) {
+          send_item_error(sv[1], i, e);
+          break; /* as one process would stop here */
+        }
+        item_header h = { i, 0, size };
+        if (!send_all(sv[1], &h, sizeof h) || !send_all(sv[1], buf, size)) break;
+      }
+      _exit(0); /* the parent owns everything else: no cleanup, no buffered output */
+    }
+    close(sv[1]);
+    fd[k] = sv[0];
+    pid[k] = p;
+    started++;
+  }
+  for (int32_t k = 1; k < started; k++) send_all(fd[k], &started, sizeof started);
+  GError *first = NULL;
+  guint first_i = 0;
+  for (guint i = 0; i < n; i += (guint)started) {
+    GError *e = NULL;
+    if (!fn(user, i, (guint8 *)out + (gsize)i * size, &e)) {
+      keep_first(&first, &first_i, i, e);
+      break;
+    }
+  }
+  for (int32_t k = 1; k < started; k++) {
+    guint next = (guint)k; /* the next item child k owes */
+    gboolean ended = FALSE; /* by an error of its own */
+    for (;;) {
+      item_header h;
+      if (!recv_all(fd[k], &h, sizeof h) || h.index != next || (h.failed == 0 && h.len != size) || h.len > MAX_MESSAGE)
+        break;
+      guint8 *p = g_try_malloc(h.len ? h.len : 1);
+      if (p == NULL || !recv_all(fd[k], p, h.len)) {
+        g_free(p);
+        break;
+      }
+      if (h.failed) {
+        GError *e = item_error(p, h.len);
+        g_free(p);
+        if (e != NULL) keep_first(&first, &first_i, h.index, e);
+        ended = e != NULL;
+        break;
+      }
+      memcpy((guint8 *)out + (gsize)h.index * size, p, size);
+      g_free(p);
+      next += (guint)started;
+    }
+    close(fd[k]);
+    int st = 0;
+    pid_t r;
+    while ((r = waitpid(pid[k], &st, 0)) < 0 && errno == EINTR)
+      ;
+    if (!ended && next < n) { /* it stopped before its items were done */
+      g_autofree char *how = r <= 0            ? g_strdup("stopped")
+                             : WIFSIGNALED(st) ? g_strdup_printf("was killed by signal %d (%s)", WTERMSIG(st), g_strsignal(WTERMSIG(st)))
+                                               : g_strdup_printf("exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+      keep_first(&first, &first_i, next,
+                 g_error_new(SP_ERROR, SP_ERROR_TRANSPORT, "--jobs %d: worker process %d %s before its share was done "
+                             "(run with --jobs 1 for one process)", started, k, how));
+    }
+  }
+  g_free(fd);
+  g_free(pid);
+  if (first != NULL) {
+    g_propagate_error(err, first);
+    return FALSE;
+  }
+  return TRUE;
 }

@@ -33,6 +33,9 @@
  * then holds its input, output and scratch, in this process (a choice of spsim:
  * 8 ranks x 64 MiB x ~4 buffers stays near 2 GiB). */
 #define CHECK_MAX_BYTES ((uint64_t)64 << 20)
+/* ... about this many buffers of the size per member (input, output, scratch, the
+ * in-place run's snapshot): what --jobs asks of available memory per process */
+#define CHECK_BUFFERS 4
 /* Most sizes of one sweep (nccl-tests' -i 1M from 8 B to 8 GiB would be 8,192). */
 #define MAX_SIZES 10000u
 
@@ -211,11 +214,23 @@ static gboolean bench_size(const sweep *w, uint64_t s, row *r, GError **err)
   return TRUE;
 }
 
+/* One sweep's sizes, for sp_cli_jobs_map. */
+typedef struct {
+  const sweep *w;
+  const uint64_t *sizes;
+} sized;
+
+static gboolean size_item(void *user, guint i, void *out, GError **err)
+{
+  const sized *z = user;
+  return bench_size(z->w, z->sizes[i], out, err);
+}
+
 int sp_cmd_bench(int argc, char **argv)
 {
   g_autofree char *coll_s = NULL, *algo_s = NULL, *proto_s = NULL, *sizes_s = NULL, *dtype_s = NULL, *fid_s = NULL,
                   *op_s = NULL, *format_s = NULL, *minb_s = NULL, *maxb_s = NULL, *stepb_s = NULL;
-  gint ranks = 0, channels = 0, nthreads = 0, ngpus = 0, nprocs = 0, per_node = 0, root = 0, check = 0;
+  gint ranks = 0, channels = 0, nthreads = 0, ngpus = 0, nprocs = 0, per_node = 0, root = 0, check = 0, jobs = 0;
   gint64 factor = 0;
   gint iters = -1, warmup = -1, agg = -1, average = -1, blocking = -1;
   gint64 chunk = 0;
@@ -258,6 +273,9 @@ int sp_cmd_bench(int argc, char **argv)
     { "channels", 0, 0, G_OPTION_ARG_INT, &channels,
       "concurrent rings of a ring all-reduce/all-gather/reduce-scatter (default 0: one per "
       "member of a node when the group spans nodes, else 1)", "N" },
+    { "jobs", 0, 0, G_OPTION_ARG_INT, &jobs,
+      "processes of this machine that share the sizes (the same output; default 0: one per processor, at most one "
+      "per 2 GiB of available memory; 1: this process alone)", "N" },
     { "format", 0, 0, G_OPTION_ARG_STRING, &format_s, "table (default), nccl-tests (its exact layout) or json", "F" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json, "JSON output (= --format json)", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
@@ -341,6 +359,9 @@ int sp_cmd_bench(int argc, char **argv)
     return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "bench: --check must be >= 0 (got %d)", check));
   if (per_node < 0)
     return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "bench: --per-node must be >= 1 (got %d)", per_node));
+  if (jobs < 0 || jobs > SP_CLI_JOBS_MAX)
+    return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
+                            "bench: --jobs %d: processes from 1 to %d, or 0 for one per processor", jobs, SP_CLI_JOBS_MAX));
   gboolean rooted = coll == SP_COLL_BROADCAST || coll == SP_COLL_REDUCE;
   if (root < 0 || root >= ranks)
     return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "bench: --root %d is not a rank (0 to %d)", root, ranks - 1));
@@ -428,8 +449,16 @@ int sp_cmd_bench(int argc, char **argv)
   }
   g_autoptr(GArray) rows = g_array_new(FALSE, TRUE, sizeof(row));
   g_array_set_size(rows, todo->len);
-  for (guint i = 0; i < todo->len; i++)
-    if (!bench_size(&sw, g_array_index(todo, uint64_t, i), &g_array_index(rows, row, i), &err)) return fail(err);
+  /* each size its own simulation from time 0: spread over processes, the same rows */
+  sized z = { &sw, (const uint64_t *)(const void *)todo->data };
+  /* by default as many processes as memory allows: --check holds every member's buffers */
+  guint64 need = 0;
+  for (guint i = 0; check > 0 && i < todo->len; i++) {
+    uint64_t s = g_array_index(todo, uint64_t, i);
+    if (s <= CHECK_MAX_BYTES) need = MAX(need, (guint64)ranks * s * CHECK_BUFFERS);
+  }
+  if (!sp_cli_jobs_map(jobs == 0 ? sp_cli_jobs_auto(need) : jobs, todo->len, sizeof(row), size_item, &z, rows->data, &err))
+    return fail(err);
   for (guint i = 0; i < rows->len && check > 0 && unchecked_above == 0; i++)
     if (g_array_index(rows, row, i).bytes > CHECK_MAX_BYTES) unchecked_above = g_array_index(rows, row, i).bytes;
   if (rows->len == 0)

@@ -273,7 +273,7 @@ int sp_cmd_whatif(int argc, char **argv)
     goto out;
   }
   /* the sweep spread over this machine's processors (one --layout: nothing to share) */
-  if (spread == NULL && o.layout == NULL && !sp_cli_jobs_open(jobs == 0 ? sp_cli_jobs_auto() : jobs, &spread, &err)) goto out;
+  if (spread == NULL && o.layout == NULL && !sp_cli_jobs_open(jobs == 0 ? sp_cli_jobs_auto(0) : jobs, &spread, &err)) goto out;
   if (kill_worker > 0 && spread != NULL && spread->rank == kill_worker) raise(SIGKILL);
   o.model_dirs = (const char *const *)dirs;
   o.report = report;

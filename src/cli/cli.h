@@ -72,9 +72,11 @@ int32_t sp_cli_jobs_auto(guint64 need);
 typedef gboolean (*sp_cli_item_fn)(void *user, guint i, void *out, GError **err);
 /* Compute @p n items of @p size bytes of plain data, item i into out + i x size, over
  * @p jobs processes of this machine (cli_jobs.c): children forked here (sharing what
- * this process has loaded) compute the items i = k mod jobs and send their bytes back,
- * this process the others. FALSE with the error of the lowest item that failed, as
- * one process computing them in order would report it. */
-gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, void *user, void *out, GError **err);
+ * this process has loaded) compute their share and send its bytes back, this process
+ * the rest. Shares: every jobs-th item, or with @p weight (the items' expected costs,
+ * may be NULL) the heaviest first to the least loaded. FALSE with the error of the
+ * lowest item that failed, as one process computing them in order would report it. */
+gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, void *user, const double *weight,
+                         void *out, GError **err);
 
 #endif

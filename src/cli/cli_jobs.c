@@ -317,7 +317,51 @@ static void keep_first(GError **first, guint *first_i, guint i, GError *e)
   }
 }
 
-gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, void *user, void *out, GError **err)
+/* Items by weight, heaviest first (ties: lower index first). */
+static const double *sort_w;
+static int by_weight(const void *a, const void *b)
+{
+  guint x = *(const guint *)a, y = *(const guint *)b;
+  if (sort_w[x] != sort_w[y]) return sort_w[x] > sort_w[y] ? -1 : 1;
+  return x < y ? -1 : x > y;
+}
+
+/* Which of @p J processes computes each item: every J-th without weights, else the
+ * heaviest first to the least loaded (ties: the lowest process), so that one size of
+ * a doubling sweep, as long as all the others together, gets a process of its own. */
+static int32_t *assign(guint n, int32_t J, const double *w)
+{
+  int32_t *owner = g_new(int32_t, MAX(n, 1));
+  if (w == NULL) {
+    for (guint i = 0; i < n; i++) owner[i] = (int32_t)(i % (guint)J);
+    return owner;
+  }
+  guint *order = g_new(guint, MAX(n, 1));
+  for (guint i = 0; i < n; i++) order[i] = i;
+  sort_w = w;
+  qsort(order, n, sizeof *order, by_weight);
+  double *load = g_new0(double, J);
+  for (guint r = 0; r < n; r++) {
+    int32_t best = 0;
+    for (int32_t k = 1; k < J; k++)
+      if (load[k] < load[best]) best = k;
+    owner[order[r]] = best;
+    load[best] += w[order[r]];
+  }
+  g_free(load);
+  g_free(order);
+  return owner;
+}
+
+/* The first item at or after @p i that process @p k computes, or @p n. */
+static guint next_of(const int32_t *owner, guint n, guint i, int32_t k)
+{
+  while (i < n && owner[i] != k) i++;
+  return i;
+}
+
+gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, void *user, const double *weight,
+                         void *out, GError **err)
 {
   int32_t J = (guint)MAX(jobs, 1) > n ? (int32_t)n : MAX(jobs, 1);
   if (J <= 1) {
@@ -347,11 +391,12 @@ gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, v
       if (getppid() != parent) _exit(1);
       for (int32_t i = 1; i < k; i++) close(fd[i]);
       close(sv[0]);
-      /* the items k, k + J, ... (J is known once every child is started: it comes first) */
+      /* its items (which, once the number of processes is known: it comes first) */
       int32_t size_all = 0;
       if (!recv_all(sv[1], &size_all, sizeof size_all) || size_all <= k) _exit(1);
+      int32_t *owner = assign(n, size_all, weight);
       guint8 *buf = g_malloc0(size ? size : 1);
-      for (guint i = (guint)k; i < n; i += (guint)size_all) {
+      for (guint i = next_of(owner, n, 0, k); i < n; i = next_of(owner, n, i + 1, k)) {
         GError *e = NULL;
         if (!fn(user, i, buf, &e)) {
           send_item_error(sv[1], i, e);
@@ -368,9 +413,10 @@ gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, v
     started++;
   }
   for (int32_t k = 1; k < started; k++) send_all(fd[k], &started, sizeof started);
+  int32_t *owner = assign(n, started, weight);
   GError *first = NULL;
   guint first_i = 0;
-  for (guint i = 0; i < n; i += (guint)started) {
+  for (guint i = next_of(owner, n, 0, 0); i < n; i = next_of(owner, n, i + 1, 0)) {
     GError *e = NULL;
     if (!fn(user, i, (guint8 *)out + (gsize)i * size, &e)) {
       keep_first(&first, &first_i, i, e);
@@ -378,7 +424,7 @@ gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, v
     }
   }
   for (int32_t k = 1; k < started; k++) {
-    guint next = (guint)k; /* the next item child k owes */
+    guint next = next_of(owner, n, 0, k); /* the next item child k owes */
     gboolean ended = FALSE; /* by an error of its own */
     for (;;) {
       item_header h;
@@ -398,7 +444,7 @@ gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, v
       }
       memcpy((guint8 *)out + (gsize)h.index * size, p, size);
       g_free(p);
-      next += (guint)started;
+      next = next_of(owner, n, next + 1, k);
     }
     close(fd[k]);
     int st = 0;
@@ -414,6 +460,7 @@ gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, v
                              "(run with --jobs 1 for one process)", started, k, how));
     }
   }
+  g_free(owner);
   g_free(fd);
   g_free(pid);
   if (first != NULL) {

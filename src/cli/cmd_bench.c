@@ -36,6 +36,9 @@
 /* ... about this many buffers of the size per member (input, output, scratch, the
  * in-place run's snapshot): what --jobs asks of available memory per process */
 #define CHECK_BUFFERS 4
+/* --jobs shares the sizes by expected cost: bytes, plus this for the fixed part of a
+ * simulation (a guess, which only moves which process runs a size, never a result) */
+#define SIZE_FIXED_COST (1024.0 * 1024.0)
 /* Most sizes of one sweep (nccl-tests' -i 1M from 8 B to 8 GiB would be 8,192). */
 #define MAX_SIZES 10000u
 
@@ -457,7 +460,12 @@ int sp_cmd_bench(int argc, char **argv)
     uint64_t s = g_array_index(todo, uint64_t, i);
     if (s <= CHECK_MAX_BYTES) need = MAX(need, (guint64)ranks * s * CHECK_BUFFERS);
   }
-  if (!sp_cli_jobs_map(jobs == 0 ? sp_cli_jobs_auto(need) : jobs, todo->len, sizeof(row), size_item, &z, rows->data, &err))
+  /* a size's expected cost: its bytes, and a fixed part (lowering, SimGrid's start) as
+   * if it moved SIZE_FIXED_COST more */
+  g_autofree double *weight = g_new(double, MAX(todo->len, 1));
+  for (guint i = 0; i < todo->len; i++) weight[i] = (double)g_array_index(todo, uint64_t, i) + SIZE_FIXED_COST;
+  if (!sp_cli_jobs_map(jobs == 0 ? sp_cli_jobs_auto(need) : jobs, todo->len, sizeof(row), size_item, &z, weight, rows->data,
+                       &err))
     return fail(err);
   for (guint i = 0; i < rows->len && check > 0 && unchecked_above == 0; i++)
     if (g_array_index(rows, row, i).bytes > CHECK_MAX_BYTES) unchecked_above = g_array_index(rows, row, i).bytes;

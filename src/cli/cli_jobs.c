@@ -318,11 +318,11 @@ static void keep_first(GError **first, guint *first_i, guint i, GError *e)
 }
 
 /* Items by weight, heaviest first (ties: lower index first). */
-static const double *sort_w;
-static int by_weight(const void *a, const void *b)
+static gint by_weight(gconstpointer a, gconstpointer b, gpointer weights)
 {
+  const double *w = weights;
   guint x = *(const guint *)a, y = *(const guint *)b;
-  if (sort_w[x] != sort_w[y]) return sort_w[x] > sort_w[y] ? -1 : 1;
+  if (w[x] != w[y]) return w[x] > w[y] ? -1 : 1;
   return x < y ? -1 : x > y;
 }
 
@@ -338,8 +338,7 @@ static int32_t *assign(guint n, int32_t J, const double *w)
   }
   guint *order = g_new(guint, MAX(n, 1));
   for (guint i = 0; i < n; i++) order[i] = i;
-  sort_w = w;
-  qsort(order, n, sizeof *order, by_weight);
+  g_qsort_with_data(order, (gint)n, sizeof *order, by_weight, (gpointer)w);
   double *load = g_new0(double, J);
   for (guint r = 0; r < n; r++) {
     int32_t best = 0;

@@ -198,10 +198,52 @@ static void jobs_close(sp_whatif_spread *s, int rc)
   g_free(j);
 }
 
+/* Fork @p want - 1 children, each joined to this process by a socket pair (fewer when
+ * a fork fails: the results are the same). This process: returns 0, fd[k] and pid[k]
+ * of each child k and *@p size the processes started. Child k: returns k, its socket in
+ * fd[0] (the others' closed) and *@p size once the parent has started them all. */
+static int32_t fork_children(int32_t want, int *fd, pid_t *pid, int32_t *size)
+{
+  fflush(stdout); /* nothing buffered is written twice */
+  fflush(stderr);
+  pid_t parent = getpid();
+  int32_t started = 1;
+  for (int32_t k = 1; k < want; k++) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) break;
+    pid_t p = fork();
+    if (p < 0) {
+      close(sv[0]);
+      close(sv[1]);
+      break;
+    }
+    if (p == 0) {
+#ifdef __linux__
+      prctl(PR_SET_PDEATHSIG, SIGTERM); /* the parent killed: no orphan keeps computing */
+#endif
+      if (getppid() != parent) _exit(1);
+      for (int32_t i = 1; i < k; i++) close(fd[i]);
+      close(sv[0]);
+      fd[0] = sv[1];
+      if (!recv_all(fd[0], size, sizeof *size) || *size <= k) _exit(1);
+      return k;
+    }
+    close(sv[1]);
+    fd[k] = sv[0];
+    pid[k] = p;
+    started++;
+  }
+  /* a child that cannot be told is found gone at its first exchange */
+  for (int32_t k = 1; k < started; k++) send_all(fd[k], &started, sizeof started);
+  *size = started;
+  return 0;
+}
+
 static const sp_cli_spread_ops jobs_ops = { jobs_failed, jobs_close };
 
 gboolean sp_cli_jobs_open(int32_t jobs, sp_whatif_spread **out, GError **err)
 {
+  (void)err;
   *out = NULL;
   if (jobs <= 1) return TRUE;
   spread_jobs *j = g_new0(spread_jobs, 1);
@@ -209,48 +251,9 @@ gboolean sp_cli_jobs_open(int32_t jobs, sp_whatif_spread **out, GError **err)
   j->fd = g_new(int, jobs);
   j->pid = g_new0(pid_t, jobs);
   for (int32_t k = 0; k < jobs; k++) j->fd[k] = -1;
-  fflush(stdout); /* nothing buffered is written twice */
-  fflush(stderr);
-  pid_t parent = getpid();
-  int32_t started = 1;
-  for (int32_t k = 1; k < jobs; k++) {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) break;
-    pid_t pid = fork();
-    if (pid < 0) {
-      close(sv[0]);
-      close(sv[1]);
-      break; /* fewer processes: the same result */
-    }
-    if (pid == 0) {
-#ifdef __linux__
-      prctl(PR_SET_PDEATHSIG, SIGTERM); /* rank 0 killed: no orphan keeps computing */
-#endif
-      if (getppid() != parent) _exit(1);
-      for (int32_t i = 1; i < k; i++) close(j->fd[i]);
-      close(sv[0]);
-      j->fd[0] = sv[1];
-      /* the size is known once every child is started: it comes first from rank 0 */
-      int32_t size = 0;
-      if (!recv_all(j->fd[0], &size, sizeof size) || size <= k) _exit(1);
-      j->s = (sp_whatif_spread){ .rank = k, .size = size, .gather = jobs_gather, .bcast = jobs_bcast, .user = j };
-      *out = &j->s;
-      return TRUE;
-    }
-    close(sv[1]);
-    j->fd[k] = sv[0];
-    j->pid[k] = pid;
-    started++;
-  }
-  j->s = (sp_whatif_spread){ .rank = 0, .size = started, .gather = jobs_gather, .bcast = jobs_bcast, .user = j };
-  for (int32_t k = 1; k < started; k++)
-    if (!send_all(j->fd[k], &started, sizeof started)) {
-      child_gone(j, k, err);
-      j->s.finished = FALSE;
-      jobs_close(&j->s, 1);
-      return FALSE;
-    }
-  if (started == 1) { /* no child could start: this process alone */
+  int32_t size = 1, rank = fork_children(jobs, j->fd, j->pid, &size);
+  j->s = (sp_whatif_spread){ .rank = rank, .size = size, .gather = jobs_gather, .bcast = jobs_bcast, .user = j };
+  if (size == 1) { /* no child could start: this process alone */
     jobs_close(&j->s, 0);
     return TRUE;
   }
@@ -370,48 +373,21 @@ gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, v
   }
   int *fd = g_new(int, J);
   pid_t *pid = g_new0(pid_t, J);
-  fflush(stdout);
-  fflush(stderr);
-  pid_t parent = getpid();
-  int32_t started = 1;
-  for (int32_t k = 1; k < J; k++) {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) break;
-    pid_t p = fork();
-    if (p < 0) {
-      close(sv[0]);
-      close(sv[1]);
-      break;
-    }
-    if (p == 0) {
-#ifdef __linux__
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-#endif
-      if (getppid() != parent) _exit(1);
-      for (int32_t i = 1; i < k; i++) close(fd[i]);
-      close(sv[0]);
-      /* its items (which, once the number of processes is known: it comes first) */
-      int32_t size_all = 0;
-      if (!recv_all(sv[1], &size_all, sizeof size_all) || size_all <= k) _exit(1);
-      int32_t *owner = assign(n, size_all, weight);
-      guint8 *buf = g_malloc0(size ? size : 1);
-      for (guint i = next_of(owner, n, 0, k); i < n; i = next_of(owner, n, i + 1, k)) {
-        GError *e = NULL;
-        if (!fn(user, i, buf, &e)) {
-          send_item_error(sv[1], i, e);
-          break; /* as one process would stop here */
-        }
-        item_header h = { i, 0, size };
-        if (!send_all(sv[1], &h, sizeof h) || !send_all(sv[1], buf, size)) break;
+  int32_t started = 1, rank = fork_children(J, fd, pid, &started);
+  if (rank > 0) { /* a child: its items, in order, then nothing else */
+    int32_t *mine = assign(n, started, weight);
+    guint8 *buf = g_malloc0(size ? size : 1);
+    for (guint i = next_of(mine, n, 0, rank); i < n; i = next_of(mine, n, i + 1, rank)) {
+      GError *e = NULL;
+      if (!fn(user, i, buf, &e)) {
+        send_item_error(fd[0], i, e);
+        break; /* as one process would stop here */
       }
-      _exit(0); /* the parent owns everything else: no cleanup, no buffered output */
+      item_header h = { i, 0, size };
+      if (!send_all(fd[0], &h, sizeof h) || !send_all(fd[0], buf, size)) break;
     }
-    close(sv[1]);
-    fd[k] = sv[0];
-    pid[k] = p;
-    started++;
+    _exit(0); /* the parent owns everything else: no cleanup, no buffered output */
   }
-  for (int32_t k = 1; k < started; k++) send_all(fd[k], &started, sizeof started);
   int32_t *owner = assign(n, started, weight);
   GError *first = NULL;
   guint first_i = 0;

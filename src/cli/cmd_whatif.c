@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "spsim/error.h"
 #include "spsim/whatif.h"
+#include "platform.h"
 #include "whatif_sim.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -193,6 +194,24 @@ static const char help_text[] =
   "fits (with or without --all), when --verify finds a mismatch, or on an error. A --layout that does\n"
   "not fit still prints its row and writes --json/--csv (fits: false).\n";
 
+/* Memory one what-if process holds per GPU of the platform, with room: the
+ * 16,384-GPU sweep peaks at 1.5 GiB (96 KiB per GPU), the 131,072-GPU one holds 7 GB
+ * (55 KiB per GPU) after 17 minutes and grows (bench/RESULTS.md, "Routed build" and
+ * "The 131,072-GPU sweep: where it stops"). */
+#define WHATIF_BYTES_PER_GPU ((guint64)128 << 10)
+
+/* The default -j: one process per processor, as many as available memory holds for
+ * the platform's size; one when the platform cannot be read (the what-if then says
+ * why). */
+static int32_t auto_jobs(const char *xml)
+{
+  sp_plat_desc *d = sp_plat_read(xml, NULL);
+  if (d == NULL) return 1;
+  guint64 need = (guint64)d->names->len * WHATIF_BYTES_PER_GPU;
+  sp_plat_desc_free(d);
+  return sp_cli_jobs_auto(need);
+}
+
 int sp_cmd_whatif(int argc, char **argv)
 {
   sp_whatif_opts o;
@@ -233,7 +252,7 @@ int sp_cmd_whatif(int argc, char **argv)
     { "routing", 0, 0, G_OPTION_ARG_STRING, &o.routing, "MoE token routing: uniform (default), zipf:S (expert popularity "
       "~ 1/rank^S, the popular experts on the first EP rank) or FILE (JSON list of per-expert token shares); the busiest "
       "EP rank sets the pace", "MODEL" },
-    { "jobs", 'j', 0, G_OPTION_ARG_INT, &jobs, "processes of this machine that share the sweep, as mpirun's ranks do (the same output, byte for byte; default 0: one per processor, at most one per 2 GiB of available memory; 1: this process alone)", "N" },
+    { "jobs", 'j', 0, G_OPTION_ARG_INT, &jobs, "processes of this machine that share the sweep, as mpirun's ranks do (the same output, byte for byte; default 0: one per processor, as many as available memory holds at 2 GiB or 128 KiB per GPU of the platform each; 1: this process alone)", "N" },
     { "lenient", 0, 0, G_OPTION_ARG_NONE, &o.lenient, "warn about unknown keys in the model file and unknown host properties in the platform instead of refusing them", NULL },
     { "debug-kill-worker", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &kill_worker, "testing aid: -j's worker process K dies (SIGKILL) before its first exchange", "K" },
     { "debug-corrupt-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &o.corrupt_rank, "testing aid: corrupt an output of global rank R after each --verify run", "R" },
@@ -273,7 +292,7 @@ int sp_cmd_whatif(int argc, char **argv)
     goto out;
   }
   /* the sweep spread over this machine's processors (one --layout: nothing to share) */
-  if (spread == NULL && o.layout == NULL && !sp_cli_jobs_open(jobs == 0 ? sp_cli_jobs_auto(0) : jobs, &spread, &err)) goto out;
+  if (spread == NULL && o.layout == NULL && !sp_cli_jobs_open(jobs == 0 ? auto_jobs(argv[1]) : jobs, &spread, &err)) goto out;
   if (kill_worker > 0 && spread != NULL && spread->rank == kill_worker) raise(SIGKILL);
   o.model_dirs = (const char *const *)dirs;
   o.report = report;

@@ -1,8 +1,12 @@
-/* The what-if spread over processes of this machine (`spsim PLATFORM.xml -j N`): the
- * exchanges of sp_whatif_spread, as under mpirun, between this process (rank 0) and
- * N - 1 children forked before the engine opens, one stream socket each. A message is
- * a header (tag, length) and its bytes; a child that fails sends its error instead of
- * data, and a child that dies is named by rank 0 with its exit status or signal. */
+/* Work spread over processes of this machine, children forked with one stream socket
+ * each:
+ *  - the what-if (`spsim PLATFORM.xml -j N`): the exchanges of sp_whatif_spread, as
+ *    under mpirun, between this process (rank 0) and N - 1 children forked before the
+ *    engine opens. A message is a header (tag, length) and its bytes; a child that fails
+ *    sends its error instead of data, and a child that dies is named by rank 0 with its
+ *    exit status or signal;
+ *  - independent items of plain data (`spsim bench --jobs N`, sp_cli_jobs_map): children
+ *    forked once the platform is loaded compute their share and send it back. */
 #define _GNU_SOURCE 1 /* MSG_NOSIGNAL, SOCK_CLOEXEC */
 #include "config.h"
 

@@ -91,28 +91,27 @@ static GBytes *recv_msg(int fd, uint32_t *tag)
   return g_bytes_new_take(p, h.len);
 }
 
-/* Rank 0: reap child @p k if it is this process's child (after the engine opens,
+/* Wait for child @p *pid where this process is its parent (after the engine opens,
  * rank 0 may carry on in a process of its own, sim_load.c: then its first process
- * reaps them); its wait status, or -1. */
-static int reap(spread_jobs *j, int32_t k)
+ * reaps them), forget it, and say how it ended. */
+static char *reap(pid_t *pid)
 {
   int st = 0;
-  pid_t r;
-  if (j->pid[k] <= 0) return -1;
-  while ((r = waitpid(j->pid[k], &st, 0)) < 0 && errno == EINTR)
-    ;
-  j->pid[k] = 0;
-  return r > 0 ? st : -1;
+  pid_t r = -1;
+  if (*pid > 0)
+    while ((r = waitpid(*pid, &st, 0)) < 0 && errno == EINTR)
+      ;
+  *pid = 0;
+  if (r > 0 && WIFSIGNALED(st))
+    return g_strdup_printf("was killed by signal %d (%s)", WTERMSIG(st), g_strsignal(WTERMSIG(st)));
+  if (r > 0 && WIFEXITED(st)) return g_strdup_printf("exited with status %d", WEXITSTATUS(st));
+  return g_strdup("stopped");
 }
 
 /* Rank 0: child @p k has gone; what became of it. */
 static gboolean child_gone(spread_jobs *j, int32_t k, GError **err)
 {
-  int st = reap(j, k);
-  g_autofree char *how = st < 0              ? g_strdup("stopped")
-                         : WIFSIGNALED(st)   ? g_strdup_printf("was killed by signal %d (%s)", WTERMSIG(st), g_strsignal(WTERMSIG(st)))
-                         : WIFEXITED(st)     ? g_strdup_printf("exited with status %d", WEXITSTATUS(st))
-                                             : g_strdup("stopped");
+  g_autofree char *how = reap(&j->pid[k]);
   g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "-j %d: worker process %d of the what-if %s before it was done "
               "(run with -j 1 for one process)", j->s.size, k, how);
   return FALSE;
@@ -195,7 +194,7 @@ static void jobs_close(sp_whatif_spread *s, int rc)
       }
       close(j->fd[k]);
     }
-    for (int32_t k = 1; k < s->size; k++) reap(j, k);
+    for (int32_t k = 1; k < s->size; k++) g_free(reap(&j->pid[k]));
   }
   g_free(j->fd);
   g_free(j->pid);
@@ -378,10 +377,10 @@ gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, v
   int *fd = g_new(int, J);
   pid_t *pid = g_new0(pid_t, J);
   int32_t started = 1, rank = fork_children(J, fd, pid, &started);
+  int32_t *owner = assign(n, started, weight);
   if (rank > 0) { /* a child: its items, in order, then nothing else */
-    int32_t *mine = assign(n, started, weight);
     guint8 *buf = g_malloc0(size ? size : 1);
-    for (guint i = next_of(mine, n, 0, rank); i < n; i = next_of(mine, n, i + 1, rank)) {
+    for (guint i = next_of(owner, n, 0, rank); i < n; i = next_of(owner, n, i + 1, rank)) {
       GError *e = NULL;
       if (!fn(user, i, buf, &e)) {
         send_item_error(fd[0], i, e);
@@ -392,7 +391,6 @@ gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, v
     }
     _exit(0); /* the parent owns everything else: no cleanup, no buffered output */
   }
-  int32_t *owner = assign(n, started, weight);
   GError *first = NULL;
   guint first_i = 0;
   for (guint i = next_of(owner, n, 0, 0); i < n; i = next_of(owner, n, i + 1, 0)) {
@@ -426,18 +424,11 @@ gboolean sp_cli_jobs_map(int32_t jobs, guint n, gsize size, sp_cli_item_fn fn, v
       next = next_of(owner, n, next + 1, k);
     }
     close(fd[k]);
-    int st = 0;
-    pid_t r;
-    while ((r = waitpid(pid[k], &st, 0)) < 0 && errno == EINTR)
-      ;
-    if (!ended && next < n) { /* it stopped before its items were done */
-      g_autofree char *how = r <= 0            ? g_strdup("stopped")
-                             : WIFSIGNALED(st) ? g_strdup_printf("was killed by signal %d (%s)", WTERMSIG(st), g_strsignal(WTERMSIG(st)))
-                                               : g_strdup_printf("exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    g_autofree char *how = reap(&pid[k]);
+    if (!ended && next < n) /* it stopped before its items were done */
       keep_first(&first, &first_i, next,
                  g_error_new(SP_ERROR, SP_ERROR_TRANSPORT, "--jobs %d: worker process %d %s before its share was done "
                              "(run with --jobs 1 for one process)", started, k, how));
-    }
   }
   g_free(owner);
   g_free(fd);

@@ -164,6 +164,7 @@ typedef struct {
   int check;
   double bfactor; /* nccl-tests' busbw factor */
   size_t esize;
+  const uint64_t *sizes; /* the sizes to run (sp_cli_jobs_map's items) */
 } sweep;
 
 /* The row of size @p s (at least one element per rank): NCCL's tuning model's
@@ -217,16 +218,11 @@ static gboolean bench_size(const sweep *w, uint64_t s, row *r, GError **err)
   return TRUE;
 }
 
-/* One sweep's sizes, for sp_cli_jobs_map. */
-typedef struct {
-  const sweep *w;
-  const uint64_t *sizes;
-} sized;
-
+/* Size @p i of the sweep @p user, for sp_cli_jobs_map. */
 static gboolean size_item(void *user, guint i, void *out, GError **err)
 {
-  const sized *z = user;
-  return bench_size(z->w, z->sizes[i], out, err);
+  const sweep *w = user;
+  return bench_size(w, w->sizes[i], out, err);
 }
 
 int sp_cmd_bench(int argc, char **argv)
@@ -453,7 +449,7 @@ int sp_cmd_bench(int argc, char **argv)
   g_autoptr(GArray) rows = g_array_new(FALSE, TRUE, sizeof(row));
   g_array_set_size(rows, todo->len);
   /* each size its own simulation from time 0: spread over processes, the same rows */
-  sized z = { &sw, (const uint64_t *)(const void *)todo->data };
+  sw.sizes = (const uint64_t *)(const void *)todo->data;
   /* by default as many processes as memory allows: --check holds every member's buffers */
   guint64 need = 0;
   for (guint i = 0; check > 0 && i < todo->len; i++) {
@@ -464,7 +460,7 @@ int sp_cmd_bench(int argc, char **argv)
    * if it moved SIZE_FIXED_COST more */
   g_autofree double *weight = g_new(double, MAX(todo->len, 1));
   for (guint i = 0; i < todo->len; i++) weight[i] = (double)g_array_index(todo, uint64_t, i) + SIZE_FIXED_COST;
-  if (!sp_cli_jobs_map(jobs == 0 ? sp_cli_jobs_auto(need) : jobs, todo->len, sizeof(row), size_item, &z, weight, rows->data,
+  if (!sp_cli_jobs_map(jobs == 0 ? sp_cli_jobs_auto(need) : jobs, todo->len, sizeof(row), size_item, &sw, weight, rows->data,
                        &err))
     return fail(err);
   for (guint i = 0; i < rows->len && check > 0 && unchecked_above == 0; i++)

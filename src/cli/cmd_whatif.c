@@ -205,6 +205,7 @@ static const char help_text[] =
  * why). */
 static int32_t auto_jobs(const char *xml)
 {
+  if (sp_cli_jobs_auto(0) <= 1) return 1; /* one processor, or little memory: no need to read it */
   sp_plat_desc *d = sp_plat_read(xml, NULL);
   if (d == NULL) return 1;
   guint64 need = (guint64)d->names->len * WHATIF_BYTES_PER_GPU;

@@ -10,9 +10,10 @@
 #   5. (not by default) sweep4k: the same sweep on 4,096 GPUs (--nodes 512);
 #      closed16k: the 16,384-GPU sweep's closed forms only (--simulate 0);
 #      sweep16k-np2: the 16,384-GPU sweep over mpirun -np 2 (outputs compared with
-#      sweep16k's when both run).
+#      sweep16k's when both run); bench256: spsim bench platforms/dgx.xml --ranks 256
+#      -b 8 -e 1G -f 2 (--jobs $JOBS when JOBS is set).
 # Usage: bench/speed.sh [path/to/spsim] [path/to/reference-spsim] [CASES...]
-#   CASES: default, 70b, 405b, sweep16k, sweep4k, closed16k, sweep16k-np2
+#   CASES: default, 70b, 405b, sweep16k, sweep4k, closed16k, sweep16k-np2, bench256
 #   (default: the first four).
 # LIMIT (environment): seconds allowed per command (default 900).
 # JOBS (environment): -j for the what-ifs (default: none, spsim's own default of one
@@ -124,6 +125,11 @@ for c in $cases; do
       fi
       timing "$c"
       echo "| default sweep llama3-405b, 16,384 GPUs, mpirun -np 2 | $wall | $mib | | $same |" ;;
+    bench256)
+      bj=""; [ -n "${JOBS:-}" ] && bj="--jobs $JOBS"
+      # shellcheck disable=SC2086
+      both "$c" bench "$src/platforms/dgx.xml" --ranks 256 -b 8 -e 1G -f 2 $bj
+      row "spsim bench, all-reduce on 256 ranks, 8 B to 1 GiB" "$c" ;;
     *) echo "bench/speed.sh: unknown case '$c'" >&2; exit 2 ;;
   esac
 done

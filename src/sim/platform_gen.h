@@ -125,12 +125,12 @@ typedef enum {
  *  name up in every zone): with a zone per node that is quadratic in the node count
  *  (bench/RESULTS.md, "Platform loading at scale": 2,048 nodes load in 13.9 s with node
  *  zones and 4.5 s with SU zones on a loaded 2-core VM, 16,384 nodes in over 11 minutes
- *  and 162 s). Up to this count the node zones keep every prediction as it was: across
- *  SUs, SU zones list a route's links in another order (SimGrid's Dijkstra puts the
- *  destination's side first), and contended collectives across SUs then move (a tree
- *  all-reduce of 512 ranks over 2 SUs by 11 %, bench/zones.sh). spsim itself builds a file
- *  it generated without SimGrid's parser (platform_routed.h), with the route order of the
- *  file's zones; the choice keeps the file loadable by SimGrid and its tools. */
+ *  and 162 s). Up to this count the generated files stay as they were. Both structures
+ *  give the same predictions (bench/zones.sh: across SUs a route lists the same links in
+ *  another order, which the engine's max-min solution does not depend on, sim_load.c).
+ *  spsim itself builds a file it generated without SimGrid's parser (platform_routed.h),
+ *  with the route order of the file's zones; the choice keeps the file loadable by
+ *  SimGrid and its tools. */
 #define SP_PLATFORM_NODE_ZONES_MAX 2048
 
 /** Options of sp_platform_dgx_xml. */

@@ -21,18 +21,30 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-static void test_extrapolation(void)
+/* One pricer for every test: SimGrid holds one platform per process. 256 DGX H100
+ * nodes (2,048 GPUs). */
+static sp_whatif_pricer *shared;
+
+static sp_whatif_pricer *pricer(void)
 {
+  if (shared != NULL) return shared;
   sp_platform_opts o;
   sp_platform_opts_init(&o);
   o.nodes = 256;
   o.gpu = SP_GPU_H100;
   GError *err = NULL;
   char *path = platform_file(&o);
-  sp_whatif_pricer *p = sp_whatif_pricer_new(path, 8, FALSE, &err);
+  shared = sp_whatif_pricer_new(path, 8, FALSE, &err);
   g_unlink(path);
   g_free(path);
   g_assert_no_error(err);
+  return shared;
+}
+
+static void test_extrapolation(void)
+{
+  GError *err = NULL;
+  sp_whatif_pricer *p = pricer();
 
   for (int k = 0; k < 2; k++) {
     sp_comm c = { .coll = k == 0 ? SP_COLL_ALL_GATHER : SP_COLL_REDUCE_SCATTER, .n = 2048, .stride = 1 };
@@ -65,12 +77,65 @@ static void test_extrapolation(void)
     g_test_message("direct simulation of 6 GiB: %.6g s; extrapolated %.6g s", direct, prev);
     g_assert_cmpfloat(fabs(prev - direct), <=, 0.02 * direct);
   }
-  sp_whatif_pricer_free(p);
+}
+
+/* Large trees and rings are priced on the line through three smaller groups' times
+ * against the tree's depth or the ring's length (whatif_sim.c, by_line). The expectation
+ * is the engine's direct simulation of the full group with the same algorithm and
+ * protocol: within 0.5 % where the line is used, and the line is used only where the
+ * smaller groups' slopes agree (where they do not, that price is the simulation itself). */
+static void test_by_line(void)
+{
+  GError *err = NULL;
+  sp_whatif_pricer *p = pricer();
+  const struct {
+    sp_coll coll;
+    int32_t n, stride, line_max;
+    uint64_t bytes;
+    sp_algo algo;
+    gboolean line;
+  } cases[] = {
+    { SP_COLL_ALL_REDUCE, 256, 8, 256, 32 * MiB, SP_ALGO_TREE, TRUE },   /* one GPU per node, 8 siblings: from 8, 16, 32 */
+    { SP_COLL_ALL_REDUCE, 192, 8, 256, 32 * MiB, SP_ALGO_TREE, TRUE },   /* not a power of two: from 6, 12 and 24 */
+    { SP_COLL_ALL_REDUCE, 2048, 1, 256, 32 * MiB, SP_ALGO_TREE, TRUE },  /* 8 per node (a chain each): from 64, 128, 256 */
+    { SP_COLL_ALL_REDUCE, 256, 8, 512, 64 * MiB, SP_ALGO_TREE, FALSE },  /* slopes of 285 and 206 us per level: simulated */
+    { SP_COLL_ALL_GATHER, 2048, 1, 1024, 4 * MiB, SP_ALGO_RING, TRUE }, /* 8 rings across nodes: from 256, 512, 1024 */
+    /* one ring over one GPU per node: 3.94 and 3.19 us per member (the bytes per step
+     * still count): simulated */
+    { SP_COLL_REDUCE_SCATTER, 256, 8, 1024, 32 * MiB, SP_ALGO_RING, FALSE },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    sp_comm c = { .coll = cases[i].coll, .n = cases[i].n, .stride = cases[i].stride, .bytes = cases[i].bytes };
+    sp_algo a;
+    sp_proto pr;
+    g_assert_true(sp_whatif_engine_choose(&c, 8, c.bytes, &a, &pr, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(a, ==, cases[i].algo); /* NCCL's model picks it at this size */
+    sp_whatif_pricer_set_line_max(p, cases[i].line_max);
+    guint before = sp_whatif_pricer_by_line(p);
+    double t = 0, direct = 0;
+    g_assert_true(sp_whatif_pricer_price(p, &c, &t, &err));
+    g_assert_no_error(err);
+    g_assert_true(sp_whatif_engine_simulate_as(&c, 8, FALSE, c.bytes, a, pr, &direct, &err));
+    g_assert_no_error(err);
+    g_test_message("%s/%s of %d members, stride %d, %" G_GUINT64_FORMAT " MiB: priced %.6g s, simulated %.6g s",
+                   sp_coll_name(c.coll), sp_algo_name(a), c.n, c.stride, c.bytes / MiB, t, direct);
+    if (cases[i].line) {
+      g_assert_cmpuint(sp_whatif_pricer_by_line(p), ==, before + 1);
+      g_assert_cmpfloat(fabs(t - direct), <=, 0.005 * direct);
+    } else {
+      g_assert_cmpfloat(t, ==, direct); /* a grid point, simulated */
+    }
+  }
+  sp_whatif_pricer_set_line_max(p, 0);
 }
 
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/whatif-price/extrapolation", test_extrapolation);
-  return g_test_run();
+  g_test_add_func("/whatif-price/by-line", test_by_line);
+  int rc = g_test_run();
+  sp_whatif_pricer_free(shared);
+  return rc;
 }

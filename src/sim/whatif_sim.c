@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "spsim/coll.h"
+#include "spsim/dbtree.h"
 #include "spsim/error.h"
 #include "spsim/step.h"
 #include "platform.h"
@@ -148,6 +149,9 @@ typedef struct {
   gboolean noting;         /* note(): misses are noted, not priced */
   GHashTable *noted_set;   /* price_key, while noting */
   GArray *noted;           /* price_key, in the order first asked for */
+  int32_t line_max;        /* groups above this many simulated ranks: on a line (0: LINE_SIM_MAX) */
+  guint by_line;           /* prices drawn from such lines */
+  GHashTable *lines;       /* price_key -> double*: those prices, kept */
 } wi_engine;
 
 /* A priced point: (collective, group size, stride, bytes, algorithm and protocol given,
@@ -183,6 +187,7 @@ static void wi_engine_free(gpointer p)
   g_free(e->xml);
   if (e->cache) g_hash_table_destroy(e->cache);
   if (e->choice) g_hash_table_destroy(e->choice);
+  if (e->lines) g_hash_table_destroy(e->lines);
   if (e->noted_set) g_hash_table_destroy(e->noted_set);
   if (e->noted) g_array_unref(e->noted);
   g_free(e);
@@ -271,6 +276,120 @@ static gboolean engine_choice(wi_engine *e, const sp_comm *c, sp_algo *algo, sp_
   return TRUE;
 }
 
+/* Large trees and rings are priced from smaller ones of the same shape (by_line): the
+ * simulation of a group grows faster than its size, from 1-3 s for 4,096 simulated ranks
+ * to 13-29 s for a tree of 16,384 and 90-136 s of 32,768 (bench/RESULTS.md, "The
+ * 131,072-GPU sweep"), a ring all-gather from 1.6 s at 16,384 members to 11.9 s at
+ * 32,768, and a sweep of 131,072 GPUs needs groups of all of them. Simulated ranks: the
+ * group's members times the sibling groups that run beside it. */
+#define LINE_SIM_MAX 4096
+
+/* Largest relative difference between the two slopes of the three smaller groups for the
+ * line to be used (they agree to 1e-4 or better where the time is affine, and differ by
+ * tens of percent where it is not yet). */
+#define LINE_SLOPE_TOL 0.01
+
+/* The deepest member of any instance of NCCL's double binary tree over @p n members
+ * in nodes of @p block (the two trees alternate over the instances). */
+static int32_t tree_depth(int32_t n, int32_t block)
+{
+  return MAX(sp_dbtree_depth_max(n, block, 0), sp_dbtree_depth_max(n, block, 1));
+}
+
+/* A group of more than @p sim_max simulated ranks, from the same collective (stride,
+ * bytes, algorithm, protocol, members per node and sibling groups) on n / 2^j, n / 2^(j+1)
+ * and n / 2^(j+2) members (the largest within @p sim_max), as a line in x:
+ * - TREE all-reduce, x = the tree's depth H: its lowering (lower_dbtree.c) runs C + 2H + 1
+ *   lock-step phases for C chunks, and once the tree spans enough of the fat tree each
+ *   level it gains adds phases of one cost. Measured on `spsim platform dgx --nodes
+ *   16384`, LL128, one member per node: at 32 MiB 256 to 16,384 members (H 8 to 14) on
+ *   one line to 0.01 us, members that are not a power of two (1,536 to 12,288: the depth
+ *   of the next one) within 0.1 % of it; at 64 MiB from 512 members on, not below (256
+ *   members add 828 us, 512 430 us, every level after 379.02 us).
+ * - RING all-gather, reduce-scatter and all-reduce, x = n: n - 1 (twice n - 1) steps of
+ *   one cost once a step's share of the bytes is small (all-gather of 32 MiB, LL128, 8
+ *   members per node: 1,024 to 32,768 members at 1.45714-1.45719 us per member).
+ * The line is used only where the three smaller groups' slopes agree (LINE_SLOPE_TOL).
+ * @return TRUE with *@p done FALSE where it is not (n without such a triple, slopes that
+ * disagree): the caller simulates. */
+static gboolean by_line(wi_engine *e, const sp_comm *c, int32_t sim_max, int32_t nb, uint64_t bytes, sp_algo algo,
+                        sp_proto proto, double *t, GError **err, gboolean *done)
+{
+  *done = FALSE;
+  sp_coll_spec cs;
+  sp_comm_coll_spec(c, e->gpus_per_node, bytes, &cs);
+  int32_t B = algo == SP_ALGO_TREE ? sp_dbtree_block(c->n, cs.channel_block) : MAX(cs.channel_block, 1);
+  int32_t j = 1;
+  while ((int64_t)(c->n >> j) * nb > sim_max) j++;
+  /* the three smaller groups in whole nodes of B members, over three nodes or more
+   * (NCCL's tree bandwidth is the same from three nodes on: tuning.c, nccl_tree_busbw) */
+  if (c->n % ((int64_t)B << (j + 2)) != 0 || (c->n >> (j + 2)) / B < 3) return TRUE;
+  sp_comm r[3];
+  double tr[3], xr[3];
+  for (int i = 0; i < 3; i++) {
+    r[i] = *c;
+    r[i].n = c->n >> (j + i);
+    if (!engine_point(e, &r[i], bytes, algo, proto, &tr[i], err)) return FALSE;
+  }
+  if (e->noting) { *done = TRUE; *t = 0.0; return TRUE; }
+  double x = algo == SP_ALGO_TREE ? tree_depth(c->n, B) : c->n;
+  for (int i = 0; i < 3; i++) xr[i] = algo == SP_ALGO_TREE ? tree_depth(r[i].n, B) : r[i].n;
+  if (xr[0] <= xr[1] || xr[1] <= xr[2]) return TRUE;
+  double s01 = (tr[0] - tr[1]) / (xr[0] - xr[1]), s12 = (tr[1] - tr[2]) / (xr[1] - xr[2]);
+  if (!(fabs(s01 - s12) <= LINE_SLOPE_TOL * fabs(s01)) || !(s01 > 0)) return TRUE;
+  *t = tr[0] + s01 * (x - xr[0]);
+  *done = TRUE;
+  e->by_line++;
+  if (g_getenv("SPSIM_DEBUG_PRICE"))
+    fprintf(stderr, "price %s %s/%s n=%d stride=%d bytes=%" G_GUINT64_FORMAT " -> %.6g s (line from %d, %d and %d members)\n",
+            sp_coll_name(c->coll), sp_algo_name(algo), sp_proto_name(proto), c->n, c->stride, bytes, *t, r[2].n, r[1].n,
+            r[0].n);
+  return TRUE;
+}
+
+/* engine_point, with large trees and rings on their line where they can be. */
+static gboolean engine_price(wi_engine *e, const sp_comm *c, uint64_t bytes, sp_algo algo, sp_proto proto, double *t,
+                             GError **err)
+{
+  int32_t sim_max = e->line_max > 0 ? e->line_max : LINE_SIM_MAX;
+  int32_t nb = MIN(MAX(c->stride, 1), MAX(e->gpus_per_node, 1));
+  gboolean ring_coll = c->coll == SP_COLL_ALL_REDUCE || c->coll == SP_COLL_ALL_GATHER || c->coll == SP_COLL_REDUCE_SCATTER;
+  /* where the siblings do not fit, the group runs alone (sp_whatif_engine_simulate_as)
+   * and smaller groups would not: simulated as it is */
+  gboolean fits = (int64_t)(c->n - 1) * c->stride + nb <= sp_sim_num_hosts();
+  if (ring_coll && fits && (int64_t)c->n * nb > sim_max) {
+    sp_algo a = algo;
+    sp_proto p = proto;
+    if (a == SP_ALGO_AUTO || p == SP_PROTO_AUTO) {
+      sp_comm at = *c;
+      at.bytes = bytes;
+      if (!engine_choice(e, &at, &a, &p, err)) return FALSE;
+      if (algo != SP_ALGO_AUTO) a = algo;
+      if (proto != SP_PROTO_AUTO) p = proto;
+    }
+    if (a == SP_ALGO_RING || (a == SP_ALGO_TREE && c->coll == SP_COLL_ALL_REDUCE)) {
+      price_key key;
+      memset(&key, 0, sizeof key);
+      key.coll = (int32_t)c->coll;
+      key.n = c->n;
+      key.stride = c->stride;
+      key.bytes = bytes;
+      key.algo = (int32_t)a;
+      key.proto = (int32_t)p;
+      const double *hit = e->lines ? g_hash_table_lookup(e->lines, &key) : NULL;
+      if (hit != NULL) { *t = *hit; return TRUE; }
+      gboolean done;
+      if (!by_line(e, c, sim_max, nb, bytes, a, p, t, err, &done)) return FALSE;
+      if (done && !e->noting) {
+        if (e->lines == NULL) e->lines = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, g_free);
+        g_hash_table_insert(e->lines, g_memdup2(&key, sizeof key), g_memdup2(t, sizeof *t));
+      }
+      if (done) return TRUE;
+    }
+  }
+  return engine_point(e, c, bytes, algo, proto, t, err);
+}
+
 static gboolean wi_price(void *user, const sp_comm *c, double *seconds, GError **err)
 {
   wi_engine *e = user;
@@ -283,9 +402,9 @@ static gboolean wi_price(void *user, const sp_comm *c, double *seconds, GError *
     lo = ENGINE_MAX_BYTES / 2;
     if (!engine_choice(e, c, &algo, &proto, err)) return FALSE;
   }
-  if (lo == c->bytes || lo < 4096) return engine_point(e, c, c->bytes, algo, proto, seconds, err);
+  if (lo == c->bytes || lo < 4096) return engine_price(e, c, c->bytes, algo, proto, seconds, err);
   double tl, th;
-  if (!engine_point(e, c, lo, algo, proto, &tl, err) || !engine_point(e, c, 2 * lo, algo, proto, &th, err))
+  if (!engine_price(e, c, lo, algo, proto, &tl, err) || !engine_price(e, c, 2 * lo, algo, proto, &th, err))
     return FALSE;
   *seconds = tl + (th - tl) * ((double)c->bytes - (double)lo) / (double)lo;
   if (!(*seconds >= 0) || !isfinite(*seconds)) { /* a line that falls: never a price */
@@ -322,6 +441,16 @@ sp_whatif_pricer *sp_whatif_pricer_new(const char *xml, int32_t gpus_per_node, g
 gboolean sp_whatif_pricer_price(sp_whatif_pricer *p, const sp_comm *c, double *seconds, GError **err)
 {
   return wi_price(&p->e, c, seconds, err);
+}
+
+void sp_whatif_pricer_set_line_max(sp_whatif_pricer *p, int32_t ranks)
+{
+  p->e.line_max = ranks;
+}
+
+guint sp_whatif_pricer_by_line(const sp_whatif_pricer *p)
+{
+  return p->e.by_line;
 }
 
 void sp_whatif_pricer_free(sp_whatif_pricer *p)

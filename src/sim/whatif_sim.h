@@ -83,6 +83,15 @@ typedef struct sp_whatif_pricer sp_whatif_pricer;
 sp_whatif_pricer *sp_whatif_pricer_new(const char *xml, int32_t gpus_per_node, gboolean step_fidelity, GError **err);
 /** Price collective @p c (its bytes in the sp_whatif_engine_simulate convention). */
 gboolean sp_whatif_pricer_price(sp_whatif_pricer *p, const sp_comm *c, double *seconds, GError **err);
+/**
+ * Price tree all-reduces and ring all-reduces, all-gathers and reduce-scatters of more
+ * than @p ranks simulated ranks (members times sibling groups) on the line through three
+ * smaller groups of the same shape, where their times lie on one (default 4,096; tests
+ * set it lower to check the line against the simulation).
+ */
+void sp_whatif_pricer_set_line_max(sp_whatif_pricer *p, int32_t ranks);
+/** How many prices sp_whatif_pricer_price drew from such lines so far (grid points). */
+guint sp_whatif_pricer_by_line(const sp_whatif_pricer *p);
 void sp_whatif_pricer_free(sp_whatif_pricer *p);
 
 /**

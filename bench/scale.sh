@@ -9,7 +9,10 @@
 #      spsim PLATFORM --model llama3-405b --global-batch 16M --layout tp=8,pp=16,dp=128,zero=1,ckpt=full
 #      (Llama 3's 16M-token batch; a layout that fits in 80 GiB);
 #   4. at 16,384 nodes (131,072 GPUs), an all-reduce of 1 GiB on every GPU (flow
-#      fidelity): spsim bench PLATFORM --coll all-reduce --ranks 131072 --sizes 1G.
+#      fidelity): spsim bench PLATFORM --coll all-reduce --ranks 131072 --sizes 1G;
+#   5. with SWEEP=1 (environment), at every node count, the default sweep of
+#      llama3-405b in one process: spsim PLATFORM --model llama3-405b -j 1 (about 1.2,
+#      2.5 and 6 minutes at 128, 2,048 and 16,384 nodes on 2 cores; LIMIT applies).
 # Usage: bench/scale.sh [path/to/spsim] [NODES...]   (default: 128 2048 16384)
 # ZONES (environment): node, su or auto (default), passed as spsim platform dgx --zones.
 # ALGO (environment): the 131,072-rank all-reduce's --algo (default auto: NCCL's choice;
@@ -61,6 +64,9 @@ for n in $nodes; do
   fi
   if [ "$n" -eq 16384 ]; then
     timed "all-reduce 1 GiB on $gpus ranks (flow, --algo $algo)" "$bin" bench "$p" --coll all-reduce --ranks "$gpus" --sizes 1G --algo "$algo"
+  fi
+  if [ "${SWEEP:-0}" = 1 ]; then
+    timed "default sweep llama3-405b on $gpus GPUs (-j 1)" "$bin" "$p" --model llama3-405b -j 1
   fi
   rm -f "$p"
 done

@@ -194,11 +194,12 @@ static const char help_text[] =
   "fits (with or without --all), when --verify finds a mismatch, or on an error. A --layout that does\n"
   "not fit still prints its row and writes --json/--csv (fits: false).\n";
 
-/* Memory one what-if process holds per GPU of the platform, with room: the
- * 16,384-GPU sweep peaks at 1.5 GiB (96 KiB per GPU), the 131,072-GPU one holds 7 GB
- * (55 KiB per GPU) after 17 minutes and grows (bench/RESULTS.md, "Routed build" and
- * "The 131,072-GPU sweep: where it stops"). */
-#define WHATIF_BYTES_PER_GPU ((guint64)128 << 10)
+/* Memory one what-if process holds per GPU of the platform, with room: the default
+ * sweep of llama3-405b peaks at 0.92 GiB on 16,384 GPUs (under the 2 GiB floor) and 2.2
+ * GiB on 131,072 (17.5 KiB per GPU; 1.7 GiB per process with -j 2) since large groups are
+ * priced on their line (bench/RESULTS.md, "Large groups on a line"): 32 KiB per GPU is
+ * 4 GiB there. */
+#define WHATIF_BYTES_PER_GPU ((guint64)32 << 10)
 
 /* The default -j: one process per processor, as many as available memory holds for
  * the platform's size; one when the platform cannot be read (the what-if then says
@@ -253,7 +254,7 @@ int sp_cmd_whatif(int argc, char **argv)
     { "routing", 0, 0, G_OPTION_ARG_STRING, &o.routing, "MoE token routing: uniform (default), zipf:S (expert popularity "
       "~ 1/rank^S, the popular experts on the first EP rank) or FILE (JSON list of per-expert token shares); the busiest "
       "EP rank sets the pace", "MODEL" },
-    { "jobs", 'j', 0, G_OPTION_ARG_INT, &jobs, "processes of this machine that share the sweep, as mpirun's ranks do (the same output, byte for byte; default 0: one per processor, as many as available memory holds at 2 GiB or 128 KiB per GPU of the platform each; 1: this process alone)", "N" },
+    { "jobs", 'j', 0, G_OPTION_ARG_INT, &jobs, "processes of this machine that share the sweep, as mpirun's ranks do (the same output, byte for byte; default 0: one per processor, as many as available memory holds at 2 GiB or 32 KiB per GPU of the platform each; 1: this process alone)", "N" },
     { "lenient", 0, 0, G_OPTION_ARG_NONE, &o.lenient, "warn about unknown keys in the model file and unknown host properties in the platform instead of refusing them", NULL },
     { "debug-kill-worker", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &kill_worker, "testing aid: -j's worker process K dies (SIGKILL) before its first exchange", "K" },
     { "debug-corrupt-rank", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &o.corrupt_rank, "testing aid: corrupt an output of global rank R after each --verify run", "R" },

@@ -180,6 +180,21 @@ static gboolean price_key_equal(gconstpointer a, gconstpointer b)
          x->proto == y->proto;
 }
 
+/* The key of @p c at @p bytes run with @p algo and @p proto (zeroed first: padding too,
+ * since keys travel between processes). */
+static price_key price_key_of(const sp_comm *c, uint64_t bytes, sp_algo algo, sp_proto proto)
+{
+  price_key key;
+  memset(&key, 0, sizeof key);
+  key.coll = (int32_t)c->coll;
+  key.n = c->n;
+  key.stride = c->stride;
+  key.bytes = bytes;
+  key.algo = (int32_t)algo;
+  key.proto = (int32_t)proto;
+  return key;
+}
+
 static void wi_engine_free(gpointer p)
 {
   wi_engine *e = p;
@@ -211,14 +226,7 @@ static gboolean wi_open(void *user, const sp_step_ctx *c, GError **err)
 static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, sp_algo algo, sp_proto proto, double *t,
                              GError **err)
 {
-  price_key key;
-  memset(&key, 0, sizeof key); /* padding too: keys travel between processes */
-  key.coll = (int32_t)c->coll;
-  key.n = c->n;
-  key.stride = c->stride;
-  key.bytes = bytes;
-  key.algo = (int32_t)algo;
-  key.proto = (int32_t)proto;
+  price_key key = price_key_of(c, bytes, algo, proto);
   double *hit = g_hash_table_lookup(e->cache, &key);
   if (hit != NULL) { *t = *hit; return TRUE; }
   if (e->noting) {
@@ -255,12 +263,7 @@ static gboolean engine_point(wi_engine *e, const sp_comm *c, uint64_t bytes, sp_
 /* The algorithm and protocol chosen for @p c at its size, cached per size. */
 static gboolean engine_choice(wi_engine *e, const sp_comm *c, sp_algo *algo, sp_proto *proto, GError **err)
 {
-  price_key key;
-  memset(&key, 0, sizeof key);
-  key.coll = (int32_t)c->coll;
-  key.n = c->n;
-  key.stride = c->stride;
-  key.bytes = c->bytes;
+  price_key key = price_key_of(c, c->bytes, SP_ALGO_AUTO, SP_PROTO_AUTO);
   if (e->choice == NULL) e->choice = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, g_free);
   const price_key *hit = g_hash_table_lookup(e->choice, &key);
   if (hit == NULL) {
@@ -368,14 +371,7 @@ static gboolean engine_price(wi_engine *e, const sp_comm *c, uint64_t bytes, sp_
       if (proto != SP_PROTO_AUTO) p = proto;
     }
     if (a == SP_ALGO_RING || (a == SP_ALGO_TREE && c->coll == SP_COLL_ALL_REDUCE)) {
-      price_key key;
-      memset(&key, 0, sizeof key);
-      key.coll = (int32_t)c->coll;
-      key.n = c->n;
-      key.stride = c->stride;
-      key.bytes = bytes;
-      key.algo = (int32_t)a;
-      key.proto = (int32_t)p;
+      price_key key = price_key_of(c, bytes, a, p);
       const double *hit = e->lines ? g_hash_table_lookup(e->lines, &key) : NULL;
       if (hit != NULL) { *t = *hit; return TRUE; }
       gboolean done;

@@ -130,11 +130,47 @@ static void test_by_line(void)
   sp_whatif_pricer_set_line_max(p, 0);
 }
 
+/* A mixed cluster (32 H100 nodes, then 32 A100 nodes): a group spanning both kinds is
+ * never priced from smaller groups, which on the first hosts see only H100s. Its own
+ * process: SimGrid holds one platform per process. */
+static void test_by_line_mixed(void)
+{
+  if (g_test_subprocess()) {
+    sp_platform_opts o;
+    sp_platform_opts_init(&o);
+    GError *err = NULL;
+    g_assert_true(sp_platform_mix_parse("h100:32,a100:32", &o, &err));
+    o.nodes = 64;
+    g_assert_no_error(err);
+    char *path = platform_file(&o);
+    sp_whatif_pricer *p = sp_whatif_pricer_new(path, 8, FALSE, &err);
+    g_unlink(path);
+    g_free(path);
+    g_assert_no_error(err);
+    sp_whatif_pricer_set_line_max(p, 256); /* 64 members x 8 siblings: from 8, 16 and 32 (H100s only) */
+    sp_comm c = { .coll = SP_COLL_ALL_REDUCE, .n = 64, .stride = 8, .bytes = 32 * MiB };
+    sp_algo a;
+    sp_proto pr;
+    double t = 0, direct = 0;
+    g_assert_true(sp_whatif_engine_choose(&c, 8, c.bytes, &a, &pr, &err));
+    g_assert_true(sp_whatif_pricer_price(p, &c, &t, &err));
+    g_assert_true(sp_whatif_engine_simulate_as(&c, 8, FALSE, c.bytes, a, pr, &direct, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(sp_whatif_pricer_by_line(p), ==, 0);
+    g_assert_cmpfloat(t, ==, direct);
+    sp_whatif_pricer_free(p);
+    return;
+  }
+  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_test_trap_assert_passed();
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/whatif-price/extrapolation", test_extrapolation);
   g_test_add_func("/whatif-price/by-line", test_by_line);
+  g_test_add_func("/whatif-price/by-line-mixed", test_by_line_mixed);
   int rc = g_test_run();
   sp_whatif_pricer_free(shared);
   return rc;

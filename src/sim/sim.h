@@ -119,6 +119,9 @@ const char *sp_sim_platform_path(void);
 const char *sp_sim_gpu_model(void);
 /** @return the number of hosts (GPUs) of the loaded platform, 0 before sp_sim_init. */
 int32_t sp_sim_num_hosts(void);
+/** TRUE when every host of the loaded platform computes as the first (speed, memory
+ *  bandwidth, latencies of local steps and collectives, its "gpu" property). */
+gboolean sp_sim_hosts_alike(void);
 /** @return the name of host @p i (declaration order), or NULL when out of range. */
 const char *sp_sim_host_name(int32_t i);
 

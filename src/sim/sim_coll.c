@@ -621,6 +621,21 @@ static gboolean same_host_kind(int32_t a, int32_t b)
          g_sim.local_lat[a] == g_sim.local_lat[b] && g_sim.coll_lat[a] == g_sim.coll_lat[b];
 }
 
+gboolean sp_sim_hosts_alike(void)
+{
+  if (!g_sim.ready)
+    return FALSE;
+  const char *gpu0 = sg_host_get_property_value(g_sim.hosts[0], "gpu");
+  for (int32_t i = 1; i < g_sim.nhosts; i++) {
+    if (!same_host_kind(0, i))
+      return FALSE;
+    const char *gpu = sg_host_get_property_value(g_sim.hosts[i], "gpu");
+    if (g_strcmp0(gpu0, gpu) != 0)
+      return FALSE;
+  }
+  return TRUE;
+}
+
 /* Are groups 1.. of @p specs images of group 0 under a symmetry of the platform (see
  * sp_sim_coll_groups_time)? Walks the routes between every ordered pair of members of
  * every group against group 0's, position by position: group g maps each link a of group

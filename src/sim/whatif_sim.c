@@ -151,6 +151,7 @@ typedef struct {
   GArray *noted;           /* price_key, in the order first asked for */
   int32_t line_max;        /* groups above this many simulated ranks: on a line (0: LINE_SIM_MAX) */
   guint by_line;           /* prices drawn from such lines */
+  int alike;               /* the platform's hosts all alike: 1, not: 0, not known yet: -1 */
   GHashTable *lines;       /* price_key -> double*: those prices, kept */
 } wi_engine;
 
@@ -361,6 +362,11 @@ static gboolean engine_price(wi_engine *e, const sp_comm *c, uint64_t bytes, sp_
    * and smaller groups would not: simulated as it is */
   gboolean fits = (int64_t)(c->n - 1) * c->stride + nb <= sp_sim_num_hosts();
   if (ring_coll && fits && (int64_t)c->n * nb > sim_max) {
+    /* in a mixed cluster the smaller groups, on the first hosts, may not see the kinds
+     * of GPU and NIC the whole group spans: simulated */
+    if (e->alike < 0) e->alike = sp_sim_hosts_alike() ? 1 : 0;
+  }
+  if (ring_coll && fits && e->alike == 1 && (int64_t)c->n * nb > sim_max) {
     sp_algo a = algo;
     sp_proto p = proto;
     if (a == SP_ALGO_AUTO || p == SP_PROTO_AUTO) {
@@ -430,6 +436,7 @@ sp_whatif_pricer *sp_whatif_pricer_new(const char *xml, int32_t gpus_per_node, g
   p->e.gpus_per_node = gpus_per_node;
   p->e.step_fidelity = step_fidelity;
   p->e.opened = TRUE;
+  p->e.alike = -1;
   p->e.cache = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, g_free);
   return p;
 }
@@ -609,6 +616,7 @@ sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError
   e->xml = g_strdup(xml);
   e->hosts = plat.hosts;
   e->step_fidelity = o->fidelity != NULL && strcmp(o->fidelity, "step") == 0;
+  e->alike = -1;
   e->cache = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, g_free);
   sp_whatif_engine eng = { .open = wi_open, .price = wi_price, .simulate = wi_simulate,
                            .comm_slowdown = SP_STEPSIM_COMM_SLOWDOWN, .note = wi_note, .take_noted = wi_take_noted,

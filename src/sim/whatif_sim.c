@@ -84,6 +84,16 @@ gboolean sp_whatif_engine_choose(const sp_comm *c, int32_t gpus_per_node, uint64
   return ok;
 }
 
+/* How many groups sp_whatif_engine_simulate_as runs for @p c: the group of rank 0 and its
+ * siblings on the same nodes, min(stride, GPUs per node), or the first alone where the
+ * siblings do not fit the platform. */
+static int32_t sibling_groups(const sp_comm *c, int32_t gpus_per_node)
+{
+  int32_t n = c->coll == SP_COLL_SEND_RECV ? 2 : c->n;
+  int32_t nb = MIN(c->stride, gpus_per_node);
+  return (int64_t)(n - 1) * c->stride + nb <= sp_sim_num_hosts() ? nb : 1;
+}
+
 gboolean sp_whatif_engine_simulate_as(const sp_comm *c, int32_t gpus_per_node, gboolean step_fidelity,
                                       uint64_t bytes, sp_algo algo, sp_proto proto, double *seconds, GError **err)
 {
@@ -97,12 +107,8 @@ gboolean sp_whatif_engine_simulate_as(const sp_comm *c, int32_t gpus_per_node, g
     return FALSE;
   }
   int32_t n = c->coll == SP_COLL_SEND_RECV ? 2 : c->n;
-  int32_t nb = MIN(c->stride, gpus_per_node);
+  int32_t nb = sibling_groups(c, gpus_per_node);
   int64_t world = (int64_t)(n - 1) * c->stride + nb;
-  if (world > sp_sim_num_hosts()) {
-    nb = 1; /* the siblings do not fit: price the first group alone */
-    world = (int64_t)(n - 1) * c->stride + 1;
-  }
   if (world > sp_sim_num_hosts()) {
     g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM,
                 "a %s group of %d ranks %d apart needs %" G_GINT64_FORMAT " hosts; the platform has %d",
@@ -152,7 +158,6 @@ typedef struct {
   int32_t line_max;        /* groups above this many simulated ranks: on a line (0: LINE_SIM_MAX) */
   guint by_line;           /* prices drawn from such lines */
   int alike;               /* the platform's hosts all alike: 1, not: 0, not known yet: -1 */
-  GHashTable *lines;       /* price_key -> double*: those prices, kept */
 } wi_engine;
 
 /* A priced point: (collective, group size, stride, bytes, algorithm and protocol given,
@@ -203,7 +208,6 @@ static void wi_engine_free(gpointer p)
   g_free(e->xml);
   if (e->cache) g_hash_table_destroy(e->cache);
   if (e->choice) g_hash_table_destroy(e->choice);
-  if (e->lines) g_hash_table_destroy(e->lines);
   if (e->noted_set) g_hash_table_destroy(e->noted_set);
   if (e->noted) g_array_unref(e->noted);
   g_free(e);
@@ -351,43 +355,38 @@ static gboolean by_line(wi_engine *e, const sp_comm *c, int32_t sim_max, int32_t
   return TRUE;
 }
 
-/* engine_point, with large trees and rings on their line where they can be. */
+/* engine_point, with large trees and rings on their line where they can be (the line's
+ * price is kept in the cache under the algorithm and protocol it ran). */
 static gboolean engine_price(wi_engine *e, const sp_comm *c, uint64_t bytes, sp_algo algo, sp_proto proto, double *t,
                              GError **err)
 {
   int32_t sim_max = e->line_max > 0 ? e->line_max : LINE_SIM_MAX;
-  int32_t nb = MIN(MAX(c->stride, 1), MAX(e->gpus_per_node, 1));
+  int32_t nb = sibling_groups(c, e->gpus_per_node);
   gboolean ring_coll = c->coll == SP_COLL_ALL_REDUCE || c->coll == SP_COLL_ALL_GATHER || c->coll == SP_COLL_REDUCE_SCATTER;
-  /* where the siblings do not fit, the group runs alone (sp_whatif_engine_simulate_as)
-   * and smaller groups would not: simulated as it is */
-  gboolean fits = (int64_t)(c->n - 1) * c->stride + nb <= sp_sim_num_hosts();
-  if (ring_coll && fits && (int64_t)c->n * nb > sim_max) {
-    /* in a mixed cluster the smaller groups, on the first hosts, may not see the kinds
-     * of GPU and NIC the whole group spans: simulated */
-    if (e->alike < 0) e->alike = sp_sim_hosts_alike() ? 1 : 0;
+  /* not where the group runs without the siblings its smaller groups would have, nor on
+   * a mixed cluster, where the smaller groups on the first hosts may not see every kind
+   * of GPU and NIC the whole group spans: simulated as it is */
+  if (!ring_coll || (int64_t)c->n * nb <= sim_max || nb != MIN(c->stride, e->gpus_per_node))
+    return engine_point(e, c, bytes, algo, proto, t, err);
+  if (e->alike < 0) e->alike = sp_sim_hosts_alike() ? 1 : 0;
+  if (!e->alike) return engine_point(e, c, bytes, algo, proto, t, err);
+  sp_algo a = algo;
+  sp_proto p = proto;
+  if (a == SP_ALGO_AUTO || p == SP_PROTO_AUTO) {
+    sp_comm at = *c;
+    at.bytes = bytes;
+    if (!engine_choice(e, &at, &a, &p, err)) return FALSE;
+    if (algo != SP_ALGO_AUTO) a = algo;
+    if (proto != SP_PROTO_AUTO) p = proto;
   }
-  if (ring_coll && fits && e->alike == 1 && (int64_t)c->n * nb > sim_max) {
-    sp_algo a = algo;
-    sp_proto p = proto;
-    if (a == SP_ALGO_AUTO || p == SP_PROTO_AUTO) {
-      sp_comm at = *c;
-      at.bytes = bytes;
-      if (!engine_choice(e, &at, &a, &p, err)) return FALSE;
-      if (algo != SP_ALGO_AUTO) a = algo;
-      if (proto != SP_PROTO_AUTO) p = proto;
-    }
-    if (a == SP_ALGO_RING || (a == SP_ALGO_TREE && c->coll == SP_COLL_ALL_REDUCE)) {
-      price_key key = price_key_of(c, bytes, a, p);
-      const double *hit = e->lines ? g_hash_table_lookup(e->lines, &key) : NULL;
-      if (hit != NULL) { *t = *hit; return TRUE; }
-      gboolean done;
-      if (!by_line(e, c, sim_max, nb, bytes, a, p, t, err, &done)) return FALSE;
-      if (done && !e->noting) {
-        if (e->lines == NULL) e->lines = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, g_free);
-        g_hash_table_insert(e->lines, g_memdup2(&key, sizeof key), g_memdup2(t, sizeof *t));
-      }
-      if (done) return TRUE;
-    }
+  if (a == SP_ALGO_RING || (a == SP_ALGO_TREE && c->coll == SP_COLL_ALL_REDUCE)) {
+    price_key key = price_key_of(c, bytes, a, p);
+    const double *hit = g_hash_table_lookup(e->cache, &key);
+    if (hit != NULL) { *t = *hit; return TRUE; }
+    gboolean done;
+    if (!by_line(e, c, sim_max, nb, bytes, a, p, t, err, &done)) return FALSE;
+    if (done && !e->noting) g_hash_table_insert(e->cache, g_memdup2(&key, sizeof key), g_memdup2(t, sizeof *t));
+    if (done) return TRUE;
   }
   return engine_point(e, c, bytes, algo, proto, t, err);
 }

@@ -157,7 +157,7 @@ typedef struct {
   GArray *noted;           /* price_key, in the order first asked for */
   int32_t line_max;        /* groups above this many simulated ranks: on a line (0: LINE_SIM_MAX) */
   guint by_line;           /* prices drawn from such lines */
-  int alike;               /* the platform's hosts all alike: 1, not: 0, not known yet: -1 */
+  int alike;               /* the platform's hosts all alike: 1, not: 2, not asked yet: 0 */
 } wi_engine;
 
 /* A priced point: (collective, group size, stride, bytes, algorithm and protocol given,
@@ -368,8 +368,8 @@ static gboolean engine_price(wi_engine *e, const sp_comm *c, uint64_t bytes, sp_
    * of GPU and NIC the whole group spans: simulated as it is */
   if (!ring_coll || (int64_t)c->n * nb <= sim_max || nb != MIN(c->stride, e->gpus_per_node))
     return engine_point(e, c, bytes, algo, proto, t, err);
-  if (e->alike < 0) e->alike = sp_sim_hosts_alike() ? 1 : 0;
-  if (!e->alike) return engine_point(e, c, bytes, algo, proto, t, err);
+  if (e->alike == 0) e->alike = sp_sim_hosts_alike() ? 1 : 2;
+  if (e->alike != 1) return engine_point(e, c, bytes, algo, proto, t, err);
   sp_algo a = algo;
   sp_proto p = proto;
   if (a == SP_ALGO_AUTO || p == SP_PROTO_AUTO) {
@@ -435,7 +435,6 @@ sp_whatif_pricer *sp_whatif_pricer_new(const char *xml, int32_t gpus_per_node, g
   p->e.gpus_per_node = gpus_per_node;
   p->e.step_fidelity = step_fidelity;
   p->e.opened = TRUE;
-  p->e.alike = -1;
   p->e.cache = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, g_free);
   return p;
 }
@@ -615,7 +614,6 @@ sp_whatif_result *sp_whatif_run(const sp_whatif_opts *o, const char *xml, GError
   e->xml = g_strdup(xml);
   e->hosts = plat.hosts;
   e->step_fidelity = o->fidelity != NULL && strcmp(o->fidelity, "step") == 0;
-  e->alike = -1;
   e->cache = g_hash_table_new_full(price_key_hash, price_key_equal, g_free, g_free);
   sp_whatif_engine eng = { .open = wi_open, .price = wi_price, .simulate = wi_simulate,
                            .comm_slowdown = SP_STEPSIM_COMM_SLOWDOWN, .note = wi_note, .take_noted = wi_take_noted,

@@ -24,6 +24,9 @@ namespace {
 namespace kr  = simgrid::kernel::routing;
 namespace sg4 = simgrid::s4u;
 
+/* sp_sim_routed_lean: routes for the engine's flows only (see DgxZone::lean_links) */
+bool routed_lean = false;
+
 /* One link as routes use it: its two directions (the same for a shared link). Latencies
  * are read when a route is asked for, never kept: spsim scales them between runs
  * (sg_link_set_latency, per direction). */
@@ -71,8 +74,12 @@ public:
     } else {
       cross_zones(a, b, path, order);
     }
-    for (sg4::Link* l : path)
-      route->link_list_.push_back(l->get_impl());
+    if (routed_lean) {
+      lean_links(path, route);
+    } else {
+      for (sg4::Link* l : path)
+        route->link_list_.push_back(l->get_impl());
+    }
     if (latency != nullptr)
       for (const sg4::Link* l : order)
         *latency += l->get_latency();
@@ -80,6 +87,33 @@ public:
 
 private:
   using Links = std::vector<sg4::Link*>;
+
+  /* The links of @p path a flow's share can depend on: every shared link, and a FATPIPE
+   * unless it is faster than the route's slowest shared link. A FATPIPE caps each flow
+   * at its bandwidth and is shared by none, so one faster than a shared link on the
+   * same route does not set that flow's max-min share: leaving it out of the max-min
+   * system keeps the shares, and the system loses the leaf, spine and rail constraints
+   * that every flow between nodes crossed (SimGrid's solver walks each constraint's
+   * flows at every event). One exception, kept out of reach: SimGrid saturates a
+   * FATPIPE when its fastest flow reaches the bandwidth and then fixes all of its
+   * flows at one level weighted by their latencies (CM02's sharing penalty), so a
+   * FATPIPE only as fast as a flow's NIC (a node of one NIC) can slow the flows of
+   * longer routes through it; such a FATPIPE stays in the route, and the generator's
+   * others are 8 to thousands of NICs wide. Latencies are summed apart
+   * (get_local_route), so no hop's latency is lost. Bandwidths are read now: spsim
+   * rescales shared links between runs (sp_sim_coll_groups_time). */
+  static void lean_links(const Links& path, kr::Route* route)
+  {
+    double slowest = -1.0; /* of the shared links; none: keep every link */
+    for (const sg4::Link* l : path)
+      if (l->get_sharing_policy() != sg4::Link::SharingPolicy::FATPIPE &&
+          (slowest < 0 || l->get_bandwidth() < slowest))
+        slowest = l->get_bandwidth();
+    for (sg4::Link* l : path)
+      if (slowest < 0 || l->get_sharing_policy() != sg4::Link::SharingPolicy::FATPIPE ||
+          l->get_bandwidth() <= slowest)
+        route->link_list_.push_back(l->get_impl());
+  }
 
   static void append(Links& to, const Links& from) { to.insert(to.end(), from.begin(), from.end()); }
 
@@ -221,4 +255,11 @@ extern "C" gboolean sp_sim_build_routed(const sp_platform_opts* opts, GError** e
     b.zone->loopback = lo;
   b.iface->seal();
   return TRUE;
+}
+
+extern "C" gboolean sp_sim_routed_lean(gboolean on)
+{
+  const gboolean was = routed_lean ? TRUE : FALSE;
+  routed_lean        = on != FALSE;
+  return was;
 }

@@ -33,6 +33,18 @@ G_BEGIN_DECLS
  */
 gboolean sp_sim_build_routed(const sp_platform_opts *opts, GError **err);
 
+/**
+ * While @p on, the routes of a platform built by sp_sim_build_routed leave out each
+ * FATPIPE link faster than the route's slowest shared link: such a link does not set a
+ * flow's max-min share, so the engine's shares are the same without it,
+ * and SimGrid's solver no longer walks the leaf, spine and rail constraints that every
+ * flow between nodes crossed. Route latencies still count every link. For the engine's
+ * runs only (around simgrid_run): spsim's own route queries (link classes, NCCL's
+ * tuning inputs, the sibling groups' symmetry) see every link. No effect on platforms
+ * SimGrid parsed. @return the previous setting.
+ */
+gboolean sp_sim_routed_lean(gboolean on);
+
 G_END_DECLS
 
 #endif

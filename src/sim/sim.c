@@ -25,6 +25,7 @@
 
 #include "flow.h"
 #include "platform.h"
+#include "platform_routed.h"
 #include "sim.h"
 #include "spsim/error.h"
 #include "spsim/exec.h"
@@ -645,7 +646,9 @@ static gboolean run_actors(sim_run *run, double *makespan, GError **err)
     sg_actor_set_data(a, c);
     sg_actor_start_(a, rank_main, 0, NULL);
   }
+  gboolean lean = sp_sim_routed_lean(TRUE); /* the flows' routes without idle FATPIPEs */
   simgrid_run();
+  sp_sim_routed_lean(lean);
   sp_sim_actors_done(guard);
 
   gboolean ok = TRUE;

@@ -15,6 +15,7 @@
 #include <simgrid/semaphore.h>
 #include <xbt/dynar.h>
 
+#include "platform_routed.h"
 #include "sim.h"
 #include "stepsim.h"
 #include "spsim/error.h"
@@ -262,7 +263,9 @@ static gboolean run_graph(const sp_stepgraph *g, double slowdown, gboolean merge
     sg_actor_set_data(a, &acts[q]);
     sg_actor_start_(a, stream_main, 0, NULL);
   }
+  gboolean lean = sp_sim_routed_lean(TRUE); /* the flows' routes without idle FATPIPEs */
   simgrid_run();
+  sp_sim_routed_lean(lean);
   gboolean ok = r.done == n;
   if (!ok)
     g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "step simulation: %u of %u tasks never ran", n - r.done, n);

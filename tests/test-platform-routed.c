@@ -5,7 +5,9 @@
  * sharing policy, the top zone's properties and the route of every ordered GPU pair
  * (its links in order and its latency, before and after the links' latencies change)
  * must be those SimGrid gives when it parses the XML, with node zones and with SU
- * zones. Each engine runs in a child process (SimGrid has one engine per process). */
+ * zones. The engine's own routes (sp_sim_routed_lean) are the same routes without the
+ * FATPIPE links that cannot set a share. Each engine runs in a child process (SimGrid
+ * has one engine per process). */
 #include "config.h"
 
 #include <glib.h>
@@ -210,6 +212,93 @@ static void test_edited(void)
   g_unlink(path);
 }
 
+/* The engine's routes (sp_sim_routed_lean): in a child, for every GPU pair of @p args'
+ * platform, the lean route must be the full one without each FATPIPE faster than the
+ * full route's slowest shared link, in the same order, at the same latency; @return how
+ * many pairs lost a link. */
+static int lean_pairs(const char *args)
+{
+  g_autofree char *cmd = g_strconcat("spsim platform dgx ", args, NULL);
+  sp_platform_opts o;
+  g_assert_true(sp_platform_args_parse_line(cmd, &o, NULL));
+  g_autofree char *path = platform_file(&o);
+  int fds[2];
+  g_assert_cmpint(pipe(fds), ==, 0);
+  fflush(stdout);
+  pid_t pid = fork();
+  g_assert_cmpint(pid, >=, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    char *argv[] = { "test", "--cfg=network/model:CM02", "--log=root.thresh:critical", NULL };
+    int argc = 3;
+    simgrid_init(&argc, argv);
+    sp_platform_opts back;
+    if (!sp_platform_generated(path, &back) || !sp_sim_build_routed(&back, NULL)) _exit(3);
+    simgrid_run();
+    size_t n = sg_host_count();
+    sg_host_t *h = sg_host_list();
+    xbt_dynar_t full = xbt_dynar_new(sizeof(sg_link_t), NULL), lean = xbt_dynar_new(sizeof(sg_link_t), NULL);
+    int shorter = 0;
+    if (sp_sim_routed_lean(FALSE)) _exit(5); /* off by default */
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = 0; j < n; j++) {
+        if (i == j) continue;
+        xbt_dynar_reset(full);
+        xbt_dynar_reset(lean);
+        sg_host_get_route(h[i], h[j], full);
+        double lat = sg_host_get_route_latency(h[i], h[j]);
+        if (sp_sim_routed_lean(TRUE)) _exit(6);
+        sg_host_get_route(h[i], h[j], lean);
+        double lean_lat = sg_host_get_route_latency(h[i], h[j]);
+        if (!sp_sim_routed_lean(FALSE)) _exit(7);
+        if (lean_lat != lat) _exit(8);
+        double slowest = -1;
+        unsigned k;
+        sg_link_t l;
+        xbt_dynar_foreach (full, k, l)
+          if (sg_link_is_shared(l) && (slowest < 0 || sg_link_get_bandwidth(l) < slowest))
+            slowest = sg_link_get_bandwidth(l);
+        unsigned m = 0;
+        xbt_dynar_foreach (full, k, l) {
+          if (slowest >= 0 && !sg_link_is_shared(l) && sg_link_get_bandwidth(l) > slowest) continue;
+          if (m >= xbt_dynar_length(lean) || xbt_dynar_get_as(lean, m, sg_link_t) != l) _exit(9);
+          m++;
+        }
+        if (m != xbt_dynar_length(lean)) _exit(10);
+        shorter += xbt_dynar_length(lean) < xbt_dynar_length(full);
+      }
+    xbt_dynar_free(&full);
+    xbt_dynar_free(&lean);
+    free(h);
+    if (write(fds[1], &shorter, sizeof shorter) != (ssize_t)sizeof shorter) _exit(4);
+    _exit(0);
+  }
+  close(fds[1]);
+  int shorter = -1;
+  g_assert_cmpint(read(fds[0], &shorter, sizeof shorter), ==, (ssize_t)sizeof shorter);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  g_unlink(path);
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+  return shorter;
+}
+
+static void test_lean(void)
+{
+  /* 4 GPUs per node, 2 SUs: every pair of two nodes drops its rails (4 NICs wide) and
+   * leaf (8 NICs) and, across SUs, the spine: 4 x 4 x 4 x 3 = 192 pairs; a node's own
+   * pairs (NVLink only) keep their route */
+  g_assert_cmpint(lean_pairs("--nodes 4 --gpu toy --gpus-per-node 4 --su-nodes 2"), ==, 192);
+  /* one GPU and NIC per node: its rails, as fast as its NIC, stays (SimGrid's FATPIPE
+   * can slow a longer route's flow there), the leaf and spine go: all 12 pairs */
+  g_assert_cmpint(lean_pairs("--nodes 4 --gpu toy --gpus-per-node 1 --su-nodes 2"), ==, 12);
+  /* pods and oversubscribed uplinks (shared: kept), SU zones */
+  g_assert_cmpint(lean_pairs("--nodes 8 --gpu toy --gpus-per-node 2 --su-nodes 2 --pod-sus 2 --oversubscription 2,2 "
+                             "--zones su"), ==, 16 * 14);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -218,5 +307,6 @@ int main(int argc, char **argv)
     g_test_add_data_func(name, cases[i], test_case);
   }
   g_test_add_func("/platform-routed/edited", test_edited);
+  g_test_add_func("/platform-routed/lean", test_lean);
   return g_test_run();
 }

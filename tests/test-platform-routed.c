@@ -95,26 +95,38 @@ static char *describe(void)
   return g_string_free(s, FALSE);
 }
 
-/* The description of @p path in a child: parsed by SimGrid, or built routed. */
-static char *child_describe(const char *path, gboolean routed)
+/* Fork a child that writes to fds[1] with @p path loaded into its engine, parsed by
+ * SimGrid or built routed (the child returns 0, exiting 3 if the build fails); the
+ * parent keeps fds[0] and gets the child's pid. */
+static pid_t engine_child(const char *path, gboolean routed, int fds[2])
 {
-  int fds[2];
   g_assert_cmpint(pipe(fds), ==, 0);
   fflush(stdout);
   pid_t pid = fork();
   g_assert_cmpint(pid, >=, 0);
+  if (pid != 0) {
+    close(fds[1]);
+    return pid;
+  }
+  close(fds[0]);
+  char *argv[] = { "test", "--cfg=network/model:CM02", "--log=root.thresh:critical", NULL };
+  int argc = 3;
+  simgrid_init(&argc, argv);
+  sp_platform_opts o;
+  if (!routed)
+    simgrid_load_platform(path);
+  else if (!sp_platform_generated(path, &o) || !sp_sim_build_routed(&o, NULL))
+    _exit(3);
+  simgrid_run();
+  return 0;
+}
+
+/* The description of @p path in a child: parsed by SimGrid, or built routed. */
+static char *child_describe(const char *path, gboolean routed)
+{
+  int fds[2];
+  pid_t pid = engine_child(path, routed, fds);
   if (pid == 0) {
-    close(fds[0]);
-    char *argv[] = { "test", "--cfg=network/model:CM02", "--log=root.thresh:critical", NULL };
-    int argc = 3;
-    simgrid_init(&argc, argv);
-    sp_platform_opts o;
-    if (routed) {
-      if (!sp_platform_generated(path, &o) || !sp_sim_build_routed(&o, NULL)) _exit(3);
-    } else {
-      simgrid_load_platform(path);
-    }
-    simgrid_run();
     char *text = describe();
     size_t len = strlen(text), off = 0;
     while (off < len) {
@@ -125,7 +137,6 @@ static char *child_describe(const char *path, gboolean routed)
     g_free(text); /* (a memory checker follows the child to its end) */
     _exit(0);
   }
-  close(fds[1]);
   GString *out = g_string_new(NULL);
   char buf[65536];
   ssize_t r;
@@ -223,18 +234,8 @@ static int lean_pairs(const char *args)
   g_assert_true(sp_platform_args_parse_line(cmd, &o, NULL));
   g_autofree char *path = platform_file(&o);
   int fds[2];
-  g_assert_cmpint(pipe(fds), ==, 0);
-  fflush(stdout);
-  pid_t pid = fork();
-  g_assert_cmpint(pid, >=, 0);
+  pid_t pid = engine_child(path, TRUE, fds);
   if (pid == 0) {
-    close(fds[0]);
-    char *argv[] = { "test", "--cfg=network/model:CM02", "--log=root.thresh:critical", NULL };
-    int argc = 3;
-    simgrid_init(&argc, argv);
-    sp_platform_opts back;
-    if (!sp_platform_generated(path, &back) || !sp_sim_build_routed(&back, NULL)) _exit(3);
-    simgrid_run();
     size_t n = sg_host_count();
     sg_host_t *h = sg_host_list();
     xbt_dynar_t full = xbt_dynar_new(sizeof(sg_link_t), NULL), lean = xbt_dynar_new(sizeof(sg_link_t), NULL);
@@ -273,7 +274,6 @@ static int lean_pairs(const char *args)
     if (write(fds[1], &shorter, sizeof shorter) != (ssize_t)sizeof shorter) _exit(4);
     _exit(0);
   }
-  close(fds[1]);
   int shorter = -1;
   g_assert_cmpint(read(fds[0], &shorter, sizeof shorter), ==, (ssize_t)sizeof shorter);
   close(fds[0]);

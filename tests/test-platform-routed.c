@@ -271,6 +271,8 @@ static int lean_pairs(const char *args)
     xbt_dynar_free(&full);
     xbt_dynar_free(&lean);
     free(h);
+    g_clear_pointer(&path, g_free); /* (a memory checker follows the child to its end) */
+    g_clear_pointer(&cmd, g_free);
     if (write(fds[1], &shorter, sizeof shorter) != (ssize_t)sizeof shorter) _exit(4);
     _exit(0);
   }

@@ -293,8 +293,8 @@ static void test_lean(void)
    * leaf (8 NICs) and, across SUs, the spine: 4 x 4 x 4 x 3 = 192 pairs; a node's own
    * pairs (NVLink only) keep their route */
   g_assert_cmpint(lean_pairs("--nodes 4 --gpu toy --gpus-per-node 4 --su-nodes 2"), ==, 192);
-  /* one GPU and NIC per node: its rails, as fast as its NIC, stays (SimGrid's FATPIPE
-   * can slow a longer route's flow there), the leaf and spine go: all 12 pairs */
+  /* one GPU and NIC per node: its rails (twice the NIC: the generator keeps every FATPIPE
+   * wider than a NIC), the leaf and the spine go: all 12 pairs */
   g_assert_cmpint(lean_pairs("--nodes 4 --gpu toy --gpus-per-node 1 --su-nodes 2"), ==, 12);
   /* pods and oversubscribed uplinks (shared: kept), SU zones */
   g_assert_cmpint(lean_pairs("--nodes 8 --gpu toy --gpus-per-node 2 --su-nodes 2 --pod-sus 2 --oversubscription 2,2 "

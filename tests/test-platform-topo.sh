@@ -22,7 +22,7 @@ time_us() { tr '{' '\n' <"$1" | awk '/"bytes"/ && /"time_us"/ { t = $0; sub(/.*"
 near() { time_us "$1" | awk -v w="$2" '{ k++; d = $1 - w; if (d < 0) d = -d; if (d > 0.001 * w) bad++ } END { exit (bad > 0 || k != 1) }'; }
 # bench PLATFORM COLL RANKS OUT [extra]: one 1 GiB row as JSON
 bench() { p=$1 c=$2 r=$3 o=$4; shift 4; "$bin" bench "$p" --coll "$c" --ranks "$r" --sizes 1G --json "$@" >"$o" 2>"$tmp/err"; }
-echo "1..15"
+echo "1..16"
 
 # 1: b200 preset: DGX B200 datasheet figures (2.25 PFLOP/s dense BF16, 180 GB counted in
 # GiB, 8 TB/s HBM3e, NVLink 5 900 GB/s per direction), 8 GPUs, NVLink SHARP
@@ -148,3 +148,19 @@ if grep -q '"fits": *false' "$tmp/w1.json" && grep -q '"fits": *true' "$tmp/w2.j
    && grep -Eq '"hbm_streamed_bw": *(3984000000000|3\.984e\+12)[,}]' "$tmp/w2.json" && grep -q '"gpu_mem_bytes": *151397597184' "$tmp/w2.json"
 then ok "what-if on h200: its 141 GiB fit what 80 GiB cannot, its HBM streams at 0.83 of 4.8 TB/s"
 else nok "what-if on h200: $(cat "$tmp/err")"; fi
+# 16: one GPU and one NIC per node, 2 SUs of 2 nodes (toy): every message is bound by its NIC
+#    alone, at its route's latency (across SUs 5 + 1 + 1 + 1 + 1 + 1 + 5 = 15 us: NICs, leaves,
+#    uplinks, spine), and the FATPIPEs (rails, leaf) are twice the NIC so they cannot bind
+#    (one only as wide as the NIC would hold the longer routes' flows below it in SimGrid's
+#    max-min: +26 % and +18 % below). Simple, one channel, 1 GiB:
+#    ring all-reduce: 4 MiB chunks, 64 rounds x 6 steps, each step bound by its crossing
+#      messages: 10 + 384 x (4194304 / 10e9 s + 15 us) = 10 + 384 x 434.4304 = 166831.27 us;
+#    direct all-to-all: 3 steps of 256 MiB per peer, each with a message across SUs:
+#      10 + 3 x (268435456 / 10e9 s + 15 us) = 10 + 3 x 26858.5456 = 80585.64 us
+"$bin" platform dgx --nodes 4 --gpu toy --gpus-per-node 1 --su-nodes 2 -o "$tmp/one.xml" 2>"$tmp/err"
+if grep -q 'id="node003-rails" bandwidth="20GBps"' "$tmp/one.xml" && grep -q 'id="su1-leaf" bandwidth="20GBps"' "$tmp/one.xml" \
+   && grep -q '^  \* One NIC per node: each FATPIPE' "$tmp/one.xml" \
+   && bench "$tmp/one.xml" all-reduce 4 "$tmp/o1.json" --algo ring --proto simple --channels 1 && near "$tmp/o1.json" 166831.27 \
+   && bench "$tmp/one.xml" all-to-all 4 "$tmp/o2.json" --proto simple --channels 1 && near "$tmp/o2.json" 80585.64
+then ok "one NIC per node across SUs: NIC-bound ring and all-to-all, FATPIPEs twice the NIC"
+else nok "one NIC per node: $(cat "$tmp/err") $(time_us "$tmp/o1.json") $(time_us "$tmp/o2.json")"; fi

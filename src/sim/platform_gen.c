@@ -235,6 +235,18 @@ static void put_link(GString *s, const geom *m, sp_plink_kind kind, int32_t inde
   if (m->sink != NULL) m->sink->link(m->sink->ctx, kind, index, sub, id, bws, lats, policy);
 }
 
+/* A FATPIPE's bandwidth: the capacity it stands for (@p sum), but wider than a NIC
+ * (@p nic). A FATPIPE caps each flow alone, which the flow's own NIC already does; one
+ * only as wide as that NIC binds as well: SimGrid's max-min saturates a FATPIPE as soon
+ * as one flow reaches its bandwidth and then holds all of its flows at one level weighted
+ * by their routes' latencies (CM02's sharing penalty; SimGrid 3.32 maxmin.cpp), so the
+ * flows of longer routes fall below their NIC (measured: a 64-rank ring across two SUs
+ * of one-GPU nodes at 86 % of the same ring inside one SU). Twice the NIC never binds. */
+static double fat_bw(double sum, double nic)
+{
+  return sum > nic ? sum : 2.0 * nic;
+}
+
 /* A top-zone property, in the text and to the sink. */
 static void put_zone_prop(GString *s, const geom *m, const char *key, const char *value)
 {
@@ -262,6 +274,11 @@ static char *domain_notes(const sp_platform_opts *o, const geom *m, gboolean fol
         "    gpus_per_node (top zone) is the domain size: the NVLink-connected group.\n",
         m->zone_gpus, m->nodes_per_zone, o->gpus_per_node, folded ? "domain" : "SimGrid zone", m->zone_gpus - 1,
         o->gpus_per_node);
+  if (m->zone_nics == 1)
+    g_string_append(t, "  * One NIC per node: each FATPIPE (nodeN-rails, leaf, spine) is at least twice\n"
+                       "    the NIC's bandwidth. It caps each flow alone, as the flow's NIC does; one\n"
+                       "    only as wide as the NIC would bind too (SimGrid holds a saturated FATPIPE's\n"
+                       "    flows at one latency-weighted level) and slow the flows of longer routes.\n");
   if (o->pod_sus > 0)
     g_string_append_printf(t,
         "  * Three tiers: pods of %d SU(s), each a star of its SUs around its spine\n"
@@ -482,7 +499,7 @@ static void put_node_links(GString *s, const sp_gpu_spec *g, const geom *m, int3
     put_link(s, m, SP_PLINK_NIC, node, k, id, g->nic_bw, g->nic_lat, "SPLITDUPLEX");
   }
   g_autofree char *id = g_strdup_printf("node%0*d-rails", w, node);
-  put_link(s, m, SP_PLINK_RAILS, node, 0, id, g->nic_bw * m->zone_nics, 0.0, "FATPIPE");
+  put_link(s, m, SP_PLINK_RAILS, node, 0, id, fat_bw(g->nic_bw * m->zone_nics, g->nic_bw), 0.0, "FATPIPE");
 }
 
 /* What the scalable units' writers share. */
@@ -530,7 +547,8 @@ static void put_su_links(GString *s, const su_ctx *c, int32_t u)
   g_string_append_printf(s, "  <!-- scalable unit %d: nodes %d to %d -->\n", u, first, last - 1);
   for (int32_t n = first; n < last; n++) put_node_links(s, zspec(c, n), c->m, n);
   /* FATPIPE: every flow gets the full bandwidth; only the hop latency counts. */
-  put_link(s, c->m, SP_PLINK_LEAF, u, 0, leaf, g->nic_bw * c->zper * c->m->zone_nics, g->leaf_lat, "FATPIPE");
+  put_link(s, c->m, SP_PLINK_LEAF, u, 0, leaf, fat_bw(g->nic_bw * c->zper * c->m->zone_nics, g->nic_bw),
+           g->leaf_lat, "FATPIPE");
   g_autofree char *up = g_strdup_printf("su%0*d-up", c->ws, u);
   put_link(s, c->m, SP_PLINK_SU_UP, u, 0, up, nics_sum(c, first, last) / c->o->oversubscription, g->su_up_lat,
            "SPLITDUPLEX");
@@ -626,7 +644,8 @@ static void put_pods(GString *s, const su_ctx *c, int32_t n_su)
   const int32_t ps = c->o->pod_sus, n_pod = (n_su + ps - 1) / ps;
   const int wp = digits(n_pod > 1 ? n_pod - 1 : 0);
   g_string_append(s, "  <zone id=\"core\" routing=\"None\"><router id=\"core-gw\"/></zone>\n");
-  put_link(s, c->m, SP_PLINK_CORE, 0, 0, "core", g->nic_bw * c->m->zones * c->m->zone_nics, g->spine_lat, "FATPIPE");
+  put_link(s, c->m, SP_PLINK_CORE, 0, 0, "core", fat_bw(g->nic_bw * c->m->zones * c->m->zone_nics, g->nic_bw),
+           g->spine_lat, "FATPIPE");
   for (int32_t p = 0; p < n_pod; p++) {
     int32_t su0 = p * ps, su1 = MIN(n_su, su0 + ps); /* SUs [su0, su1) */
     int32_t z0, z1, zend;
@@ -636,7 +655,7 @@ static void put_pods(GString *s, const su_ctx *c, int32_t n_su)
     g_autofree char *up = g_strdup_printf("pod%0*d-up", wp, p);
     for (int32_t u = su0; u < su1; u++) put_su_links(s, c, u);
     double pod_bw = nics_sum(c, z0, zend);
-    put_link(s, c->m, SP_PLINK_POD_SPINE, p, 0, spine, pod_bw, g->spine_lat, "FATPIPE");
+    put_link(s, c->m, SP_PLINK_POD_SPINE, p, 0, spine, fat_bw(pod_bw, g->nic_bw), g->spine_lat, "FATPIPE");
     put_link(s, c->m, SP_PLINK_POD_UP, p, 0, up, pod_bw / (c->o->oversubscription * c->o->core_oversubscription),
              g->su_up_lat,
              "SPLITDUPLEX");
@@ -873,7 +892,8 @@ char *sp_platform_dgx_emit(const sp_platform_opts *o, const sp_gpu_spec *custom,
     /* (a zone first: SimGrid's parser takes a zone that starts with a link for one
      * that holds hosts, not zones) */
     g_string_append(s, "  <zone id=\"spine\" routing=\"None\"><router id=\"spine-gw\"/></zone>\n");
-    put_link(s, &m, SP_PLINK_SPINE, 0, 0, "spine", g->nic_bw * m.zones * m.zone_nics, g->spine_lat, "FATPIPE");
+    put_link(s, &m, SP_PLINK_SPINE, 0, 0, "spine", fat_bw(g->nic_bw * m.zones * m.zone_nics, g->nic_bw), g->spine_lat,
+             "FATPIPE");
     for (int32_t u = 0; u < n_su; u++) {
       put_su_links(s, &c, u);
       put_su_zone(s, &c, u);

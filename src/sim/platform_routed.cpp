@@ -97,9 +97,9 @@ private:
    * flows at every event). One exception, kept out of reach: SimGrid saturates a
    * FATPIPE when its fastest flow reaches the bandwidth and then fixes all of its
    * flows at one level weighted by their latencies (CM02's sharing penalty), so a
-   * FATPIPE only as fast as a flow's NIC (a node of one NIC) can slow the flows of
-   * longer routes through it; such a FATPIPE stays in the route, and the generator's
-   * others are 8 to thousands of NICs wide. Latencies are summed apart
+   * FATPIPE only as fast as the route's slowest link can set its flows' shares; such a
+   * FATPIPE stays in the route (the generator makes every FATPIPE wider than a NIC,
+   * platform_gen.c fat_bw, so it has none). Latencies are summed apart
    * (get_local_route), so no hop's latency is lost. Bandwidths are read now: spsim
    * rescales shared links between runs (sp_sim_coll_groups_time). */
   static void lean_links(const Links& path, kr::Route* route)

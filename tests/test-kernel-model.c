@@ -255,6 +255,52 @@ static void test_measured_h100(void)
   check_measured(&g, "bench/gpu/h100-gemm-transposed.csv", 0.06);
 }
 
+/* FP8 (e4m3, per-tensor scales, cuBLAS through torch._scaled_mm). The constants are fitted
+ * on the 24 GEMMs of two training layers timed at a sustained run's clocks on an H100 SXM
+ * (bench/gpu/h100-fp8-layer-gemms.txt): each layer's sum within 2 % and the GEMMs' mean
+ * |error| under 4.5 % (measured 3.8 %; the two QKV forwards miss by 30 %). The GEMMs timed
+ * per shape in short runs on an H100 and an H200 (h100-gemm-fp8.csv, h200-gemm-fp8.csv),
+ * not used in the fit, check the form in K: mean |error| 7.0 % and 5.0 %, no drift in K
+ * (the flat 0.62 before it was 24-27 % fast at K 1024). */
+static void test_measured_fp8(void)
+{
+  sp_kernel_gpu g, g8;
+  GError *err = NULL;
+  sp_kernel_gpu_h100(&g);
+  g_assert_true(sp_kernel_gpu_fp8(&g, &g8, &err));
+  const char *top = g_getenv("SPSIM_SRCDIR");
+  g_autofree char *path = g_build_filename(top ? top : SP_TOP_SRCDIR, "bench/gpu/h100-fp8-layer-gemms.txt", NULL),
+                  *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  double sum_abs = 0, model_sum[2] = { 0 }, meas_sum[2] = { 0 };
+  int rows = 0;
+  for (int i = 0; lines[i]; i++) {
+    char name[32];
+    long long m, n, k;
+    double ms;
+    if (sscanf(lines[i], "%31s %lld %lld %lld %lf ms", name, &m, &n, &k, &ms) != 5)
+      continue;
+    int layer = g_str_has_prefix(name, "405b") ? 1 : 0;
+    double t = 0;
+    g_assert_true(sp_kernel_gemm_time(&g8, 1, m, n, k, 1, &t, &err));
+    sum_abs += fabs(t / (ms * 1e-3) - 1);
+    model_sum[layer] += t;
+    meas_sum[layer] += ms * 1e-3;
+    rows++;
+  }
+  g_assert_cmpint(rows, ==, 24);
+  g_test_message("FP8 layer GEMMs: mean |error| %.1f %%, layers %+.1f %% and %+.1f %%", 100 * sum_abs / rows,
+                 100 * (model_sum[0] / meas_sum[0] - 1), 100 * (model_sum[1] / meas_sum[1] - 1));
+  g_assert_cmpfloat(sum_abs / rows, <=, 0.045);
+  for (int l = 0; l < 2; l++)
+    g_assert_cmpfloat(fabs(model_sum[l] / meas_sum[l] - 1), <=, 0.02);
+  check_measured(&g8, "bench/gpu/h100-gemm-fp8.csv", 0.08);
+  g.hbm_bw = 4.8e12; /* H200 */
+  g_assert_true(sp_kernel_gpu_fp8(&g, &g8, &err));
+  check_measured(&g8, "bench/gpu/h200-gemm-fp8.csv", 0.06);
+}
+
 static char *write_tmp(const char *text)
 {
   char *path = NULL;
@@ -397,13 +443,15 @@ static void test_fp8(void)
   sp_kernel_gpu_h100(&g);
   GError *err = NULL;
   g_assert_true(sp_kernel_gpu_fp8(&g, &g8, &err));
-  const double m = 8448, n = 512, k = 8192, rate = 0.62 * 1978.8e12, bw = 0.83 * 3.35e12;
+  /* one full wave (66 x 2 tiles of 128 x 256 on 132 SMs) at 0.668 of the FP8 peak over
+   * K + 448 */
+  const double m = 8448, n = 512, k = 8192, rate = 0.668 * 1978.8e12, bw = 0.83 * 3.35e12;
   double t = 0;
   g_assert_true(sp_kernel_gemm_time(&g8, 1, 8448, 512, 8192, 1, &t, &err));
-  g_assert_cmpfloat_with_epsilon(t, 2 * m * n * k / rate + 4e-6, 1e-12);
+  g_assert_cmpfloat_with_epsilon(t, 2 * m * n * (k + 448) / rate + 4e-6, 1e-12);
   double lin[3];
   g_assert_true(sp_kernel_linear3(&g, SP_FP8_BLOCKWISE, 8448, 512, 8192, 2, lin, &err));
-  g_assert_cmpfloat_with_epsilon(lin[0], 2 * m * n * k / rate + 4e-6 + 4.0625 * m * k / bw + 4e-6, 1e-12);
+  g_assert_cmpfloat_with_epsilon(lin[0], 2 * m * n * (k + 448) / rate + 4e-6 + 4.0625 * m * k / bw + 4e-6, 1e-12);
   double dgrad = 0;
   g_assert_true(sp_kernel_gemm_time(&g8, 1, 8448, 8192, 512, 1, &dgrad, &err));
   g_assert_cmpfloat_with_epsilon(lin[1], dgrad + 4.0625 * m * n / bw + 4e-6, 1e-12);
@@ -448,5 +496,6 @@ int main(int argc, char **argv)
   g_test_add_func("/kernel-model/table", test_table);
   g_test_add_func("/kernel-model/attention-fits", test_attention_fits);
   g_test_add_func("/kernel-model/fp8", test_fp8);
+  g_test_add_func("/kernel-model/measured-fp8", test_measured_fp8);
   return g_test_run();
 }

@@ -149,11 +149,12 @@ typedef struct {
   gboolean table_fp8;    /**< look @p table's FP8 rows up, not its 16-bit ones (sp_kernel_gpu_fp8 sets it) */
   double fp8_peak_ratio; /**< dense FP8 over dense 16-bit tensor-core peak (0: no FP8) */
   double fp8_gemm_eff;   /**< fraction of the FP8 peak of a full wave of full FP8 tiles */
+  double fp8_tile_k0;    /**< an FP8 tile's fixed cost, in steps of K (0: none) */
 } sp_kernel_gpu;
 
 /**
  * The GPU @p g as its FP8 GEMMs see it, into @p out: peak fp8_peak_ratio x peak_flops at
- * fp8_gemm_eff with no tile cost, or the FP8 rows of a measured table when it has some
+ * fp8_gemm_eff over K + fp8_tile_k0, or the FP8 rows of a measured table when it has some
  * (table_fp8). FALSE with SP_ERROR_INVALID when @p g has no
  * FP8 (fp8_peak_ratio 0).
  */

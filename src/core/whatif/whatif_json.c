@@ -85,6 +85,7 @@ static void add_hw(JsonBuilder *b, const sp_step_ctx *c)
   if (c->hw.fp8 != SP_FP8_NONE) {
     num(b, "fp8_peak_flops", c->hw.gpu.peak_flops * c->hw.gpu.fp8_peak_ratio);
     num(b, "fp8_gemm_eff", c->hw.gpu.fp8_gemm_eff);
+    num(b, "fp8_tile_k0", c->hw.gpu.fp8_tile_k0);
   }
   boolean(b, "gemm_table", c->hw.gpu.table != NULL);
 }

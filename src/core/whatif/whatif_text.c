@@ -36,11 +36,14 @@ char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain)
                          sp_kernel_hbm_rate(&hw->gpu) / 1e12,
                          hw->gpu.hbm_bw > 0 ? sp_kernel_hbm_rate(&hw->gpu) / hw->gpu.hbm_bw : 0.0, hw->gpu.hbm_bw / 1e12,
                          strcmp(r->fidelity, "analytic") == 0 ? "analytic alpha-beta model" : r->fidelity);
-  if (hw->fp8 != SP_FP8_NONE)
-    g_string_append_printf(s, "FP8 (%s recipe): layers' linear GEMMs at %.1f TFLOP/s x %.2f plus FP8 casts of %.4g bytes per "
+  if (hw->fp8 != SP_FP8_NONE) {
+    /* the tile's fixed cost, in steps of K, when the model has one */
+    g_autofree char *k0 = hw->gpu.fp8_tile_k0 > 0 ? g_strdup_printf(" over K + %.0f", hw->gpu.fp8_tile_k0) : g_strdup("");
+    g_string_append_printf(s, "FP8 (%s recipe): layers' linear GEMMs at %.1f TFLOP/s x %.3g%s plus FP8 casts of %.4g bytes per "
                               "element; embedding, LM head, attention, router and norms in %s\n",
                            sp_fp8_recipe_name(hw->fp8), hw->gpu.peak_flops * hw->gpu.fp8_peak_ratio / 1e12,
-                           hw->gpu.fp8_gemm_eff, sp_fp8_cast_bytes_per_elem(hw->fp8), sp_dtype_name(r->model->dtype));
+                           hw->gpu.fp8_gemm_eff, k0, sp_fp8_cast_bytes_per_elem(hw->fp8), sp_dtype_name(r->model->dtype));
+  }
   if (r->mixed) g_string_append_printf(s, "%s\n", r->mixed);
   g_string_append_printf(s, "step graph: %u layout%s simulated (%s, compute %.1f%% slower while collectives run)%s", r->nsim,
                          r->nsim == 1 ? "" : "s", r->engine ? "SimGrid, with contention" : "without contention",

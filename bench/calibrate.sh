@@ -88,6 +88,14 @@ row "8xA100 all-reduce auto busbw, 64 MiB (67M row) [Azure ND A100 v4]" 166.63 b
 row "8xA100 all-reduce auto time, 8 KiB (busbw 0.33: 43.4 us) [Azure ND A100 v4]" 43.44 time_us 2 "$P/a100.xml" --coll all-reduce --ranks 8 --sizes 8K
 row "4xB200 (GB200) all-reduce ring busbw, 8 GiB [Azure ND GB200 v6]" 679.61 busbw 0.10 "$T/b200x4.xml" --coll all-reduce --ranks 4 --algo ring --sizes 8G
 row "4xB200 (GB200) all-reduce ring time, 8 KiB (busbw 0.76: 16.2 us) [Azure ND GB200 v6]" 16.17 time_us 2 "$T/b200x4.xml" --coll all-reduce --ranks 4 --algo ring --sizes 8K
+# coreweave/nccl-tests pull request #43 ("Add a GB200 NVL72 example", February 2025):
+# all_reduce_perf -b 512M -e 8G on a full GB200 NVL72 rack (72 GPUs in one NVLink domain),
+# out-of-place busbw (834.57 at 8 GiB is above any ring on NVLink 5: NVLS). The 8 GiB row is
+# the calibration point of Blackwell's NVLS rate (SP_NVLS_EFFICIENCY_BLACKWELL, 425 / 900);
+# the 1 GiB row checks the size dependence.
+gen nvl72 --nodes 18 --gpu gb200
+row "72xGB200 NVL72 all-reduce auto (NVLS) busbw, 8 GiB, calibration point [coreweave nccl-tests #43]" 834.57 busbw 0.10 "$T/nvl72.xml" --coll all-reduce --ranks 72 --sizes 8G
+row "72xGB200 NVL72 all-reduce auto (NVLS) busbw, 1 GiB [coreweave nccl-tests #43]" 681.17 busbw 0.10 "$T/nvl72.xml" --coll all-reduce --ranks 72 --sizes 1G
 # NVIDIA/nccl-tests issue #326: 8 x H100, all_gather_perf -b 128M -e 16384M: busbw "saturated at
 # ~360 GB/s"; NCCL's maintainer: "360 GB/s is exactly what we'd expect on H100"
 row "8xH100 all-gather auto busbw, 16 GiB [nccl-tests #326]" 360 busbw 0.10 "$P/dgx.xml" --coll all-gather --ranks 8 --sizes 16G

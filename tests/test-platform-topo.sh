@@ -22,7 +22,7 @@ time_us() { tr '{' '\n' <"$1" | awk '/"bytes"/ && /"time_us"/ { t = $0; sub(/.*"
 near() { time_us "$1" | awk -v w="$2" '{ k++; d = $1 - w; if (d < 0) d = -d; if (d > 0.001 * w) bad++ } END { exit (bad > 0 || k != 1) }'; }
 # bench PLATFORM COLL RANKS OUT [extra]: one 1 GiB row as JSON
 bench() { p=$1 c=$2 r=$3 o=$4; shift 4; "$bin" bench "$p" --coll "$c" --ranks "$r" --sizes 1G --json "$@" >"$o" 2>"$tmp/err"; }
-echo "1..16"
+echo "1..17"
 
 # 1: b200 preset: DGX B200 datasheet figures (2.25 PFLOP/s dense BF16, 180 GB counted in
 # GiB, 8 TB/s HBM3e, NVLink 5 900 GB/s per direction), 8 GPUs, NVLink SHARP
@@ -164,3 +164,11 @@ if grep -q 'id="node003-rails" bandwidth="20GBps"' "$tmp/one.xml" && grep -q 'id
    && bench "$tmp/one.xml" all-to-all 4 "$tmp/o2.json" --proto simple --channels 1 && near "$tmp/o2.json" 80585.64
 then ok "one NIC per node across SUs: NIC-bound ring and all-to-all, FATPIPEs twice the NIC"
 else nok "one NIC per node: $(cat "$tmp/err") $(time_us "$tmp/o1.json") $(time_us "$tmp/o2.json")"; fi
+# 17: gb200 NVL72 rack (18 trays of 4, one NVLink domain): NCCL's choice at 1 GiB is NVLS,
+#    each GPU moving S once each way at 425/900 of its 900 GB/s (a full NVL72 rack's
+#    all_reduce_perf: algbw 423-429 GB/s at 4-8 GiB, coreweave/nccl-tests pull request #43):
+#    25 us (NVLS latency) + 2 x 2.6 us + 2^30 / 425e9 s = 2556.651 us
+"$bin" platform dgx --nodes 18 --gpu gb200 -o "$tmp/nvl72.xml" 2>"$tmp/err"
+if bench "$tmp/nvl72.xml" all-reduce 72 "$tmp/n72.json" && grep -q '"algo":"nvls"' "$tmp/n72.json" && near "$tmp/n72.json" 2556.651
+then ok "gb200 NVL72: NVLS all-reduce at the rack's measured rate"
+else nok "gb200 NVL72 NVLS: $(cat "$tmp/err") $(time_us "$tmp/n72.json")"; fi

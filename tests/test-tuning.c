@@ -310,6 +310,13 @@ static void test_cost(void)
   g_assert_cmpfloat(c.lat_intra, ==, 1.0);
   sp_tune_cost_of(&t, SP_COLL_ALL_GATHER, SP_ALGO_NVLS, SP_PROTO_SIMPLE, &c);
   assert_rel(c.wire, 450.0 / 275.0, 1e-12);
+  /* Blackwell: 425/900 of NVLink 5 (a GB200 NVL72 rack's all_reduce_perf: algbw 423-429 GB/s
+   * at 4-8 GiB), on 72 GPUs: wire = 72 / (142 x 425/900) */
+  sp_tune_topo bw = { .nranks = 72, .nnodes = 1, .arch = SP_TUNE_BLACKWELL, .bw_nvl = 900 };
+  sp_tune_cost_of(&bw, SP_COLL_ALL_REDUCE, SP_ALGO_NVLS, SP_PROTO_SIMPLE, &c);
+  assert_rel(c.wire, 72.0 / (142.0 * 425.0 / 900.0), 1e-12);
+  sp_tune_cost_of(&bw, SP_COLL_REDUCE_SCATTER, SP_ALGO_NVLS, SP_PROTO_SIMPLE, &c);
+  assert_rel(c.wire, 900.0 / 425.0, 1e-12);
   /* one GPU per node: the network latency ratio is the tree's (NCCL) */
   sp_tune_topo u = { .nranks = 4, .nnodes = 4, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48 };
   sp_tune_cost_of(&u, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL, &c);

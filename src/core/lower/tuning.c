@@ -125,6 +125,11 @@ sp_tune_arch sp_tune_arch_of_model(const char *model)
   return SP_TUNE_HOPPER;
 }
 
+double sp_tune_nvls_efficiency(sp_tune_arch arch)
+{
+  return arch == SP_TUNE_BLACKWELL ? SP_NVLS_EFFICIENCY_BLACKWELL : SP_NVLS_EFFICIENCY;
+}
+
 static int32_t log2i(int32_t n) /* NCCL's log2i: floor(log2 n), 0 for n <= 1 */
 {
   int32_t l = 0;
@@ -525,9 +530,9 @@ void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p,
                                                                                : NA_COLLNET_CHAIN;
     double N = t->nnodes < 1 ? 1 : t->nnodes;
     /* lower_hier.c: NVLS-tree's exchanges inside a node move 2(B-1)/B of the segment
-     * data per GPU where NVLink SHARP moves it once each way at SP_NVLS_EFFICIENCY */
+     * data per GPU where NVLink SHARP moves it once each way at sp_tune_nvls_efficiency */
     if (a == SP_ALGO_NVLS_TREE && ppn > 1)
-      out->wire_intra = ppn / (2.0 * (ppn - 1) * SP_NVLS_EFFICIENCY);
+      out->wire_intra = ppn / (2.0 * (ppn - 1) * sp_tune_nvls_efficiency(t->arch));
     /* CollNet's exchange across nodes moves 2(N-1)/N of a chunk each way where the switch
      * takes it once and returns it once, at the reduction's rate where below the NIC's */
     if (a != SP_ALGO_NVLS_TREE && N > 1) {
@@ -542,7 +547,7 @@ void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p,
     return;
   }
   if (a == SP_ALGO_NVLS) {
-    double e = SP_NVLS_EFFICIENCY;
+    double e = sp_tune_nvls_efficiency(t->arch);
     /* lowered as DIRECT: all-reduce moves 2(n-1)/n S per GPU and direction in two
      * steps, the switch S; all-gather and reduce-scatter (n-1)/n S either way */
     out->wire = coll == SP_COLL_ALL_REDUCE ? (double)n / (2.0 * (n - 1) * e) : 1.0 / e;

@@ -80,7 +80,7 @@
  * one H100 node: min(141, B/2) / B). A message of S bytes over a route of
  * latency L and bandwidth B then takes L x ratio + S / (B x f). NVLS (Simple):
  * each GPU sends its data to the switch once and receives the result once at
- * #SP_NVLS_EFFICIENCY of its NVLink bandwidth, so all-reduce time = latency + S /
+ * sp_tune_nvls_efficiency() of its NVLink bandwidth, so all-reduce time = latency + S /
  * (B x e), all-gather / reduce-scatter (n-1)/n S / (B x e); its latency is
  * NCCL's NVLS latency (hwLat 25 us) in place of the collective's base latency.
  * Point-to-point (all-to-all, send-recv) on one node moves at NCCL's effective
@@ -118,11 +118,22 @@ typedef enum {
 #define SP_TUNE_P2P_LL_BYTES 16384u
 /**
  * NVLink SHARP all-reduce: algorithm bandwidth per GPU as a fraction of its NVLink
- * line rate. NCCL's maintainer: "On 8 GPUs, you should reach a peak busBw of
- * ~480GB/s (algbw ~275GB/s)" on H100, whose NVLink line rate is 450 GB/s per
- * direction (NVIDIA/nccl-tests issue #212); 275 / 450.
+ * line rate. Hopper (and earlier, which has no NVLS): NCCL's maintainer: "On 8 GPUs, you
+ * should reach a peak busBw of ~480GB/s (algbw ~275GB/s)" on H100, whose NVLink line
+ * rate is 450 GB/s per direction (NVIDIA/nccl-tests issue #212); 275 / 450.
  */
 #define SP_NVLS_EFFICIENCY (275.0 / 450.0)
+/**
+ * Blackwell: all_reduce_perf on a full GB200 NVL72 rack (72 GPUs in one NVLink domain,
+ * NVLink 5 at 900 GB/s per direction) reaches algbw 423.2 to 429.4 GB/s at 4 and 8 GiB,
+ * busbw 835 to 847 GB/s, above any ring on that NVLink (coreweave/nccl-tests pull request
+ * #43, "Add a GB200 NVL72 example", February 2025); 425 / 900. NCCL's own tuning model
+ * also rates Blackwell's NVLS lower than Hopper's (nvlsEfficiency 0.74 against 0.85).
+ */
+#define SP_NVLS_EFFICIENCY_BLACKWELL (425.0 / 900.0)
+
+/** #SP_NVLS_EFFICIENCY or #SP_NVLS_EFFICIENCY_BLACKWELL, by GPU generation. */
+double sp_tune_nvls_efficiency(sp_tune_arch arch);
 
 /** What the tuning model knows of the platform and the group. */
 typedef struct {

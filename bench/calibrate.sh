@@ -96,6 +96,12 @@ row "4xB200 (GB200) all-reduce ring time, 8 KiB (busbw 0.76: 16.2 us) [Azure ND 
 gen nvl72 --nodes 18 --gpu gb200
 row "72xGB200 NVL72 all-reduce auto (NVLS) busbw, 8 GiB, calibration point [coreweave nccl-tests #43]" 834.57 busbw 0.10 "$T/nvl72.xml" --coll all-reduce --ranks 72 --sizes 8G
 row "72xGB200 NVL72 all-reduce auto (NVLS) busbw, 1 GiB [coreweave nccl-tests #43]" 681.17 busbw 0.10 "$T/nvl72.xml" --coll all-reduce --ranks 72 --sizes 1G
+# coreweave/nccl-tests pull request #92 ("Add B200, B300, and GB300-IB NCCL test examples",
+# May 2026), its test plan: 2 nodes of 8 GPUs, all_reduce_perf, "690.07 GB/s busbw @ 8G
+# allreduce" on B200 and "440.58 GB/s busbw @ 8G allreduce" on H100 (one ConnectX-7 NDR per GPU)
+gen b200x2 --nodes 2 --gpu b200
+row "2x8 B200 all-reduce auto busbw, 8 GiB [coreweave nccl-tests #92]" 690.07 busbw 0.10 "$T/b200x2.xml" --coll all-reduce --ranks 16 --sizes 8G
+row "2x8 H100 all-reduce auto busbw, 8 GiB [coreweave nccl-tests #92]" 440.58 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 16 --sizes 8G
 # NVIDIA/nccl-tests issue #326: 8 x H100, all_gather_perf -b 128M -e 16384M: busbw "saturated at
 # ~360 GB/s"; NCCL's maintainer: "360 GB/s is exactly what we'd expect on H100"
 row "8xH100 all-gather auto busbw, 16 GiB [nccl-tests #326]" 360 busbw 0.10 "$P/dgx.xml" --coll all-gather --ranks 8 --sizes 16G

@@ -7,7 +7,7 @@
 # 4 nodes x 8 GPUs (H100-like host speed, 80 GiB property)
 whatif_platform "$tmp/p.xml"
 export SPSIM_MODELS_DIR="$src/models"
-echo "1..28"
+echo "1..29"
 A="--fidelity analytic"
 P="$tmp/p.xml"
 M="--model llama3-8b"
@@ -314,3 +314,16 @@ check $? "default answer: the winner's step as a range under GEMM efficiency +-1
 # the table says what its labels mean: sp is Ulysses, tpNs Megatron's sequence parallelism
 if grep -q 'spN Ulysses sequence' "$tmp/out" && grep -q 'tpNs with Megatron sequence parallelism (tpsp)' "$tmp/out"
 then ok "the table's legend names sp as Ulysses and tpNs as Megatron SP"; else nok "legend: $(grep -A3 '(step:' "$tmp/out")"; fi
+# an output file that cannot be written is refused before the sweep: one line naming the
+# flag and the path, no report on standard output, exit 1 (a folder that does not exist, a
+# folder given as the file, an empty path)
+bad=0
+for a in "--json $tmp/no-such-dir/r.json" "--csv $tmp" "--svg ''" "--trace $tmp/no-such-dir/t.json"; do
+  flag=$(echo "$a" | sed 's/ .*//')
+  eval "\"\$bin\" \"\$P\" $A $M $a" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 1 ] || [ -s "$tmp/out" ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -q -- "^spsim: $flag '" "$tmp/err"; then
+    bad=1; echo "# $a: rc $rc, $(cat "$tmp/err")"
+  fi
+done
+check $bad "unwritable --json, --csv, --svg and --trace paths are refused at once, in one line"

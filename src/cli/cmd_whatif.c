@@ -41,6 +41,24 @@ static gboolean write_out(const char *path, const char *flag, const char *text, 
   return TRUE;
 }
 
+/* An output file's folder must exist and take new files, and the path must not be a
+ * folder: checked before the sweep, so that a long run does not end in an error it could
+ * have given at once ("-" is standard output). */
+static gboolean check_out(const char *path, const char *flag, GError **err)
+{
+  if (path == NULL || strcmp(path, "-") == 0) return TRUE;
+  g_autofree char *dir = g_path_get_dirname(path);
+  const char *why = NULL;
+  if (*path == '\0') why = "is empty";
+  else if (g_file_test(path, G_FILE_TEST_IS_DIR)) why = "is a folder";
+  else if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) why = "is in a folder that does not exist";
+  else if (access(dir, W_OK | X_OK) != 0) why = "is in a folder this user cannot write to";
+  if (why == NULL) return TRUE;
+  g_set_error(err, SP_ERROR, SP_ERROR_IO, "%s '%s' %s; give a file in an existing, writable folder (or - for standard output)",
+              flag, path, why);
+  return FALSE;
+}
+
 /* --json-full: --json writes every evaluated layout, not only the table's rows */
 static gboolean json_full;
 
@@ -284,6 +302,9 @@ int sp_cmd_whatif(int argc, char **argv)
     goto out;
   }
   if (to_stdout == 1) text_out = stderr; /* the report moves aside: stdout carries the artefact alone */
+  if (!check_out(json, "--json", &err) || !check_out(csv, "--csv", &err) || !check_out(svg, "--svg", &err) ||
+      !check_out(trace, "--trace", &err))
+    goto out;
   if (jobs < 0 || jobs > SP_CLI_JOBS_MAX) {
     err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "-j/--jobs %d: processes from 1 to %d, or 0 for one per processor", jobs, SP_CLI_JOBS_MAX);
     goto out;

@@ -398,13 +398,16 @@ static void test_step_pp_interleaved(void)
   g_assert_cmpfloat_with_epsilon(r2.step_time, (4 + 0.5) * t2, 1e-12);
   g_assert_cmpfloat_with_epsilon(r2.bubble, 0.5 * t2, 1e-12);
   /* activations: tokenwise 128 x 64 x 34 + flash attention's log-sum-exp 4 x 4 x 128
-   * per layer, 2 layers; the first stage keeps min(pp, m) = 2 micro-batches in flight
-   * (x 1.25 interleaved), the last one micro-batch plus 6 bytes per logit
-   * (128 x 1000): the larger of the two */
+   * per layer, 2 layers; the first stage keeps min(pp, m) = 2 micro-batches in flight,
+   * the last one micro-batch plus 6 bytes per logit (128 x 1000): the larger of the two.
+   * Interleaved (one layer per chunk, 4 micro-batches): Megatron's warm-up is
+   * 2 (pp - s - 1) + (v - 1) pp chunk passes, plus the one before the first backward:
+   * 5 on the first stage, 3 on the last one, which also holds the logits */
   double per_layer = 128.0 * 64 * 34 + 4.0 * 4 * 128, logits = 6.0 * 128 * 1000;
   g_assert_cmpfloat_with_epsilon(r1.mem.act, MAX(2 * per_layer * 2, 2 * per_layer + logits), 1e-3);
   g_assert_cmpfloat_with_epsilon(r1.mem.act, 2 * per_layer + logits, 1e-3);
-  g_assert_cmpfloat_with_epsilon(r2.mem.act, 2 * per_layer * 2 * 1.25, 1e-3);
+  g_assert_cmpfloat_with_epsilon(r2.mem.act, MAX(5 * per_layer, 3 * per_layer + logits), 1e-3);
+  g_assert_cmpfloat_with_epsilon(r2.mem.act, 3 * per_layer + logits, 1e-3);
 }
 
 static void test_analytic_pricer(void)
@@ -507,11 +510,63 @@ static void test_fp8_layer(void)
   g_clear_error(&err);
 }
 
+/* Megatron-LM's 1F1B order (schedules.py): rank s runs pp - s - 1 warm-up forwards
+ * (interleaved: 2 (pp - s - 1) + (v - 1) pp, or all m v passes when m = pp), then one
+ * forward before each backward, so warm-up + 1 passes are live at its peak. */
+static void test_live_passes(void)
+{
+  /* pp 4, 8 micro-batches: 3 + 1 on the first rank, 0 + 1 on the last */
+  g_assert_cmpint(sp_step_live_passes(4, 1, 8, 0, FALSE), ==, 4);
+  g_assert_cmpint(sp_step_live_passes(4, 1, 8, 3, FALSE), ==, 1);
+  /* fewer micro-batches than stages: all of them */
+  g_assert_cmpint(sp_step_live_passes(4, 1, 2, 0, FALSE), ==, 2);
+  /* interleaved, v 2, m 8: 2 x 3 + 4 = 10 warm-up passes + 1; last rank 0 + 4 + 1 */
+  g_assert_cmpint(sp_step_warmup(4, 2, 8, 0, FALSE), ==, 10);
+  g_assert_cmpint(sp_step_live_passes(4, 2, 8, 0, FALSE), ==, 11);
+  g_assert_cmpint(sp_step_live_passes(4, 2, 8, 3, FALSE), ==, 5);
+  /* m = pp: every forward first on every rank (all_warmup_microbatches) */
+  g_assert_cmpint(sp_step_warmup(4, 2, 4, 3, FALSE), ==, 8);
+  g_assert_cmpint(sp_step_live_passes(4, 2, 4, 0, FALSE), ==, 8);
+  g_assert_cmpint(sp_step_live_passes(4, 2, 4, 3, FALSE), ==, 8);
+  /* paired forward and backward (a2aoverlap): one more warm-up forward */
+  g_assert_cmpint(sp_step_live_passes(4, 1, 8, 0, TRUE), ==, 5);
+  /* no pipelining: one micro-batch at a time, two when paired */
+  g_assert_cmpint(sp_step_live_passes(1, 1, 8, 0, FALSE), ==, 1);
+  g_assert_cmpint(sp_step_live_passes(1, 1, 8, 0, TRUE), ==, 2);
+}
+
+/* Activations of the fullest stage: 16 layers on pp 4 (4 per stage, 2 per chunk with v 2). */
+static void test_pipeline_activations(void)
+{
+  sp_model m = tiny();
+  m.layers = 16;
+  struct { const char *spec; int64_t gb; double layers; gboolean last; } cs[] = {
+    /* 1F1B, 8 micro-batches: the first stage's 4 passes of 4 layers */
+    { "pp=4,dp=1,mb=1", 8, 16.0, FALSE },
+    /* interleaved, 8 micro-batches: the first stage's 11 chunk passes of 2 layers */
+    { "pp=4,vpp=2,dp=1,mb=1", 8, 22.0, FALSE },
+    /* interleaved, 4 micro-batches = pp: every stage holds all 8 chunk passes (16 layers),
+     * the last one with the logits (Korthikanti's factor would give 4 x 11/8 x 4 = 22) */
+    { "pp=4,vpp=2,dp=1,mb=1", 4, 16.0, TRUE },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cs); i++) {
+    sp_step_ctx c = ctx_for(&m, 4, 128, cs[i].gb);
+    sp_layout l = lay(cs[i].spec, &c);
+    double per_layer = sp_step_act_layer_bytes(&m, &l, 128, c.hw.attn);
+    double logits = 6.0 * 128 * 1000; /* bf16 logits and their fp32 copy */
+    sp_step_mem mem;
+    sp_step_memory(&c, &l, &mem);
+    g_assert_cmpfloat_with_epsilon(mem.act, cs[i].layers * per_layer + (cs[i].last ? logits : 0.0), 1e-3);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/step/zero-memory", test_zero_memory);
   g_test_add_func("/step/activation-bytes", test_activation_bytes);
+  g_test_add_func("/step/live-passes", test_live_passes);
+  g_test_add_func("/step/pipeline-activations", test_pipeline_activations);
   g_test_add_func("/step/activation-bytes-shapes", test_activation_bytes_shapes);
   g_test_add_func("/step/op-checkpoint", test_op_checkpoint);
   g_test_add_func("/step/eager-elementwise", test_eager_elementwise);

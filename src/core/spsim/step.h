@@ -242,7 +242,23 @@ void sp_step_comm_sizes(const sp_step_ctx *c, const sp_layout *l, sp_step_sizes 
  */
 void sp_comm_coll_spec(const sp_comm *c, int32_t gpus_per_node, uint64_t bytes, sp_coll_spec *spec);
 
-/** Memory per GPU of @p l. */
+/**
+ * Warm-up forward passes of pipeline rank @p stage in Megatron-LM's 1F1B order
+ * (megatron/core/pipeline_parallel/schedules.py): pp - stage - 1, interleaved
+ * (@p v > 1) 2 (pp - stage - 1) + (v - 1) pp, or every pass when m = pp; @p ov
+ * (a2aoverlap, paired forward and backward) one more; at most m x v.
+ */
+int64_t sp_step_warmup(int32_t pp, int32_t v, int64_t m, int32_t stage, gboolean ov);
+
+/**
+ * Most chunk forward passes whose activations pipeline rank @p stage holds at once in
+ * that order: its warm-up plus the forward run before each backward, at most m x v;
+ * without pipelining (pp = 1) one micro-batch, two with @p ov.
+ */
+int64_t sp_step_live_passes(int32_t pp, int32_t v, int64_t m, int32_t stage, gboolean ov);
+
+/** Memory per GPU of @p l: its fullest pipeline stage (weights, and activations of the
+ *  passes sp_step_live_passes counts on each stage). */
 void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *out);
 
 /** Append the collectives of one step of @p l to @p out (GArray of sp_comm). */
@@ -396,9 +412,13 @@ double sp_step_moe_layer_expert_params(const sp_model *m, const sp_layout *l);
 /** Adam time over stage @p stage's expert weights (stage < 0: the stage with the most MoE
  *  layers), sharded by ZeRO-1+ over the expert-dp group. */
 double sp_step_moe_optimizer_time(const sp_step_ctx *c, const sp_layout *l, int32_t stage);
-/** Add the expert weights, gradients, optimizer state, expert activations and dispatch
- *  buffers of @p l to @p o (the fullest stage) and update its total. */
+/** Add the expert weights, gradients, optimizer state and dispatch buffers of @p l to
+ *  @p o (the fullest stage) and update its total. */
 void sp_step_moe_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o);
+/** Activation bytes an MoE layer keeps for one micro-batch beyond a dense layer's MLP
+ *  (the routed copies' and shared experts' inputs and outputs; 0 with full or per-op
+ *  recomputation, or a dense model). */
+double sp_step_moe_act_layer_extra(const sp_step_ctx *c, const sp_layout *l);
 /** Append the MoE collectives of @p l (all-to-alls, expert-TP gathers, expert-dp gradient
  *  reduction) to @p out, per layer weighted by the fullest stage's share of MoE layers. */
 void sp_step_moe_comms(const sp_step_ctx *c, const sp_layout *l, GArray *out);

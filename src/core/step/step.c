@@ -86,23 +86,32 @@ void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o)
   o->grads = e * p / (l->zero >= 2 ? g : 1.0);
   o->optim = 12.0 * p / (l->zero >= 1 ? g : 1.0);
   int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
-  double inflight = (double)MIN((int64_t)l->pp, mbs);
-  /* Interleaved 1F1B keeps (1 + (p-1)/(p v)) times the activations of plain 1F1B on
-   * the first stage (Korthikanti et al. 2022, sec. 4.2.3). */
   int32_t v = sp_layout_vpp(l);
-  if (v > 1) inflight *= 1.0 + (double)(l->pp - 1) / ((double)l->pp * v);
-  double ls = (double)sp_layout_stage_layers(l, m);
+  gboolean ov = l->a2a_overlap && sp_model_is_moe(m);
   double per_layer = sp_step_act_layer_bytes(m, l, c->seq, c->hw.attn);
-  double first = ls * per_layer * inflight;
+  double moe_extra = sp_step_moe_act_layer_extra(c, l);
+  double rework = 0.0;
   if (l->ckpt == SP_CKPT_FULL) {
     sp_layout nl = *l;
     nl.ckpt = SP_CKPT_NONE;
-    first += sp_step_act_layer_bytes(m, &nl, c->seq, c->hw.attn); /* recompute working set */
+    rework = sp_step_act_layer_bytes(m, &nl, c->seq, c->hw.attn); /* recompute working set */
   }
   /* Logits on the last stage: bf16 logits + fp32 copy for the loss, vocab split by tp. */
   double logits = 6.0 * sp_step_local_tokens(l, c->seq) * (double)m->vocab / l->tp;
-  double last = ls * per_layer * 1.0 + logits;
-  o->act = l->pp == 1 ? first + logits : MAX(first, last);
+  /* The fullest stage: the first holds the most passes, the second (the first of the
+   * middle stages, all alike) may hold more layers (ppfirst), the last the logits. A
+   * stage's passes are counted at its mean layers per chunk. */
+  int32_t cand[3] = { 0, MIN(1, l->pp - 1), l->pp - 1 };
+  o->act = 0.0;
+  for (int i = 0; i < 3; i++) {
+    int32_t s = cand[i];
+    double live = (double)sp_step_live_passes(l->pp, v, mbs, s, ov) / (l->pp > 1 ? v : 1);
+    double layers = (double)sp_layout_layers_of_stage(l, m, s);
+    double moe_layers = sp_model_is_moe(m) ? (double)sp_step_moe_stage_layers(m, l, s) : 0.0;
+    double a = (layers * per_layer + moe_layers * moe_extra) * live + rework;
+    if (s == l->pp - 1) a += logits;
+    o->act = MAX(o->act, a);
+  }
   double mm = sp_model_layer_matmul_params(m) / l->tp * e;
   if (l->wp > 1 || l->zero >= 3) o->buffers = 3.0 * mm; /* two gather buffers + one gradient buffer */
   o->total = o->weights + o->grads + o->optim + o->act + o->buffers;

@@ -1,5 +1,6 @@
 /* Activation memory of one layer (Korthikanti et al. 2022, written with the model's
- * shapes), shared by the step's memory model and the MoE layer's. */
+ * shapes), shared by the step's memory model and the MoE layer's, and the number of
+ * passes whose activations the pipeline schedule holds at once. */
 #include "config.h"
 
 #include "spsim/step.h"
@@ -66,4 +67,22 @@ double sp_step_act_layer_bytes(const sp_model *m, const sp_layout *l, int64_t se
   double heads = a / (t * l->sp);
   if (attn == SP_ATTN_UNFUSED) return tokenwise + 5.0 * b * heads * (s / l->cp) * s;
   return tokenwise + 4.0 * b * heads * (s / l->cp);
+}
+
+/* ---- passes held by the pipeline schedule ---- */
+
+int64_t sp_step_warmup(int32_t pp, int32_t v, int64_t m, int32_t stage, gboolean ov)
+{
+  int64_t total = m * (v > 1 ? v : 1);
+  if (pp <= 1) return MIN(ov ? 1 : 0, total);
+  if (v <= 1) return MIN((int64_t)(pp - stage - 1) + (ov ? 1 : 0), m);
+  if (m == pp) return total; /* schedules.py: all_warmup_microbatches */
+  return MIN((int64_t)(pp - stage - 1) * 2 + (int64_t)(v - 1) * pp + (ov ? 1 : 0), total);
+}
+
+int64_t sp_step_live_passes(int32_t pp, int32_t v, int64_t m, int32_t stage, gboolean ov)
+{
+  int64_t total = m * (pp > 1 && v > 1 ? v : 1);
+  if (total <= 0) return 0;
+  return MIN(sp_step_warmup(pp, pp > 1 ? v : 1, m, stage, ov) + 1, total);
 }

@@ -251,9 +251,8 @@ gboolean sp_step_moe_a2a_hidden(const sp_step_ctx *c, const sp_layout *l, const 
   for (int i = 0; i < 4; i++) h += MIN(a2a, win[i]);
   /* paired passes: schedules.py's warm-up plus one (stage 0, the longest), or all but F0 and the last B */
   int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
-  int64_t v = sp_layout_vpp(l), total = mbs * v, warm = 1;
-  if (l->pp > 1 && v == 1) warm = MIN((int64_t)l->pp, total);
-  else if (l->pp > 1) warm = mbs == l->pp ? total : MIN((int64_t)(l->pp - 1) * 2 + (v - 1) * l->pp + 1, total);
+  int64_t v = sp_layout_vpp(l), total = mbs * v;
+  int64_t warm = sp_step_warmup(l->pp, (int32_t)v, mbs, 0, TRUE);
   double paired = total > 0 ? (double)(total - warm) / (double)total : 0.0;
   double ls = (double)sp_layout_stage_layers(l, m);
   double frac = ls > 0 ? (double)sp_step_moe_max_stage_layers(m, l) / ls : 0.0;
@@ -364,20 +363,25 @@ void sp_step_moe_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o
   double assigned = tokens * (double)m->topk * etp * f;
   /* dispatch and combine buffers of the layer in flight: the received and gathered token copies */
   o->buffers += 2.0 * assigned * h * e;
-  if (l->ckpt == SP_CKPT_NONE || l->ckpt == SP_CKPT_SELECTIVE) {
-    /* an MoE layer keeps, per routed copy, the expert's input and its up (and gate) and
-     * activation outputs, and the shared experts' likewise, in place of the dense MLP
-     * block's (sp_step_act_mlp_token_bytes) */
-    double cols = (double)m->expert_ffn / etp, mult = m->mlp == SP_MLP_SWIGLU ? 3.0 : 2.0;
-    double expert = assigned * (h + mult * cols) * e;
-    double shared = m->shared_experts > 0 ? tokens * l->tp * (h / l->tp + mult * (double)(m->shared_experts * m->shared_ffn) / l->tp) * e : 0.0;
-    double dense = shard_tokens(l, c->seq) * sp_step_act_mlp_token_bytes(m, l);
-    int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
-    double inflight = (double)MIN((int64_t)l->pp, mbs);
-    o->act += nm * (expert + shared - dense) * inflight;
-    if (o->act < 0) o->act = 0;
-  }
   o->total = o->weights + o->grads + o->optim + o->act + o->buffers;
+}
+
+double sp_step_moe_act_layer_extra(const sp_step_ctx *c, const sp_layout *l)
+{
+  const sp_model *m = c->model;
+  if (!sp_model_is_moe(m) || (l->ckpt != SP_CKPT_NONE && l->ckpt != SP_CKPT_SELECTIVE)) return 0.0;
+  double e = sp_model_dtype_bytes(m), h = (double)m->hidden;
+  double f = sp_step_moe_imbalance(c, l), etp = sp_layout_etp(l);
+  double tokens = shard_tokens(l, c->seq) / l->tp;
+  double assigned = tokens * (double)m->topk * etp * f;
+  /* an MoE layer keeps, per routed copy, the expert's input and its up (and gate) and
+   * activation outputs, and the shared experts' likewise, in place of the dense MLP
+   * block's (sp_step_act_mlp_token_bytes) */
+  double cols = (double)m->expert_ffn / etp, mult = m->mlp == SP_MLP_SWIGLU ? 3.0 : 2.0;
+  double expert = assigned * (h + mult * cols) * e;
+  double shared = m->shared_experts > 0 ? tokens * l->tp * (h / l->tp + mult * (double)(m->shared_experts * m->shared_ffn) / l->tp) * e : 0.0;
+  double dense = shard_tokens(l, c->seq) * sp_step_act_mlp_token_bytes(m, l);
+  return expert + shared - dense;
 }
 
 static void push(GArray *a, sp_comm_kind k, sp_comm_when w, sp_coll coll, int32_t n, int32_t stride, double bytes,

@@ -343,10 +343,7 @@ static GArray *stage_order(int32_t pp, int32_t v, int64_t m, int32_t s, sp_sched
     return o;
   }
   int64_t total = m * v;
-  int64_t warm;
-  if (v == 1) warm = MIN((int64_t)(pp - s - 1) + (ov ? 1 : 0), m);
-  else if (m == pp) warm = total;
-  else warm = MIN((int64_t)(pp - s - 1) * 2 + (int64_t)(v - 1) * pp + (ov ? 1 : 0), total);
+  int64_t warm = sp_step_warmup(pp, v, m, s, ov); /* the memory model counts the same passes */
   int64_t group = (int64_t)pp * v;
   for (int64_t k = 0; k < total; k++) {
     /* forward k, and (after the warm-up) backward k - warm */

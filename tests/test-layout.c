@@ -175,6 +175,57 @@ static void test_sweep_counts(void)
   sp_sweep_free(s);
 }
 
+/* Selective recomputation's modules (Megatron-Core's --recompute-modules): the set parses
+ * from '+'-joined names, the default (core_attn alone) has one spelling, the set needs
+ * ckpt=selective and a model that has the module, and it round-trips through the string. */
+static void test_recompute_modules(void)
+{
+  sp_layout l;
+  GError *err = NULL;
+  g_assert_true(sp_layout_parse("dp=4,ckpt=selective,recompute=mlp+layernorm,mb=1", &l, &err));
+  g_assert_cmpuint(l.rmods, ==, SP_RMOD_MLP | SP_RMOD_LAYERNORM);
+  g_assert_cmpuint(sp_layout_rmods(&l), ==, SP_RMOD_MLP | SP_RMOD_LAYERNORM); /* no core_attn unless named */
+  g_autofree char *s = sp_layout_to_string(&l);
+  g_assert_cmpstr(s, ==, "tp=1,tpsp=0,sp=1,cp=1,wp=1,pp=1,dp=4,zero=0,ckpt=selective,recompute=layernorm+mlp,mb=1");
+  sp_layout back;
+  g_assert_true(sp_layout_parse(s, &back, &err));
+  g_assert_cmpuint(back.rmods, ==, l.rmods);
+  g_autofree char *lab = sp_layout_label(&l);
+  g_assert_nonnull(strstr(lab, "sel(layernorm+mlp)"));
+  /* the default: selective alone and recompute=core_attn are one layout */
+  g_assert_true(sp_layout_parse("dp=4,ckpt=selective,recompute=core_attn", &l, &err));
+  g_assert_cmpuint(l.rmods, ==, 0);
+  g_assert_cmpuint(sp_layout_rmods(&l), ==, SP_RMOD_CORE_ATTN);
+  g_autofree char *d = sp_layout_to_string(&l);
+  g_assert_null(strstr(d, "recompute"));
+  /* other modes recompute by their own rules */
+  g_assert_true(sp_layout_parse("dp=4,ckpt=full", &l, &err));
+  g_assert_cmpuint(sp_layout_rmods(&l), ==, 0);
+  /* refused: without ckpt=selective, empty, unknown, repeated */
+  const char *bad[] = { "dp=4,recompute=mlp", "dp=4,ckpt=full,recompute=mlp", "dp=4,ckpt=selective,recompute=",
+                        "dp=4,ckpt=selective,recompute=attn", "dp=4,ckpt=selective,recompute=mlp+mlp" };
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_assert_false(sp_layout_parse(bad[i], &l, &err));
+    g_assert_error(err, SP_ERROR, SP_ERROR_INVALID);
+    g_assert_nonnull(strstr(err->message, "recompute"));
+    g_clear_error(&err);
+  }
+  /* a module the model does not have: mla_up_proj without latent attention, moe_act without experts */
+  sp_model m = mk(8, 4, 4);
+  sp_layout_ctx c = { .model = &m, .world = 4, .gpus_per_node = 8, .seq = 64, .global_batch = 8, .mb = 1 };
+  g_assert_true(sp_layout_parse("dp=4,ckpt=selective,recompute=mla_up_proj", &l, &err));
+  g_assert_cmpint(sp_layout_check(&l, &c, &err), !=, SP_SKIP_NONE);
+  g_assert_nonnull(strstr(err->message, "latent attention"));
+  g_clear_error(&err);
+  g_assert_true(sp_layout_parse("dp=4,ckpt=selective,recompute=moe_act", &l, &err));
+  g_assert_cmpint(sp_layout_check(&l, &c, &err), !=, SP_SKIP_NONE);
+  g_assert_nonnull(strstr(err->message, "no experts"));
+  g_clear_error(&err);
+  g_assert_true(sp_layout_parse("dp=4,ckpt=selective,recompute=layernorm+mlp", &l, &err));
+  g_assert_cmpint(sp_layout_check(&l, &c, &err), ==, SP_SKIP_NONE);
+  g_assert_no_error(err);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -182,5 +233,6 @@ int main(int argc, char **argv)
   g_test_add_func("/layout/interleaved", test_interleaved);
   g_test_add_func("/layout/check", test_check);
   g_test_add_func("/layout/sweep-counts", test_sweep_counts);
+  g_test_add_func("/layout/recompute-modules", test_recompute_modules);
   return g_test_run();
 }

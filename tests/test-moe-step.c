@@ -100,9 +100,18 @@ static void test_sweep_ep(void)
   sp_sweep_opts_init(&so, &lc);
   sp_sweep *s = sp_sweep_run(&lc, &so);
   gboolean seen[17] = { FALSE };
+  guint lean = 0, plain_sel = 0;
   for (guint i = 0; i < s->layouts->len; i++) {
     const sp_layout *l = &g_array_index(s->layouts, sp_layout, i);
     int32_t ep = sp_layout_ep(l);
+    /* a fourth recomputation mode: selective by layernorm and moe_act (no latent attention here) */
+    if (l->rmods != 0) {
+      g_assert_cmpint(l->ckpt, ==, SP_CKPT_SELECTIVE);
+      g_assert_cmpuint(l->rmods, ==, SP_RMOD_LAYERNORM | SP_RMOD_MOE_ACT);
+      lean++;
+    } else if (l->ckpt == SP_CKPT_SELECTIVE) {
+      plain_sel++;
+    }
     g_assert_cmpint(8 % ep, ==, 0);
     g_assert_cmpint(sp_layout_replicas(l) % ep, ==, 0);
     g_assert_cmpint(l->zero, <=, 2);
@@ -113,10 +122,16 @@ static void test_sweep_ep(void)
   /* tp=1, dp=16 allows ep = 1, 2, 4, 8; 16 does not divide the 8 experts */
   g_assert_true(seen[1] && seen[2] && seen[4] && seen[8]);
   g_assert_false(seen[16]);
+  /* every candidate is tried in each mode, and the modes' validity does not differ */
+  g_assert_cmpuint(lean, >, 0);
+  g_assert_cmpuint(lean, ==, plain_sel);
   sp_sweep_free(s);
   lc.model = dense;
   s = sp_sweep_run(&lc, &so);
-  for (guint i = 0; i < s->layouts->len; i++) g_assert_cmpint(sp_layout_ep(&g_array_index(s->layouts, sp_layout, i)), ==, 1);
+  for (guint i = 0; i < s->layouts->len; i++) {
+    g_assert_cmpint(sp_layout_ep(&g_array_index(s->layouts, sp_layout, i)), ==, 1);
+    g_assert_cmpuint(g_array_index(s->layouts, sp_layout, i).rmods, ==, 0); /* dense: three modes only */
+  }
   sp_sweep_free(s);
   sp_model_free(mix);
   sp_model_free(dense);

@@ -22,6 +22,9 @@
 #     35970351104; attention + 32 x 2*2*256*256*64 = 536870912 -> 2415919104.
 #   tp=2,ckpt=op: + K (2*256*128*256), output projection (2*256*256*128) and SwiGLU's
 #     w3 (2*256*512*256) per layer and micro-batch = 100663296 x 32 -> 30601641984.
+#   tp=2,ckpt=selective,recompute=layernorm+mlp: + the MLP's up (2*256*1024*256) and
+#     down (2*256*256*512) projections again, 201326592 x 32 -> 33822867456; no
+#     attention recomputed (core_attn not named) -> 1879048192.
 # Then: the measured step and its table per kind, --trace (a Chrome trace of every
 # task that takes time, as the what-if's), --checksum kept (the reduced replay's lines,
 # as with --dry-compute), spsim platform local and --compare (both figures printed;
@@ -56,22 +59,23 @@ flops() {
   else ok "np=$1 $2: $3 GEMM FLOP and $4 attention FLOP, step timed"; fi
 }
 
-echo "1..24"
+echo "1..25"
 
-# 1-5: the kernels of the step, counted by hand
+# 1-6: the kernels of the step, counted by hand
 flops 2 dp=2 27380416512 1879048192
 flops 4 tp=2,pp=2 12884901888 939524096
 flops 2 cp=2 27380416512 1879048192
 flops 2 tp=2,ckpt=full 35970351104 2415919104
 flops 2 tp=2,ckpt=op 30601641984 1879048192
+flops 2 tp=2,ckpt=selective,recompute=layernorm+mlp 33822867456 1879048192
 
-# 6: the TP rows: tp=2 runs its collectives (busy time above 0 on the tp stream)
+# 7: the TP rows: tp=2 runs its collectives (busy time above 0 on the tp stream)
 mpi 2 $A --layout tp=2
 if [ "$rc" -eq 0 ] && awk '$1 == "tp" && $2 > 0 { f = 1 } END { exit !f }' "$tmp/out"; then
   ok "tp=2: the tp stream's busy time is reported"
 else nok "tp=2: no tp busy time: $(cat "$tmp/out" "$tmp/err" | head -c 600)"; fi
 
-# 7: --trace: a Chrome trace with a complete event per task that takes time: tp=2,pp=2
+# 8: --trace: a Chrome trace with a complete event per task that takes time: tp=2,pp=2
 # stage 0 runs 2 layers x 8 micro-batches of compute
 mpi 4 $A --layout tp=2,pp=2 --trace "$tmp/t.json"
 if [ "$rc" -eq 0 ] && python3 - "$tmp/t.json" <<'PY'
@@ -86,7 +90,7 @@ PY
 then ok "--trace: a Chrome trace of both stages' tasks"
 else nok "--trace: exit $rc $(head -c 300 "$tmp/err")"; fi
 
-# 8: --checksum: the same lines with compute as with --dry-compute (the reduced replay)
+# 9: --checksum: the same lines with compute as with --dry-compute (the reduced replay)
 mpi 4 $A --layout tp=2,pp=2 --checksum --dry-compute
 grep '^checksum ' "$tmp/out" >"$tmp/want"
 mpi 4 $A --layout tp=2,pp=2 --checksum
@@ -94,7 +98,7 @@ grep '^checksum ' "$tmp/out" >"$tmp/got"
 if [ "$rc" -eq 0 ] && [ -s "$tmp/want" ] && cmp -s "$tmp/want" "$tmp/got"; then ok "--checksum: the replay's lines, with compute"
 else nok "--checksum with compute: exit $rc, lines differ"; fi
 
-# 9-11: spsim platform local, accepted by the what-if, and --compare with both figures
+# 10-12: spsim platform local, accepted by the what-if, and --compare with both figures
 if [ -x "$build/spsim" ]; then
   # the measured rates, the attention backward's among them, and a collective's cost
   # between computing ranks as coll_latency, at least the one-way MPI latency
@@ -118,32 +122,32 @@ else
   for i in 1 2 3; do n=$((n + 1)); echo "ok $n # SKIP spsim not built"; done
 fi
 
-# 12: the closed loop runs and prints both figures per layout
+# 13: the closed loop runs and prints both figures per layout
 if [ -x "$build/spsim" ] && SPSIM_BUILDDIR="$build" MPIRUN="$MPIRUN" sh "$src/bench/closed-loop.sh" --quick \
      >"$tmp/loop" 2>&1 && [ "$(grep -Ec '^\| 2 \| [a-z=,0-9]+ \| [0-9.]+ \| [0-9.]+ \| [-+][0-9.]+%' "$tmp/loop")" = 2 ] &&
    grep -q '^median |step error|' "$tmp/loop"; then ok "bench/closed-loop.sh --quick: both figures for 2 layouts"
 elif [ ! -x "$build/spsim" ]; then n=$((n + 1)); echo "ok $n # SKIP spsim not built"
 else nok "closed loop: $(head -c 800 "$tmp/loop")"; fi
 
-# 13: a rank that dies in the middle of the step: the job ends non-zero, naming it
+# 14: a rank that dies in the middle of the step: the job ends non-zero, naming it
 mpi 2 $A --layout tp=2 --debug-die-mid-rank 1 --timeout 10
 expect "rank 1 dies mid-step: job ends non-zero" 3 "rank 1: exiting with status 3 in the middle of the step"
 
-# 14: ranks launched with different flags
+# 15: ranks launched with different flags
 timeout 120 "$MPIRUN" -np 1 "$run" $A --layout tp=2 : -np 1 "$run" $A --layout tp=2 --dry-compute \
   >"$tmp/out" 2>"$tmp/err"
 rc=$?
 expect "--dry-compute on one rank only: refused" 2 "ranks disagree on flags \(--dry-compute differs"
 
-# 15: too big for memory: refused before allocating, naming the need and what is free
+# 16: too big for memory: refused before allocating, naming the need and what is free
 mpi 2 $A --layout tp=2 --debug-mem-avail 1000000
 expect "model too big for memory: refused" 2 "model too big for memory: the step needs .* GiB per rank.* available"
 
-# 16: compute needs every GPU of the layout
+# 17: compute needs every GPU of the layout
 mpi 3 $A --layout tp=2 --world 4
 expect "--world 4 on 3 ranks with compute: refused" 2 "--world 4 needs mpirun -np 4 \(or use --dry-compute"
 
-# 17: --compare without a platform measures this machine in the job (as spsim platform
+# 18: --compare without a platform measures this machine in the job (as spsim platform
 # local does) and prints both figures; on one rank, where there is nothing to measure
 # between ranks, it says how to make one
 if [ -x "$build/spsim" ]; then
@@ -156,13 +160,13 @@ else n=$((n + 1)); echo "ok $n # SKIP spsim not built"; fi
 mpi 1 $A --layout dp=1 --compare
 expect "--compare on one rank without --platform: says how" 2 "spsim platform local -np 2 -o local.xml"
 
-# 18: a rank that hangs in the middle of the step: the others stop within --timeout,
+# 19: a rank that hangs in the middle of the step: the others stop within --timeout,
 # naming the stream and task they wait on
 mpi 2 $A --layout tp=2 --debug-hang-rank 1 --timeout 3
 expect "rank 1 hangs mid-step: bounded by --timeout, names the wait" 4 \
   "rank 0: the step made no progress for 3 s \(--timeout\); waiting on: .*tp '"
 
-# 19: --device cuda on the fake device (tests/fakegpu: cuBLAS's BF16 GEMMs queued on the
+# 20: --device cuda on the fake device (tests/fakegpu: cuBLAS's BF16 GEMMs queued on the
 # rank's stream, run on the host): the same kernels as on the CPU, and on a GPU the
 # kernel model knows (the fake named as an H100) its price of them beside
 fake="$build/tests/spsim-run-fakegpu"
@@ -177,11 +181,11 @@ if [ -x "$fake" ] && grep -q "define SP_HAVE_CUBLAS 1" "$build/config.h" 2>/dev/
   else nok "--device cuda (fake device): exit $rc: $(cat "$tmp/out" "$tmp/err" | tail -c 600)"; fi
 else n=$((n + 1)); echo "ok $n # SKIP not built with CUDA and cuBLAS (no fake device)"; fi
 
-# 20: an unknown --device
+# 21: an unknown --device
 mpi 2 $A --layout tp=2 --device gpu
 expect "--device gpu: refused" 2 "--device must be cpu or cuda \(got 'gpu'\)"
 
-# 21: a sliding-window model: its windows are priced, and spsim-run's attention kernels
+# 22: a sliding-window model: its windows are priced, and spsim-run's attention kernels
 # score the whole causal prefix, so a step with compute is refused; the step without
 # compute, or at a sequence within the window, runs
 sed 's/"vocab": 1024,/"vocab": 1024, "sliding_window": 64,/' "$src/models/tiny.json" >"$tmp/tinyw.json"
@@ -190,10 +194,10 @@ timeout 300 "$MPIRUN" -np 2 "$run" --step --model "$tmp/tinyw.json" --seq 256 --
 rc=$?
 expect "sliding-window model with compute: refused" 2 "sliding-window layers \(sliding_window 64 < --seq 256\).*--dry-compute"
 
-# 22: one GPU: no collective or pipeline send, so nothing to replay, but the step's
+# 23: one GPU: no collective or pipeline send, so nothing to replay, but the step's
 # compute runs: all 8 sequences on the one rank, twice dp=2's per-rank FLOPs
 # (27380416512 GEMM and 1879048192 attention for 4 sequences, the dp=2 row above)
 flops 1 dp=1 54760833024 3758096384
-# 23: ... and with --dry-compute nothing is left to run: refused, saying what to do
+# 24: ... and with --dry-compute nothing is left to run: refused, saying what to do
 mpi 1 $A --layout dp=1 --dry-compute
 expect "one GPU with --dry-compute: refused" 2 "no communication.*drop it to time the step's compute"

@@ -104,6 +104,83 @@ static void test_activation_bytes_shapes(void)
   g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (896 + 8));
 }
 
+/* Selective recomputation by modules (Megatron-Core's --recompute-modules), on the layer
+ * of test_activation_bytes_shapes (1792 bytes per token kept without recomputation, 16 of
+ * log-sum-exp): layernorm drops the two norms' outputs, the QKV and MLP inputs (2 x 64
+ * each); mlp keeps the MLP's input (128) and mask (64) and drops its 768 bytes of SwiGLU
+ * tensors; without core_attn the log-sum-exp stays. */
+static void test_activation_bytes_modules(void)
+{
+  sp_model m = { .name = (char *)"tiny-llama", .layers = 2, .hidden = 64, .heads = 4, .kv_heads = 2, .ffn = 128,
+                 .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_SWIGLU };
+  sp_layout l;
+  sp_layout_init(&l);
+  l.mb = 1;
+  l.dp = 1;
+  l.ckpt = SP_CKPT_SELECTIVE;
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * 1792);
+  l.rmods = SP_RMOD_LAYERNORM;
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (1792 - 256 + 16));
+  l.rmods = SP_RMOD_MLP;
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (1792 - 768 + 16));
+  l.rmods = SP_RMOD_LAYERNORM | SP_RMOD_MLP; /* the MLP checkpoint keeps its input, the norm's output */
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (1792 - 128 - 768 + 16));
+  l.rmods |= SP_RMOD_CORE_ATTN;
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (1792 - 128 - 768));
+  /* multi-head latent attention: h 64, 4 heads, q_lora 32, kv_lora 16, nope 8 + rope 8,
+   * v 16, SwiGLU ffn 128. Per token: norms' inputs and QKV input 3 x 2 x 64 + the output
+   * mask 64 = 448; Q, K, V and the attention output 2 x 4 x (16 + 16 + 16 + 16) = 512;
+   * latents: the down-projections' outputs 2 x (32 + 16 + 8) = 112 and the normed latents
+   * 2 x (32 + 16) = 96; MLP 2 x 64 + 64 + 3 x 2 x 128 = 960: 2128, and 16 of log-sum-exp.
+   * mla_up_proj drops Q, K, V (384) and the normed latents (96). */
+  sp_model a = { .name = (char *)"tiny-mla", .layers = 2, .hidden = 64, .heads = 4, .kv_heads = 4, .ffn = 128,
+                 .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_SWIGLU, .q_lora_rank = 32, .kv_lora_rank = 16,
+                 .qk_nope_head_dim = 8, .qk_rope_head_dim = 8, .v_head_dim = 16 };
+  l.ckpt = SP_CKPT_NONE;
+  l.rmods = 0;
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&a, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (2128 + 16));
+  l.ckpt = SP_CKPT_SELECTIVE;
+  l.rmods = SP_RMOD_MLA_UP_PROJ;
+  g_assert_cmpfloat(sp_step_act_layer_bytes(&a, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (2128 - 384 - 96 + 16));
+}
+
+/* What the modules recompute costs: each adds kernels to the backward, never memory to
+ * the step; the modules that keep the least cost the most. */
+static void test_recompute_modules_step(void)
+{
+  sp_model m = { .name = (char *)"tiny-llama", .layers = 4, .hidden = 1024, .heads = 8, .kv_heads = 8, .ffn = 4096,
+                 .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_SWIGLU };
+  sp_step_ctx c = ctx_for(&m, 2, 2048, 8);
+  c.hw.gpu.hbm_bw = 1e12; /* element-wise kernels priced: 1 TB/s, 5 us a launch */
+  c.hw.gpu.launch = 5e-6;
+  const char *spec[] = { "dp=2,ckpt=none,mb=1", "dp=2,ckpt=selective,recompute=layernorm,mb=1",
+                         "dp=2,ckpt=selective,recompute=layernorm+mlp,mb=1", "dp=2,ckpt=full,mb=1" };
+  double t[4], act[4];
+  for (int i = 0; i < 4; i++) {
+    sp_layout l = lay(spec[i], &c);
+    sp_step_result r;
+    GError *err = NULL;
+    g_assert_true(sp_step_eval(&c, &l, &r, &err));
+    g_assert_no_error(err);
+    t[i] = r.step_time;
+    act[i] = r.mem.act;
+  }
+  for (int i = 1; i < 4; i++) {
+    g_assert_cmpfloat(t[i], >, t[i - 1]);
+    g_assert_cmpfloat(act[i], <, act[i - 1]);
+  }
+  /* the norms' recompute: 2 norms x (read + write of 2-byte values, h per token) at the
+   * streamed HBM rate, and a launch each */
+  sp_layout l = lay(spec[1], &c);
+  sp_layer_kernels k;
+  GError *err = NULL;
+  g_assert_true(sp_step_layer_kernels(&c, &l, &k, &err));
+  double rate = c.hw.gpu.hbm_bw * (c.hw.gpu.hbm_eff > 0 ? c.hw.gpu.hbm_eff : 1.0);
+  double want = 2.0 * (2.0 * 2.0 * 2048.0 * 1024.0 / rate + c.hw.gpu.launch);
+  g_assert_cmpfloat(fabs(k.rmod_attn - want), <=, 1e-12 * want);
+  g_assert_cmpfloat(k.rmod_mlp, ==, 0.0);
+}
+
 /* A Llama-style layer: h 64, 4 heads of 16, 2 KV heads, SwiGLU ffn 128. */
 static sp_model tiny_llama(void)
 {
@@ -567,6 +644,8 @@ int main(int argc, char **argv)
   g_test_add_func("/step/activation-bytes", test_activation_bytes);
   g_test_add_func("/step/live-passes", test_live_passes);
   g_test_add_func("/step/pipeline-activations", test_pipeline_activations);
+  g_test_add_func("/step/activation-bytes/modules", test_activation_bytes_modules);
+  g_test_add_func("/step/recompute-modules", test_recompute_modules_step);
   g_test_add_func("/step/activation-bytes-shapes", test_activation_bytes_shapes);
   g_test_add_func("/step/op-checkpoint", test_op_checkpoint);
   g_test_add_func("/step/eager-elementwise", test_eager_elementwise);

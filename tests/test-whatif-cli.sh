@@ -9,7 +9,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..73"
+echo "1..77"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -257,6 +257,15 @@ if "$bin" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,zero=1,ckpt=se
 then ok "a2aoverlap=1 ranked and exported"; else nok "a2aoverlap: $(cat "$tmp/err")"; fi
 expect_fail "a2aoverlap with full recompute" "a2aoverlap=1 cannot run with full recompute" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,ckpt=full,a2aoverlap=1
 expect_fail "a2aoverlap on a dense model" "need an MoE model" "$tmp/p.xml" $A --model llama3-8b --layout tp=1,a2aoverlap=1
+# recompute=: Megatron-Core's --recompute-modules, in the label, the report and the export; refused
+# without ckpt=selective, for an unknown module and for a module the model has not
+if "$bin" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,zero=1,ckpt=selective,recompute=layernorm+moe_act --gpu-mem 65536 --export megatron >"$tmp/out" 2>"$tmp/err" \
+   && grep -q "z1 sel(layernorm+moe_act)" "$tmp/out" && grep -q -- '--recompute-modules layernorm moe_act' "$tmp/out" \
+   && grep -q "with selective recomputation (layernorm moe_act)" "$tmp/out"
+then ok "recompute=layernorm+moe_act ranked, explained and exported"; else nok "recompute=: $(cat "$tmp/err")"; fi
+expect_fail "recompute= without ckpt=selective" "add ckpt=selective" "$tmp/p.xml" $A --model llama3-8b --layout tp=1,recompute=mlp
+expect_fail "recompute= with an unknown module" "unknown module 'attn'" "$tmp/p.xml" $A --model llama3-8b --layout tp=1,ckpt=selective,recompute=attn
+expect_fail "recompute=mla_up_proj without latent attention" "has no latent attention" "$tmp/p.xml" $A --model llama3-8b --layout tp=1,ckpt=selective,recompute=mla_up_proj
 # a skewed routing (zipf:1.5 over 8 experts on 8 ranks: the busiest takes 8 / (1 + 2^-1.5 + ... + 8^-1.5) = 4.15 x the mean) is slower
 "$bin" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,zero=1 --json "$tmp/u.json" >/dev/null 2>&1
 "$bin" "$tmp/p.xml" $A --model mixtral-8x7b --layout tp=1,ep=8,zero=1 --routing zipf:1.5 --json "$tmp/z.json" >/dev/null 2>&1

@@ -59,6 +59,7 @@ typedef struct {
   int64_t T, h, d, qd, kvd, up, ffn, vocab, seq, cp;
   double heads_b;       /* micro-batch x heads / (tp sp) */
   double elem_fwd;      /* bytes of the layer's element-wise forward */
+  double norms, act;    /* bytes of the two norms and of the MLP's activation (recompute=layernorm, mlp) */
   double loss, embed;   /* bytes */
   gboolean swiglu;
 } shapes;
@@ -87,6 +88,9 @@ static gboolean shapes_of(const sp_step_ctx *c, const sp_layout *l, shapes *s, G
   s->cp = l->cp;
   s->heads_b = (double)l->mb * ((double)m->heads / ((double)l->tp * l->sp));
   s->elem_fwd = lk.elem_fwd;
+  double e = sp_model_dtype_bytes(m), hs = (double)m->hidden / (l->tp_sp ? l->tp : 1);
+  s->norms = 2.0 * 2.0 * e * (double)s->T * hs; /* rmod_kernels in step/step.c */
+  s->act = e * (double)s->T * (double)(s->up + s->ffn);
   s->loss = lk.loss;
   s->embed = 2.0 * sp_step_local_tokens(l, c->seq) * (double)m->hidden * sp_model_dtype_bytes(m);
   return TRUE;
@@ -163,7 +167,15 @@ static void sequence_of(const sp_task *t, const shapes *s, const sp_layout *l, d
     PUSH(q, "recompute (op policy)", elem(s->elem_fwd), gemm(s->T, s->kvd, s->h), gemm(s->T, s->h, s->qd),
          s->swiglu ? gemm(s->T, s->ffn, s->h) : gemm(s->T, s->h, s->ffn));
   } else {
-    push_attention(q, s, FALSE);
+    /* ckpt=selective: stepgraph.c's layer_bwd_recompute, then the attention core */
+    uint32_t rm = sp_layout_rmods(l);
+    if ((rm & SP_RMOD_LAYERNORM) && (rm & SP_RMOD_MLP))
+      PUSH(q, "recompute (modules)", elem(s->norms), gemm(s->T, s->up, s->h), elem(s->act), gemm(s->T, s->h, s->ffn));
+    else if (rm & SP_RMOD_MLP)
+      PUSH(q, "recompute (modules)", gemm(s->T, s->up, s->h), elem(s->act), gemm(s->T, s->h, s->ffn));
+    else if (rm & SP_RMOD_LAYERNORM)
+      PUSH(q, "recompute (modules)", elem(s->norms));
+    if (rm & SP_RMOD_CORE_ATTN) push_attention(q, s, FALSE);
   }
 }
 

@@ -29,6 +29,32 @@ typedef enum {
   SP_CKPT_COUNT
 } sp_ckpt;
 
+/** Modules that ckpt=selective recomputes, as Megatron-Core's --recompute-modules names them
+ *  (megatron/core/transformer/transformer_config.py, recompute_modules; Megatron Bridge's
+ *  "Activation Recomputation" guide). A layout's set is a bitwise OR; none given means
+ *  Megatron-Core's default, core_attn. */
+typedef enum {
+  SP_RMOD_CORE_ATTN = 1u << 0,   /**< the attention core (scores, softmax, dropout, A.V) */
+  SP_RMOD_LAYERNORM = 1u << 1,   /**< the two layer norms' outputs (input and pre-MLP), discarded after use */
+  SP_RMOD_MLA_UP_PROJ = 1u << 2, /**< multi-head latent attention: the Q, K and V up-projections and RoPE,
+                                      discarded after use (the latents stay) */
+  SP_RMOD_MLP = 1u << 3,         /**< a dense layer's MLP: only its input kept */
+  SP_RMOD_MOE_ACT = 1u << 4,     /**< the experts' activation function output, discarded after use */
+  SP_RMOD_ALL = (1u << 5) - 1
+} sp_rmod;
+
+/** Parse "+"-separated module names (core_attn, layernorm, mla_up_proj, mlp, moe_act) into
+ *  a set; an unknown or repeated name is an error that lists the known ones. */
+gboolean sp_rmods_parse(const char *s, uint32_t *out, GError **err);
+/** @return the set as "+"-separated names in the order above (newly allocated). */
+char *sp_rmods_format(uint32_t set);
+/** The modules the sweep tries as a fourth recomputation mode beside none, selective and
+ *  full, where the model has modules cheap to recompute and costly to keep: layernorm
+ *  with moe_act for MoE models, with mla_up_proj for latent attention (Megatron Bridge's
+ *  "Activation Recomputation" guide: grouped MoE starts with moe_act or layernorm plus
+ *  moe_act, MLA with mla_up_proj); 0 for other models (no fourth mode). */
+uint32_t sp_rmods_swept(const sp_model *m);
+
 /** The modes the layout sweep enumerates (SP_CKPT_OP is only taken when a layout names it). */
 #define SP_CKPT_SWEPT (SP_CKPT_FULL + 1)
 
@@ -62,6 +88,8 @@ typedef struct {
   int32_t dp;       /**< data parallel degree */
   int32_t zero;     /**< ZeRO stage 0..3 over the gradient group */
   sp_ckpt ckpt;     /**< activation checkpointing */
+  uint32_t rmods;   /**< with ckpt=selective: the modules recomputed (sp_rmod set; 0: the default,
+                         core_attn alone); layout key recompute=mla_up_proj+mlp. See sp_layout_rmods */
   int32_t mb;       /**< micro-batch size in sequences */
   gboolean dp_sync; /**< the data-parallel gradient reduction starts once the step's backward is
                          over, in one collective, instead of in buckets under the last
@@ -153,6 +181,10 @@ char *sp_layout_label(const sp_layout *l);
 int64_t sp_layout_microbatches(const sp_layout *l, const sp_layout_ctx *ctx);
 /** Virtual stages per pipeline rank (>= 1). */
 int32_t sp_layout_vpp(const sp_layout *l);
+/** The modules recomputed (sp_rmod set): with ckpt=selective the layout's set, or core_attn
+ *  when it names none; 0 for the other modes (none keeps all; full and op recompute by
+ *  their own rules). */
+uint32_t sp_layout_rmods(const sp_layout *l);
 /** Layers on the largest pipeline stage (ceil(layers / pp) when the split is even). */
 int64_t sp_layout_stage_layers(const sp_layout *l, const sp_model *m);
 /**

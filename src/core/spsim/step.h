@@ -171,6 +171,10 @@ typedef struct {
   double op_recompute; /**< what ckpt=op recomputes before the layer's backward: the element-wise forward
                             and the 2nd, 4th and 6th forward matmuls (K, output projection, and the MLP's
                             second: SwiGLU's up projection w3, else the down projection) */
+  double rmod_attn;  /**< what ckpt=selective's modules recompute before every layer's backward beside
+                          the attention core: the two norms (layernorm) and multi-head latent
+                          attention's up-projections with their latent norms (mla_up_proj) */
+  double rmod_mlp;   /**< what they recompute before a dense layer's backward: its MLP forward (mlp) */
   double head[3];    /**< output layer (LM head) GEMM */
   double loss;       /**< softmax cross-entropy over the logits (each direction: sp_step_loss_time) */
 } sp_layer_kernels;

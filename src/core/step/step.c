@@ -331,6 +331,45 @@ static gboolean mla_kernels(const sp_step_ctx *c, const sp_layout *l, int64_t T,
   return TRUE;
 }
 
+/* What ckpt=selective's modules (sp_layout_rmods) recompute before a layer's backward,
+ * forward kernels run again (Megatron-Core's transformer_layer.py and
+ * multi_latent_attention.py run each module's forward again ahead of its backward):
+ * - layernorm: the input and pre-MLP norms, each reading its input and writing its
+ *   output (2 e bytes per value, h per token, split by t with SP);
+ * - mla_up_proj: the latent norms (2 e bytes per value of q_lora_rank + kv_lora_rank) and
+ *   the up-projections, q_lora_rank -> heads/t x (nope + rope) and kv_lora_rank -> heads/t
+ *   x (nope + v) (DeepSeek-V2 eqs. 9-14, as sp_model_attn_matmul_params counts them);
+ * - mlp: a dense layer's up and down projections and its activation, which reads the up
+ *   projection's output and writes its product (e bytes per value each). */
+static gboolean rmod_kernels(const sp_step_ctx *c, const sp_layout *l, int64_t T, sp_layer_kernels *o, GError **err)
+{
+  const sp_model *m = c->model;
+  const sp_kernel_gpu *g = &c->hw.gpu;
+  uint32_t rm = sp_layout_rmods(l);
+  double e = sp_model_dtype_bytes(m), rate = g->hbm_bw > 0 ? sp_kernel_hbm_rate(g) : 0.0;
+  o->rmod_attn = o->rmod_mlp = 0.0;
+  if (rate <= 0) return TRUE;
+  double hs = (double)m->hidden / (l->tp_sp ? l->tp : 1);
+  if (rm & SP_RMOD_LAYERNORM) o->rmod_attn += 2.0 * (2.0 * e * (double)T * hs / rate + g->launch);
+  if ((rm & SP_RMOD_MLA_UP_PROJ) && sp_model_is_mla(m)) {
+    sp_fp8_recipe f8 = c->hw.fp8;
+    int64_t heads = m->heads / l->tp;
+    double q[3] = { 0 }, kv[3];
+    if (m->q_lora_rank > 0 &&
+        !sp_kernel_linear3(g, f8, T, heads * sp_model_qk_head_dim(m), m->q_lora_rank, e, q, err))
+      return FALSE;
+    if (!sp_kernel_linear3(g, f8, T, heads * (m->qk_nope_head_dim + m->v_head_dim), m->kv_lora_rank, e, kv, err))
+      return FALSE;
+    double lat = (double)(m->q_lora_rank + m->kv_lora_rank);
+    o->rmod_attn += q[0] + kv[0] + 2.0 * e * (double)T * lat / rate + 2.0 * g->launch;
+  }
+  if (rm & SP_RMOD_MLP) {
+    double up = (double)(m->mlp == SP_MLP_SWIGLU ? 2 : 1) * (double)m->ffn / l->tp, f = (double)m->ffn / l->tp;
+    o->rmod_mlp = o->up[0] + o->down[0] + e * (double)T * (up + f) / rate + g->launch;
+  }
+  return TRUE;
+}
+
 gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_layer_kernels *o, GError **err)
 {
   const sp_model *m = c->model;
@@ -359,6 +398,7 @@ gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_laye
   /* element-wise kernels write the layer's stored activations and read them back */
   sp_layout nl = *l;
   nl.ckpt = SP_CKPT_SELECTIVE;
+  nl.rmods = 0; /* every activation the layer writes, whatever is kept */
   double bytes = 2.0 * sp_step_act_layer_bytes(m, &nl, c->seq, c->hw.attn);
   double kernels = ELEMWISE_KERNELS_PER_LAYER;
   if (m->elementwise == SP_ELEM_EAGER) {
@@ -383,6 +423,7 @@ gboolean sp_step_layer_kernels(const sp_step_ctx *c, const sp_layout *l, sp_laye
     return FALSE;
   o->op_recompute = o->elem_fwd + tk + o->proj[0] + (m->mlp == SP_MLP_SWIGLU ? o->up[0] / 2.0 : o->down[0]);
   if (sp_model_is_mla(m) && !mla_kernels(c, l, T, o, err)) return FALSE;
+  if (!rmod_kernels(c, l, T, o, err)) return FALSE;
   /* LM head, then the loss over the logits (sp_step_loss_bytes_per_logit) */
   if (!gemm3(g, T, m->vocab / tp, h, e, o->head, err))
     return FALSE;
@@ -488,7 +529,16 @@ void sp_step_set_time(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   double extra = 0;
   double attn_tok = 2.0 * (double)m->layers * aw * (double)c->seq * frac; /* causal forward */
   if (l->ckpt == SP_CKPT_FULL) extra = tokens * (2.0 * (double)m->layers * sp_model_layer_matmul_params(m) + attn_tok);
-  else if (l->ckpt == SP_CKPT_SELECTIVE) extra = tokens * attn_tok;
+  else if (l->ckpt == SP_CKPT_SELECTIVE) { /* the modules' FLOPs (rmod_kernels) */
+    uint32_t rm = sp_layout_rmods(l);
+    double dense_layers = (double)(m->layers - (sp_model_is_moe(m) ? sp_model_moe_layers(m) : 0));
+    if (rm & SP_RMOD_CORE_ATTN) extra += tokens * attn_tok;
+    if ((rm & SP_RMOD_MLA_UP_PROJ) && sp_model_is_mla(m))
+      extra += tokens * 2.0 * (double)m->layers * (double)m->heads *
+               ((double)m->q_lora_rank * (double)sp_model_qk_head_dim(m) +
+                (double)m->kv_lora_rank * (double)(m->qk_nope_head_dim + m->v_head_dim));
+    if (rm & SP_RMOD_MLP) extra += tokens * 2.0 * dense_layers * sp_model_mlp_params(m, m->ffn);
+  }
   else if (l->ckpt == SP_CKPT_OP) /* K, output projection and one MLP matrix of h x ffn */
     extra = tokens * 2.0 * (double)m->layers * (double)m->hidden *
             ((double)m->kv_heads * (double)sp_model_head_dim(m) + (double)m->heads * (double)sp_model_head_dim(m) + (double)m->ffn);
@@ -535,6 +585,7 @@ static gboolean moe_layer_times(const sp_step_ctx *c, const sp_layout *l, double
   *lf += frac * df;
   *lb += frac * db;
   if (l->ckpt == SP_CKPT_FULL) *lb += frac * df;
+  if (sp_layout_rmods(l) & SP_RMOD_MOE_ACT) *lb += frac * mk.act; /* the experts' activation again */
   return TRUE;
 }
 
@@ -572,8 +623,10 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   double lf = mm_f + at_f + el_f;
   double lb = sp_layer_kernels_mm_bwd(&lk) + lk.attn_bwd + 2.0 * el_f;
   if (l->ckpt == SP_CKPT_FULL) lb += lf;
-  else if (l->ckpt == SP_CKPT_SELECTIVE) lb += at_f;
-  else if (l->ckpt == SP_CKPT_OP) lb += lk.op_recompute;
+  else if (l->ckpt == SP_CKPT_SELECTIVE) {
+    double dense = sp_model_is_moe(m) && ls > 0 ? 1.0 - (double)sp_step_moe_max_stage_layers(m, l) / ls : 1.0;
+    lb += (sp_layout_rmods(l) & SP_RMOD_CORE_ATTN ? at_f : 0.0) + lk.rmod_attn + dense * lk.rmod_mlp;
+  } else if (l->ckpt == SP_CKPT_OP) lb += lk.op_recompute;
   double head_f = lk.head[0] + lk.loss, head_b = (lk.head[1] + lk.head[2]) + lk.loss;
   if (sp_model_is_moe(m) && !moe_layer_times(c, l, &lf, &lb, err)) return FALSE;
 
@@ -633,7 +686,8 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   }
   if (l->cp > 1) {
     double share = (double)(l->cp - 1) / l->cp;
-    double bwin = (l->ckpt == SP_CKPT_SELECTIVE || l->ckpt == SP_CKPT_FULL ? 3.0 : 2.0) * at_f;
+    gboolean again = (sp_layout_rmods(l) & SP_RMOD_CORE_ATTN) || l->ckpt == SP_CKPT_FULL;
+    double bwin = (again ? 3.0 : 2.0) * at_f;
     ef[SP_COMM_RING] = MAX(0.0, cf[SP_COMM_RING] - share * at_f);
     eb[SP_COMM_RING] = MAX(0.0, cb[SP_COMM_RING] - share * bwin);
   }

@@ -23,7 +23,11 @@ double sp_step_act_mlp_token_bytes(const sp_model *m, const sp_layout *l)
 {
   double t = l->tp, e = sp_model_dtype_bytes(m), h = (double)m->hidden, f = (double)m->ffn;
   double mult = m->mlp != SP_MLP_SWIGLU ? 2.0 : m->elementwise == SP_ELEM_EAGER ? 4.0 : 3.0;
-  return (e + 1.0) * h / (l->tp_sp ? t : 1.0) + e * mult * f / t;
+  uint32_t rm = sp_layout_rmods(l);
+  /* recompute=layernorm drops the norm's output (the block's input) after use; =mlp keeps
+   * the block's input alone (a checkpoint's input) */
+  double in = (rm & SP_RMOD_LAYERNORM) && !(rm & SP_RMOD_MLP) ? 0.0 : e;
+  return (in + 1.0) * h / (l->tp_sp ? t : 1.0) + (rm & SP_RMOD_MLP ? 0.0 : e * mult * f / t);
 }
 
 double sp_step_act_layer_bytes(const sp_model *m, const sp_layout *l, int64_t seq, sp_attn_impl attn)
@@ -53,10 +57,23 @@ double sp_step_act_layer_bytes(const sp_model *m, const sp_layout *l, int64_t se
    * 34/t with SP. */
   double dq = (double)sp_model_qk_head_dim(m), dv = (double)sp_model_v_head_dim(m);
   double qh = a / t, kvh = sp_step_kv_per_tp(m, l);
-  double replicated = (3.0 * e + 1.0) * h / (l->tp_sp ? t : 1.0);
-  double qkvo = e * (qh * dq + kvh * dq + kvh * dv + qh * dv);
+  uint32_t rm = sp_layout_rmods(l);
+  /* selective modules (sp_rmod): layernorm drops the QKV GEMM's input (the input norm's
+   * output); mla_up_proj drops Q, K and V (the up-projections' outputs, which the attention
+   * kernel saved: Megatron-Core frees their storage and refills it before the backward) */
+  double replicated = ((rm & SP_RMOD_LAYERNORM ? 2.0 : 3.0) * e + 1.0) * h / (l->tp_sp ? t : 1.0);
+  gboolean up_dropped = (rm & SP_RMOD_MLA_UP_PROJ) && sp_model_is_mla(m);
+  double qkvo = e * ((up_dropped ? 0.0 : qh * dq + kvh * dq + kvh * dv) + qh * dv);
+  /* multi-head latent attention also keeps its latents, on every TP rank (the down-
+   * projections are not split): the down-projections' outputs, which the latent norms
+   * read (q_lora_rank, kv_lora_rank and the shared RoPE key), and the norms' outputs, which
+   * the up-projections read, unless mla_up_proj recomputes them (DeepSeek-V2 eqs. 9-14) */
+  if (sp_model_is_mla(m)) {
+    double lat = (double)(m->q_lora_rank + m->kv_lora_rank);
+    qkvo += e * (lat + (double)m->qk_rope_head_dim) + (up_dropped ? 0.0 : e * lat);
+  }
   double tokenwise = sl * (replicated + qkvo + sp_step_act_mlp_token_bytes(m, l));
-  if (l->ckpt == SP_CKPT_SELECTIVE) return tokenwise;
+  if (l->ckpt == SP_CKPT_SELECTIVE && (rm & SP_RMOD_CORE_ATTN)) return tokenwise;
   /* Without recomputation the attention core keeps its own tensors. Unfused (batched
    * GEMMs, softmax, dropout): the softmax output (2 bytes), the dropout mask (1) and the
    * dropout output (2) per score, Korthikanti's 5 a s^2 b, over (s/cp) x s scores of

@@ -244,8 +244,9 @@ gboolean sp_step_moe_a2a_hidden(const sp_step_ctx *c, const sp_layout *l, const 
   if (!sp_step_moe_kernels(c, l, &k, err)) return FALSE;
   double attn_f = lk->qkv[0] + lk->proj[0] + lk->attn_fwd + lk->elem_fwd / 2;
   double attn_b = lk->qkv[1] + lk->qkv[2] + lk->proj[1] + lk->proj[2] + lk->attn_bwd + 2.0 * lk->elem_fwd +
-                  (l->ckpt == SP_CKPT_SELECTIVE ? lk->attn_fwd : 0.0);
-  double win[4] = { attn_f + k.router[0] + k.permute / 2, k.experts[1] + k.experts[2] + 2.0 * k.act, k.experts[0] + k.act,
+                  (sp_layout_rmods(l) & SP_RMOD_CORE_ATTN ? lk->attn_fwd : 0.0) + lk->rmod_attn;
+  double ract = sp_layout_rmods(l) & SP_RMOD_MOE_ACT ? k.act : 0.0; /* recompute=moe_act */
+  double win[4] = { attn_f + k.router[0] + k.permute / 2, k.experts[1] + k.experts[2] + 2.0 * k.act + ract, k.experts[0] + k.act,
                     k.router[1] + k.router[2] + k.permute / 2 + attn_b };
   double h = 0;
   for (int i = 0; i < 4; i++) h += MIN(a2a, win[i]);
@@ -378,7 +379,9 @@ double sp_step_moe_act_layer_extra(const sp_step_ctx *c, const sp_layout *l)
    * activation outputs, and the shared experts' likewise, in place of the dense MLP
    * block's (sp_step_act_mlp_token_bytes) */
   double cols = (double)m->expert_ffn / etp, mult = m->mlp == SP_MLP_SWIGLU ? 3.0 : 2.0;
-  double expert = assigned * (h + mult * cols) * e;
+  /* recompute=moe_act: the activation's output is dropped after use (the up projection's
+   * output, its input, stays) */
+  double expert = assigned * (h + (mult - (sp_layout_rmods(l) & SP_RMOD_MOE_ACT ? 1.0 : 0.0)) * cols) * e;
   double shared = m->shared_experts > 0 ? tokens * l->tp * (h / l->tp + mult * (double)(m->shared_experts * m->shared_ffn) / l->tp) * e : 0.0;
   double dense = shard_tokens(l, c->seq) * sp_step_act_mlp_token_bytes(m, l);
   return expert + shared - dense;

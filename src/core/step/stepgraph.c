@@ -224,6 +224,15 @@ static void layer_bwd_recompute(sb *b)
     b->phase = SP_PHASE_RECOMPUTE;
     sg_compute(b, b->k.op_recompute, "recompute (op policy)");
     b->phase = keep;
+  } else if (l->ckpt == SP_CKPT_SELECTIVE) {
+    /* the selective modules but the attention core (layer_bwd_attn), ahead of the MLP's
+     * backward: the norms, MLA's up-projections and a dense layer's MLP */
+    double t = b->k.rmod_attn + (sg_moe_layer(b) ? 0.0 : b->k.rmod_mlp);
+    if (t <= 0) return;
+    uint8_t keep = b->phase;
+    b->phase = SP_PHASE_RECOMPUTE;
+    sg_compute(b, t, "recompute (modules)");
+    b->phase = keep;
   }
 }
 
@@ -251,7 +260,7 @@ static void layer_bwd_attn(sb *b, gboolean has_next)
   sg_tpo_ag_gemm(b, b->k.proj[1], "output projection backward");
   sg_compute(b, b->k.proj[2], "output projection backward");
   sg_coll_block(b, SP_STREAM_SP, b->a2a_q);
-  if (l->ckpt == SP_CKPT_SELECTIVE) attention_fwd(b, SP_PHASE_RECOMPUTE);
+  if (sp_layout_rmods(l) & SP_RMOD_CORE_ATTN) attention_fwd(b, SP_PHASE_RECOMPUTE);
   if (l->cp > 1) {
     uint32_t prev = b->chain, xfer = SG_NONE;
     for (int32_t j = 0; j < l->cp; j++) {

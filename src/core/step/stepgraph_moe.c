@@ -90,7 +90,9 @@ void sg_moe_bwd_part(sb *b, int part)
   case 1: case 3: moe_a2a(b); break;
   case 2:
     sg_coll_block(b, SP_STREAM_TP, b->etp_ag);
-    sg_compute(b, b->mk.experts[1] + b->mk.experts[2] + 2.0 * b->mk.act, "experts backward (grouped GEMM, activation)");
+    /* recompute=moe_act runs the activation's forward again ahead of its backward */
+    sg_compute(b, b->mk.experts[1] + b->mk.experts[2] + (sp_layout_rmods(b->l) & SP_RMOD_MOE_ACT ? 3.0 : 2.0) * b->mk.act,
+               "experts backward (grouped GEMM, activation)");
     sg_coll_block(b, SP_STREAM_TP, b->etp_rs);
     break;
   default:

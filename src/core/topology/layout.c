@@ -24,6 +24,52 @@ gboolean sp_ckpt_parse(const char *s, sp_ckpt *out, GError **err)
   return FALSE;
 }
 
+static const char *const rmod_names[] = { "core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act" };
+#define RMOD_COUNT ((int)G_N_ELEMENTS(rmod_names))
+
+gboolean sp_rmods_parse(const char *s, uint32_t *out, GError **err)
+{
+  *out = 0;
+  g_auto(GStrv) names = g_strsplit(s ? s : "", "+", -1);
+  if (names[0] == NULL) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: recompute= names no module (modules, joined by '+': "
+                "core_attn, layernorm, mla_up_proj, mlp, moe_act; ckpt=none recomputes nothing)");
+    return FALSE;
+  }
+  for (int i = 0; names[i] != NULL; i++) {
+    int k = 0;
+    while (k < RMOD_COUNT && strcmp(names[i], rmod_names[k]) != 0) k++;
+    if (k == RMOD_COUNT || (*out & (1u << k))) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: recompute=%s: %s '%s' (modules, joined by '+': "
+                  "core_attn, layernorm, mla_up_proj, mlp, moe_act)", s, k == RMOD_COUNT ? "unknown module" : "repeated module",
+                  names[i]);
+      return FALSE;
+    }
+    *out |= 1u << k;
+  }
+  return TRUE;
+}
+
+char *sp_rmods_format(uint32_t set)
+{
+  GString *g = g_string_new("");
+  for (int k = 0; k < RMOD_COUNT; k++)
+    if (set & (1u << k)) g_string_append_printf(g, "%s%s", g->len ? "+" : "", rmod_names[k]);
+  return g_string_free(g, FALSE);
+}
+
+uint32_t sp_rmods_swept(const sp_model *m)
+{
+  if (m == NULL || (!sp_model_is_moe(m) && !sp_model_is_mla(m))) return 0;
+  return SP_RMOD_LAYERNORM | (sp_model_is_moe(m) ? SP_RMOD_MOE_ACT : 0u) | (sp_model_is_mla(m) ? SP_RMOD_MLA_UP_PROJ : 0u);
+}
+
+uint32_t sp_layout_rmods(const sp_layout *l)
+{
+  if (l->ckpt != SP_CKPT_SELECTIVE) return 0;
+  return l->rmods != 0 ? l->rmods : SP_RMOD_CORE_ATTN;
+}
+
 static const char *const skip_names[SP_SKIP_COUNT] = {
   "valid",
   "degrees do not multiply to the GPU count",
@@ -69,6 +115,8 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
   sp_layout l;
   sp_layout_init(&l);
   int tpsp = -1;
+  uint32_t rmods = 0;
+  gboolean rmods_given = FALSE;
   if (s == NULL || *s == '\0') {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "empty layout (expected e.g. tp=8,pp=4,dp=32,zero=1,ckpt=selective)");
     return FALSE;
@@ -79,7 +127,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     if (*p == '\0') continue;
     char *eq = strchr(p, '=');
     if (eq == NULL) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb, ep, etp, a2aoverlap, dispatcher)", p);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, recompute, mb, ep, etp, a2aoverlap, dispatcher)", p);
       return FALSE;
     }
     *eq = '\0';
@@ -124,8 +172,12 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
         g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: dispatcher must be alltoall or flex (got '%s')", v);
       l.ep_flex = strcmp(v, "flex") == 0;
     } else if (strcmp(k, "ckpt") == 0) ok = sp_ckpt_parse(v, &l.ckpt, err);
+    else if (strcmp(k, "recompute") == 0) {
+      ok = sp_rmods_parse(v, &rmods, err);
+      rmods_given = TRUE;
+    }
     else {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, mb, ep, etp, a2aoverlap, dispatcher)", k);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, recompute, mb, ep, etp, a2aoverlap, dispatcher)", k);
       return FALSE;
     }
     if (!ok) return FALSE;
@@ -135,6 +187,12 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     return FALSE;
   }
   l.tp_sp = tpsp < 0 ? l.tp > 1 : tpsp == 1;
+  if (rmods_given && l.ckpt != SP_CKPT_SELECTIVE) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: recompute=... names the modules of selective recomputation; "
+                "add ckpt=selective (the layout has ckpt=%s)", sp_ckpt_name(l.ckpt));
+    return FALSE;
+  }
+  l.rmods = rmods == SP_RMOD_CORE_ATTN ? 0 : rmods; /* the default, one spelling */
   if (l.tp_overlap && (l.tp < 2 || !l.tp_sp)) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: tpoverlap=1 (Megatron's --tp-comm-overlap) needs tp > 1 and "
                 "tpsp=1, as Megatron-LM requires sequence parallelism for it; set tp and leave tpsp at 1, or drop tpoverlap");
@@ -304,6 +362,12 @@ static sp_skip check_ep(sp_layout *l, const sp_layout_ctx *c, GError **err)
 {
   const sp_model *m = c->model;
   int32_t ep = sp_layout_ep(l), etp = sp_layout_etp(l);
+  if ((l->rmods & SP_RMOD_MLA_UP_PROJ) && !sp_model_is_mla(m))
+    return fail(err, SP_SKIP_WORLD, "layout: recompute=mla_up_proj recomputes multi-head latent attention's "
+                "up-projections; '%s' has no latent attention (drop mla_up_proj)", m->name ? m->name : "?");
+  if ((l->rmods & SP_RMOD_MOE_ACT) && !sp_model_is_moe(m))
+    return fail(err, SP_SKIP_WORLD, "layout: recompute=moe_act recomputes the experts' activation; '%s' has no "
+                "experts (drop moe_act, or use mlp for a dense MLP)", m->name ? m->name : "?");
   if (!sp_model_is_moe(m)) {
     if (ep > 1 || l->etp > 0 || l->a2a_overlap || l->ep_flex)
       return fail(err, SP_SKIP_WORLD, "layout: ep/etp/a2aoverlap/dispatcher (expert parallelism) need an MoE model; '%s' "
@@ -375,9 +439,11 @@ char *sp_layout_to_string(const sp_layout *l)
   if (l->etp > 0) g_snprintf(e + strlen(e), sizeof e - strlen(e), ",etp=%d", l->etp);
   if (l->a2a_overlap) g_snprintf(e + strlen(e), sizeof e - strlen(e), ",a2aoverlap=1");
   if (l->ep_flex) g_snprintf(e + strlen(e), sizeof e - strlen(e), ",dispatcher=flex");
-  return g_strdup_printf("tp=%d,tpsp=%d%s,sp=%d,cp=%d,wp=%d,pp=%d%s,dp=%d%s%s,zero=%d,ckpt=%s,mb=%d%s",
+  g_autofree char *rm = l->ckpt == SP_CKPT_SELECTIVE && l->rmods != 0 ? sp_rmods_format(l->rmods) : NULL;
+  return g_strdup_printf("tp=%d,tpsp=%d%s,sp=%d,cp=%d,wp=%d,pp=%d%s,dp=%d%s%s,zero=%d,ckpt=%s%s%s,mb=%d%s",
                          l->tp, l->tp_sp ? 1 : 0, l->tp_overlap ? ",tpoverlap=1" : "", l->sp, l->cp, l->wp, l->pp, v, l->dp, l->dp_sync ? ",dpsync=1" : "",
-                         l->dp_fp32 ? ",dpfp32=1" : "", l->zero, sp_ckpt_name(l->ckpt), l->mb, e);
+                         l->dp_fp32 ? ",dpfp32=1" : "", l->zero, sp_ckpt_name(l->ckpt), rm ? ",recompute=" : "",
+                         rm ? rm : "", l->mb, e);
 }
 
 char *sp_layout_label(const sp_layout *l)
@@ -406,6 +472,10 @@ char *sp_layout_label(const sp_layout *l)
   if (l->dp_fp32) g_string_append(s, " dpfp32");
   static const char *const ck[SP_CKPT_COUNT] = { "", " sel", " full", " op" };
   g_string_append(s, ck[l->ckpt]);
+  if (l->ckpt == SP_CKPT_SELECTIVE && l->rmods != 0) {
+    g_autofree char *rm = sp_rmods_format(l->rmods);
+    g_string_append_printf(s, "(%s)", rm);
+  }
   if (l->mb > 1) g_string_append_printf(s, " mb%d", l->mb);
   return g_string_free(s, FALSE);
 }
@@ -445,6 +515,7 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
   if (ctx->world <= 0) return s;
   GArray *dw = divisors(ctx->world);
   gboolean moe = ctx->model != NULL && sp_model_is_moe(ctx->model);
+  uint32_t lean = sp_rmods_swept(ctx->model);
   const int64_t gpn = ctx->gpus_per_node > 0 ? ctx->gpus_per_node : 8;
   for (guint a = 0; a < dw->len; a++) {
     int32_t tp = g_array_index(dw, int32_t, a);
@@ -479,11 +550,13 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
                   if (moe && (rep % ep != 0 || ctx->model->experts % ep != 0)) continue;
                 for (int32_t mb = ctx->mb > 0 ? ctx->mb : 1; mb <= (ctx->mb > 0 ? ctx->mb : opts->max_mb); mb *= 2)
                   for (int zero = 0; zero <= 3; zero++)
-                    for (int ck = 0; ck < SP_CKPT_SWEPT; ck++)
+                    for (int ck = 0; ck < SP_CKPT_SWEPT + (lean ? 1 : 0); ck++) /* + selective by modules */
                     for (int ov = 0; ov <= (moe && ep > 1 ? 1 : 0); ov++) /* MoE: a2aoverlap off and on */
                     for (int fx = 0; fx <= (moe && ep > 1 && (int64_t)ep * tp > gpn ? 1 : 0); fx++) { /* flex across nodes */
                       sp_layout l = { .tp = tp, .tp_sp = tpsp == 1, .tp_overlap = tpsp == 1, .sp = sp, .cp = cp, .wp = wp, .pp = pp,
-                                      .vpp = vpp, .dp = dp, .zero = zero, .ckpt = (sp_ckpt)ck, .mb = mb,
+                                      .vpp = vpp, .dp = dp, .zero = zero,
+                                      .ckpt = ck < SP_CKPT_SWEPT ? (sp_ckpt)ck : SP_CKPT_SELECTIVE,
+                                      .rmods = ck < SP_CKPT_SWEPT ? 0u : lean, .mb = mb,
                                       .ep = moe ? ep : 0, .a2a_overlap = ov == 1, .ep_flex = fx == 1 };
                       s->considered++;
                       sp_skip r = sp_layout_check(&l, ctx, NULL);

@@ -594,8 +594,12 @@ gboolean sp_whatif_result_ok(const sp_whatif_result *r, GError **err)
     return FALSE;
   case SP_WHATIF_LAYOUT_NO_FIT:
     g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM, "layout %s needs %.1f GiB per GPU, more than the %.1f GiB usable "
-                "(try ckpt=selective or full, zero=%s, more tp or pp)", r0->label, r0->r.mem.total / SP_WHATIF_GIB,
-                r->mem_cap / SP_WHATIF_GIB, sp_model_is_moe(r->model) ? "1..2 (ZeRO-3 is not modelled for MoE)" : "1..3");
+                "(try ckpt=selective with recompute=%s, ckpt=full, zero=%s, more tp or pp)", r0->label,
+                r0->r.mem.total / SP_WHATIF_GIB, r->mem_cap / SP_WHATIF_GIB,
+                sp_model_is_mla(r->model) && sp_model_is_moe(r->model) ? "mla_up_proj+layernorm+moe_act"
+                : sp_model_is_moe(r->model)                            ? "layernorm+moe_act"
+                                                                       : "layernorm+mlp",
+                sp_model_is_moe(r->model) ? "1..2 (ZeRO-3 is not modelled for MoE)" : "1..3");
     return FALSE;
   case SP_WHATIF_NONE_FITS:
     g_set_error(err, SP_ERROR, SP_ERROR_PLATFORM, "%s cannot fit on %d GPUs of %.1f GiB: the smallest layout (%s) needs %.1f GiB per GPU; "

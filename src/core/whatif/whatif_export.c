@@ -67,6 +67,11 @@ static void megatron(GString *s, GString *no, const sp_whatif_result *res, const
     flag(s, "--hierarchical-context-parallel-sizes %d %d", l->sp, l->cp);
   }
   if (l->ckpt == SP_CKPT_SELECTIVE) flag(s, "--recompute-granularity selective");
+  if (l->ckpt == SP_CKPT_SELECTIVE && l->rmods != 0) { /* Megatron-Core's --recompute-modules, space-separated */
+    g_autofree char *rm = sp_rmods_format(l->rmods);
+    g_strdelimit(rm, "+", ' ');
+    flag(s, "--recompute-modules %s", rm);
+  }
   if (l->ckpt == SP_CKPT_FULL) {
     flag(s, "--recompute-granularity full");
     flag(s, "--recompute-method uniform");
@@ -116,6 +121,8 @@ static void deepspeed(GString *s, GString *no, const sp_whatif_result *res, cons
   if (l->wp > 1) cannot(no, "wp=%d (ISP weight parallelism is InternEvo's)", l->wp);
   if (l->pp > 1 && l->vpp > 1) cannot(no, "vpp=%d (DeepSpeed's pipeline engine has no interleaved schedule)", l->vpp);
   if (l->pp_first > 0 || l->pp_last > 0) cannot(no, "uneven first/last stages (ppfirst/pplast)");
+  if (l->ckpt == SP_CKPT_SELECTIVE && l->rmods != 0)
+    cannot(no, "recompute=... (Megatron-DeepSpeed's selective recomputation is the attention core alone)");
   if (l->pp > 1 && l->zero >= 2) cannot(no, "zero=%d with pp=%d (DeepSpeed's pipeline engine takes ZeRO stage 0 or 1)", l->zero, l->pp);
 }
 
@@ -139,6 +146,8 @@ static void torchtitan(GString *s, GString *no, const sp_whatif_result *res, con
   if (l->zero == 1 || l->zero == 2)
     cannot(no, "zero=%d: FSDP2 (data_parallel_shard_degree) shards the weights too, as ZeRO-3", l->zero);
   if (l->sp > 1) cannot(no, "sp=%d (Ulysses all-to-all is not in torchtitan; context_parallel_degree is ring attention)", l->sp);
+  if (l->ckpt == SP_CKPT_SELECTIVE && l->rmods != 0)
+    cannot(no, "recompute=... (Megatron-Core's modules; torchtitan's selective mode is per op or per layer)");
   if (l->wp > 1) cannot(no, "wp=%d (ISP weight parallelism is InternEvo's)", l->wp);
   if (l->tp > 1 && !l->tp_sp) cannot(no, "tpsp=0 (torchtitan's tensor-parallel plan shards the norms over the sequence)");
   if (l->pp_first > 0 || l->pp_last > 0) cannot(no, "uneven first/last stages as sizes (ppfirst/pplast): list module_fqns_per_model_part by hand");

@@ -20,8 +20,9 @@ double sp_whatif_time_key(double t)
 static char *family_key(const sp_step_result *r)
 {
   const sp_layout *l = &r->layout;
-  return g_strdup_printf("%d%c%c %d %d %d %d %d %d %d %d %d%d", l->tp, l->tp_sp ? 's' : '-', l->tp_overlap ? 'o' : '-', l->sp, l->cp, l->pp,
-                         l->vpp > 1 ? l->vpp : 1, l->pp_first, l->pp_last, (int)l->ckpt, l->mb, r->fits, r->simulated);
+  return g_strdup_printf("%d%c%c %d %d %d %d %d %d %d/%u %d %d%d", l->tp, l->tp_sp ? 's' : '-', l->tp_overlap ? 'o' : '-', l->sp, l->cp, l->pp,
+                         l->vpp > 1 ? l->vpp : 1, l->pp_first, l->pp_last, (int)l->ckpt, (unsigned)l->rmods, l->mb, r->fits,
+                         r->simulated);
 }
 
 /* The label of @p l with @p wp and @p zero in place of its degrees when they vary in

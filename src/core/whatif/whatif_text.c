@@ -257,6 +257,11 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
                     : l->ckpt == SP_CKPT_SELECTIVE ? " with selective recomputation"
                     : l->ckpt == SP_CKPT_OP        ? " with per-op recomputation (every second matmul)"
                                                    : " with full recomputation");
+  if (l->ckpt == SP_CKPT_SELECTIVE && l->rmods != 0) {
+    g_autofree char *rm = sp_rmods_format(l->rmods);
+    g_strdelimit(rm, "+", ' ');
+    g_string_append_printf(s, " (%s)", rm);
+  }
   if (t[4] > 0) tenths(s, ", gather buffers ", t[4]);
   g_string_append_printf(s, ") of %.1f GiB usable", res->mem_cap / GIB);
   g_string_append(s, r->fits ? "." : ", so it does NOT fit.");

@@ -78,6 +78,25 @@ static void test_activation_bytes(void)
   g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 2048, SP_ATTN_UNFUSED), ==, 131072.0);
 }
 
+/* A Llama-style layer: h 64, 4 heads of 16, 2 KV heads, SwiGLU ffn 128. */
+static sp_model tiny_llama(void)
+{
+  sp_model m = { .name = (char *)"tiny-llama", .layers = 2, .hidden = 64, .heads = 4, .kv_heads = 2, .ffn = 128,
+                 .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_SWIGLU };
+  return m;
+}
+
+/* One sequence per micro-batch on one replica, recomputation @p ck. */
+static sp_layout one_replica(sp_ckpt ck)
+{
+  sp_layout l;
+  sp_layout_init(&l);
+  l.mb = 1;
+  l.dp = 1;
+  l.ckpt = ck;
+  return l;
+}
+
 /* Shapes beyond Korthikanti's MHA GeLU layer: h 64, 4 heads of 16, 2 KV heads, SwiGLU
  * ffn 128, bf16, 128 tokens, no recomputation, flash attention, tp 1. Per token, in
  * bytes: LN1 input, QKV input, LN2 input 3 x 2 x 64; two dropout masks 2 x 64; Q and the
@@ -87,13 +106,8 @@ static void test_activation_bytes(void)
  * + 2 x 128. */
 static void test_activation_bytes_shapes(void)
 {
-  sp_model m = { .name = (char *)"tiny-llama", .layers = 2, .hidden = 64, .heads = 4, .kv_heads = 2, .ffn = 128,
-                 .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_SWIGLU };
-  sp_layout l;
-  sp_layout_init(&l);
-  l.mb = 1;
-  l.dp = 1;
-  l.ckpt = SP_CKPT_NONE;
+  sp_model m = tiny_llama();
+  sp_layout l = one_replica(SP_CKPT_NONE);
   g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (1792 + 16));
   m.elementwise = SP_ELEM_EAGER;
   g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (1792 + 256 + 16));
@@ -111,13 +125,8 @@ static void test_activation_bytes_shapes(void)
  * tensors; without core_attn the log-sum-exp stays. */
 static void test_activation_bytes_modules(void)
 {
-  sp_model m = { .name = (char *)"tiny-llama", .layers = 2, .hidden = 64, .heads = 4, .kv_heads = 2, .ffn = 128,
-                 .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_SWIGLU };
-  sp_layout l;
-  sp_layout_init(&l);
-  l.mb = 1;
-  l.dp = 1;
-  l.ckpt = SP_CKPT_SELECTIVE;
+  sp_model m = tiny_llama();
+  sp_layout l = one_replica(SP_CKPT_SELECTIVE);
   g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * 1792);
   l.rmods = SP_RMOD_LAYERNORM;
   g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (1792 - 256 + 16));
@@ -179,14 +188,6 @@ static void test_recompute_modules_step(void)
   double want = 2.0 * (2.0 * 2.0 * 2048.0 * 1024.0 / rate + c.hw.gpu.launch);
   g_assert_cmpfloat(fabs(k.rmod_attn - want), <=, 1e-12 * want);
   g_assert_cmpfloat(k.rmod_mlp, ==, 0.0);
-}
-
-/* A Llama-style layer: h 64, 4 heads of 16, 2 KV heads, SwiGLU ffn 128. */
-static sp_model tiny_llama(void)
-{
-  sp_model m = { .name = (char *)"tiny-llama", .layers = 2, .hidden = 64, .heads = 4, .kv_heads = 2, .ffn = 128,
-                 .vocab = 1000, .dtype = SP_BF16, .mlp = SP_MLP_SWIGLU };
-  return m;
 }
 
 /* A head width other than hidden / heads (Qwen3, gpt-oss): tiny_llama with 4 heads of

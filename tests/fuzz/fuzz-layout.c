@@ -19,7 +19,7 @@ static gboolean same_layout(const sp_layout *a, const sp_layout *b)
 {
   return a->tp == b->tp && !a->tp_sp == !b->tp_sp && a->sp == b->sp && a->cp == b->cp &&
          a->wp == b->wp && a->pp == b->pp && sp_layout_vpp(a) == sp_layout_vpp(b) &&
-         a->dp == b->dp && a->zero == b->zero && a->ckpt == b->ckpt && a->mb == b->mb;
+         a->dp == b->dp && a->zero == b->zero && a->ckpt == b->ckpt && a->rmods == b->rmods && a->mb == b->mb;
 }
 
 /* A layout whose every field is set must print to text that parses back to it. */

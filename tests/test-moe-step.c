@@ -308,6 +308,26 @@ static void test_expert_activation(void)
   sp_model_free(qwen);
 }
 
+/* What an MoE layer keeps beyond a dense one, per micro-batch (Mixtral 8x7B, tp 1, ep 8,
+ * 4,096 tokens, top 2: 8,192 expert copies, h 4,096, expert ffn 14,336, SwiGLU): FP8
+ * linears keep each copy's input and activation output at 1 byte instead of 2, and the
+ * dense MLP it replaces likewise (its input h and its second GEMM's input ffn), so the
+ * excess falls by 8,192 (h + ffn) - 4,096 (h + ffn); recompute=moe_act drops the copies'
+ * activation outputs, 8,192 x 2 x 14,336 bytes. */
+static void test_expert_memory(void)
+{
+  sp_model *mix = builtin("mixtral-8x7b");
+  sp_step_ctx c = fixture_ctx(mix, 64, 4096, 64, price_1ms);
+  sp_layout l = fixture_layout("tp=1,ep=8,dp=64,zero=1,ckpt=none", &c);
+  double bf = sp_step_moe_act_layer_extra(&c, &l);
+  c.hw.fp8 = SP_FP8_TENSORWISE;
+  g_assert_cmpfloat(bf - sp_step_moe_act_layer_extra(&c, &l), ==, (8192.0 - 4096.0) * (4096 + 14336));
+  c.hw.fp8 = SP_FP8_NONE;
+  sp_layout a = fixture_layout("tp=1,ep=8,dp=64,zero=1,ckpt=selective,recompute=moe_act", &c);
+  g_assert_cmpfloat(bf - sp_step_moe_act_layer_extra(&c, &a), ==, 8192.0 * 2 * 14336);
+  sp_model_free(mix);
+}
+
 /* The expert all-to-alls priced at *user seconds, every other collective at 0. */
 static gboolean price_a2a(void *user, const sp_comm *c, double *s, GError **err)
 {
@@ -500,6 +520,7 @@ int main(int argc, char **argv)
   g_test_add_func("/moe/memory-and-comms", test_memory_and_comms);
   g_test_add_func("/moe/step-imbalance", test_step_imbalance);
   g_test_add_func("/moe/expert-activation", test_expert_activation);
+  g_test_add_func("/moe/expert-memory", test_expert_memory);
   g_test_add_func("/moe/a2a-overlap", test_a2a_overlap);
   g_test_add_func("/moe/flex-dispatch", test_flex_dispatch);
   return g_test_run();

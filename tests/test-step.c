@@ -112,6 +112,16 @@ static void test_activation_bytes_shapes(void)
   m.elementwise = SP_ELEM_EAGER;
   g_assert_cmpfloat(sp_step_act_layer_bytes(&m, &l, 128, SP_ATTN_FLASH), ==, 128.0 * (1792 + 256 + 16));
   m.elementwise = SP_ELEM_FUSED;
+  /* FP8 linears keep their inputs as 1-byte copies: the QKV and MLP inputs 64 -> 64 + 1 x
+   * 64 less, the product 2 x 128 -> 128, and the output projection's copy of the
+   * attention output beside the kernel's own, + 64: 1792 - 64 - 64 - 128 + 64 = 1600 */
+  g_assert_cmpfloat(sp_step_act_layer_bytes_lin(&m, &l, 128, SP_ATTN_FLASH, 1.0), ==, 128.0 * (1600 + 16));
+  sp_step_ctx c = ctx_for(&m, 1, 128, 1);
+  g_assert_cmpfloat(sp_step_act_lin_bytes(&c), ==, 2.0);
+  c.hw.fp8 = SP_FP8_TENSORWISE;
+  g_assert_cmpfloat(sp_step_act_lin_bytes(&c), ==, 1.0);
+  c.hw.fp8 = SP_FP8_BLOCKWISE; /* a 4-byte scale per 1 x 128 block */
+  g_assert_cmpfloat(sp_step_act_lin_bytes(&c), ==, 1.03125);
   /* tp 2 with SP: every term halves (one KV head per rank), lse of 2 heads */
   l.tp = 2;
   l.tp_sp = TRUE;

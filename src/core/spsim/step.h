@@ -148,11 +148,30 @@ double sp_step_kv_per_tp(const sp_model *m, const sp_layout *l);
 double sp_step_act_layer_bytes(const sp_model *m, const sp_layout *l, int64_t seq, sp_attn_impl attn);
 
 /**
+ * sp_step_act_layer_bytes with the inputs the linears save for their weight gradient
+ * kept at @p lin bytes per value (the model's dtype bytes without FP8:
+ * sp_step_act_lin_bytes): with FP8 linears the QKV, MLP (and expert) inputs and the
+ * second MLP GEMM's input are kept as FP8 copies, and the output projection keeps one
+ * beside the attention kernel's own output.
+ */
+double sp_step_act_layer_bytes_lin(const sp_model *m, const sp_layout *l, int64_t seq, sp_attn_impl attn, double lin);
+
+/**
+ * Bytes per value of a linear's input saved for its weight gradient: the model's dtype,
+ * or with FP8 linears the FP8 copy Transformer Engine's Linear keeps (its
+ * transformer_engine/pytorch/module/linear.py caches the quantized input, column-wise
+ * data only; DeepSeek-V3 report sec. 3.3.3 caches FP8 activations for the Linear's
+ * backward), 1 byte, plus a 4-byte scale per 128 values with blockwise scaling.
+ */
+double sp_step_act_lin_bytes(const sp_step_ctx *c);
+
+/**
  * Bytes one token keeps on one rank for the MLP block of a dense layer (its input,
  * dropout mask and the tensors its backward reads: 2 ffn for GeLU, 3 ffn for fused
- * SwiGLU, 4 ffn for eager SwiGLU, split by t). Part of sp_step_act_layer_bytes.
+ * SwiGLU, 4 ffn for eager SwiGLU, split by t; the input and the second GEMM's input at
+ * @p lin bytes per value, sp_step_act_lin_bytes). Part of sp_step_act_layer_bytes.
  */
-double sp_step_act_mlp_token_bytes(const sp_model *m, const sp_layout *l);
+double sp_step_act_mlp_token_bytes(const sp_model *m, const sp_layout *l, double lin);
 
 /**
  * Kernel times, in seconds, of one transformer layer for one micro-batch on one rank

@@ -88,13 +88,14 @@ void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o)
   int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
   int32_t v = sp_layout_vpp(l);
   gboolean ov = l->a2a_overlap && sp_model_is_moe(m);
-  double per_layer = sp_step_act_layer_bytes(m, l, c->seq, c->hw.attn);
+  double lin = sp_step_act_lin_bytes(c); /* linears' saved inputs: FP8 copies with FP8 */
+  double per_layer = sp_step_act_layer_bytes_lin(m, l, c->seq, c->hw.attn, lin);
   double moe_extra = sp_step_moe_act_layer_extra(c, l);
   double rework = 0.0;
   if (l->ckpt == SP_CKPT_FULL) {
     sp_layout nl = *l;
     nl.ckpt = SP_CKPT_NONE;
-    rework = sp_step_act_layer_bytes(m, &nl, c->seq, c->hw.attn); /* recompute working set */
+    rework = sp_step_act_layer_bytes_lin(m, &nl, c->seq, c->hw.attn, lin); /* recompute working set */
   }
   /* Logits on the last stage: bf16 logits + fp32 copy for the loss, vocab split by tp. */
   double logits = 6.0 * sp_step_local_tokens(l, c->seq) * (double)m->vocab / l->tp;

@@ -19,18 +19,30 @@ double sp_step_kv_per_tp(const sp_model *m, const sp_layout *l)
  * its input, fc2 its input), 3 ffn; eager kernels also keep the SiLU output for the
  * product's backward, 4 ffn. GeLU with ffn = 4h gives Korthikanti et al. 2022 (sec.
  * 4.1)'s 19 s b h: 2 + 1 + 16. */
-double sp_step_act_mlp_token_bytes(const sp_model *m, const sp_layout *l)
+double sp_step_act_lin_bytes(const sp_step_ctx *c)
+{
+  if (c->hw.fp8 == SP_FP8_NONE) return sp_model_dtype_bytes(c->model);
+  return c->hw.fp8 == SP_FP8_BLOCKWISE ? 1.0 + 4.0 / 128.0 : 1.0;
+}
+
+double sp_step_act_mlp_token_bytes(const sp_model *m, const sp_layout *l, double lin)
 {
   double t = l->tp, e = sp_model_dtype_bytes(m), h = (double)m->hidden, f = (double)m->ffn;
   double mult = m->mlp != SP_MLP_SWIGLU ? 2.0 : m->elementwise == SP_ELEM_EAGER ? 4.0 : 3.0;
   uint32_t rm = sp_layout_rmods(l);
-  /* recompute=layernorm drops the norm's output (the block's input) after use; =mlp keeps
-   * the block's input alone (a checkpoint's input) */
-  double in = (rm & SP_RMOD_LAYERNORM) && !(rm & SP_RMOD_MLP) ? 0.0 : e;
-  return (in + 1.0) * h / (l->tp_sp ? t : 1.0) + (rm & SP_RMOD_MLP ? 0.0 : e * mult * f / t);
+  /* the block's input is the first GEMM's (saved by it, at lin bytes); recompute=layernorm
+   * drops it after use; =mlp keeps it alone, as the checkpoint's input in the dtype */
+  double in = rm & SP_RMOD_MLP ? e : rm & SP_RMOD_LAYERNORM ? 0.0 : lin;
+  /* of the mult ffn columns, the last is the second GEMM's input (lin bytes) */
+  return (in + 1.0) * h / (l->tp_sp ? t : 1.0) + (rm & SP_RMOD_MLP ? 0.0 : (e * (mult - 1.0) + lin) * f / t);
 }
 
 double sp_step_act_layer_bytes(const sp_model *m, const sp_layout *l, int64_t seq, sp_attn_impl attn)
+{
+  return sp_step_act_layer_bytes_lin(m, l, seq, attn, sp_model_dtype_bytes(m));
+}
+
+double sp_step_act_layer_bytes_lin(const sp_model *m, const sp_layout *l, int64_t seq, sp_attn_impl attn, double lin)
 {
   double t = l->tp, h = (double)m->hidden, a = (double)m->heads, s = (double)seq, b = l->mb;
   double e = sp_model_dtype_bytes(m);
@@ -54,25 +66,27 @@ double sp_step_act_layer_bytes(const sp_model *m, const sp_layout *l, int64_t se
    * the attention output (the projection's input) and the output dropout's one-byte mask
    * (h, split by t with SP); the MLP block adds its layer-norm input and
    * sp_step_act_mlp_token_bytes. MHA with ffn = 4h gives their s b h (10 + 24/t), or
-   * 34/t with SP. */
+   * 34/t with SP. The QKV GEMM's input is kept by that GEMM, at lin bytes per value. */
   double dq = (double)sp_model_qk_head_dim(m), dv = (double)sp_model_v_head_dim(m);
   double qh = a / t, kvh = sp_step_kv_per_tp(m, l);
   uint32_t rm = sp_layout_rmods(l);
   /* selective modules (sp_rmod): layernorm drops the QKV GEMM's input (the input norm's
    * output); mla_up_proj drops Q, K and V (the up-projections' outputs, which the attention
    * kernel saved: Megatron-Core frees their storage and refills it before the backward) */
-  double replicated = ((rm & SP_RMOD_LAYERNORM ? 2.0 : 3.0) * e + 1.0) * h / (l->tp_sp ? t : 1.0);
+  double replicated = ((rm & SP_RMOD_LAYERNORM ? 0.0 : lin) + 2.0 * e + 1.0) * h / (l->tp_sp ? t : 1.0);
   gboolean up_dropped = (rm & SP_RMOD_MLA_UP_PROJ) && sp_model_is_mla(m);
-  double qkvo = e * ((up_dropped ? 0.0 : qh * dq + kvh * dq + kvh * dv) + qh * dv);
+  /* the attention output: the kernel's own (e) and, with FP8 linears, the projection's copy */
+  double out = e + (lin < e ? lin : 0.0);
+  double qkvo = e * (up_dropped ? 0.0 : qh * dq + kvh * dq + kvh * dv) + out * qh * dv;
   /* multi-head latent attention also keeps its latents, on every TP rank (the down-
    * projections are not split): the down-projections' outputs, which the latent norms
    * read (q_lora_rank, kv_lora_rank and the shared RoPE key), and the norms' outputs, which
    * the up-projections read, unless mla_up_proj recomputes them (DeepSeek-V2 eqs. 9-14) */
   if (sp_model_is_mla(m)) {
     double lat = (double)(m->q_lora_rank + m->kv_lora_rank);
-    qkvo += e * (lat + (double)m->qk_rope_head_dim) + (up_dropped ? 0.0 : e * lat);
+    qkvo += e * (lat + (double)m->qk_rope_head_dim) + (up_dropped ? 0.0 : lin * lat);
   }
-  double tokenwise = sl * (replicated + qkvo + sp_step_act_mlp_token_bytes(m, l));
+  double tokenwise = sl * (replicated + qkvo + sp_step_act_mlp_token_bytes(m, l, lin));
   if (l->ckpt == SP_CKPT_SELECTIVE && (rm & SP_RMOD_CORE_ATTN)) return tokenwise;
   /* Without recomputation the attention core keeps its own tensors. Unfused (batched
    * GEMMs, softmax, dropout): the softmax output (2 bytes), the dropout mask (1) and the

@@ -379,11 +379,15 @@ double sp_step_moe_act_layer_extra(const sp_step_ctx *c, const sp_layout *l)
    * activation outputs, and the shared experts' likewise, in place of the dense MLP
    * block's (sp_step_act_mlp_token_bytes) */
   double cols = (double)m->expert_ffn / etp, mult = m->mlp == SP_MLP_SWIGLU ? 3.0 : 2.0;
-  /* recompute=moe_act: the activation's output is dropped after use (the up projection's
-   * output, its input, stays) */
-  double expert = assigned * (h + (mult - (sp_layout_rmods(l) & SP_RMOD_MOE_ACT ? 1.0 : 0.0)) * cols) * e;
-  double shared = m->shared_experts > 0 ? tokens * l->tp * (h / l->tp + mult * (double)(m->shared_experts * m->shared_ffn) / l->tp) * e : 0.0;
-  double dense = shard_tokens(l, c->seq) * sp_step_act_mlp_token_bytes(m, l);
+  /* the first GEMM's input and the second's (the activation's output) at lin bytes, the
+   * first GEMM's output at e (sp_step_act_lin_bytes); recompute=moe_act drops the
+   * activation's output after use (its input stays) */
+  double lin = sp_step_act_lin_bytes(c);
+  double act_out = sp_layout_rmods(l) & SP_RMOD_MOE_ACT ? 0.0 : lin;
+  double expert = assigned * (lin * h + (e * (mult - 1.0) + act_out) * cols);
+  double sf = (double)(m->shared_experts * m->shared_ffn) / l->tp;
+  double shared = m->shared_experts > 0 ? tokens * l->tp * (lin * h / l->tp + (e * (mult - 1.0) + lin) * sf) : 0.0;
+  double dense = shard_tokens(l, c->seq) * sp_step_act_mlp_token_bytes(m, l, lin);
   return expert + shared - dense;
 }
 

@@ -39,8 +39,7 @@ typedef enum {
   SP_RMOD_MLA_UP_PROJ = 1u << 2, /**< multi-head latent attention: the Q, K and V up-projections and RoPE,
                                       discarded after use (the latents stay) */
   SP_RMOD_MLP = 1u << 3,         /**< a dense layer's MLP: only its input kept */
-  SP_RMOD_MOE_ACT = 1u << 4,     /**< the experts' activation function output, discarded after use */
-  SP_RMOD_ALL = (1u << 5) - 1
+  SP_RMOD_MOE_ACT = 1u << 4      /**< the experts' activation function output, discarded after use */
 } sp_rmod;
 
 /** Parse "+"-separated module names (core_attn, layernorm, mla_up_proj, mlp, moe_act) into

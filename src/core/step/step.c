@@ -590,13 +590,19 @@ static gboolean moe_layer_times(const sp_step_ctx *c, const sp_layout *l, double
   return TRUE;
 }
 
+/* The share of the fullest stage's @p ls layers that are dense (not MoE). */
+static double dense_share(const sp_model *m, const sp_layout *l, double ls)
+{
+  return sp_model_is_moe(m) && ls > 0 ? 1.0 - (double)sp_step_moe_max_stage_layers(m, l) / ls : 1.0;
+}
+
 /* tpoverlap=1 (Megatron-LM's --tp-comm-overlap, step_tpoverlap.c): the blocking TP
  * all-gathers and reduce-scatters beside the GEMMs become chunks under them, per layer;
  * full recomputation repeats the forward's in the backward. MoE layers keep their MLP's. */
 static gboolean tp_overlap_terms(const sp_step_ctx *c, const sp_layout *l, const sp_layer_kernels *lk, double ls,
                                  double cf[], double ef[], double cb[], double eb[], GError **err)
 {
-  double dense = sp_model_is_moe(c->model) && ls > 0 ? 1.0 - (double)sp_step_moe_max_stage_layers(c->model, l) / ls : 1.0;
+  double dense = dense_share(c->model, l, ls);
   sp_tpo_terms o;
   if (!sp_step_tpo_terms(c, l, lk, dense, &o, err)) return FALSE;
   double rec = l->ckpt == SP_CKPT_FULL ? 1.0 : 0.0;
@@ -625,8 +631,7 @@ gboolean sp_step_eval(const sp_step_ctx *c, const sp_layout *l, sp_step_result *
   double lb = sp_layer_kernels_mm_bwd(&lk) + lk.attn_bwd + 2.0 * el_f;
   if (l->ckpt == SP_CKPT_FULL) lb += lf;
   else if (l->ckpt == SP_CKPT_SELECTIVE) {
-    double dense = sp_model_is_moe(m) && ls > 0 ? 1.0 - (double)sp_step_moe_max_stage_layers(m, l) / ls : 1.0;
-    lb += (sp_layout_rmods(l) & SP_RMOD_CORE_ATTN ? at_f : 0.0) + lk.rmod_attn + dense * lk.rmod_mlp;
+    lb += (sp_layout_rmods(l) & SP_RMOD_CORE_ATTN ? at_f : 0.0) + lk.rmod_attn + dense_share(m, l, ls) * lk.rmod_mlp;
   } else if (l->ckpt == SP_CKPT_OP) lb += lk.op_recompute;
   double head_f = lk.head[0] + lk.loss, head_b = (lk.head[1] + lk.head[2]) + lk.loss;
   if (sp_model_is_moe(m) && !moe_layer_times(c, l, &lf, &lb, err)) return FALSE;

@@ -11,6 +11,12 @@ double sp_step_kv_per_tp(const sp_model *m, const sp_layout *l)
   return m->kv_heads % l->tp == 0 ? (double)(m->kv_heads / l->tp) : 1.0;
 }
 
+double sp_step_act_lin_bytes(const sp_step_ctx *c)
+{
+  if (c->hw.fp8 == SP_FP8_NONE) return sp_model_dtype_bytes(c->model);
+  return c->hw.fp8 == SP_FP8_BLOCKWISE ? 1.0 + 4.0 / 128.0 : 1.0;
+}
+
 /* Bytes of the MLP block one token keeps on one rank (its share of TP): the block's
  * input (e bytes per value; split by t with sequence parallelism), the dropout mask (one
  * byte per value) and the tensors the MLP's backward reads. GeLU: the activation's input
@@ -19,12 +25,6 @@ double sp_step_kv_per_tp(const sp_model *m, const sp_layout *l)
  * its input, fc2 its input), 3 ffn; eager kernels also keep the SiLU output for the
  * product's backward, 4 ffn. GeLU with ffn = 4h gives Korthikanti et al. 2022 (sec.
  * 4.1)'s 19 s b h: 2 + 1 + 16. */
-double sp_step_act_lin_bytes(const sp_step_ctx *c)
-{
-  if (c->hw.fp8 == SP_FP8_NONE) return sp_model_dtype_bytes(c->model);
-  return c->hw.fp8 == SP_FP8_BLOCKWISE ? 1.0 + 4.0 / 128.0 : 1.0;
-}
-
 double sp_step_act_mlp_token_bytes(const sp_model *m, const sp_layout *l, double lin)
 {
   double t = l->tp, e = sp_model_dtype_bytes(m), h = (double)m->hidden, f = (double)m->ffn;

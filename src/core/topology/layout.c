@@ -26,23 +26,23 @@ gboolean sp_ckpt_parse(const char *s, sp_ckpt *out, GError **err)
 
 static const char *const rmod_names[] = { "core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act" };
 #define RMOD_COUNT ((int)G_N_ELEMENTS(rmod_names))
+#define RMOD_KNOWN "modules, joined by '+': core_attn, layernorm, mla_up_proj, mlp, moe_act"
 
 gboolean sp_rmods_parse(const char *s, uint32_t *out, GError **err)
 {
   *out = 0;
   g_auto(GStrv) names = g_strsplit(s ? s : "", "+", -1);
   if (names[0] == NULL) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: recompute= names no module (modules, joined by '+': "
-                "core_attn, layernorm, mla_up_proj, mlp, moe_act; ckpt=none recomputes nothing)");
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: recompute= names no module (" RMOD_KNOWN
+                "; ckpt=none recomputes nothing)");
     return FALSE;
   }
   for (int i = 0; names[i] != NULL; i++) {
     int k = 0;
     while (k < RMOD_COUNT && strcmp(names[i], rmod_names[k]) != 0) k++;
     if (k == RMOD_COUNT || (*out & (1u << k))) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: recompute=%s: %s '%s' (modules, joined by '+': "
-                  "core_attn, layernorm, mla_up_proj, mlp, moe_act)", s, k == RMOD_COUNT ? "unknown module" : "repeated module",
-                  names[i]);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: recompute=%s: %s '%s' (" RMOD_KNOWN ")", s,
+                  k == RMOD_COUNT ? "unknown module" : "repeated module", names[i]);
       return FALSE;
     }
     *out |= 1u << k;
@@ -219,6 +219,7 @@ int32_t sp_layout_expert_replicas(const sp_layout *l)
  * 00caa53: the expert RankGenerator has dp = world / (etp x ep x pp), the ep groups fold inside the
  * data-parallel x context-parallel groups). A dense model takes no ep. */
 static sp_skip check_ep(sp_layout *l, const sp_layout_ctx *c, GError **err);
+static sp_skip check_rmods(const sp_layout *l, const sp_model *m, GError **err);
 
 int64_t sp_layout_microbatches(const sp_layout *l, const sp_layout_ctx *ctx)
 {
@@ -355,19 +356,26 @@ sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *c, GError **err)
     return fail(err, SP_SKIP_ZERO, "layout: ZeRO-%d needs replicas to shard over (sp x cp x dp / wp = %d)", l->zero, rep / l->wp);
   if (l->zero > 1 && l->wp > 1)
     return fail(err, SP_SKIP_ZERO, "layout: ISP (wp=%d) already shards weights and gradients; use zero=0 or 1", l->wp);
-  return check_ep(l, c, err);
+  sp_skip r = check_rmods(l, c->model, err);
+  return r != SP_SKIP_NONE ? r : check_ep(l, c, err);
 }
 
-static sp_skip check_ep(sp_layout *l, const sp_layout_ctx *c, GError **err)
+/* recompute=: modules the model has. */
+static sp_skip check_rmods(const sp_layout *l, const sp_model *m, GError **err)
 {
-  const sp_model *m = c->model;
-  int32_t ep = sp_layout_ep(l), etp = sp_layout_etp(l);
   if ((l->rmods & SP_RMOD_MLA_UP_PROJ) && !sp_model_is_mla(m))
     return fail(err, SP_SKIP_WORLD, "layout: recompute=mla_up_proj recomputes multi-head latent attention's "
                 "up-projections; '%s' has no latent attention (drop mla_up_proj)", m->name ? m->name : "?");
   if ((l->rmods & SP_RMOD_MOE_ACT) && !sp_model_is_moe(m))
     return fail(err, SP_SKIP_WORLD, "layout: recompute=moe_act recomputes the experts' activation; '%s' has no "
                 "experts (drop moe_act, or use mlp for a dense MLP)", m->name ? m->name : "?");
+  return SP_SKIP_NONE;
+}
+
+static sp_skip check_ep(sp_layout *l, const sp_layout_ctx *c, GError **err)
+{
+  const sp_model *m = c->model;
+  int32_t ep = sp_layout_ep(l), etp = sp_layout_etp(l);
   if (!sp_model_is_moe(m)) {
     if (ep > 1 || l->etp > 0 || l->a2a_overlap || l->ep_flex)
       return fail(err, SP_SKIP_WORLD, "layout: ep/etp/a2aoverlap/dispatcher (expert parallelism) need an MoE model; '%s' "

@@ -42,6 +42,57 @@ static void test_interleaved(void)
   g_clear_error(&err);
 }
 
+/* Megatron-Core's micro-batch groups (vppgroup=N, --microbatch-group-size-per-virtual-
+ * pipeline-stage): N in [pp, M], and M mod N zero or at least pp (schedules.py). */
+static void test_vpp_group(void)
+{
+  sp_model m = mk(8, 4, 4);
+  sp_layout_ctx c = { .model = &m, .world = 2, .gpus_per_node = 8, .seq = 64, .global_batch = 5, .mb = 1 };
+  sp_layout l;
+  GError *err = NULL;
+  /* 5 micro-batches on pp 2: refused in groups of pp, run in groups of 3 (remainder 2 = pp) */
+  g_assert_true(sp_layout_parse("pp=2,vpp=2", &l, &err));
+  g_assert_cmpint(sp_layout_check(&l, &c, &err), ==, SP_SKIP_BATCH);
+  g_assert_nonnull(strstr(err->message, "vppgroup"));
+  g_clear_error(&err);
+  g_assert_true(sp_layout_parse("pp=2,vpp=2,vppgroup=3", &l, &err));
+  g_assert_cmpint(sp_layout_check(&l, &c, &err), ==, SP_SKIP_NONE);
+  g_assert_no_error(err);
+  g_autofree char *s = sp_layout_to_string(&l);
+  g_assert_cmpstr(s, ==, "tp=1,tpsp=0,sp=1,cp=1,wp=1,pp=2,vpp=2,vppgroup=3,dp=1,zero=0,ckpt=none,mb=1");
+  g_autofree char *lab = sp_layout_label(&l);
+  g_assert_nonnull(strstr(lab, "pp2v2g3 "));
+  /* groups of 4 leave 1 < pp; groups of 1 are smaller than pp; 6 are more than M */
+  const char *bad[] = { "pp=2,vpp=2,vppgroup=4", "pp=2,vpp=2,vppgroup=1", "pp=2,vpp=2,vppgroup=6" };
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_assert_true(sp_layout_parse(bad[i], &l, &err));
+    g_assert_cmpint(sp_layout_check(&l, &c, &err), ==, SP_SKIP_BATCH);
+    g_assert_nonnull(strstr(err->message, "vppgroup"));
+    g_clear_error(&err);
+  }
+  /* a group of 5, all of M: one group */
+  g_assert_true(sp_layout_parse("pp=2,vpp=2,vppgroup=5", &l, &err));
+  g_assert_cmpint(sp_layout_check(&l, &c, &err), ==, SP_SKIP_NONE);
+  /* without interleaving there is nothing to group */
+  c.global_batch = 4;
+  g_assert_true(sp_layout_parse("pp=2,vppgroup=2", &l, &err));
+  g_assert_cmpint(sp_layout_check(&l, &c, &err), ==, SP_SKIP_LAYERS);
+  g_assert_nonnull(strstr(err->message, "vpp > 1"));
+  g_clear_error(&err);
+  /* N = pp is the default, spelt one way */
+  g_assert_true(sp_layout_parse("pp=2,vpp=2,vppgroup=2", &l, &err));
+  g_assert_cmpint(sp_layout_check(&l, &c, &err), ==, SP_SKIP_NONE);
+  g_assert_cmpint(l.vpp_group, ==, 0);
+  g_assert_cmpint(sp_layout_vpp_group(&l), ==, 2);
+  /* the rule itself */
+  g_assert_true(sp_layout_vpp_batches_ok(2, 3, 5));
+  g_assert_true(sp_layout_vpp_batches_ok(4, 0, 8));
+  g_assert_false(sp_layout_vpp_batches_ok(4, 0, 6));
+  g_assert_false(sp_layout_vpp_batches_ok(4, 6, 9));
+  g_assert_true(sp_layout_vpp_batches_ok(4, 6, 10));
+  g_assert_true(sp_layout_vpp_batches_ok(4, 6, 12));
+}
+
 static void test_parse(void)
 {
   sp_layout l;
@@ -231,6 +282,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/layout/parse", test_parse);
   g_test_add_func("/layout/interleaved", test_interleaved);
+  g_test_add_func("/layout/vpp-group", test_vpp_group);
   g_test_add_func("/layout/check", test_check);
   g_test_add_func("/layout/sweep-counts", test_sweep_counts);
   g_test_add_func("/layout/recompute-modules", test_recompute_modules);

@@ -604,23 +604,33 @@ static void test_fp8_layer(void)
 static void test_live_passes(void)
 {
   /* pp 4, 8 micro-batches: 3 + 1 on the first rank, 0 + 1 on the last */
-  g_assert_cmpint(sp_step_live_passes(4, 1, 8, 0, FALSE), ==, 4);
-  g_assert_cmpint(sp_step_live_passes(4, 1, 8, 3, FALSE), ==, 1);
+  g_assert_cmpint(sp_step_live_passes(4, 1, 8, 0, 0, FALSE), ==, 4);
+  g_assert_cmpint(sp_step_live_passes(4, 1, 8, 0, 3, FALSE), ==, 1);
   /* fewer micro-batches than stages: all of them */
-  g_assert_cmpint(sp_step_live_passes(4, 1, 2, 0, FALSE), ==, 2);
+  g_assert_cmpint(sp_step_live_passes(4, 1, 2, 0, 0, FALSE), ==, 2);
   /* interleaved, v 2, m 8: 2 x 3 + 4 = 10 warm-up passes + 1; last rank 0 + 4 + 1 */
-  g_assert_cmpint(sp_step_warmup(4, 2, 8, 0, FALSE), ==, 10);
-  g_assert_cmpint(sp_step_live_passes(4, 2, 8, 0, FALSE), ==, 11);
-  g_assert_cmpint(sp_step_live_passes(4, 2, 8, 3, FALSE), ==, 5);
+  g_assert_cmpint(sp_step_warmup(4, 2, 8, 0, 0, FALSE), ==, 10);
+  g_assert_cmpint(sp_step_live_passes(4, 2, 8, 0, 0, FALSE), ==, 11);
+  g_assert_cmpint(sp_step_live_passes(4, 2, 8, 0, 3, FALSE), ==, 5);
   /* m = pp: every forward first on every rank (all_warmup_microbatches) */
-  g_assert_cmpint(sp_step_warmup(4, 2, 4, 3, FALSE), ==, 8);
-  g_assert_cmpint(sp_step_live_passes(4, 2, 4, 0, FALSE), ==, 8);
-  g_assert_cmpint(sp_step_live_passes(4, 2, 4, 3, FALSE), ==, 8);
+  g_assert_cmpint(sp_step_warmup(4, 2, 4, 0, 3, FALSE), ==, 8);
+  g_assert_cmpint(sp_step_live_passes(4, 2, 4, 0, 0, FALSE), ==, 8);
+  g_assert_cmpint(sp_step_live_passes(4, 2, 4, 0, 3, FALSE), ==, 8);
   /* paired forward and backward (a2aoverlap): one more warm-up forward */
-  g_assert_cmpint(sp_step_live_passes(4, 1, 8, 0, TRUE), ==, 5);
+  g_assert_cmpint(sp_step_live_passes(4, 1, 8, 0, 0, TRUE), ==, 5);
   /* no pipelining: one micro-batch at a time, two when paired */
-  g_assert_cmpint(sp_step_live_passes(1, 1, 8, 0, FALSE), ==, 1);
-  g_assert_cmpint(sp_step_live_passes(1, 1, 8, 0, TRUE), ==, 2);
+  g_assert_cmpint(sp_step_live_passes(1, 1, 8, 0, 0, FALSE), ==, 1);
+  g_assert_cmpint(sp_step_live_passes(1, 1, 8, 0, 0, TRUE), ==, 2);
+  /* groups of N micro-batches per chunk (vppgroup): 2 (pp - s - 1) + (v - 1) N; pp 4,
+   * v 2, m 12, N 6: 6 + 6 = 12 on the first rank (against 10 with N = pp), 0 + 6 = 6 on
+   * the last; N = 0 is pp */
+  g_assert_cmpint(sp_step_warmup(4, 2, 12, 6, 0, FALSE), ==, 12);
+  g_assert_cmpint(sp_step_warmup(4, 2, 12, 6, 3, FALSE), ==, 6);
+  g_assert_cmpint(sp_step_warmup(4, 2, 12, 0, 0, FALSE), ==, 10);
+  g_assert_cmpint(sp_step_live_passes(4, 2, 12, 6, 0, FALSE), ==, 13);
+  /* v 4, m 8, N 8: 6 + 3 x 8 = 30, capped at the 32 passes of the step (then + 1 live) */
+  g_assert_cmpint(sp_step_warmup(4, 4, 8, 8, 0, FALSE), ==, 30);
+  g_assert_cmpint(sp_step_live_passes(4, 4, 8, 8, 0, FALSE), ==, 31);
 }
 
 /* Activations of the fullest stage: 16 layers on pp 4 (4 per stage, 2 per chunk with v 2). */
@@ -636,6 +646,9 @@ static void test_pipeline_activations(void)
     /* interleaved, 4 micro-batches = pp: every stage holds all 8 chunk passes (16 layers),
      * the last one with the logits (Korthikanti's factor would give 4 x 11/8 x 4 = 22) */
     { "pp=4,vpp=2,dp=1,mb=1", 4, 16.0, TRUE },
+    /* the same 8 micro-batches in one group of 8 (vppgroup): 2 x 3 + 8 = 14 warm-up
+     * passes + 1 on the first stage, 15 chunk passes of 2 layers */
+    { "pp=4,vpp=2,vppgroup=8,dp=1,mb=1", 8, 30.0, FALSE },
   };
   for (guint i = 0; i < G_N_ELEMENTS(cs); i++) {
     sp_step_ctx c = ctx_for(&m, 4, 128, cs[i].gb);

@@ -124,6 +124,57 @@ static void test_interleaved_makespan(void)
   g_assert_cmpuint(sends, ==, 2 * 8 * (4 * 2 - 1));
 }
 
+/* The (micro-batch, chunk) of stage @p st's passes of @p phase, in the stage's order. */
+static guint pass_order(const sp_stepgraph *g, int32_t st, int phase, int32_t *mb, int32_t *chunk, guint cap)
+{
+  guint n = 0;
+  for (guint i = 0; i < g->tasks->len; i++) {
+    const sp_task *t = &g_array_index(g->tasks, sp_task, i);
+    if (t->stage != st || t->phase != phase || t->kind != SP_TASK_COMPUTE || t->mb < 0) continue;
+    if (n > 0 && mb[n - 1] == t->mb && chunk[n - 1] == t->chunk) continue;
+    g_assert_cmpuint(n, <, cap);
+    mb[n] = t->mb;
+    chunk[n] = t->chunk;
+    n++;
+  }
+  return n;
+}
+
+/* Megatron-Core's micro-batch groups of the interleaved schedule (vppgroup=N): the table
+ * that schedules.py's get_schedule_table documents for PP 2, N 3, M 5, VP 2 (micro-batches
+ * 0 1 2 0 1 2 3 4 3 4, chunks 0 0 0 1 1 1 0 0 1 1), the backward on the same table with
+ * the chunks reversed, and a step that still ends: 5 micro-batches, not divisible by pp. */
+static void test_interleaved_groups(void)
+{
+  sp_model m = model8();
+  sp_step_ctx c = ctx_for(&m, 2, 128, 5, price_zero);
+  sp_layout l = lay("pp=2,vpp=2,vppgroup=3", &c);
+  g_assert_cmpint(l.vpp_group, ==, 3);
+  g_autoptr(sp_stepgraph) g = build(&c, &l, SP_SCHED_1F1B);
+  static const int32_t want_mb[] = { 0, 1, 2, 0, 1, 2, 3, 4, 3, 4 }, want_ch[] = { 0, 0, 0, 1, 1, 1, 0, 0, 1, 1 };
+  int32_t mb[16], ch[16];
+  for (int32_t st = 0; st < 2; st++) {
+    g_assert_cmpuint(pass_order(g, st, SP_PHASE_FWD, mb, ch, 16), ==, 10);
+    for (int i = 0; i < 10; i++) {
+      g_assert_cmpint(mb[i], ==, want_mb[i]);
+      g_assert_cmpint(ch[i], ==, want_ch[i]);
+    }
+    g_assert_cmpuint(pass_order(g, st, SP_PHASE_BWD, mb, ch, 16), ==, 10);
+    for (int i = 0; i < 10; i++) {
+      g_assert_cmpint(mb[i], ==, want_mb[i]);
+      g_assert_cmpint(ch[i], ==, 1 - want_ch[i]);
+    }
+  }
+  g_assert_cmpfloat(run(g), >, 0.0);
+  /* N = pp is the plain interleaved schedule: the same graph as without the key */
+  sp_step_ctx c8 = ctx_for(&m, 2, 128, 8, price_zero);
+  sp_layout a = lay("pp=2,vpp=2", &c8), bl = lay("pp=2,vpp=2,vppgroup=2", &c8);
+  g_assert_cmpint(bl.vpp_group, ==, 0);
+  g_autoptr(sp_stepgraph) ga = build(&c8, &a, SP_SCHED_1F1B);
+  g_autoptr(sp_stepgraph) gb = build(&c8, &bl, SP_SCHED_1F1B);
+  assert_close(run(gb), run(ga));
+}
+
 /* Megatron-LM's layer with tensor and sequence parallelism: forward 2 all-gathers and
  * 2 reduce-scatters; backward 2 all-gathers of output gradients, 2 re-gathers of
  * inputs for the weight gradients, 2 reduce-scatters; full recomputation repeats the
@@ -504,6 +555,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/stepgraph/pipeline-makespan", test_pipeline_makespan);
   g_test_add_func("/stepgraph/interleaved-makespan", test_interleaved_makespan);
+  g_test_add_func("/stepgraph/interleaved-groups", test_interleaved_groups);
   g_test_add_func("/stepgraph/tp-collectives", test_tp_collectives);
   g_test_add_func("/stepgraph/tp-overlap", test_tp_overlap);
   g_test_add_func("/stepgraph/dp-buckets", test_dp_buckets);

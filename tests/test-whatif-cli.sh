@@ -9,7 +9,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..77"
+echo "1..81"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -109,6 +109,19 @@ expect_fail "tpoverlap without sequence parallelism" "tpoverlap=1 .*needs tp > 1
 if "$bin" "$S" --model "$tmp/v.json" --layout tp=4,tpoverlap=1,dp=2 --export megatron >"$tmp/out" 2>"$tmp/err" \
    && grep -q -- '--tp-comm-overlap' "$tmp/out" && grep -q -- '--sequence-parallel' "$tmp/out"; then ok "Megatron export names --tp-comm-overlap"
 else nok "tpoverlap export: $(cat "$tmp/out" "$tmp/err" | tail -n 5)"; fi
+# vppgroup=3 (Megatron-Core's micro-batch groups): 5 micro-batches on pp=2 run in a group
+# of 3 and one of 2; the reduced step of --verify runs one group (3 micro-batches); a last
+# group of 1 (groups of 4) is refused as Megatron-Core refuses it; the export names the flag
+G="--model $tmp/v.json --global-batch 10"
+if "$bin" "$S" $G --layout tp=2,pp=2,vpp=2,vppgroup=3,dp=2 --verify >"$tmp/out" 2>"$tmp/err" \
+   && grep -q "tp2s pp2v2g3 dp2" "$tmp/out" && grep -q '^verify: step-graph (4 layers, 3 micro-batches:' "$tmp/out" \
+   && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then ok "vppgroup=3: 5 micro-batches on pp=2 priced, verified in one group"
+else nok "vppgroup verify: $(cat "$tmp/out" "$tmp/err" | tail -n 6)"; fi
+expect_fail "vppgroup leaving a last group below pp" "vppgroup=4 .*1 left" "$S" $G --layout tp=2,pp=2,vpp=2,vppgroup=4,dp=2
+expect_fail "5 micro-batches on pp=2 without vppgroup" "divisible by pp=2 (or vppgroup" "$S" $G --layout tp=2,pp=2,vpp=2,dp=2
+if "$bin" "$S" $G --layout tp=2,pp=2,vpp=2,vppgroup=3,dp=2 --export megatron >"$tmp/out" 2>"$tmp/err" \
+   && grep -q -- '--microbatch-group-size-per-virtual-pipeline-stage 3' "$tmp/out"; then ok "Megatron export names the micro-batch group"
+else nok "vppgroup export: $(cat "$tmp/out" "$tmp/err" | tail -n 5)"; fi
 # A corrupted output on rank 2 (testing aid) must be found: FAIL names the rank, exits 1,
 # and the TP check (ranks 0, 1) still passes.
 "$bin" "$S" $V --layout tp=2,sp=2,dp=2 --debug-corrupt-rank 2 --json "$tmp/v2.json" >"$tmp/out" 2>"$tmp/err"

@@ -192,6 +192,8 @@ static const char help_text[] =
   "  cp=N      context parallelism: ring attention over the sequence (Megatron-LM --context-parallel-size)\n"
   "  wp=N      ISP weight parallelism (InternEvo): weights sharded over the data-parallel ranks, gathered per layer\n"
   "  pp=N      pipeline stages (1F1B); vpp=V virtual stages per rank (interleaved 1F1B);\n"
+  "            vppgroup=G: the interleaved schedule's micro-batches in groups of G (Megatron-Core's\n"
+  "            --microbatch-group-size-per-virtual-pipeline-stage, default pp);\n"
   "            ppfirst=L, pplast=L layers on the first/last stage\n"
   "  dp=N      data parallelism (replicas); dpsync=1: gradients reduced after the backward in one\n"
   "            collective; dpfp32=1: gradients reduced in fp32 (Megatron-LM with bf16, FSDP2 reduce_dtype)\n"

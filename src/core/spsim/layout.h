@@ -78,7 +78,14 @@ typedef struct {
   int32_t vpp;      /**< virtual stages per pipeline rank: interleaved 1F1B (Narayanan et al.
                          2021) when > 1; 0 or 1: plain 1F1B. Each stage's layers must divide
                          by vpp (see sp_layout_chunk_layers for uneven first and last stages)
-                         and micro-batches by pp. */
+                         and micro-batches by pp (see vpp_group). */
+  int32_t vpp_group; /**< interleaved schedule: micro-batches run back to back on one chunk before
+                         the next chunk (0: pp, the default), as Megatron-Core's
+                         --microbatch-group-size-per-virtual-pipeline-stage
+                         (megatron/core/pipeline_parallel/schedules.py, get_schedule_table). In
+                         [pp, micro-batches]; the micro-batches need not divide by pp then, but
+                         their remainder modulo the group must be 0 or at least pp, as
+                         Megatron-Core requires; layout key vppgroup=N */
   int32_t pp_first; /**< layers on the first pipeline stage (0: even split), as Megatron-LM's
                          --decoder-first-pipeline-num-layers */
   int32_t pp_last;  /**< layers on the last pipeline stage (0: even split), as
@@ -180,6 +187,14 @@ char *sp_layout_label(const sp_layout *l);
 int64_t sp_layout_microbatches(const sp_layout *l, const sp_layout_ctx *ctx);
 /** Virtual stages per pipeline rank (>= 1). */
 int32_t sp_layout_vpp(const sp_layout *l);
+/** Micro-batches per group of the interleaved schedule: vpp_group, or pp when it is 0. */
+int32_t sp_layout_vpp_group(const sp_layout *l);
+/**
+ * Whether @p m micro-batches form Megatron-Core's interleaved schedule on @p pp stages in
+ * groups of @p group (0: pp): pp <= group <= m, and m modulo group 0 or at least pp
+ * (megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving).
+ */
+gboolean sp_layout_vpp_batches_ok(int32_t pp, int64_t group, int64_t m);
 /** The modules recomputed (sp_rmod set): with ckpt=selective the layout's set, or core_attn
  *  when it names none; 0 for the other modes (none keeps all; full and op recompute by
  *  their own rules). */

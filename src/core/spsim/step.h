@@ -267,18 +267,19 @@ void sp_comm_coll_spec(const sp_comm *c, int32_t gpus_per_node, uint64_t bytes, 
 
 /**
  * Warm-up forward passes of pipeline rank @p stage in Megatron-LM's 1F1B order
- * (megatron/core/pipeline_parallel/schedules.py): pp - stage - 1, interleaved
- * (@p v > 1) 2 (pp - stage - 1) + (v - 1) pp, or every pass when m = pp; @p ov
- * (a2aoverlap, paired forward and backward) one more; at most m x v.
+ * (megatron/core/pipeline_parallel/schedules.py, get_pp_rank_microbatches): pp - stage - 1,
+ * interleaved (@p v > 1) 2 (pp - stage - 1) + (v - 1) @p group (the micro-batches per group,
+ * sp_layout_vpp_group; 0: pp), or every pass when m = pp; @p ov (a2aoverlap, paired forward
+ * and backward) one more; at most m x v.
  */
-int64_t sp_step_warmup(int32_t pp, int32_t v, int64_t m, int32_t stage, gboolean ov);
+int64_t sp_step_warmup(int32_t pp, int32_t v, int64_t m, int64_t group, int32_t stage, gboolean ov);
 
 /**
  * Most chunk forward passes whose activations pipeline rank @p stage holds at once in
  * that order: its warm-up plus the forward run before each backward, at most m x v;
  * without pipelining (pp = 1) one micro-batch, two with @p ov.
  */
-int64_t sp_step_live_passes(int32_t pp, int32_t v, int64_t m, int32_t stage, gboolean ov);
+int64_t sp_step_live_passes(int32_t pp, int32_t v, int64_t m, int64_t group, int32_t stage, gboolean ov);
 
 /** Memory per GPU of @p l: its fullest pipeline stage (weights, and activations of the
  *  passes sp_step_live_passes counts on each stage). */

@@ -135,7 +135,7 @@ typedef struct {
  * Build the step graph of @p l (checked by sp_layout_check against @p c's model,
  * world, sequence and batch). Compute times come from the kernel model of c->hw;
  * COLL and SEND tasks have no time until sp_stepgraph_price(). Errors: a layout
- * whose interleaved schedule cannot be formed (micro-batches not divisible by pp),
+ * whose interleaved schedule cannot be formed (sp_layout_vpp_batches_ok),
  * SP_ERROR_UNSUPPORTED for a graph of more than SP_STEPGRAPH_MAX_TASKS tasks.
  */
 sp_stepgraph *sp_stepgraph_build(const sp_step_ctx *c, const sp_layout *l, sp_sched sched, GError **err);

@@ -106,7 +106,7 @@ void sp_step_memory(const sp_step_ctx *c, const sp_layout *l, sp_step_mem *o)
   o->act = 0.0;
   for (int i = 0; i < 3; i++) {
     int32_t s = cand[i];
-    double live = (double)sp_step_live_passes(l->pp, v, mbs, s, ov) / (l->pp > 1 ? v : 1);
+    double live = (double)sp_step_live_passes(l->pp, v, mbs, sp_layout_vpp_group(l), s, ov) / (l->pp > 1 ? v : 1);
     double layers = (double)sp_layout_layers_of_stage(l, m, s);
     double moe_layers = sp_model_is_moe(m) ? (double)sp_step_moe_stage_layers(m, l, s) : 0.0;
     double a = (layers * per_layer + moe_layers * moe_extra) * live + rework;

@@ -102,18 +102,19 @@ double sp_step_act_layer_bytes_lin(const sp_model *m, const sp_layout *l, int64_
 
 /* ---- passes held by the pipeline schedule ---- */
 
-int64_t sp_step_warmup(int32_t pp, int32_t v, int64_t m, int32_t stage, gboolean ov)
+int64_t sp_step_warmup(int32_t pp, int32_t v, int64_t m, int64_t group, int32_t stage, gboolean ov)
 {
   int64_t total = m * (v > 1 ? v : 1);
   if (pp <= 1) return MIN(ov ? 1 : 0, total);
   if (v <= 1) return MIN((int64_t)(pp - stage - 1) + (ov ? 1 : 0), m);
   if (m == pp) return total; /* schedules.py: all_warmup_microbatches */
-  return MIN((int64_t)(pp - stage - 1) * 2 + (int64_t)(v - 1) * pp + (ov ? 1 : 0), total);
+  if (group <= 0) group = pp;
+  return MIN((int64_t)(pp - stage - 1) * 2 + (int64_t)(v - 1) * group + (ov ? 1 : 0), total);
 }
 
-int64_t sp_step_live_passes(int32_t pp, int32_t v, int64_t m, int32_t stage, gboolean ov)
+int64_t sp_step_live_passes(int32_t pp, int32_t v, int64_t m, int64_t group, int32_t stage, gboolean ov)
 {
   int64_t total = m * (pp > 1 && v > 1 ? v : 1);
   if (total <= 0) return 0;
-  return MIN(sp_step_warmup(pp, pp > 1 ? v : 1, m, stage, ov) + 1, total);
+  return MIN(sp_step_warmup(pp, pp > 1 ? v : 1, m, group, stage, ov) + 1, total);
 }

@@ -253,7 +253,7 @@ gboolean sp_step_moe_a2a_hidden(const sp_step_ctx *c, const sp_layout *l, const 
   /* paired passes: schedules.py's warm-up plus one (stage 0, the longest), or all but F0 and the last B */
   int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
   int64_t v = sp_layout_vpp(l), total = mbs * v;
-  int64_t warm = sp_step_warmup(l->pp, (int32_t)v, mbs, 0, TRUE);
+  int64_t warm = sp_step_warmup(l->pp, (int32_t)v, mbs, sp_layout_vpp_group(l), 0, TRUE);
   double paired = total > 0 ? (double)(total - warm) / (double)total : 0.0;
   double ls = (double)sp_layout_stage_layers(l, m);
   double frac = ls > 0 ? (double)sp_step_moe_max_stage_layers(m, l) / ls : 0.0;

@@ -74,7 +74,8 @@ gboolean sp_step_replay_reduce(const sp_step_ctx *c, const sp_layout *l, sp_mode
   if (l->pp_first <= 0 && l->pp_last <= 0) m->layers = (int64_t)l->pp * v;
   *rc = *c;
   rc->model = m;
-  rc->global_batch = (int64_t)l->dp * l->mb * (l->pp > 1 ? l->pp : 2);
+  /* one group of the interleaved schedule (pp micro-batches, or vppgroup's) */
+  rc->global_batch = (int64_t)l->dp * l->mb * (l->pp > 1 ? sp_layout_vpp_group(l) : 2);
   *rl = *l;
   sp_layout_ctx lc = { .model = m, .world = c->world, .gpus_per_node = c->gpus_per_node, .seq = c->seq,
                        .global_batch = rc->global_batch, .mb = l->mb };

@@ -333,7 +333,23 @@ typedef struct { gboolean fwd, pair; int32_t mb, chunk; } slot;
  * one more warm-up forward (megatron/core/pipeline_parallel/schedules.py,
  * get_pp_rank_microbatches; without pipelining combined_1f1b.py's
  * combined_1f1b_schedule_for_no_pipelining: F0, then F(i+1) with B(i), then the last B). */
-static GArray *stage_order(int32_t pp, int32_t v, int64_t m, int32_t s, sp_sched sched, gboolean ov)
+/* Entry @p k of Megatron-Core's interleaved schedule table (schedules.py,
+ * get_schedule_table): micro-batches in groups of @p g, each group through every chunk
+ * in turn; a remainder of m modulo g forms the last group. */
+static void table_entry(int64_t k, int64_t m, int32_t v, int64_t g, int32_t *mb, int32_t *chunk)
+{
+  int64_t span = g * v, full = m / g;
+  if (m % g == 0 || k < full * span) {
+    *mb = (int32_t)((k / span) * g + k % g);
+    *chunk = (int32_t)((k % span) / g);
+  } else {
+    int64_t r = m % g, w = k - full * span;
+    *mb = (int32_t)(full * g + w % r);
+    *chunk = (int32_t)(w / r);
+  }
+}
+
+static GArray *stage_order(int32_t pp, int32_t v, int64_t m, int64_t g, int32_t s, sp_sched sched, gboolean ov)
 {
   GArray *o = g_array_new(FALSE, FALSE, sizeof(slot));
   if (ov && pp == 1) {
@@ -352,20 +368,24 @@ static GArray *stage_order(int32_t pp, int32_t v, int64_t m, int32_t s, sp_sched
     return o;
   }
   int64_t total = m * v;
-  int64_t warm = sp_step_warmup(pp, v, m, s, ov); /* the memory model counts the same passes */
-  int64_t group = (int64_t)pp * v;
+  if (g <= 0) g = pp;
+  int64_t warm = sp_step_warmup(pp, v, m, g, s, ov); /* the memory model counts the same passes */
   for (int64_t k = 0; k < total; k++) {
-    /* forward k, and (after the warm-up) backward k - warm */
-    slot f = { TRUE, FALSE, (int32_t)((k / group) * pp + k % pp), (int32_t)((k % group) / pp) };
+    /* forward k, and (after the warm-up) backward k - warm, its chunk reversed */
+    slot f = { TRUE, FALSE, 0, 0 };
+    table_entry(k, m, v, g, &f.mb, &f.chunk);
     if (k < warm) { g_array_append_val(o, f); continue; }
     f.pair = ov;
     g_array_append_val(o, f);
-    int64_t j = k - warm;
-    slot bk = { FALSE, FALSE, (int32_t)((j / group) * pp + j % pp), v - 1 - (int32_t)((j % group) / pp) };
+    slot bk = { FALSE, FALSE, 0, 0 };
+    table_entry(k - warm, m, v, g, &bk.mb, &bk.chunk);
+    bk.chunk = v - 1 - bk.chunk;
     g_array_append_val(o, bk);
   }
   for (int64_t j = total - warm; j < total; j++) {
-    slot bk = { FALSE, FALSE, (int32_t)((j / group) * pp + j % pp), v - 1 - (int32_t)((j % group) / pp) };
+    slot bk = { FALSE, FALSE, 0, 0 };
+    table_entry(j, m, v, g, &bk.mb, &bk.chunk);
+    bk.chunk = v - 1 - bk.chunk;
     g_array_append_val(o, bk);
   }
   return o;
@@ -614,7 +634,7 @@ static void build_stage(sb *b, int32_t s, int64_t m, sp_sched sched)
       }
     }
   }
-  g_autoptr(GArray) order = stage_order(pp, v, m, s, sched, l->a2a_overlap && b->moe);
+  g_autoptr(GArray) order = stage_order(pp, v, m, sp_layout_vpp_group(l), s, sched, l->a2a_overlap && b->moe);
   /* the last backward of each chunk finalises its gradients */
   g_autofree int32_t *last_bwd_mb = g_new(int32_t, v);
   for (guint i = 0; i < order->len; i++) {
@@ -663,9 +683,10 @@ sp_stepgraph *sp_stepgraph_build(const sp_step_ctx *c, const sp_layout *l, sp_sc
                 c->global_batch, l->mb, l->dp);
     return NULL;
   }
-  if (v > 1 && sched == SP_SCHED_1F1B && mbs % l->pp != 0) {
-    g_set_error(err, SP_ERROR, SP_ERROR_LAYOUT, "step graph: the interleaved schedule needs micro-batches (%" G_GINT64_FORMAT
-                ") divisible by pp=%d", mbs, l->pp);
+  if (v > 1 && sched == SP_SCHED_1F1B && !sp_layout_vpp_batches_ok(l->pp, sp_layout_vpp_group(l), mbs)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_LAYOUT, "step graph: the interleaved schedule cannot run %" G_GINT64_FORMAT
+                " micro-batches on pp=%d in groups of %d (the groups lie in [pp, micro-batches], the last one 0 or at "
+                "least pp)", mbs, l->pp, sp_layout_vpp_group(l));
     return NULL;
   }
   /* about 30 tasks per layer and micro-batch (plus a few per stage): refuse graphs that

@@ -127,7 +127,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     if (*p == '\0') continue;
     char *eq = strchr(p, '=');
     if (eq == NULL) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, recompute, mb, ep, etp, a2aoverlap, dispatcher)", p);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: '%s' is not KEY=VALUE (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, vppgroup, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, recompute, mb, ep, etp, a2aoverlap, dispatcher)", p);
       return FALSE;
     }
     *eq = '\0';
@@ -139,6 +139,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
     else if (strcmp(k, "wp") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.wp, err);
     else if (strcmp(k, "pp") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.pp, err);
     else if (strcmp(k, "vpp") == 0) ok = parse_deg(k, v, 1, 1 << 10, &l.vpp, err);
+    else if (strcmp(k, "vppgroup") == 0) ok = parse_deg(k, v, 1, 1 << 24, &l.vpp_group, err);
     else if (strcmp(k, "dp") == 0) ok = parse_deg(k, v, 1, 1 << 24, &l.dp, err);
     else if (strcmp(k, "zero") == 0) ok = parse_deg(k, v, 0, 3, &l.zero, err);
     else if (strcmp(k, "mb") == 0) ok = parse_deg(k, v, 1, 1 << 20, &l.mb, err);
@@ -177,7 +178,7 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
       rmods_given = TRUE;
     }
     else {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, recompute, mb, ep, etp, a2aoverlap, dispatcher)", k);
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "layout: unknown key '%s' (keys: tp, tpsp, tpoverlap, sp, cp, wp, pp, vpp, vppgroup, ppfirst, pplast, dp, dpsync, dpfp32, zero, ckpt, recompute, mb, ep, etp, a2aoverlap, dispatcher)", k);
       return FALSE;
     }
     if (!ok) return FALSE;
@@ -205,6 +206,16 @@ gboolean sp_layout_parse(const char *s, sp_layout *out, GError **err)
 int32_t sp_layout_replicas(const sp_layout *l) { return l->sp * l->cp * l->dp; }
 
 int32_t sp_layout_vpp(const sp_layout *l) { return l->vpp > 1 ? l->vpp : 1; }
+
+int32_t sp_layout_vpp_group(const sp_layout *l) { return l->vpp_group > 0 ? l->vpp_group : l->pp; }
+
+gboolean sp_layout_vpp_batches_ok(int32_t pp, int64_t group, int64_t m)
+{
+  if (group <= 0) group = pp;
+  if (pp < 1 || group < pp || group > m) return FALSE;
+  int64_t rest = m % group;
+  return rest == 0 || rest >= pp;
+}
 
 int32_t sp_layout_ep(const sp_layout *l) { return l->ep > 1 ? l->ep : 1; }
 
@@ -346,9 +357,19 @@ sp_skip sp_layout_check(sp_layout *l, const sp_layout_ctx *c, GError **err)
                     "(only a first or last stage set by ppfirst/pplast may have chunks one layer short)", s, n, l->vpp);
     }
     int64_t mbs = c->global_batch / ((int64_t)l->dp * l->mb);
-    if (mbs % l->pp != 0)
-      return fail(err, SP_SKIP_BATCH, "layout: the interleaved schedule needs micro-batches (%" G_GINT64_FORMAT ") divisible by pp=%d", mbs, l->pp);
+    if (l->vpp_group <= 0 && mbs % l->pp != 0)
+      return fail(err, SP_SKIP_BATCH, "layout: the interleaved schedule needs micro-batches (%" G_GINT64_FORMAT ") divisible by "
+                  "pp=%d (or vppgroup=N: micro-batches in groups of N >= pp, the last group 0 or at least pp)", mbs, l->pp);
+    if (l->vpp_group > 0 && !sp_layout_vpp_batches_ok(l->pp, l->vpp_group, mbs))
+      return fail(err, SP_SKIP_BATCH, "layout: vppgroup=%d runs the interleaved schedule's %" G_GINT64_FORMAT " micro-batches in "
+                  "groups of %d: it must lie in [pp, micro-batches] = [%d, %" G_GINT64_FORMAT "] and leave a last group of 0 or "
+                  "at least pp (%" G_GINT64_FORMAT " left), as Megatron-Core requires", l->vpp_group, mbs, l->vpp_group,
+                  l->pp, mbs, mbs % l->vpp_group);
   }
+  if (l->vpp_group > 0 && l->vpp <= 1)
+    return fail(err, SP_SKIP_LAYERS, "layout: vppgroup=%d groups the micro-batches of the interleaved schedule and needs "
+                "vpp > 1 (and pp > 1)", l->vpp_group);
+  if (l->vpp_group == l->pp) l->vpp_group = 0; /* the default, one spelling */
   int32_t rep = sp_layout_replicas(l);
   if (l->wp > 1 && (rep % l->wp != 0 || l->tp > 1))
     return fail(err, SP_SKIP_WP, "layout: ISP wp=%d must divide sp x cp x dp = %d and needs tp=1", l->wp, rep);
@@ -440,6 +461,7 @@ char *sp_layout_to_string(const sp_layout *l)
 {
   char v[96] = "";
   if (l->vpp > 1) g_snprintf(v, sizeof v, ",vpp=%d", l->vpp);
+  if (l->vpp_group > 0) g_snprintf(v + strlen(v), sizeof v - strlen(v), ",vppgroup=%d", l->vpp_group);
   if (l->pp_first > 0) g_snprintf(v + strlen(v), sizeof v - strlen(v), ",ppfirst=%d", l->pp_first);
   if (l->pp_last > 0) g_snprintf(v + strlen(v), sizeof v - strlen(v), ",pplast=%d", l->pp_last);
   char e[80] = "";
@@ -461,7 +483,8 @@ char *sp_layout_label(const sp_layout *l)
   if (l->sp > 1) g_string_append_printf(s, "sp%d ", l->sp);
   if (l->cp > 1) g_string_append_printf(s, "cp%d ", l->cp);
   if (l->wp > 1) g_string_append_printf(s, "wp%d ", l->wp);
-  if (l->pp > 1 && l->vpp > 1) g_string_append_printf(s, "pp%dv%d ", l->pp, l->vpp);
+  if (l->pp > 1 && l->vpp > 1 && l->vpp_group > 0) g_string_append_printf(s, "pp%dv%dg%d ", l->pp, l->vpp, l->vpp_group);
+  else if (l->pp > 1 && l->vpp > 1) g_string_append_printf(s, "pp%dv%d ", l->pp, l->vpp);
   else if (l->pp > 1) g_string_append_printf(s, "pp%d ", l->pp);
   if (l->pp_first > 0 || l->pp_last > 0) {
     g_string_truncate(s, s->len - 1);

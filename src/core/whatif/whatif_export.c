@@ -56,6 +56,7 @@ static void megatron(GString *s, GString *no, const sp_whatif_result *res, const
       flag(s, "--num-layers-per-virtual-pipeline-stage %" G_GINT64_FORMAT, layers / (l->pp * l->vpp));
     else
       flag(s, "--num-virtual-stages-per-pipeline-rank %d", l->vpp);
+    if (l->vpp_group > 0) flag(s, "--microbatch-group-size-per-virtual-pipeline-stage %d", l->vpp_group);
   }
   if (l->pp_first > 0) flag(s, "--decoder-first-pipeline-num-layers %d", l->pp_first);
   if (l->pp_last > 0) flag(s, "--decoder-last-pipeline-num-layers %d", l->pp_last);
@@ -151,6 +152,7 @@ static void torchtitan(GString *s, GString *no, const sp_whatif_result *res, con
   if (l->wp > 1) cannot(no, "wp=%d (ISP weight parallelism is InternEvo's)", l->wp);
   if (l->tp > 1 && !l->tp_sp) cannot(no, "tpsp=0 (torchtitan's tensor-parallel plan shards the norms over the sequence)");
   if (l->pp_first > 0 || l->pp_last > 0) cannot(no, "uneven first/last stages as sizes (ppfirst/pplast): list module_fqns_per_model_part by hand");
+  if (l->vpp_group > 0) cannot(no, "vppgroup=%d (Megatron-Core's micro-batch groups of the interleaved schedule)", l->vpp_group);
 }
 
 /* InternEvo: tensor mode mtp (Megatron TP), msp (with Megatron sequence parallelism)

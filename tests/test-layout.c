@@ -91,6 +91,27 @@ static void test_vpp_group(void)
   g_assert_false(sp_layout_vpp_batches_ok(4, 6, 9));
   g_assert_true(sp_layout_vpp_batches_ok(4, 6, 10));
   g_assert_true(sp_layout_vpp_batches_ok(4, 6, 12));
+  /* the sweep runs interleaved layouts whose micro-batches pp does not divide in the
+   * smallest group Megatron-Core accepts: 5 micro-batches on pp 2 (dp 1) in groups of 3
+   * (vpp 2 and 4 split the stage's 4 layers): tp 1, pp 2, dp 1 x vpp 2, 4 x ZeRO 0 (no
+   * replicas for more) x 3 ckpt = 6 layouts */
+  c.global_batch = 5;
+  sp_sweep_opts o;
+  sp_sweep_opts_init(&o, &c);
+  o.with_isp = FALSE;
+  sp_sweep *sw = sp_sweep_run(&c, &o);
+  guint grouped = 0;
+  for (guint i = 0; i < sw->layouts->len; i++) {
+    const sp_layout *x = &g_array_index(sw->layouts, sp_layout, i);
+    if (x->pp == 2 && x->vpp > 1) {
+      g_assert_cmpint(x->vpp_group, ==, 3);
+      grouped++;
+    } else {
+      g_assert_cmpint(x->vpp_group, ==, 0);
+    }
+  }
+  g_assert_cmpuint(grouped, ==, 6);
+  sp_sweep_free(sw);
 }
 
 static void test_parse(void)

@@ -266,14 +266,17 @@ static void test_eval(void)
   sp_stepsim_timeline_clear(&t);
 }
 
-/* A step of 48 micro-batches per pipeline, run whole and as steps of 2 pp and 3 pp
- * extrapolated (sp_stepsim_set_periodic): the same step time and breakdown within 1e-6
+/* A step of 48 micro-batches per pipeline, run whole and as steps of 2 pp and 3 pp (of 2
+ * and 3 groups with vppgroup) extrapolated (sp_stepsim_set_periodic): the same step time and breakdown within 1e-6
  * of the step, with TP, pipeline and data-parallel traffic sharing the stages' links and
  * kernels slowed beside them. */
 static void test_periodic(void)
 {
   sp_model m = model8();
-  const char *specs[] = { "tp=2,pp=2,dp=2", "pp=4,dp=2", "pp=2,vpp=2,dp=4", "tp=2,pp=4", "pp=8", "dp=8" };
+  /* with micro-batch groups (vppgroup): 16 groups of 3; 9 groups of 5 and a last one of 3,
+   * extrapolated from 2 and 3 groups followed by that last group */
+  const char *specs[] = { "tp=2,pp=2,dp=2", "pp=4,dp=2", "pp=2,vpp=2,dp=4", "tp=2,pp=4", "pp=8", "dp=8",
+                          "pp=2,vpp=2,vppgroup=3,dp=4", "pp=2,vpp=2,vppgroup=5,dp=4" };
   for (gsize k = 0; k < G_N_ELEMENTS(specs); k++) {
     sp_layout l;
     GError *err = NULL;

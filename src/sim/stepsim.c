@@ -462,18 +462,20 @@ gboolean sp_stepsim_eval(const sp_step_ctx *c, const sp_layout *l, gboolean engi
 {
   sp_stepsim_timeline t = { 0 };
   int64_t mbs = l->dp > 0 && l->mb > 0 ? c->global_batch / ((int64_t)l->dp * l->mb) : 0;
-  /* whole groups of the interleaved schedule (pp micro-batches, or vppgroup's) */
+  /* whole groups of the interleaved schedule (pp micro-batches, or vppgroup's, with the
+   * step's last, shorter group after them) */
   int64_t unit = sp_layout_vpp(l) > 1 ? sp_layout_vpp_group(l) : l->pp;
-  int64_t m1 = 2 * unit, m2 = 3 * unit;
+  int64_t rest = l->vpp_group > 0 && unit > 0 ? mbs % unit : 0;
+  int64_t m1 = 2 * unit + rest, m2 = 3 * unit + rest;
   gboolean done = FALSE;
   /* A large step on the platform, not traced: its schedule repeats once the pipeline is
    * full, so the step is affine in the micro-batches past 2 pp (1F1B and interleaved
    * alike: warm-up and cool-down are fixed, the gradient reduction and optimizer step
-   * end the step once). Runs of 2 and 3 groups of micro-batches (pp each, or vppgroup's)
-   * give the line, as the interleaved schedule needs whole groups, when they are fewer
-   * than the step's. */
+   * end the step once). Runs of 2 and 3 groups of micro-batches (pp each, or vppgroup's,
+   * then the step's last group) give the line, as the interleaved schedule needs whole
+   * groups, when they are fewer than the step's. */
   /* SPSIM_MICROBATCHES=all: every micro-batch simulated (checks) */
-  if (engine && keep == NULL && periodic_min_tasks >= 0 && mbs > m1 + m2 && (l->vpp_group <= 0 || mbs % unit == 0) &&
+  if (engine && keep == NULL && periodic_min_tasks >= 0 && mbs > m1 + m2 &&
       g_strcmp0(g_getenv("SPSIM_MICROBATCHES"), "all") != 0 &&
       (double)mbs * (double)c->model->layers * 40.0 >= (double)periodic_min_tasks) {
     sp_stepsim_timeline a = { 0 }, b = { 0 };

@@ -532,6 +532,20 @@ static GArray *divisors(int64_t n)
   return a;
 }
 
+/* The interleaved schedule's group for micro-batches that pp does not divide: the
+ * smallest Megatron-Core accepts (the fewest warm-up passes); 0 (pp) where pp divides
+ * them or no group fits. */
+static int32_t sweep_vpp_group(const sp_layout_ctx *ctx, int32_t pp, int32_t dp, int32_t mb)
+{
+  int64_t per = (int64_t)dp * mb;
+  if (per <= 0 || ctx->global_batch % per != 0) return 0;
+  int64_t m = ctx->global_batch / per;
+  if (m % pp == 0) return 0;
+  for (int64_t g = pp; g <= m && g <= G_MAXINT32; g++)
+    if (sp_layout_vpp_batches_ok(pp, g, m)) return (int32_t)g;
+  return 0;
+}
+
 void sp_sweep_free(sp_sweep *s)
 {
   if (s == NULL) return;
@@ -585,7 +599,7 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
                     for (int ov = 0; ov <= (moe && ep > 1 ? 1 : 0); ov++) /* MoE: a2aoverlap off and on */
                     for (int fx = 0; fx <= (moe && ep > 1 && (int64_t)ep * tp > gpn ? 1 : 0); fx++) { /* flex across nodes */
                       sp_layout l = { .tp = tp, .tp_sp = tpsp == 1, .tp_overlap = tpsp == 1, .sp = sp, .cp = cp, .wp = wp, .pp = pp,
-                                      .vpp = vpp, .dp = dp, .zero = zero,
+                                      .vpp = vpp, .vpp_group = vpp > 1 ? sweep_vpp_group(ctx, pp, dp, mb) : 0, .dp = dp, .zero = zero,
                                       .ckpt = ck < SP_CKPT_SWEPT ? (sp_ckpt)ck : SP_CKPT_SELECTIVE,
                                       .rmods = ck < SP_CKPT_SWEPT ? 0u : lean, .mb = mb,
                                       .ep = moe ? ep : 0, .a2a_overlap = ov == 1, .ep_flex = fx == 1 };

@@ -9,7 +9,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..81"
+echo "1..82"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -122,6 +122,15 @@ expect_fail "5 micro-batches on pp=2 without vppgroup" "divisible by pp=2 (or vp
 if "$bin" "$S" $G --layout tp=2,pp=2,vpp=2,vppgroup=3,dp=2 --export megatron >"$tmp/out" 2>"$tmp/err" \
    && grep -q -- '--microbatch-group-size-per-virtual-pipeline-stage 3' "$tmp/out"; then ok "Megatron export names the micro-batch group"
 else nok "vppgroup export: $(cat "$tmp/out" "$tmp/err" | tail -n 5)"; fi
+# micro-batches past the sweep's 1, 2, 4 while memory allows: a 4-layer model at seq 128
+# fits at any size, so the sweep doubles up to the global batch (64 sequences on at
+# least one replica); --micro-batch fixes the size
+"$bin" "$S" --model "$tmp/v.json" --seq 128 --global-batch 64 $A --json "$tmp/mbx.json" >/dev/null 2>&1
+"$bin" "$S" --model "$tmp/v.json" --seq 128 --global-batch 64 $A --micro-batch 2 --json "$tmp/mb2.json" >/dev/null 2>&1
+if grep -q 'mb=\(8\|16\|32\|64\)[,"]' "$tmp/mbx.json" && ! grep -q 'mb=128' "$tmp/mbx.json" \
+   && grep -q 'mb=2[,"]' "$tmp/mb2.json" && ! grep -q 'mb=\([13-9]\|[0-9][0-9]\)[,"]' "$tmp/mb2.json"; then
+  ok "micro-batches doubled past 4 while they fit; --micro-batch fixes it"
+else nok "micro-batch sweep: $(grep -o 'mb=[0-9]*' "$tmp/mbx.json" "$tmp/mb2.json" | sort | uniq -c | tr '\n' ' ')"; fi
 # A corrupted output on rank 2 (testing aid) must be found: FAIL names the rank, exits 1,
 # and the TP check (ranks 0, 1) still passes.
 "$bin" "$S" $V --layout tp=2,sp=2,dp=2 --debug-corrupt-rank 2 --json "$tmp/v2.json" >"$tmp/out" 2>"$tmp/err"

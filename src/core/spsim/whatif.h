@@ -84,7 +84,8 @@ typedef struct {
   gboolean lenient;               /**< --lenient: unknown model keys and host properties are warnings */
   int64_t seq;                    /**< --seq: tokens per sequence (8192) */
   const char *global_batch;       /**< --global-batch: "1024" sequences or tokens "4M", "8192tok"; NULL: 1024 */
-  int32_t micro_batch;            /**< --micro-batch; UNSET: the sweep tries 1, 2 and 4, a layout takes its mb= */
+  int32_t micro_batch;            /**< --micro-batch; UNSET: the sweep tries 1, 2, 4 and larger powers of two
+                                       while a layout of the largest so far fits, a layout takes its mb= */
   const char *layout;             /**< --layout: one layout, e.g. "tp=8,pp=4,dp=32"; NULL: sweep */
   int32_t gpus;                   /**< --gpus; UNSET: every host */
   int32_t gpus_per_node;          /**< --gpus-per-node; UNSET: the platform's */
@@ -237,6 +238,7 @@ typedef struct {
   gboolean engine;              /**< collectives priced and step graphs run on the engine */
   double slowdown;              /**< --comm-slowdown, < 0: the platform's */
   int32_t micro_batch;          /**< as requested (SP_WHATIF_UNSET_INT: swept) */
+  int32_t mb_swept;             /**< swept: the largest micro-batch size tried */
   gboolean one_layout;          /**< a --layout, not a sweep */
   gboolean tpsp_default;        /**< the --layout has tp > 1 and no tpsp key: Megatron SP is on by default */
   int32_t top;                  /**< families to show */

@@ -359,6 +359,21 @@ static gboolean resolve_hw(sp_whatif_result *r, const sp_whatif_opts *o, const s
   return TRUE;
 }
 
+/* Whether one of @p cands with micro-batch @p mb that keeps each sequence on one rank
+ * (sp = cp = 1) fits in a GPU's usable memory. */
+static gboolean fits_with_mb(const sp_step_ctx *c, const GArray *cands, int32_t mb)
+{
+  double cap = c->hw.mem_bytes * c->hw.mem_usable;
+  for (guint i = 0; i < cands->len; i++) {
+    const sp_layout *l = &g_array_index(cands, sp_layout, i);
+    if (l->mb != mb || l->sp > 1 || l->cp > 1) continue;
+    sp_step_mem mem;
+    sp_step_memory(c, l, &mem);
+    if (mem.total <= cap) return TRUE;
+  }
+  return FALSE;
+}
+
 /* The layout asked for, checked, or the sweep's valid layouts. */
 static GArray *candidates(sp_whatif_result *r, const sp_whatif_opts *o, GError **err)
 {
@@ -385,6 +400,26 @@ static GArray *candidates(sp_whatif_result *r, const sp_whatif_opts *o, GError *
   r->considered = sw->considered;
   memcpy(r->skipped, sw->skipped, sizeof r->skipped);
   g_free(sw); /* its layouts are the candidates */
+  /* micro-batches larger than the sweep's 1, 2, 4, doubling while a layout of the largest
+   * so far fits in memory (a larger micro-batch runs larger GEMMs and fewer passes, and
+   * holds more activations), for layouts that keep each sequence on one rank: with
+   * Ulysses or ring attention a larger micro-batch is the work of a smaller one on more
+   * ranks, which the sweep already has */
+  r->mb_swept = lctx.mb > 0 ? lctx.mb : so.max_mb;
+  sp_sweep_opts whole = so;
+  whole.max_sp = whole.max_cp = 1;
+  for (int32_t top = so.max_mb; lctx.mb == 0 && top <= G_MAXINT32 / 2 && fits_with_mb(c, cands, top); top *= 2) {
+    sp_layout_ctx more = lctx;
+    more.mb = top * 2;
+    sp_sweep *mw = sp_sweep_run(&more, &whole);
+    gboolean any = mw->layouts->len > 0;
+    g_array_append_vals(cands, mw->layouts->data, mw->layouts->len);
+    r->considered += mw->considered;
+    for (int k = 0; k < SP_SKIP_COUNT; k++) r->skipped[k] += mw->skipped[k];
+    sp_sweep_free(mw);
+    if (!any) break;
+    r->mb_swept = more.mb;
+  }
   return cands;
 }
 

@@ -17,9 +17,11 @@ char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain)
   const sp_step_ctx *c = &r->ctx;
   const sp_step_hw *hw = &c->hw;
   GString *s = g_string_new("");
-  char mbtext[48];
+  char mbtext[96];
   if (r->micro_batch != SP_WHATIF_UNSET_INT) g_snprintf(mbtext, sizeof mbtext, "%d", r->micro_batch);
   else if (r->one_layout && r->rows->len > 0) g_snprintf(mbtext, sizeof mbtext, "%d", sp_whatif_winner(r)->r.layout.mb);
+  else if (r->mb_swept > 4)
+    g_snprintf(mbtext, sizeof mbtext, "1, 2, 4 ... %d (powers of two, swept while they fit; --micro-batch fixes it)", r->mb_swept);
   else g_strlcpy(mbtext, "1, 2 or 4 (swept; --micro-batch fixes it)", sizeof mbtext);
   g_string_append_printf(s, "spsim what-if: %s (%.2f B parameters) on %d GPUs (%d per node), seq %" G_GINT64_FORMAT
                          ", global batch %" G_GINT64_FORMAT " sequences (%.2f M tokens), micro-batch %s\n",

@@ -42,6 +42,60 @@ static void test_interleaved(void)
   g_clear_error(&err);
 }
 
+/* Where pp does not divide the layers the sweep also splits them with fewer layers on the
+ * first and last stage and interleaves the middle stages' chunks: Llama 3 405B's 126
+ * layers on 16 stages as 7, 8 x 14, 7 (Llama 3 report sec. 3.3.2) with 1, 2, 4 and 8
+ * chunks (with 8, the outer stages' 7 layers leave one chunk to the embedding or the
+ * output layer alone, as in that report); 14 layers on 4 stages as 3, 4, 4, 3 with 1, 2
+ * or 4 chunks, never 8 (more than one empty chunk). */
+static void test_sweep_outer_split(void)
+{
+  sp_model m = mk(126, 4, 4);
+  sp_layout_ctx c = { .model = &m, .world = 16, .gpus_per_node = 8, .seq = 64, .global_batch = 16, .mb = 1 };
+  sp_sweep_opts o;
+  sp_sweep_opts_init(&o, &c);
+  o.with_isp = FALSE;
+  sp_sweep *s = sp_sweep_run(&c, &o);
+  guint seen[9] = { 0 };
+  for (guint i = 0; i < s->layouts->len; i++) {
+    const sp_layout *l = &g_array_index(s->layouts, sp_layout, i);
+    if (l->pp != 16) continue;
+    if (l->pp_first == 0) {
+      g_assert_cmpint(l->pp_last, ==, 0);
+      g_assert_cmpint(l->vpp, ==, 1); /* 16 does not divide 126: no even interleaving */
+      continue;
+    }
+    g_assert_cmpint(l->pp_first, ==, 7);
+    g_assert_cmpint(l->pp_last, ==, 7);
+    g_assert_cmpint(sp_layout_layers_of_stage(l, &m, 1), ==, 8);
+    g_assert_true(l->vpp == 1 || l->vpp == 2 || l->vpp == 4 || l->vpp == 8);
+    seen[l->vpp]++;
+  }
+  g_assert_cmpuint(seen[1], >, 0);
+  g_assert_cmpuint(seen[2], >, 0);
+  g_assert_cmpuint(seen[4], >, 0);
+  g_assert_cmpuint(seen[8], >, 0);
+  sp_sweep_free(s);
+  sp_model m14 = mk(14, 4, 4);
+  c.model = &m14;
+  c.world = 4;
+  c.global_batch = 8;
+  s = sp_sweep_run(&c, &o);
+  guint v14[5] = { 0 };
+  for (guint i = 0; i < s->layouts->len; i++) {
+    const sp_layout *l = &g_array_index(s->layouts, sp_layout, i);
+    if (l->pp != 4 || l->pp_first == 0) continue;
+    g_assert_cmpint(l->pp_first, ==, 3);
+    g_assert_cmpint(l->pp_last, ==, 3);
+    g_assert_true(l->vpp == 1 || l->vpp == 2 || l->vpp == 4);
+    v14[l->vpp]++;
+  }
+  g_assert_cmpuint(v14[1], >, 0);
+  g_assert_cmpuint(v14[2], >, 0);
+  g_assert_cmpuint(v14[4], >, 0);
+  sp_sweep_free(s);
+}
+
 /* Megatron-Core's micro-batch groups (vppgroup=N, --microbatch-group-size-per-virtual-
  * pipeline-stage): N in [pp, M], and M mod N zero or at least pp (schedules.py). */
 static void test_vpp_group(void)
@@ -304,6 +358,7 @@ int main(int argc, char **argv)
   g_test_add_func("/layout/parse", test_parse);
   g_test_add_func("/layout/interleaved", test_interleaved);
   g_test_add_func("/layout/vpp-group", test_vpp_group);
+  g_test_add_func("/layout/sweep-outer-split", test_sweep_outer_split);
   g_test_add_func("/layout/check", test_check);
   g_test_add_func("/layout/sweep-counts", test_sweep_counts);
   g_test_add_func("/layout/recompute-modules", test_recompute_modules);

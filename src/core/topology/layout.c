@@ -532,6 +532,20 @@ static GArray *divisors(int64_t n)
   return a;
 }
 
+/* Where pp does not divide the L layers: middle stages of ceil(L / pp) layers and the rest
+ * on the first and last stage, the first one layer short when the rest is odd (the first
+ * stage also runs the embedding, the last the output layer and the loss; Llama 3 405B's
+ * 126 layers on 16 stages: 7, 8 x 14, 7, Llama 3 report sec. 3.3.2). @return the middle
+ * stages' layers, 0 where no such split exists. */
+static int64_t sweep_outer_split(int64_t L, int32_t pp, int32_t *first, int32_t *last)
+{
+  int64_t mid = (L + pp - 1) / pp, rest = L - (int64_t)(pp - 2) * mid;
+  if (pp < 2 || rest < 2 || rest > 2 * mid) return 0;
+  *first = (int32_t)(rest / 2);
+  *last = (int32_t)(rest - rest / 2);
+  return mid;
+}
+
 /* The interleaved schedule's group for micro-batches that pp does not divide: the
  * smallest Megatron-Core accepts (the fewest warm-up passes); 0 (pp) where pp divides
  * them or no group fits. */
@@ -582,13 +596,30 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
             guint nwp = wps ? wps->len : 1;
             for (guint w = 0; w < nwp; w++) {
               int32_t wp = wps ? g_array_index(wps, int32_t, w) : 1;
-              /* interleaving: every chunk count that splits a stage's layers evenly */
+              /* interleaving: every chunk count that splits a stage's layers evenly; where pp
+               * does not divide the layers, also the split with fewer layers on the first and
+               * last stage (sweep_outer_split) and every chunk count of its middle stages */
               GArray *vpps = NULL;
-              if (pp > 1 && ctx->model != NULL && ctx->model->layers % pp == 0)
+              int32_t outer_first = 0, outer_last = 0;
+              guint nplain = 1;
+              if (pp > 1 && ctx->model != NULL && ctx->model->layers % pp == 0) {
                 vpps = divisors(ctx->model->layers / pp);
+                nplain = vpps->len;
+              } else if (pp > 1 && ctx->model != NULL) {
+                int64_t mid = sweep_outer_split(ctx->model->layers, pp, &outer_first, &outer_last);
+                if (mid > 0) {
+                  vpps = divisors(mid);
+                  int32_t one = 1; /* the plain uneven split first */
+                  g_array_prepend_val(vpps, one);
+                }
+              }
               guint nvpp = vpps ? vpps->len : 1;
               for (guint v = 0; v < nvpp; v++) {
                 int32_t vpp = vpps ? g_array_index(vpps, int32_t, v) : 1;
+                gboolean outer = v >= nplain; /* the first/last split, at chunk count vpp */
+                /* at most one chunk of an outer stage empty: the embedding or the output
+                 * layer alone, as Llama 3's split gives them (report sec. 3.3.2) */
+                if (outer && MIN(outer_first, outer_last) + 1 < vpp) continue;
                 /* expert parallelism: every ep dividing the experts and sp x cp x dp (MoE models) */
                 int64_t rep = (int64_t)sp * cp * dp;
                 for (int32_t ep = 1; ep <= (moe ? rep : 1); ep++) {
@@ -599,7 +630,8 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
                     for (int ov = 0; ov <= (moe && ep > 1 ? 1 : 0); ov++) /* MoE: a2aoverlap off and on */
                     for (int fx = 0; fx <= (moe && ep > 1 && (int64_t)ep * tp > gpn ? 1 : 0); fx++) { /* flex across nodes */
                       sp_layout l = { .tp = tp, .tp_sp = tpsp == 1, .tp_overlap = tpsp == 1, .sp = sp, .cp = cp, .wp = wp, .pp = pp,
-                                      .vpp = vpp, .vpp_group = vpp > 1 ? sweep_vpp_group(ctx, pp, dp, mb) : 0, .dp = dp, .zero = zero,
+                                      .vpp = vpp, .vpp_group = vpp > 1 ? sweep_vpp_group(ctx, pp, dp, mb) : 0,
+                                      .pp_first = outer ? outer_first : 0, .pp_last = outer ? outer_last : 0, .dp = dp, .zero = zero,
                                       .ckpt = ck < SP_CKPT_SWEPT ? (sp_ckpt)ck : SP_CKPT_SELECTIVE,
                                       .rmods = ck < SP_CKPT_SWEPT ? 0u : lean, .mb = mb,
                                       .ep = moe ? ep : 0, .a2a_overlap = ov == 1, .ep_flex = fx == 1 };

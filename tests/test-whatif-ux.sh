@@ -119,9 +119,12 @@ for r, j in zip(rows, lays):
         and abs(float(r["step_s"]) - j["step_s"]) <= 1e-8 * j["step_s"] and r["fits"] == ("true" if j["fits"] else "false") \
         and abs(parts - int(r["mem_total_bytes"])) <= 8 and int(r["family"]) == j["family"] \
         and abs(float(r["tokens_per_s_per_gpu"]) * 32 - j["tokens_per_s"]) <= 1e-6 * j["tokens_per_s"]
+    # the later keys: vppgroup (0: pp) and the selective modules (core_attn by default)
+    ok = ok and r["vppgroup"] == keys.get("vppgroup", "0") and r["ep"] == "1" and r["dispatcher"] == "alltoall" \
+        and r["recompute"] == ("core_attn" if keys["ckpt"] == "selective" else "")
 sys.exit(0 if ok else 1)
 PY
-check $? "the CSV parses back: one row per JSON layout, same keys, step, fits, family; memory parts add up; tok/s/GPU x 32 GPUs"
+check $? "the CSV parses back: one row per JSON layout, same keys, step, fits, family; memory parts add up; tok/s/GPU x 32 GPUs; vppgroup, ep, dispatcher, recompute"
 # The layout column holds commas: quoted; a model name with a quote and a comma is not
 # in the table, but the writer quotes any field: check on the layout column's raw text.
 if grep -q '^1,1,[^,]*,"tp=1,tpsp=0,' "$tmp/a.csv"; then ok "a field with commas is quoted (RFC 4180)"; else nok "CSV quoting: $(sed -n 2p "$tmp/a.csv")"; fi

@@ -10,7 +10,7 @@ static const char *const columns[] = {
   "mb", "microbatches", "step_s", "simulated", "closed_form_s", "tokens_per_s_per_gpu", "mfu", "tflops_per_gpu",
   "compute_s", "bubble_s", "exposed_tp_s", "exposed_sp_s", "exposed_isp_s", "exposed_ring_s", "exposed_pp_s",
   "exposed_dp_s", "mem_weights_bytes", "mem_grads_bytes", "mem_optim_bytes", "mem_act_bytes", "mem_buffers_bytes",
-  "mem_total_bytes", "fits", NULL
+  "mem_total_bytes", "fits", "vppgroup", "ep", "etp", "a2aoverlap", "dispatcher", "recompute", NULL
 };
 
 /* the six exposed_*_s columns follow sp_comm_kind's order */
@@ -56,6 +56,14 @@ char *sp_whatif_to_csv(const sp_whatif_result *res, gsize *len)
     const double mem[] = { r->mem.weights, r->mem.grads, r->mem.optim, r->mem.act, r->mem.buffers, r->mem.total };
     for (guint k = 0; k < G_N_ELEMENTS(mem); k++) sp_csv_printf(&c, "%.0f", mem[k]);
     sp_csv_str(&c, r->fits ? "true" : "false");
+    /* the keys added to layouts since the columns above (also in the layout column) */
+    sp_csv_printf(&c, "%d", l->vpp_group);
+    sp_csv_printf(&c, "%d", sp_layout_ep(l));
+    sp_csv_printf(&c, "%d", sp_layout_etp(l));
+    sp_csv_printf(&c, "%d", l->a2a_overlap ? 1 : 0);
+    sp_csv_str(&c, l->ep_flex ? "flex" : "alltoall");
+    g_autofree char *rm = l->ckpt == SP_CKPT_SELECTIVE ? sp_rmods_format(sp_layout_rmods(l)) : NULL;
+    sp_csv_str(&c, rm ? rm : "");
     sp_csv_end_row(&c);
   }
   if (len) *len = c.s->len;

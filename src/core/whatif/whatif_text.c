@@ -230,10 +230,23 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
     g_string_append_printf(s, " ISP wp=%d shards the weights and prefetches them under compute (%.3f s exposed).", l->wp,
                            r->exposed[SP_COMM_ISP]);
   if (l->pp > 1) {
-    g_string_append_printf(s, " pp=%d with %" G_GINT64_FORMAT " micro-batches costs a %.1f%% bubble (%.3f s) and %.3f s of stage-to-stage sends.",
-                           l->pp, r->microbatches,
+    /* the schedule's shape: interleaving, its micro-batch groups, an uneven split */
+    GString *shape = g_string_new("");
+    if (sp_layout_vpp(l) > 1)
+      g_string_append_printf(shape, "%d chunks per rank, interleaved", sp_layout_vpp(l));
+    if (sp_layout_vpp(l) > 1 && l->vpp_group > 0)
+      g_string_append_printf(shape, " in groups of %d micro-batches", l->vpp_group);
+    if (l->pp_first > 0 || l->pp_last > 0) {
+      g_string_append_printf(shape, "%s%" G_GINT64_FORMAT " layers on the first stage, %" G_GINT64_FORMAT " on the last",
+                             shape->len ? "; " : "", sp_layout_layers_of_stage(l, res->model, 0),
+                             sp_layout_layers_of_stage(l, res->model, l->pp - 1));
+      if (l->pp > 2) g_string_append_printf(shape, ", %" G_GINT64_FORMAT " on the others", sp_layout_layers_of_stage(l, res->model, 1));
+    }
+    g_string_append_printf(s, " pp=%d%s%s%s with %" G_GINT64_FORMAT " micro-batches costs a %.1f%% bubble (%.3f s) and %.3f s of stage-to-stage sends.",
+                           l->pp, shape->len ? " (" : "", shape->str, shape->len ? ")" : "", r->microbatches,
                            r->simulated ? 100.0 * r->bubble / r->step_time : 100.0 * sp_step_bubble_fraction(l->pp, r->microbatches),
                            r->bubble, r->exposed[SP_COMM_PP]);
+    g_string_free(shape, TRUE);
   } else {
     g_string_append(s, " Without pipeline parallelism there is no bubble.");
   }

@@ -9,7 +9,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..82"
+echo "1..84"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -131,6 +131,13 @@ if grep -q 'mb=\(8\|16\|32\|64\)[,"]' "$tmp/mbx.json" && ! grep -q 'mb=128' "$tm
    && grep -q 'mb=2[,"]' "$tmp/mb2.json" && ! grep -q 'mb=\([13-9]\|[0-9][0-9]\)[,"]' "$tmp/mb2.json"; then
   ok "micro-batches doubled past 4 while they fit; --micro-batch fixes it"
 else nok "micro-batch sweep: $(grep -o 'mb=[0-9]*' "$tmp/mbx.json" "$tmp/mb2.json" | sort | uniq -c | tr '\n' ' ')"; fi
+# --grad-reduce fp32: every layout's gradients reduced in fp32 (dpfp32=1), the winner's label
+# says so and its data-parallel reduction moves twice the bf16 bytes
+if "$bin" "$tmp/p.xml" $A --model llama3-8b --grad-reduce fp32 >"$tmp/out" 2>"$tmp/err" \
+   && grep -q '^  1  .* dpfp32' "$tmp/out" && ! grep -E '^ +[0-9]+  ' "$tmp/out" | grep -qv dpfp32; then
+  ok "--grad-reduce fp32 sets dpfp32 on every layout"
+else nok "--grad-reduce fp32: $(sed -n 6,8p "$tmp/out") $(cat "$tmp/err")"; fi
+expect_fail "--grad-reduce with an unknown dtype" "--grad-reduce: 'int8' is not fp32 or model" "$tmp/p.xml" $A --grad-reduce int8
 # A corrupted output on rank 2 (testing aid) must be found: FAIL names the rank, exits 1,
 # and the TP check (ranks 0, 1) still passes.
 "$bin" "$S" $V --layout tp=2,sp=2,dp=2 --debug-corrupt-rank 2 --json "$tmp/v2.json" >"$tmp/out" 2>"$tmp/err"

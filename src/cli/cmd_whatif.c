@@ -267,6 +267,7 @@ int sp_cmd_whatif(int argc, char **argv)
     { "eff-attn", 0, 0, G_OPTION_ARG_DOUBLE, &o.eff_attn, "fraction of peak of the flash-attention forward; the backward keeps its ratio to it (default: H100 0.60, A100 0.65)", "F" },
     { "attention", 0, 0, G_OPTION_ARG_STRING, &o.attention, "attention kernel: flash (fused, the GPU's best: FlashAttention-3/cuDNN on H100; default), flash2 (a FlashAttention-2-generation kernel: FA2, PyTorch SDPA's flash backend), triton (the Triton FlashAttention of 2022 that llm-foundry's attn_impl triton runs: flash2 / 1.4 forward, / 2 backward) or unfused (batched GEMMs over s^2 scores + softmax/dropout traffic)", "IMPL" },
     { "fp8", 0, 0, G_OPTION_ARG_STRING, &o.fp8, "train the layers' linears (QKV, projection, MLP, experts) in FP8 as Transformer Engine does (Megatron-LM --fp8-format hybrid --fp8-recipe RECIPE): delayed, tensorwise or blockwise (DeepSeek-V3's 1x128/128x128 scaling); embedding, LM head, attention, router and norms stay 16-bit; H100/H200/B200 only" , "RECIPE" },
+    { "grad-reduce", 0, 0, G_OPTION_ARG_STRING, &o.grad_reduce, "gradients reduced over the data-parallel group in fp32 for every layout (fp32: the layout key dpfp32=1, Megatron-LM's default with bf16: --accumulate-allreduce-grads-in-fp32) or as each layout says (model, the default)", "fp32|model" },
     { "gemm-table", 0, 0, G_OPTION_ARG_FILENAME, &o.gemm_table, "measured GEMM rates replacing the GEMM model: JSON [{m,n,k,tflops[,dtype]}] or CSV with columns m,n,k,tflops[,dtype]; rows of dtype fp8 price the FP8 GEMMs of --fp8", "FILE" },
     { "peak-tflops", 0, 0, G_OPTION_ARG_DOUBLE, &o.peak_tflops, "dense bf16 peak per GPU (default: platform host speed)", "T" },
     { "gpu-mem", 0, 0, G_OPTION_ARG_DOUBLE, &o.gpu_mem_gib, "GPU memory in GiB (default: platform property, else 80)", "GIB" },
@@ -355,7 +356,7 @@ out:
   g_strfreev(dirs);
   g_option_context_free(octx);
   g_free((char *)o.model); g_free((char *)o.layout); g_free((char *)o.global_batch); g_free((char *)o.fidelity);
-  g_free((char *)o.attention); g_free((char *)o.fp8); g_free((char *)o.gemm_table);
+  g_free((char *)o.attention); g_free((char *)o.fp8); g_free((char *)o.gemm_table); g_free((char *)o.grad_reduce);
   g_free(json); g_free(trace); g_free(svg); g_free(csv); g_free(export);
   return rc;
 }

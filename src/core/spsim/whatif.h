@@ -103,6 +103,9 @@ typedef struct {
   const char *fp8;                /**< --fp8: FP8 recipe of the layers' linears, "delayed", "tensorwise" or
                                        "blockwise" (sp_fp8_recipe_parse); NULL: the model's dtype */
   const char *gemm_table;         /**< --gemm-table: measured GEMM rates (JSON or CSV), or NULL */
+  const char *grad_reduce;        /**< --grad-reduce: "fp32" reduces every layout's gradients over the
+                                       data-parallel group in fp32 (layout key dpfp32=1; Megatron-LM's
+                                       default with bf16); "model" or NULL: as each layout says */
   const char *routing;            /**< --routing: MoE token routing, "uniform" (NULL), "zipf:S" or FILE
                                        (sp_moe_routing_parse) */
   int32_t corrupt_rank;           /**< testing aid: corrupt an output of this rank after each verify run (-1: off) */

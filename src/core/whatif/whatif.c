@@ -380,6 +380,15 @@ static GArray *candidates(sp_whatif_result *r, const sp_whatif_opts *o, GError *
   const sp_step_ctx *c = &r->ctx;
   sp_layout_ctx lctx = { .model = r->model, .world = c->world, .gpus_per_node = c->gpus_per_node, .seq = c->seq,
                          .global_batch = c->global_batch, .mb = o->micro_batch != SP_WHATIF_UNSET_INT ? o->micro_batch : 0 };
+  gboolean fp32 = FALSE;
+  if (o->grad_reduce != NULL) {
+    if (strcmp(o->grad_reduce, "fp32") != 0 && strcmp(o->grad_reduce, "model") != 0) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--grad-reduce: '%s' is not fp32 or model (the gradients reduced "
+                  "in fp32 for every layout, or in the model's dtype unless a layout sets dpfp32=1)", o->grad_reduce);
+      return NULL;
+    }
+    fp32 = strcmp(o->grad_reduce, "fp32") == 0;
+  }
   if (o->layout) {
     sp_layout l;
     if (!sp_layout_parse(o->layout, &l, err)) return NULL;
@@ -388,6 +397,7 @@ static GArray *candidates(sp_whatif_result *r, const sp_whatif_opts *o, GError *
     gboolean tpsp_given = FALSE;
     for (guint i = 0; kv[i] != NULL; i++) tpsp_given |= g_str_has_prefix(g_strstrip(kv[i]), "tpsp=");
     r->tpsp_default = l.tp > 1 && !tpsp_given;
+    if (fp32) l.dp_fp32 = TRUE;
     GArray *cands = g_array_new(FALSE, FALSE, sizeof(sp_layout));
     g_array_append_val(cands, l);
     return cands;
@@ -420,6 +430,7 @@ static GArray *candidates(sp_whatif_result *r, const sp_whatif_opts *o, GError *
     if (!any) break;
     r->mb_swept = more.mb;
   }
+  for (guint i = 0; fp32 && i < cands->len; i++) g_array_index(cands, sp_layout, i).dp_fp32 = TRUE;
   return cands;
 }
 

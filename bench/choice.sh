@@ -22,6 +22,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 tab=$(printf '\t')
+. "$here/bench/validation/case.sh"
 
 printf 'spsim layout choice against published runs: %s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
 printf 'gap = (published layout step - sweep winner step) / published layout step, both predicted by spsim\n\n'
@@ -37,19 +38,12 @@ for id in $ids; do
   [ -n "$line" ] || { printf '%-19s  no such case in %s\n' "$id" "$cases"; continue; }
   printf '%s\n' "$line" > "$tmp/line"
   IFS="$tab" read -r _id _src model gpu gpus gpn seq gb layout attn _rest < "$tmp/line"
-  nodes=$(( (gpus + gpn - 1) / gpn ))
-  kind=${gpu%%,*}
-  popts=
-  [ "$kind" = "$gpu" ] || popts=$(printf '%s' "${gpu#*,}" | tr ',' '\n' | sed 's/^/--/; s/=/ /' | tr '\n' ' ')
-  plat=$tmp/$(printf '%s' "$gpu" | tr ',=' '__')-$gpn-$nodes.xml
-  # shellcheck disable=SC2086
-  [ -s "$plat" ] || "$bin" platform dgx --nodes "$nodes" --gpu "$kind" --gpus-per-node "$gpn" $popts > "$plat"
+  plat=$(case_platform "$bin" "$tmp" "$gpu" "$gpn" "$gpus")
   case $model in
     *.json) marg=$here/$model ;;
     *) marg=$model ;;
   esac
-  wopts=
-  [ "${attn%%,*}" = "$attn" ] || wopts=$(printf '%s' "${attn#*,}" | tr ',' '\n' | sed 's/^/--/; s/=/ /' | tr '\n' ' ')
+  wopts=$(opt_pairs "$attn")
   attn=${attn%%,*}
   aopt=
   [ "$attn" != fused ] && aopt="--attention $attn"

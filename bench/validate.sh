@@ -18,6 +18,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 tab=$(printf '\t')
+. "$here/bench/validation/case.sh"
 
 # --attention (fused|unfused|flash2|triton) is used only when this spsim offers it
 "$bin" platform dgx --nodes 1 > "$tmp/one.xml"
@@ -42,15 +43,9 @@ mkey() { tr -d '\n' < "$2" | grep -o "\"$1\": *\"*[A-Za-z0-9._-]*" | head -n 1 |
 tail -n +2 "$cases" | while IFS="$tab" read -r id src model gpu gpus gpn seq gb layout attn metric measured flops _notes; do
   [ -n "$id" ] || continue
   case $id in \#*) continue ;; esac
-  nodes=$(( (gpus + gpn - 1) / gpn ))
   # gpu: a preset, optionally followed by ,OPTION=VALUE pairs of spsim platform dgx
   # (a100,nic-bw=6: --gpu a100 --nic-bw 6)
-  kind=${gpu%%,*}
-  popts=
-  [ "$kind" = "$gpu" ] || popts=$(printf '%s' "${gpu#*,}" | tr ',' '\n' | sed 's/^/--/; s/=/ /' | tr '\n' ' ')
-  plat=$tmp/$(printf '%s' "$gpu" | tr ',=' '__')-$gpn-$nodes.xml
-  # shellcheck disable=SC2086
-  [ -s "$plat" ] || "$bin" platform dgx --nodes "$nodes" --gpu "$kind" --gpus-per-node "$gpn" $popts > "$plat"
+  plat=$(case_platform "$bin" "$tmp" "$gpu" "$gpn" "$gpus")
   case $model in
     *.json) mfile=$here/$model; marg=$mfile ;;
     *) mfile=$here/models/$model.json; marg=$model ;;
@@ -61,8 +56,7 @@ tail -n +2 "$cases" | while IFS="$tab" read -r id src model gpu gpus gpn seq gb 
   # (the memory estimate is reported in the last column)
   # attention: an implementation, optionally followed by ,OPTION=VALUE pairs of the what-if
   # (fused,fp8=blockwise: --fp8 blockwise), as the gpu column takes platform options
-  wopts=
-  [ "${attn%%,*}" = "$attn" ] || wopts=$(printf '%s' "${attn#*,}" | tr ',' '\n' | sed 's/^/--/; s/=/ /' | tr '\n' ' ')
+  wopts=$(opt_pairs "$attn")
   attn=${attn%%,*}
   [ $attn_opt = yes ] && [ "$attn" != fused ] && set -- "$@" --attention "$attn"
   # shellcheck disable=SC2086

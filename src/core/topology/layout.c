@@ -624,13 +624,14 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
                 int64_t rep = (int64_t)sp * cp * dp;
                 for (int32_t ep = 1; ep <= (moe ? rep : 1); ep++) {
                   if (moe && (rep % ep != 0 || ctx->model->experts % ep != 0)) continue;
-                for (int32_t mb = ctx->mb > 0 ? ctx->mb : 1; mb <= (ctx->mb > 0 ? ctx->mb : opts->max_mb); mb *= 2)
+                for (int32_t mb = ctx->mb > 0 ? ctx->mb : 1; mb <= (ctx->mb > 0 ? ctx->mb : opts->max_mb); mb *= 2) {
+                  int32_t group = vpp > 1 ? sweep_vpp_group(ctx, pp, dp, mb) : 0; /* the same for the variants below */
                   for (int zero = 0; zero <= 3; zero++)
                     for (int ck = 0; ck < SP_CKPT_SWEPT + (lean ? 1 : 0); ck++) /* + selective by modules */
                     for (int ov = 0; ov <= (moe && ep > 1 ? 1 : 0); ov++) /* MoE: a2aoverlap off and on */
                     for (int fx = 0; fx <= (moe && ep > 1 && (int64_t)ep * tp > gpn ? 1 : 0); fx++) { /* flex across nodes */
                       sp_layout l = { .tp = tp, .tp_sp = tpsp == 1, .tp_overlap = tpsp == 1, .sp = sp, .cp = cp, .wp = wp, .pp = pp,
-                                      .vpp = vpp, .vpp_group = vpp > 1 ? sweep_vpp_group(ctx, pp, dp, mb) : 0,
+                                      .vpp = vpp, .vpp_group = group,
                                       .pp_first = outer ? outer_first : 0, .pp_last = outer ? outer_last : 0, .dp = dp, .zero = zero,
                                       .ckpt = ck < SP_CKPT_SWEPT ? (sp_ckpt)ck : SP_CKPT_SELECTIVE,
                                       .rmods = ck < SP_CKPT_SWEPT ? 0u : lean, .mb = mb,
@@ -640,6 +641,7 @@ sp_sweep *sp_sweep_run(const sp_layout_ctx *ctx, const sp_sweep_opts *opts)
                       if (r == SP_SKIP_NONE) g_array_append_val(s->layouts, l);
                       else s->skipped[r]++;
                     }
+                }
                 }
               }
               if (vpps) g_array_free(vpps, TRUE);

@@ -950,24 +950,14 @@ double sp_sim_host_coll_latency(int32_t host)
   return g_sim.coll_lat[host];
 }
 
-void sp_sim_ring_channels(const sp_coll_spec *spec, int32_t *channels, int32_t *block)
+/* Members per node of @p spec's group when they come as runs of that many consecutive
+ * members per node, each node once (*@p runs: the nodes); 0 otherwise. */
+static int32_t node_runs(const sp_coll_spec *spec, int32_t *runs)
 {
-  *channels = 1;
-  *block = 0;
-  if (!g_sim.ready || spec == NULL || spec->n < 2 || spec->ranks == NULL)
-    return;
-  if (spec->coll != SP_COLL_ALL_REDUCE && spec->coll != SP_COLL_ALL_GATHER &&
-      spec->coll != SP_COLL_REDUCE_SCATTER)
-    return;
-  sp_algo algo = sp_algo_choose(spec);
-  gboolean tree = (algo == SP_ALGO_TREE || algo == SP_ALGO_NVLS_TREE || algo == SP_ALGO_COLLNET_DIRECT ||
-                   algo == SP_ALGO_COLLNET_CHAIN) && spec->coll == SP_COLL_ALL_REDUCE;
-  if (algo != SP_ALGO_RING && !tree)
-    return;
-  /* members must come as runs of k consecutive members per node, each node once */
   GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
-  int32_t k = 0, run = 0, runs = 0, prev = -1;
+  int32_t k = 0, run = 0, prev = -1;
   gboolean ok = TRUE;
+  *runs = 0;
   for (int32_t i = 0; i < spec->n && ok; i++) {
     int32_t node = sp_sim_host_node(sp_sim_host_of(spec->ranks[i]));
     if (node < 0) {
@@ -986,12 +976,31 @@ void sp_sim_ring_channels(const sp_coll_spec *spec, int32_t *channels, int32_t *
       g_hash_table_add(seen, GINT_TO_POINTER(node + 1));
       run = 1;
       prev = node;
-      runs++;
+      (*runs)++;
     }
   }
   if (ok && k != 0 && run != k)
     ok = FALSE;
   g_hash_table_unref(seen);
+  return ok ? run : 0;
+}
+
+void sp_sim_ring_channels(const sp_coll_spec *spec, int32_t *channels, int32_t *block)
+{
+  *channels = 1;
+  *block = 0;
+  if (!g_sim.ready || spec == NULL || spec->n < 2 || spec->ranks == NULL)
+    return;
+  if (spec->coll != SP_COLL_ALL_REDUCE && spec->coll != SP_COLL_ALL_GATHER &&
+      spec->coll != SP_COLL_REDUCE_SCATTER)
+    return;
+  sp_algo algo = sp_algo_choose(spec);
+  gboolean tree = (algo == SP_ALGO_TREE || algo == SP_ALGO_NVLS_TREE || algo == SP_ALGO_COLLNET_DIRECT ||
+                   algo == SP_ALGO_COLLNET_CHAIN) && spec->coll == SP_COLL_ALL_REDUCE;
+  if (algo != SP_ALGO_RING && !tree)
+    return;
+  int32_t runs = 0, run = node_runs(spec, &runs);
+  gboolean ok = run > 0;
   if (tree) { /* NCCL's double binary tree chains each node's members (spsim/dbtree.h); the
                  hierarchical all-reduces (lower_hier.c) take the node's members as a block */
     if (ok)

@@ -521,20 +521,19 @@ static sp_wait_status sim_wait_all(void *vctx, GError **err)
     if (!match_pending(c, &left, err))
       return SP_WAIT_ERROR;
   }
-  /* the open sends and one get per receive still unmatched, waited for one at a
-   * time: when a get brings a message of a later block, a new get is posted at
-   * once, so the rank keeps receiving while its sends wait (two ranks whose gets
-   * both took early messages would otherwise wait for each other's sends forever).
-   * Gets match the mailbox's messages in the order they were posted, so landed
-   * messages are stashed in that order (messages of one sender and tag keep their
-   * order). who[i]: -1 for a send, else the get's slot. */
+  /* one get per receive still unmatched, waited for one at a time: when a get
+   * brings a message of a later block, a new get is posted at once, so the rank keeps
+   * receiving while its sends are in flight (two ranks whose gets both took early
+   * messages would otherwise wait for each other's sends forever). Gets match the
+   * mailbox's messages in the order they were posted, so landed messages are stashed
+   * in that order (messages of one sender and tag keep their order). The sends,
+   * posted already, need nothing from this rank: they are waited for after the gets,
+   * each once, which ends the block at the same simulated time as waiting for any of
+   * them among the gets (a wait for any of k activities costs SimGrid O(k), so one
+   * over all sends and gets made an all-to-all's block quadratic in its peers).
+   * who[i]: the get's slot. */
   g_array_set_size(c->comms, 0);
   g_array_set_size(c->who, 0);
-  g_array_append_vals(c->comms, c->sends->data, c->sends->len);
-  for (guint i = 0; i < c->sends->len; i++) {
-    gint w = -1;
-    g_array_append_val(c->who, w);
-  }
   c->nposted = 0;
   guint head = 0, inflight = left;
   for (guint i = 0; i < left; i++)
@@ -548,8 +547,6 @@ static sp_wait_status sim_wait_all(void *vctx, GError **err)
     gint w = g_array_index(c->who, gint, k);
     g_array_remove_index_fast(c->comms, (guint)k);
     g_array_remove_index_fast(c->who, (guint)k);
-    if (w < 0)
-      continue;
     c->landed[w] = 1;
     inflight--;
     while (head < c->nposted && c->landed[head])
@@ -562,6 +559,11 @@ static sp_wait_status sim_wait_all(void *vctx, GError **err)
       inflight++;
     }
   }
+  for (guint i = 0; i < c->sends->len; i++)
+    if (sg_comm_wait(g_array_index(c->sends, sg_comm_t, i)) != SG_OK) {
+      g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "rank %d: a communication failed", c->rank);
+      return SP_WAIT_ERROR;
+    }
   g_array_set_size(c->sends, 0);
   g_array_set_size(c->recvs, 0);
   return SP_WAIT_DONE;

@@ -554,6 +554,87 @@ static void test_dbtree_shape(void)
   g_assert_cmpuint(m2.sent, ==, 4 * 16);
 }
 
+/* Cost-only direct all-to-all by rail (channel_block = B): every member's sends and
+ * receives pair up with equal bytes, and what each member puts on its node's links
+ * and on the network, each way, is what the n - 1 pairwise messages put there:
+ * (B - 1) c within its node and (n - B) c across nodes, in N = n / B messages. */
+typedef struct {
+  int32_t n;
+  GArray *posts; /* one int64_t triple per post: member << 1 | recv, peer, bytes */
+  int32_t me;
+} rail_sink;
+
+static void rail_collect(void *ud, const sp_program *prog, const sp_step *steps, guint n)
+{
+  (void)prog;
+  rail_sink *rs = ud;
+  for (guint i = 0; i < n; i++)
+    if (steps[i].kind == SP_STEP_SEND || steps[i].kind == SP_STEP_RECV) {
+      int64_t t[3] = { (int64_t)rs->me << 1 | (steps[i].kind == SP_STEP_RECV), steps[i].peer,
+                       (int64_t)steps[i].bytes };
+      g_array_append_vals(rs->posts, t, 3);
+    }
+}
+
+static void test_a2a_by_rail(void)
+{
+  const int32_t shapes[][2] = { { 1, 8 }, { 2, 8 }, { 4, 2 }, { 5, 3 }, { 3, 1 } }; /* N nodes x B */
+  const uint64_t count = 6, cb = count * 4;
+  for (gsize k = 0; k < G_N_ELEMENTS(shapes); k++) {
+    int32_t N = shapes[k][0], B = shapes[k][1], n = N * B;
+    int32_t *ranks = sp_group_range(0, 1, n);
+    sp_coll_spec s = { .coll = SP_COLL_ALL_TO_ALL, .algo = SP_ALGO_DIRECT, .dtype = SP_F32,
+                       .redop = SP_RED_SUM, .ranks = ranks, .n = n, .count = count, .channel_block = B };
+    rail_sink rs = { .n = n, .posts = g_array_new(FALSE, FALSE, sizeof(int64_t)) };
+    uint64_t *intra_out = g_new0(uint64_t, n), *inter_out = g_new0(uint64_t, n);
+    uint64_t *intra_in = g_new0(uint64_t, n), *inter_in = g_new0(uint64_t, n);
+    for (int32_t me = 0; me < n; me++) {
+      sp_program *p = sp_program_new(me);
+      uint32_t in = sp_program_add_buffer(p, (uint64_t)n * cb, "in");
+      uint32_t out = sp_program_add_buffer(p, (uint64_t)n * cb, "out");
+      rs.me = me;
+      guint before = rs.posts->len;
+      GError *err = NULL;
+      g_assert_true(sp_lower_coll_stream(p, &s, in, out, TRUE, rail_collect, &rs, &err));
+      g_assert_no_error(err);
+      /* N messages each way (B - 1 > 0 adds the one inside the node) */
+      guint msgs = (rs.posts->len - before) / 3;
+      g_assert_cmpuint(msgs, ==, 2u * (guint)(N - 1 + (B > 1)));
+      sp_program_free(p);
+    }
+    /* pair every send with a receive of the same bytes at its peer */
+    const int64_t *t = (const int64_t *)(const void *)rs.posts->data;
+    guint np = rs.posts->len / 3;
+    for (guint i = 0; i < np; i++) {
+      int32_t me = (int32_t)(t[3 * i] >> 1), peer = (int32_t)t[3 * i + 1];
+      gboolean recv = t[3 * i] & 1;
+      gboolean same = me / B == peer / B;
+      uint64_t b = (uint64_t)t[3 * i + 2];
+      if (recv)
+        (same ? intra_in : inter_in)[me] += b;
+      else
+        (same ? intra_out : inter_out)[me] += b;
+      guint match = 0;
+      for (guint j = 0; j < np; j++)
+        match += (t[3 * j] >> 1) == peer && t[3 * j + 1] == me && (t[3 * j] & 1) != recv &&
+                 t[3 * j + 2] == t[3 * i + 2];
+      g_assert_cmpuint(match, ==, 1);
+    }
+    for (int32_t me = 0; me < n; me++) {
+      g_assert_cmpuint(intra_out[me], ==, (uint64_t)(B - 1) * cb);
+      g_assert_cmpuint(intra_in[me], ==, (uint64_t)(B - 1) * cb);
+      g_assert_cmpuint(inter_out[me], ==, (uint64_t)(n - B) * cb);
+      g_assert_cmpuint(inter_in[me], ==, (uint64_t)(n - B) * cb);
+    }
+    g_array_unref(rs.posts);
+    g_free(intra_out);
+    g_free(inter_out);
+    g_free(intra_in);
+    g_free(inter_in);
+    g_free(ranks);
+  }
+}
+
 static void test_ring_shape(void)
 {
   for (int32_t n = 2; n <= 16; n++) {
@@ -572,9 +653,10 @@ static void test_ring_shape(void)
       shape rs = lower_shape(SP_COLL_REDUCE_SCATTER, SP_ALGO_RING, n, 24, 0, r);
       g_assert_cmpuint(rs.waits, ==, n - 1);
       g_assert_cmpuint(rs.sent, ==, (uint64_t)(n - 1) * 24 * 4);
-      /* pairwise all-to-all: n-1 steps, (n-1)/n of the whole input S = n*c */
+      /* all-to-all: every peer posted, one wait; (n-1)/n of the whole input S = n*c */
       shape aa = lower_shape(SP_COLL_ALL_TO_ALL, SP_ALGO_DIRECT, n, 24, 0, r);
-      g_assert_cmpuint(aa.waits, ==, n - 1);
+      g_assert_cmpuint(aa.waits, ==, 1);
+      g_assert_cmpuint(aa.sends, ==, n - 1);
       g_assert_cmpuint(aa.sent * (uint64_t)n, ==, (uint64_t)(n - 1) * ((uint64_t)n * 24 * 4));
     }
     /* pipelined chains, 3 chunks: the root (bcast) / the first link (reduce) and
@@ -1220,6 +1302,7 @@ int main(int argc, char **argv)
   g_test_add_func("/coll/hier-orders", test_hier_orders);
   g_test_add_func("/coll/hier-matrix", test_hier_matrix);
   g_test_add_func("/coll/ring-shape", test_ring_shape);
+  g_test_add_func("/coll/a2a-by-rail", test_a2a_by_rail);
   g_test_add_func("/coll/dbtree-shape", test_dbtree_shape);
   g_test_add_func("/coll/pat-schedule", test_pat_schedule);
   g_test_add_func("/coll/pat-data", test_pat_data);

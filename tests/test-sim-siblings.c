@@ -239,6 +239,65 @@ static void test_large_groups_probed(void)
   g_assert_cmpint(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), ==, 0);
 }
 
+/* FLOW prices a direct all-to-all by rail (one message per node and member, lowered in
+ * lower_direct.c), STEP with a message per pair: in a child, on @p o's platform, both for
+ * groups of all GPUs, two nodes, one GPU per node and two per node: the child's exit
+ * status (0: every pair of times within @p tol, relative). */
+static int a2a_rail_child(const sp_platform_opts *o, double tol)
+{
+  fflush(NULL);
+  pid_t pid = fork();
+  g_assert_cmpint(pid, >=, 0);
+  if (pid == 0) {
+    GError *err = NULL;
+    char *path = platform_file(o);
+    gboolean ok = sp_sim_init(path, &err);
+    g_unlink(path);
+    g_free(path);
+    if (!ok)
+      FAIL("%s", err->message);
+    int32_t world = sp_sim_num_hosts();
+    static const struct { int32_t n, stride; } groups_[] = { { 32, 1 }, { 16, 1 }, { 4, 8 }, { 8, 2 } };
+    for (guint i = 0; i < G_N_ELEMENTS(groups_); i++) {
+      int32_t n = groups_[i].n;
+      int32_t *ranks = g_new(int32_t, n);
+      for (int32_t j = 0; j < n; j++)
+        ranks[j] = j * groups_[i].stride;
+      sp_coll_spec spec = { .coll = SP_COLL_ALL_TO_ALL, .algo = SP_ALGO_DIRECT, .dtype = SP_BF16,
+                            .redop = SP_RED_SUM, .ranks = ranks, .n = n, .count = (64u << 20) / (uint64_t)n };
+      double tf = 0, ts = 0;
+      if (!sp_sim_coll_time(&spec, world, SP_FIDELITY_FLOW, &tf, &err) ||
+          !sp_sim_coll_time(&spec, world, SP_FIDELITY_STEP, &ts, &err))
+        FAIL("%s", err->message);
+      if (!(ts > 0) || fabs(tf - ts) > tol * ts)
+        FAIL("all-to-all of %d members %d apart: %.17g s by rail, %.17g s per pair", n, groups_[i].stride, tf, ts);
+      g_free(ranks);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Full bisection: the same time (each NIC and NVLink port carries the same bytes, every
+ * route of a class has the same latency). */
+static void test_a2a_by_rail(void)
+{
+  sp_platform_opts o = four_nodes();
+  g_assert_cmpint(a2a_rail_child(&o, 1e-9), ==, 0);
+}
+
+/* Uplinks 4:1: max-min shares a congested uplink per message, and a message by rail
+ * stands for B pairs; every message crossing an uplink carries the same bytes from a
+ * sender with the same load, so the shares, hence the times, are still the same. */
+static void test_a2a_by_rail_oversubscribed(void)
+{
+  sp_platform_opts o = four_nodes();
+  o.oversubscription = 4;
+  g_assert_cmpint(a2a_rail_child(&o, 1e-9), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -246,5 +305,7 @@ int main(int argc, char **argv)
   g_test_add_func("/sim-siblings/shared-nics", test_shared_nics);
   g_test_add_func("/sim-siblings/broken-symmetry", test_broken_symmetry);
   g_test_add_func("/sim-siblings/large-groups-probed", test_large_groups_probed);
+  g_test_add_func("/sim-siblings/a2a-by-rail", test_a2a_by_rail);
+  g_test_add_func("/sim-siblings/a2a-by-rail-oversubscribed", test_a2a_by_rail_oversubscribed);
   return g_test_run();
 }

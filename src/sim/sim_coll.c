@@ -104,6 +104,8 @@ static sp_program *coll_get(void *ud, int32_t rank, GError **err)
  * members of @p spec (no mem_bw, no local_latency: local_seconds is 0.0 + 0.0)?
  * Then the FLOW summary adds 0.0 for each, which changes no sum, and the
  * lowering may omit them. */
+static void a2a_rail_block(sp_coll_spec *spec, sp_fidelity fid);
+
 static gboolean free_local_steps(const sp_coll_spec *spec)
 {
   for (int32_t i = 0; i < spec->n; i++) {
@@ -500,6 +502,7 @@ gboolean sp_sim_coll_time_ex(const sp_coll_spec *spec, int32_t world, sp_fidelit
     sp_sim_ring_channels(&sp, &ch, &blk);
     sp.channel_block = blk;
   }
+  a2a_rail_block(&sp, fid);
   /* the spec as resolved, checked once for all members (coll_stream_rank) */
   if (!sp_coll_spec_validate(&sp, err))
     return FALSE;
@@ -879,6 +882,7 @@ gboolean sp_sim_coll_groups_time(const sp_coll_spec *specs, int32_t ngroups, con
       rs[g].algo = r0.algo;
       rs[g].proto = r0.proto;
       rs[g].chunk_bytes = r0.chunk_bytes;
+      a2a_rail_block(&rs[g], fid);
       ok = sp_coll_spec_validate(&rs[g], err); /* as resolved, once for all members */
     }
     if (!ok)
@@ -983,6 +987,16 @@ static int32_t node_runs(const sp_coll_spec *spec, int32_t *runs)
     ok = FALSE;
   g_hash_table_unref(seen);
   return ok ? run : 0;
+}
+
+/* FLOW: a direct all-to-all whose members come as equal runs per node is priced by
+ * rail (lower_direct.c, a2a_by_rail): its spec gets the members per node as its block. */
+static void a2a_rail_block(sp_coll_spec *spec, sp_fidelity fid)
+{
+  int32_t runs = 0;
+  if (fid == SP_FIDELITY_FLOW && spec->coll == SP_COLL_ALL_TO_ALL && spec->algo == SP_ALGO_DIRECT &&
+      spec->channel_block == 0 && spec->n > 2)
+    spec->channel_block = node_runs(spec, &runs);
 }
 
 void sp_sim_ring_channels(const sp_coll_spec *spec, int32_t *channels, int32_t *block)

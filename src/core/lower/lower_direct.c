@@ -46,6 +46,30 @@ static void direct_rs(sp_lctx *c, uint32_t phase, const uint64_t *offs, const ui
   sp_l_avg(c, phase, out_buf, dst, mylen);
 }
 
+/* The all-to-all's cost without one message per pair (cost only: no bytes land where
+ * they belong). The n members come as N nodes of B consecutive members; member (u, l)
+ * sends its B - 1 blocks for its own node as one message to (u, l + 1 mod B) and, for
+ * every other node v, that node's B blocks as one message to (v, l), the member on its
+ * own rail. Every NVLink port and NIC then carries, each way, the bytes the pairwise
+ * messages put on it, and every route of a class (same node, same leaf, across the
+ * spine) the same bytes from the same number of senders, in N messages per member
+ * instead of n - 1. */
+static void a2a_by_rail(sp_lctx *c, int32_t B, uint64_t cb)
+{
+  int32_t N = c->n / B, u = c->me / B, l = c->me % B;
+  uint64_t nb = (uint64_t)B * cb;
+  if (B > 1) {
+    sp_l_send(c, u * B + (l + 1) % B, 0, c->in, (uint64_t)u * nb, (uint64_t)(B - 1) * cb);
+    sp_l_recv(c, u * B + (l + B - 1) % B, 0, c->out, (uint64_t)u * nb, (uint64_t)(B - 1) * cb);
+  }
+  for (int32_t k = 1; k < N; k++) {
+    int32_t to = (u + k) % N, from = (u - k + N) % N;
+    sp_l_send(c, to * B + l, 0, c->in, (uint64_t)to * nb, nb);
+    sp_l_recv(c, from * B + l, 0, c->out, (uint64_t)from * nb, nb);
+  }
+  sp_l_wait(c, 0);
+}
+
 gboolean sp_lower_direct(sp_lctx *c, GError **err)
 {
   const sp_coll_spec *sp = c->spec;
@@ -56,12 +80,18 @@ gboolean sp_lower_direct(sp_lctx *c, GError **err)
   switch (sp->coll) {
   case SP_COLL_ALL_TO_ALL:
     sp_l_copy(c, 0, c->out, (uint64_t)me * cb, c->in, (uint64_t)me * cb, cb);
+    if (!sp_l_local(c) && sp->channel_block >= 1 && n % sp->channel_block == 0) {
+      a2a_by_rail(c, sp->channel_block, cb);
+      return TRUE;
+    }
+    /* every peer in flight, one wait: NCCL's grouped point-to-point (nccl-tests'
+     * alltoall posts ncclSend and ncclRecv to each peer between ncclGroupStart/End) */
     for (int32_t k = 1; k < n; k++) {
       int32_t to = (me + k) % n, from = (me - k + n) % n;
-      sp_l_send(c, to, (uint32_t)k - 1, c->in, (uint64_t)to * cb, cb);
-      sp_l_recv(c, from, (uint32_t)k - 1, c->out, (uint64_t)from * cb, cb);
-      sp_l_wait(c, (uint32_t)k - 1);
+      sp_l_send(c, to, 0, c->in, (uint64_t)to * cb, cb);
+      sp_l_recv(c, from, 0, c->out, (uint64_t)from * cb, cb);
     }
+    sp_l_wait(c, 0);
     return TRUE;
   case SP_COLL_ALL_GATHER:
     sp_l_copy(c, 0, c->out, (uint64_t)me * cb, c->in, 0, cb);

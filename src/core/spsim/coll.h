@@ -69,8 +69,13 @@
  *   in channel order). C == 1 is exactly the single ring above.
  *   Broadcast and reduce chains ignore channels.
  * - DIRECT (one message per pair, no chunking):
- *   - all-to-all: own block copied locally; step k = 1..n-1 sends block i+k
- *     to member i+k and receives block i-k from member i-k (pairwise).
+ *   - all-to-all: own block copied locally; block i+k sent to member i+k and
+ *     block i-k received from member i-k for k = 1..n-1, all posted before one
+ *     wait (NCCL's grouped point-to-point). Cost only (no local steps) with
+ *     channel_block = B dividing n (members as n/B nodes of B, set by the SimGrid
+ *     engine in FLOW fidelity): member (u, l) sends its node's other B-1 blocks as
+ *     one message to (u, l+1 mod B) and node v's B blocks as one to (v, l), so each
+ *     NVLink port and NIC carries the same bytes in n/B messages, not n-1.
  *   - all-gather: one step, everyone sends its block to everyone.
  *   - reduce-scatter: one step, member j receives block j from everyone;
  *     result ((x[0] ⊕ x[1]) ⊕ ...) ⊕ x[n-1] (index order).
@@ -208,7 +213,8 @@ typedef struct {
                                 ring; at most #SP_MAX_CHANNELS); other algorithms and
                                 collectives ignore it */
   int32_t channel_block;   /**< members per block (one node's members, in group order)
-                                rotated by c in channel c's ring (0 or 1: no rotation) */
+                                rotated by c in channel c's ring (0 or 1: no rotation);
+                                cost-only DIRECT all-to-all: by rail (above) */
   sp_proto proto;          /**< protocol the engine prices (cost only; AUTO: the tuning model) */
   gboolean no_hier;        /**< AUTO on a platform leaves NCCL's hierarchical all-reduces
                                 (NVLS-tree, CollNet) out of its choice; an explicit algo

@@ -155,13 +155,15 @@ else nok "what-if on h200: $(cat "$tmp/err")"; fi
 #    max-min: +26 % and +18 % below). Simple, one channel, 1 GiB:
 #    ring all-reduce: 4 MiB chunks, 64 rounds x 6 steps, each step bound by its crossing
 #      messages: 10 + 384 x (4194304 / 10e9 s + 15 us) = 10 + 384 x 434.4304 = 166831.27 us;
-#    direct all-to-all: 3 steps of 256 MiB per peer, each with a message across SUs:
-#      10 + 3 x (268435456 / 10e9 s + 15 us) = 10 + 3 x 26858.5456 = 80585.64 us
+#    direct all-to-all: every peer at once, the NIC carrying its three 256 MiB messages
+#      at 0.876 of its rate (an all-to-all between nodes, A2A_NET_EFFICIENCY), busy from
+#      the nearest peer's arrival (its route: 5 + 1 + 5 = 11 us) to the end:
+#      10 + 11 + 3 x 268435456 / (0.876 x 10e9) s = 10 + 11 + 91929.95 = 91950.95 us
 "$bin" platform dgx --nodes 4 --gpu toy --gpus-per-node 1 --su-nodes 2 -o "$tmp/one.xml" 2>"$tmp/err"
 if grep -q 'id="node003-rails" bandwidth="20GBps"' "$tmp/one.xml" && grep -q 'id="su1-leaf" bandwidth="20GBps"' "$tmp/one.xml" \
    && grep -q '^  \* One NIC per node: each FATPIPE' "$tmp/one.xml" \
    && bench "$tmp/one.xml" all-reduce 4 "$tmp/o1.json" --algo ring --proto simple --channels 1 && near "$tmp/o1.json" 166831.27 \
-   && bench "$tmp/one.xml" all-to-all 4 "$tmp/o2.json" --proto simple --channels 1 && near "$tmp/o2.json" 80585.64
+   && bench "$tmp/one.xml" all-to-all 4 "$tmp/o2.json" --proto simple --channels 1 && near "$tmp/o2.json" 91950.95
 then ok "one NIC per node across SUs: NIC-bound ring and all-to-all, FATPIPEs twice the NIC"
 else nok "one NIC per node: $(cat "$tmp/err") $(time_us "$tmp/o1.json") $(time_us "$tmp/o2.json")"; fi
 # 17: gb200 NVL72 rack (18 trays of 4, one NVLink domain): NCCL's choice at 1 GiB is NVLS,

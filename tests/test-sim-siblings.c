@@ -281,21 +281,24 @@ static int a2a_rail_child(const sp_platform_opts *o, double tol)
 }
 
 /* Full bisection: the same time (each NIC and NVLink port carries the same bytes, every
- * route of a class has the same latency). */
+ * route of a class has the same latency), up to the rounding of each message's bytes on
+ * the wire (bytes / 0.876 between nodes, rounded per message: a message by rail rounds
+ * once for B pairs). */
 static void test_a2a_by_rail(void)
 {
   sp_platform_opts o = four_nodes();
-  g_assert_cmpint(a2a_rail_child(&o, 1e-9), ==, 0);
+  g_assert_cmpint(a2a_rail_child(&o, 1e-6), ==, 0);
 }
 
 /* Uplinks 4:1: max-min shares a congested uplink per message, and a message by rail
  * stands for B pairs; every message crossing an uplink carries the same bytes from a
- * sender with the same load, so the shares, hence the times, are still the same. */
+ * sender with the same load, so the shares, hence the times, are still the same (up to
+ * the wire rounding above). */
 static void test_a2a_by_rail_oversubscribed(void)
 {
   sp_platform_opts o = four_nodes();
   o.oversubscription = 4;
-  g_assert_cmpint(a2a_rail_child(&o, 1e-9), ==, 0);
+  g_assert_cmpint(a2a_rail_child(&o, 1e-6), ==, 0);
 }
 
 int main(int argc, char **argv)

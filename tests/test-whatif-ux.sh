@@ -7,7 +7,7 @@
 # 4 nodes x 8 GPUs (H100-like host speed, 80 GiB property)
 whatif_platform "$tmp/p.xml"
 export SPSIM_MODELS_DIR="$src/models"
-echo "1..29"
+echo "1..30"
 A="--fidelity analytic"
 P="$tmp/p.xml"
 M="--model llama3-8b"
@@ -330,3 +330,14 @@ for a in "--json $tmp/no-such-dir/r.json" "--csv $tmp" "--svg ''" "--trace $tmp/
   fi
 done
 check $bad "unwritable --json, --csv, --svg and --trace paths are refused at once, in one line"
+# an MoE layout's explanation names its all-to-alls after the experts, not Ulysses (sp = 1):
+# Qwen3-30B-A3B's 128 experts over ep=16 are 8 per GPU; the all-to-all term is the
+# dominant one here (an ep group of two nodes, no overlap), so both sentences name it
+"$bin" "$P" $A --model qwen3-30b-a3b --seq 4096 --global-batch 64 --layout tp=1,pp=1,ep=16,etp=1,dp=32,zero=1,ckpt=none,mb=1 \
+  --explain >"$tmp/out" 2>"$tmp/err"
+grep -E '^(Layout|Dominant)' "$tmp/out" >"$tmp/expl"
+if grep -q 'Expert parallelism ep=16 holds 8 of the 128 experts per GPU, its tokens dispatched and combined by all-to-all' "$tmp/expl" &&
+   grep -q 'SPa2a: Ulysses. and the experts. all-to-alls' "$tmp/out" && ! grep -q 'Ulysses' "$tmp/expl" &&
+   grep -q '^Dominant term of .*: expert all-to-all, ' "$tmp/expl"
+then ok "an MoE layout's explanation names the expert all-to-alls, not Ulysses"
+else nok "MoE explanation: $(cat "$tmp/err" "$tmp/expl" | head -4)"; fi

@@ -12,6 +12,17 @@
 
 static const char *const kind_title[SP_COMM_KIND_COUNT] = { "TP", "SP a2a", "ISP", "ring", "PP", "DP" };
 
+/* The all-to-all kind carries Ulysses' head exchanges and the experts' dispatch and
+ * combine: named after what @p l runs (@p full: the explanation's words, else the
+ * comparison's short title). */
+static const char *a2a_name(const sp_layout *l, gboolean full)
+{
+  gboolean uly = l->sp > 1, moe = l->ep > 1;
+  if (uly && moe) return full ? "Ulysses and expert all-to-alls" : "SP+EP a2a";
+  if (moe) return full ? "expert all-to-all" : "EP a2a";
+  return full ? "Ulysses all-to-all" : "SP a2a";
+}
+
 char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain)
 {
   const sp_step_ctx *c = &r->ctx;
@@ -99,11 +110,13 @@ char *sp_whatif_table_text(const sp_whatif_result *res, guint n)
     g_string_append_c(s, '\n');
   }
   g_string_append(s, "     (step: the simulated step graph; * the closed form only. cf: the closed form's difference from\n"
-                     "      the simulation. Exposed communication and bubble (idle compute) in seconds per step)\n"
+                     "      the simulation. Exposed communication and bubble (idle compute) in seconds per step;\n"
+                     "      SPa2a: Ulysses' and the experts' all-to-alls)\n"
                      "     (layout: tpN tensor parallel, tpNs with Megatron sequence parallelism (tpsp), tpNso with its\n"
                      "      communication overlapped with the GEMMs (tpoverlap); spN Ulysses sequence parallel (all-to-all);\n"
                      "      cpN ring attention; wpN ISP weight parallel; ppN[vV] pipeline [V chunks];\n"
-                     "      dpN data parallel, zN ZeRO stage; sel/full/op recomputation; mbN micro-batch)\n");
+                     "      dpN data parallel, zN ZeRO stage; sel/full/op recomputation; mbN micro-batch;\n"
+                     "      epN expert parallel, etpN its tensor parallel, a2aov/flex its all-to-all overlap/dispatcher)\n");
   if (nvar > 0)
     g_string_append_printf(s, "     (a row with variants is a family: layouts differing only in ISP wp or the ZeRO stage (X, or the\n"
                               "      values a/b when an earlier row has the same layout otherwise) within %.0f%% of its best, whose\n"
@@ -156,14 +169,14 @@ char *sp_whatif_explain_terms_text(const sp_whatif_result *res)
   double most = r->compute;
   if (r->bubble > most) { what = "pipeline bubble"; most = r->bubble; }
   for (int k = 0; k < SP_COMM_KIND_COUNT; k++)
-    if (r->exposed[k] > most) { what = names[k]; most = r->exposed[k]; }
+    if (r->exposed[k] > most) { what = k == SP_COMM_SP ? a2a_name(&r->layout, TRUE) : names[k]; most = r->exposed[k]; }
   double serial = r->compute + r->bubble, hidden = 0;
   const char *swhat = "compute";
   double smost = r->compute;
   for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
     serial += r->comm[k];
     hidden += r->comm[k] - r->exposed[k];
-    if (r->comm[k] > smost) { swhat = names[k]; smost = r->comm[k]; }
+    if (r->comm[k] > smost) { swhat = k == SP_COMM_SP ? a2a_name(&r->layout, TRUE) : names[k]; smost = r->comm[k]; }
   }
   GString *s = g_string_new("");
   g_string_append_printf(s, "Dominant term of %s: %s, %.3f s of its %.3f s step (%.1f%%)%s. ", w->label, what, most,
@@ -188,7 +201,7 @@ static void runner_up(GString *s, const sp_whatif_row *w, const sp_whatif_row *q
   if (db > best) { best = db; what = "pipeline bubble"; }
   for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
     double d = qr->exposed[k] - r->exposed[k];
-    if (d > best) { best = d; what = kind_title[k]; }
+    if (d > best) { best = d; what = k == SP_COMM_SP ? a2a_name(&qr->layout, FALSE) : kind_title[k]; }
   }
   g_string_append_printf(s, " The runner-up, %s, is %.1f%% slower, mostly in %s (+%.3f s).", q->label,
                          100.0 * (qr->step_time / r->step_time - 1.0), what, best);
@@ -217,9 +230,17 @@ char *sp_whatif_explain_text(const sp_whatif_result *res)
   } else {
     g_string_append(s, " It uses no tensor parallelism, so no per-layer all-reduces sit on the critical path.");
   }
-  if (l->sp > 1) {
-    g_string_append_printf(s, " Ulysses sp=%d splits the %" G_GINT64_FORMAT "-token sequence for %.3f s of all-to-alls (", l->sp,
-                           res->ctx.seq, r->exposed[SP_COMM_SP]);
+  if (l->sp > 1 || l->ep > 1) {
+    /* Ulysses' and the experts' all-to-alls are one kind of communication */
+    if (l->sp > 1)
+      g_string_append_printf(s, " Ulysses sp=%d splits the %" G_GINT64_FORMAT "-token sequence", l->sp, res->ctx.seq);
+    if (l->ep > 1)
+      g_string_append_printf(s, "%s parallelism ep=%d holds %" G_GINT64_FORMAT " of the %" G_GINT64_FORMAT
+                                " experts per GPU, its tokens dispatched and combined %s%s",
+                             l->sp > 1 ? " and expert" : " Expert", l->ep, res->model->experts / l->ep, res->model->experts,
+                             l->ep_flex ? "once per node over the network (dispatcher=flex)" : "by all-to-all",
+                             l->a2a_overlap ? " beside the other micro-batch's compute (a2aoverlap)" : "");
+    g_string_append_printf(s, ", for %.3f s of exposed all-to-alls (", r->exposed[SP_COMM_SP]);
     pct(s, r->exposed[SP_COMM_SP], r->step_time);
     g_string_append(s, ").");
   }

@@ -316,7 +316,7 @@ gboolean sp_coll_algo_supported(const sp_coll_spec *spec, sp_algo algo, GError *
     return TRUE; /* a local copy / one message under every algorithm */
   if (spec->coll == SP_COLL_ALL_TO_ALL && algo != SP_ALGO_DIRECT) {
     g_set_error(err, SP_ERROR, SP_ERROR_UNSUPPORTED,
-                "all-to-all has no %s algorithm: use direct (pairwise exchange) or auto",
+                "all-to-all has no %s algorithm: use direct (a message per pair) or auto",
                 sp_algo_name(algo));
     return FALSE;
   }

@@ -158,7 +158,7 @@ typedef enum {
 typedef enum {
   SP_ALGO_AUTO = 0, /**< the default policy (sp_algo_choose) */
   SP_ALGO_RING,     /**< ring, chunked and pipelined */
-  SP_ALGO_DIRECT,   /**< direct / pairwise exchange */
+  SP_ALGO_DIRECT,   /**< direct: a message per pair of members */
   SP_ALGO_TREE,     /**< all-reduce: NCCL's double binary tree; others: binomial tree or
                          recursive doubling/halving */
   SP_ALGO_NVLS,     /**< NVLink SHARP: the NVSwitch reduces (all-reduce, all-gather,

@@ -129,9 +129,9 @@ static void check_cases(gboolean expect_sym)
   }
 }
 
-/* Load @p o's platform in a child and run check_cases there, after slowing the NIC
- * @p slow (a link name, NULL: none) to half; the child's exit status. */
-static int run_child(const sp_platform_opts *o, const char *slow, gboolean expect_sym)
+/* Load @p o's platform in a child and run @p body(@p ud) there (it exits through FAIL on
+ * a failure); the child's exit status. */
+static int in_child(const sp_platform_opts *o, void (*body)(void *ud), void *ud)
 {
   fflush(NULL);
   pid_t pid = fork();
@@ -144,25 +144,44 @@ static int run_child(const sp_platform_opts *o, const char *slow, gboolean expec
     g_free(path);
     if (!ok)
       FAIL("%s", err->message);
-    if (slow != NULL) {
-      /* both directions of the split-duplex link (its names begin with @p slow) */
-      size_t nl = sg_link_count(), slowed = 0;
-      sg_link_t *links = sg_link_list();
-      for (size_t i = 0; i < nl; i++)
-        if (g_str_has_prefix(sg_link_get_name(links[i]), slow)) {
-          sg_link_set_bandwidth(links[i], sg_link_get_bandwidth(links[i]) / 2);
-          slowed++;
-        }
-      free(links);
-      if (slowed == 0)
-        FAIL("no link %s", slow);
-    }
-    check_cases(expect_sym);
+    body(ud);
     _exit(0);
   }
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+typedef struct {
+  const char *slow;
+  gboolean expect_sym;
+} slow_case;
+
+/* check_cases after slowing the NIC @p slow (a link name, NULL: none) to half */
+static void slow_body(void *ud)
+{
+  const slow_case *sc = ud;
+  if (sc->slow != NULL) {
+    /* both directions of the split-duplex link (its names begin with @p slow) */
+    size_t nl = sg_link_count(), slowed = 0;
+    sg_link_t *links = sg_link_list();
+    for (size_t i = 0; i < nl; i++)
+      if (g_str_has_prefix(sg_link_get_name(links[i]), sc->slow)) {
+        sg_link_set_bandwidth(links[i], sg_link_get_bandwidth(links[i]) / 2);
+        slowed++;
+      }
+    free(links);
+    if (slowed == 0)
+      FAIL("no link %s", sc->slow);
+  }
+  check_cases(sc->expect_sym);
+}
+
+/* check_cases on @p o's platform in a child, the NIC @p slow at half speed */
+static int run_child(const sp_platform_opts *o, const char *slow, gboolean expect_sym)
+{
+  slow_case sc = { slow, expect_sym };
+  return in_child(o, slow_body, &sc);
 }
 
 static sp_platform_opts four_nodes(void)
@@ -240,44 +259,34 @@ static void test_large_groups_probed(void)
 }
 
 /* FLOW prices a direct all-to-all by rail (one message per node and member, lowered in
- * lower_direct.c), STEP with a message per pair: in a child, on @p o's platform, both for
- * groups of all GPUs, two nodes, one GPU per node and two per node: the child's exit
- * status (0: every pair of times within @p tol, relative). */
+ * lower_direct.c), STEP with a message per pair: both for groups of all GPUs, two nodes,
+ * one GPU per node and two per node, every pair of times within *@p ud (relative). */
+static void a2a_rail_body(void *ud)
+{
+  double tol = *(const double *)ud;
+  GError *err = NULL;
+  int32_t world = sp_sim_num_hosts();
+  static const struct { int32_t n, stride; } groups_[] = { { 32, 1 }, { 16, 1 }, { 4, 8 }, { 8, 2 } };
+  for (guint i = 0; i < G_N_ELEMENTS(groups_); i++) {
+    int32_t n = groups_[i].n;
+    int32_t *ranks = g_new(int32_t, n);
+    for (int32_t j = 0; j < n; j++)
+      ranks[j] = j * groups_[i].stride;
+    sp_coll_spec spec = { .coll = SP_COLL_ALL_TO_ALL, .algo = SP_ALGO_DIRECT, .dtype = SP_BF16,
+                          .redop = SP_RED_SUM, .ranks = ranks, .n = n, .count = (64u << 20) / (uint64_t)n };
+    double tf = 0, ts = 0;
+    if (!sp_sim_coll_time(&spec, world, SP_FIDELITY_FLOW, &tf, &err) ||
+        !sp_sim_coll_time(&spec, world, SP_FIDELITY_STEP, &ts, &err))
+      FAIL("%s", err->message);
+    if (!(ts > 0) || fabs(tf - ts) > tol * ts)
+      FAIL("all-to-all of %d members %d apart: %.17g s by rail, %.17g s per pair", n, groups_[i].stride, tf, ts);
+    g_free(ranks);
+  }
+}
+
 static int a2a_rail_child(const sp_platform_opts *o, double tol)
 {
-  fflush(NULL);
-  pid_t pid = fork();
-  g_assert_cmpint(pid, >=, 0);
-  if (pid == 0) {
-    GError *err = NULL;
-    char *path = platform_file(o);
-    gboolean ok = sp_sim_init(path, &err);
-    g_unlink(path);
-    g_free(path);
-    if (!ok)
-      FAIL("%s", err->message);
-    int32_t world = sp_sim_num_hosts();
-    static const struct { int32_t n, stride; } groups_[] = { { 32, 1 }, { 16, 1 }, { 4, 8 }, { 8, 2 } };
-    for (guint i = 0; i < G_N_ELEMENTS(groups_); i++) {
-      int32_t n = groups_[i].n;
-      int32_t *ranks = g_new(int32_t, n);
-      for (int32_t j = 0; j < n; j++)
-        ranks[j] = j * groups_[i].stride;
-      sp_coll_spec spec = { .coll = SP_COLL_ALL_TO_ALL, .algo = SP_ALGO_DIRECT, .dtype = SP_BF16,
-                            .redop = SP_RED_SUM, .ranks = ranks, .n = n, .count = (64u << 20) / (uint64_t)n };
-      double tf = 0, ts = 0;
-      if (!sp_sim_coll_time(&spec, world, SP_FIDELITY_FLOW, &tf, &err) ||
-          !sp_sim_coll_time(&spec, world, SP_FIDELITY_STEP, &ts, &err))
-        FAIL("%s", err->message);
-      if (!(ts > 0) || fabs(tf - ts) > tol * ts)
-        FAIL("all-to-all of %d members %d apart: %.17g s by rail, %.17g s per pair", n, groups_[i].stride, tf, ts);
-      g_free(ranks);
-    }
-    _exit(0);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return in_child(o, a2a_rail_body, &tol);
 }
 
 /* Full bisection: the same time (each NIC and NVLink port carries the same bytes, every

@@ -100,12 +100,12 @@ static sp_program *coll_get(void *ud, int32_t rank, GError **err)
   return p;
 }
 
+static void a2a_rail_block(sp_coll_spec *spec, sp_fidelity fid); /* below */
+
 /* Do local steps (COPY, REDUCE, SCALE, FILL) cost exactly 0 s on the hosts of all
  * members of @p spec (no mem_bw, no local_latency: local_seconds is 0.0 + 0.0)?
  * Then the FLOW summary adds 0.0 for each, which changes no sum, and the
  * lowering may omit them. */
-static void a2a_rail_block(sp_coll_spec *spec, sp_fidelity fid);
-
 static gboolean free_local_steps(const sp_coll_spec *spec)
 {
   for (int32_t i = 0; i < spec->n; i++) {

@@ -268,6 +268,21 @@ typedef struct {
 
 typedef struct sim_run sim_run;
 
+/* A put the rank has made but not yet handed to SimGrid (see flush_puts). */
+typedef struct {
+  int32_t peer;
+  sim_msg *m;
+  double wire;
+} pending_put;
+
+/* The puts one helper actor posts and waits for (see flush_puts). */
+typedef struct {
+  sim_run *run;
+  GArray *puts;   /* pending_put */
+  gboolean failed;
+  sg_actor_t actor;
+} put_batch;
+
 typedef struct {
   sim_run *run;
   int32_t rank, host;
@@ -276,14 +291,20 @@ typedef struct {
   void *const *bufs;
   sp_exec *exec;
   sp_transport transport;
-  GArray *sends;       /* sg_comm_t of the open block */
+  GArray *sends;       /* sg_comm_t of the open block, posted by the rank */
+  GArray *puts;        /* pending_put not yet handed to SimGrid (flush_puts) */
+  GPtrArray *batches;  /* put_batch of the open block, posted by helper actors */
   GArray *recvs;       /* posted_recv of the open block */
-  GArray *comms;       /* scratch for wait_all */
-  GArray *who;         /* wait_all: per comm, -1 (send) or its get's slot */
+  GArray *comms;       /* get_all: the gets the rank waits for itself */
+  GArray *who;         /* get_all: per comm, its get's slot */
   gpointer **slots;    /* get_async landing cells (each its own allocation) */
   guint8 *landed;      /* wait_all: the get of slot i has completed */
   guint nslots, nposted;
+  guint head, left;    /* wait_all: slots landed so far; receives still unmatched */
+  GPtrArray *getters;  /* get_worker helpers of the open block (get_all) */
+  gboolean getter_failed;
   GHashTable *stash;   /* (src, tag) -> GQueue of sim_msg arrived early */
+  GHashTable *want;    /* get_all: (peer, tag) -> GQueue of unmatched receives' indices */
   guint comm_pc;       /* coll_latency: index of the next SEND/RECV step to be posted */
   GHashTable *ops_seen;/* coll_latency: op ids (+ 1) whose latency was charged */
   GError *error;
@@ -338,6 +359,101 @@ static guint key_hash(gconstpointer k)
 
 static void queue_free(gpointer q) { g_queue_free((GQueue *)q); }
 
+/* Puts one actor posts itself; a block with more is posted by helper actors, this many
+ * each. SimGrid 3.32 keeps an actor's unfinished activities in a list and scans all of
+ * it each time one of them is waited for (std::list::remove in CommImpl::finish), so a
+ * rank that posts a message to each of its 1,023 peers and gets from each of them paid
+ * about (2 x 1,023)^2 / 2 list steps per all-to-all, the ranks' cube in all. Helpers on
+ * the rank's host post the puts at the same simulated time and wait for them, so the
+ * transfers and the block's end are those of the rank posting them itself; the rank's
+ * own list keeps only its gets. */
+#define PUT_BATCH 128u
+
+/* Stack of a helper actor: its calls are shallow (SimGrid's, a message's unpacking), and
+ * below sim_load.c's mmap threshold its stack comes from the heap, not a mapping each. */
+#ifdef SP_SANITIZERS
+#define HELPER_STACK_KIB 256u
+#else
+#define HELPER_STACK_KIB 64u
+#endif
+
+/* Start a helper actor on @host running @fn with @data; a reference is held for its join.
+ * run_actors counts the helpers a run may need when it reserves room for stacks. */
+static sg_actor_t spawn_helper(const char *name, sg_host_t host, void (*fn)(int, char **), void *data)
+{
+  sg_actor_t a = sg_actor_init(name, host);
+  sg_actor_ref(a);
+  sg_actor_set_stacksize(a, HELPER_STACK_KIB * 1024u);
+  sg_actor_set_data(a, data);
+  sg_actor_start_(a, fn, 0, NULL);
+  return a;
+}
+
+static void put_helper(int argc, char **argv)
+{
+  (void)argc; (void)argv;
+  put_batch *b = sg_actor_self_get_data();
+  guint n = b->puts->len;
+  const pending_put *pp = (const pending_put *)(const void *)b->puts->data;
+  sg_comm_t *comms = g_new(sg_comm_t, n);
+  for (guint i = 0; i < n; i++)
+    comms[i] = sg_mailbox_put_async(mbox_of(b->run, pp[i].peer), pp[i].m, (long)pp[i].wire);
+  for (guint i = 0; i < n; i++)
+    if (sg_comm_wait(comms[i]) != SG_OK)
+      b->failed = TRUE;
+  g_free(comms);
+}
+
+static void batch_free(gpointer p)
+{
+  put_batch *b = p;
+  if (b->actor)
+    sg_actor_unref(b->actor);
+  g_array_unref(b->puts);
+  g_free(b);
+}
+
+/* Hand the rank's pending puts to SimGrid, now (before its clock moves): itself when
+ * they are few, else through helper actors of PUT_BATCH puts, a peer's puts in one
+ * helper and in their order (messages of one sender and tag keep their order). */
+static void flush_puts(rank_ctx *c)
+{
+  guint n = c->puts->len;
+  if (n == 0)
+    return;
+  pending_put *pp = (pending_put *)(void *)c->puts->data;
+  if (n <= PUT_BATCH) {
+    for (guint i = 0; i < n; i++) {
+      sg_comm_t comm = sg_mailbox_put_async(mbox_of(c->run, pp[i].peer), pp[i].m, (long)pp[i].wire);
+      g_array_append_val(c->sends, comm);
+    }
+    g_array_set_size(c->puts, 0);
+    return;
+  }
+  guint h = (n + PUT_BATCH - 1) / PUT_BATCH;
+  put_batch **b = g_new0(put_batch *, h);
+  for (guint k = 0; k < h; k++) {
+    b[k] = g_new0(put_batch, 1);
+    b[k]->run = c->run;
+    b[k]->puts = g_array_sized_new(FALSE, FALSE, sizeof(pending_put), PUT_BATCH);
+  }
+  for (guint i = 0; i < n; i++)
+    g_array_append_val(b[(guint)pp[i].peer % h]->puts, pp[i]);
+  g_array_set_size(c->puts, 0);
+  sg_host_t host = g_sim.hosts[c->host];
+  for (guint k = 0; k < h; k++) {
+    if (b[k]->puts->len == 0) {
+      batch_free(b[k]);
+      continue;
+    }
+    char name[48];
+    g_snprintf(name, sizeof name, "rank%d.put%u", c->rank, k);
+    b[k]->actor = spawn_helper(name, host, put_helper, b[k]);
+    g_ptr_array_add(c->batches, b[k]);
+  }
+  g_free(b);
+}
+
 /* coll_latency: the executor posts the program's SEND/RECV steps in order, so
  * comm_pc finds the step being posted; the first post of every op id waits for
  * the host's per-collective latency before it is made. */
@@ -363,6 +479,7 @@ static void charge_coll_latency(rank_ctx *c)
   if (g_hash_table_contains(c->ops_seen, key))
     return;
   g_hash_table_add(c->ops_seen, key);
+  flush_puts(c);
   sg_actor_sleep_for(lat);
 }
 
@@ -399,8 +516,8 @@ static gboolean sim_post_send(void *vctx, int32_t peer, int32_t tag, const void 
     f *= same ? g_sim.cost.wire_intra : g_sim.cost.wire_inter;
   }
   double wire = f == 1.0 ? (double)m->bytes : floor((double)m->bytes * f + 0.5);
-  sg_comm_t comm = sg_mailbox_put_async(mbox_of(run, peer), m, (long)wire);
-  g_array_append_val(c->sends, comm);
+  pending_put p = { peer, m, wire };
+  g_array_append_val(c->puts, p); /* posted before the rank's clock moves (flush_puts) */
   return TRUE;
 }
 
@@ -481,9 +598,56 @@ static gboolean match_pending(rank_ctx *c, guint *left, GError **err)
   return TRUE;
 }
 
-/* Post one more get on the rank's mailbox, landing in slot c->nposted. */
-static void post_get(rank_ctx *c)
+/* Index the receives still unmatched by (peer, tag), in posting order, for land(). */
+static void want_build(rank_ctx *c)
 {
+  if (c->want == NULL)
+    c->want = g_hash_table_new_full(key_hash, g_direct_equal, NULL, queue_free);
+  for (guint i = 0; i < c->recvs->len; i++) {
+    posted_recv *pr = &g_array_index(c->recvs, posted_recv, i);
+    if (pr->done)
+      continue;
+    gpointer k = key_of(pr->peer, pr->tag);
+    GQueue *q = g_hash_table_lookup(c->want, k);
+    if (q == NULL) {
+      q = g_queue_new();
+      g_hash_table_insert(c->want, k, q);
+    }
+    g_queue_push_tail(q, GUINT_TO_POINTER(i));
+  }
+}
+
+/* A landed message: to the oldest unmatched receive of its sender and tag, else stashed
+ * for a later block. Matches as match_pending would, without a scan of the receives. */
+static gboolean land(rank_ctx *c, sim_msg *m, GError **err)
+{
+  gpointer k = key_of(m->src, m->tag);
+  GQueue *q = g_hash_table_lookup(c->want, k);
+  if (q == NULL) {
+    stash_push(c, m);
+    return TRUE;
+  }
+  guint i = GPOINTER_TO_UINT(g_queue_pop_head(q));
+  if (g_queue_is_empty(q))
+    g_hash_table_remove(c->want, k);
+  c->left--;
+  return deliver(c, &g_array_index(c->recvs, posted_recv, i), m, err);
+}
+
+/* One actor's gets on its rank's mailbox: the rank's own, or a helper's (GET_BATCH). */
+typedef struct {
+  rank_ctx *c;
+  GArray *comms;      /* sg_comm_t, in posting order */
+  GArray *who;        /* per comm, its get's slot */
+  guint share;        /* gets it posts first */
+  GError *error;
+  sg_actor_t actor;   /* the helper; NULL for the rank itself */
+} get_worker;
+
+/* Post one more get on the rank's mailbox for @w, landing in slot c->nposted. */
+static void post_get(get_worker *w)
+{
+  rank_ctx *c = w->c;
   if (c->nposted >= c->nslots) { /* the cells stay put: SimGrid writes into them */
     guint n = MAX(2 * c->nslots, 8u);
     c->slots = g_renew(gpointer *, c->slots, n);
@@ -496,79 +660,163 @@ static void post_get(rank_ctx *c)
   *c->slots[i] = NULL;
   c->landed[i] = 0;
   sg_comm_t g = sg_mailbox_get_async(mbox_of(c->run, c->rank), c->slots[i]);
-  gint w = (gint)i;
-  g_array_append_val(c->comms, g);
-  g_array_append_val(c->who, w);
+  gint slot = (gint)i;
+  g_array_append_val(w->comms, g);
+  g_array_append_val(w->who, slot);
 }
 
 /* Gets a wait for any of them covers: the oldest this many. SimGrid 3.32 pays a wait for
- * any of k activities O(k) when it starts and again when one completes, so a block
- * receiving from every peer of an all-to-all (1,023 gets at 1,024 ranks) was cubic in the
- * ranks. The rank acts on a completed get only when it brought a message of a later
- * block (it posts another get), so noticing a younger get's completion once it is among
- * the oldest changes nothing while every landed message is of the current block (a
- * single collective, every group of up to this many peers); a later block's message
+ * any of k activities O(k) when it starts and again when one completes. An actor acts on
+ * a completed get only when it brought a message of a later block (it posts another
+ * get), so noticing a younger get's completion once it is among the oldest changes
+ * nothing while every landed message is of the current block; a later block's message
  * caught by a younger get is answered when that get is among the oldest. */
 #define GET_WINDOW 64u
+
+/* Gets one actor posts itself; a block waiting for more is received by helper actors of
+ * this many gets each, as flush_puts posts puts: SimGrid 3.32 scans an actor's list of
+ * unfinished activities each time one is waited for, so a rank holding a get for each of
+ * 1,023 peers paid 1,023^2 / 2 list steps per all-to-all. */
+#define GET_BATCH PUT_BATCH
+
+/* @w's gets, waited for one at a time until none is left: when a get brings a message of
+ * a later block, a new get is posted at once, so the rank keeps receiving while its
+ * sends are in flight (two ranks whose gets both took early messages would otherwise
+ * wait for each other's sends forever). Gets match the mailbox's messages in the order
+ * they were posted, so landed messages are handed on (land) in slot order, whichever
+ * actor's get they landed in (messages of one sender and tag keep their order). The
+ * rank's head and left are shared by its actors: one runs at a time, and none yields in
+ * here but in SimGrid's calls. */
+static gboolean get_loop(get_worker *w, GError **err)
+{
+  rank_ctx *c = w->c;
+  for (guint i = 0; i < w->share; i++)
+    post_get(w);
+  while (w->comms->len > 0) {
+    /* the oldest GET_WINDOW gets, in posting order (see GET_WINDOW) */
+    ssize_t k = sg_comm_wait_any((sg_comm_t *)(void *)w->comms->data, MIN(w->comms->len, GET_WINDOW));
+    if (k < 0 || (gsize)k >= w->comms->len) {
+      g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "rank %d: a communication failed", c->rank);
+      return FALSE;
+    }
+    gint slot = g_array_index(w->who, gint, k);
+    g_array_remove_index(w->comms, (guint)k);
+    g_array_remove_index(w->who, (guint)k);
+    c->landed[slot] = 1;
+    while (c->head < c->nposted && c->landed[c->head])
+      if (!land(c, *c->slots[c->head++], err))
+        return FALSE;
+    /* gets posted whose message is not yet stashed, landed or not, serve receives left */
+    while (c->nposted - c->head < c->left)
+      post_get(w);
+  }
+  return TRUE;
+}
+
+static void get_helper(int argc, char **argv)
+{
+  (void)argc; (void)argv;
+  get_worker *w = sg_actor_self_get_data();
+  if (get_loop(w, &w->error))
+    return;
+  /* the rank's other helpers may wait for messages that will not come: stop them, so
+   * that the rank, joining them, reports this error */
+  rank_ctx *c = w->c;
+  c->getter_failed = TRUE;
+  for (guint k = 0; k < c->getters->len; k++) {
+    get_worker *o = g_ptr_array_index(c->getters, k);
+    if (o != w)
+      sg_actor_kill(o->actor);
+  }
+}
+
+static void getter_free(gpointer p)
+{
+  get_worker *w = p;
+  if (w->actor)
+    sg_actor_unref(w->actor);
+  g_array_unref(w->comms);
+  g_array_unref(w->who);
+  g_clear_error(&w->error);
+  g_free(w);
+}
+
+/* Receive the @c->left messages still unmatched: the rank itself for up to GET_BATCH,
+ * else helper actors on its host, GET_BATCH gets each, started at this simulated time
+ * and posting in their order, joined when all have ended. */
+static gboolean get_all(rank_ctx *c, GError **err)
+{
+  c->nposted = 0;
+  c->head = 0;
+  c->getter_failed = FALSE;
+  want_build(c);
+  if (c->left <= GET_BATCH) {
+    get_worker self = { c, c->comms, c->who, c->left, NULL, NULL };
+    g_array_set_size(c->comms, 0);
+    g_array_set_size(c->who, 0);
+    return get_loop(&self, err);
+  }
+  guint h = (c->left + GET_BATCH - 1) / GET_BATCH;
+  sg_host_t host = g_sim.hosts[c->host];
+  for (guint k = 0; k < h; k++) {
+    get_worker *w = g_new0(get_worker, 1);
+    w->c = c;
+    w->comms = g_array_new(FALSE, FALSE, sizeof(sg_comm_t));
+    w->who = g_array_new(FALSE, FALSE, sizeof(gint));
+    w->share = MIN(GET_BATCH, c->left - k * GET_BATCH);
+    char name[48];
+    g_snprintf(name, sizeof name, "rank%d.get%u", c->rank, k);
+    w->actor = spawn_helper(name, host, get_helper, w);
+    g_ptr_array_add(c->getters, w);
+  }
+  if (c->getter_failed) /* a helper failed before the last was made */
+    for (guint k = 0; k < c->getters->len; k++)
+      sg_actor_kill(((get_worker *)g_ptr_array_index(c->getters, k))->actor);
+  for (guint k = 0; k < c->getters->len; k++)
+    sg_actor_join(((get_worker *)g_ptr_array_index(c->getters, k))->actor, -1);
+  for (guint k = 0; k < c->getters->len; k++) {
+    get_worker *w = g_ptr_array_index(c->getters, k);
+    if (w->error) {
+      g_propagate_error(err, w->error);
+      w->error = NULL;
+      g_ptr_array_set_size(c->getters, 0);
+      return FALSE;
+    }
+  }
+  g_ptr_array_set_size(c->getters, 0);
+  return TRUE;
+}
 
 static sp_wait_status sim_wait_all(void *vctx, GError **err)
 {
   rank_ctx *c = vctx;
-  guint left = 0;
-  if (!match_pending(c, &left, err))
+  flush_puts(c);
+  if (!match_pending(c, &c->left, err))
     return SP_WAIT_ERROR;
   /* one receive left (a ring's or an all-to-all's step): a blocking get, posted when a
    * posted get would be and done when it would land, in one SimGrid call where a posted
    * get and its wait take two; a message of a later block it brings is stashed and the
    * next get follows at once, as below. The sends, posted already, are waited for after. */
-  while (left == 1) {
+  while (c->left == 1) {
     sim_msg *m = sg_mailbox_get(mbox_of(c->run, c->rank));
     if (m == NULL) {
       g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "rank %d: a communication failed", c->rank);
       return SP_WAIT_ERROR;
     }
     stash_push(c, m);
-    if (!match_pending(c, &left, err))
+    if (!match_pending(c, &c->left, err))
       return SP_WAIT_ERROR;
   }
-  /* one get per receive still unmatched, waited for one at a time: when a get
-   * brings a message of a later block, a new get is posted at once, so the rank keeps
-   * receiving while its sends are in flight (two ranks whose gets both took early
-   * messages would otherwise wait for each other's sends forever). Gets match the
-   * mailbox's messages in the order they were posted, so landed messages are stashed
-   * in that order (messages of one sender and tag keep their order). The sends,
-   * posted already, need nothing from this rank: they are waited for after the gets,
-   * each once, which ends the block at the same simulated time as waiting for any of
-   * them among the gets (a wait for any of k activities costs SimGrid O(k), so one
-   * over all sends and gets made an all-to-all's block quadratic in its peers).
-   * who[i]: the get's slot. */
-  g_array_set_size(c->comms, 0);
-  g_array_set_size(c->who, 0);
-  c->nposted = 0;
-  guint head = 0, inflight = left;
-  for (guint i = 0; i < left; i++)
-    post_get(c);
-  while (c->comms->len > 0) {
-    /* the oldest GET_WINDOW gets, in posting order (see GET_WINDOW) */
-    ssize_t k = sg_comm_wait_any((sg_comm_t *)(void *)c->comms->data, MIN(c->comms->len, GET_WINDOW));
-    if (k < 0 || (gsize)k >= c->comms->len) {
-      g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "rank %d: a communication failed", c->rank);
+  /* one get per receive still unmatched (get_all). The sends, posted already, need
+   * nothing from this rank: they are waited for after the gets, each once, which ends
+   * the block at the same simulated time as waiting for any of them among the gets (a
+   * wait for any of k activities costs SimGrid O(k), so one over all sends and gets made
+   * an all-to-all's block quadratic in its peers). */
+  if (c->left > 0) {
+    gboolean ok = get_all(c, err);
+    g_hash_table_remove_all(c->want);
+    if (!ok)
       return SP_WAIT_ERROR;
-    }
-    gint w = g_array_index(c->who, gint, k);
-    g_array_remove_index(c->comms, (guint)k);
-    g_array_remove_index(c->who, (guint)k);
-    c->landed[w] = 1;
-    inflight--;
-    while (head < c->nposted && c->landed[head])
-      stash_push(c, *c->slots[head++]);
-    if (!match_pending(c, &left, err))
-      return SP_WAIT_ERROR;
-    /* landed but not yet stashed messages may still serve receives */
-    while (inflight + (c->nposted - head - inflight) < left) {
-      post_get(c);
-      inflight++;
-    }
   }
   for (guint i = 0; i < c->sends->len; i++)
     if (sg_comm_wait(g_array_index(c->sends, sg_comm_t, i)) != SG_OK) {
@@ -576,6 +824,17 @@ static sp_wait_status sim_wait_all(void *vctx, GError **err)
       return SP_WAIT_ERROR;
     }
   g_array_set_size(c->sends, 0);
+  gboolean failed = FALSE;
+  for (guint i = 0; i < c->batches->len; i++) {
+    put_batch *pb = g_ptr_array_index(c->batches, i);
+    sg_actor_join(pb->actor, -1);
+    failed |= pb->failed;
+  }
+  g_ptr_array_set_size(c->batches, 0);
+  if (failed) {
+    g_set_error(err, SP_ERROR, SP_ERROR_TRANSPORT, "rank %d: a communication failed", c->rank);
+    return SP_WAIT_ERROR;
+  }
   g_array_set_size(c->recvs, 0);
   return SP_WAIT_DONE;
 }
@@ -583,6 +842,7 @@ static sp_wait_status sim_wait_all(void *vctx, GError **err)
 static gboolean sim_local(void *vctx, const sp_step *s, void *const *bufs, GError **err)
 {
   rank_ctx *c = vctx;
+  flush_puts(c); /* before the rank's clock moves */
   if (s->kind == SP_STEP_COMPUTE && s->tag == SP_SIM_FLOW_TAG) {
     double t = s->scale;
     if (s->count > 0 && s->peer >= 0 && s->peer < c->run->world)
@@ -623,6 +883,8 @@ static void rank_main(int argc, char **argv)
   (void)argc; (void)argv;
   rank_ctx *c = sg_actor_self_get_data();
   sp_wait_status st = sp_exec_resume(c->exec, &c->error);
+  if (st == SP_WAIT_DONE)
+    flush_puts(c); /* sends never waited for still leave, as they would posted at once */
   if (st == SP_WAIT_PENDING && c->error == NULL)
     g_set_error(&c->error, SP_ERROR, SP_ERROR_TRANSPORT, "rank %d: the executor stopped early",
                 c->rank);
@@ -650,6 +912,10 @@ static gboolean run_actors(sim_run *run, double *makespan, GError **err)
   int64_t nactors = 0;
   for (int32_t r = 0; r < run->world; r++)
     nactors += has_work(&run->ranks[r]);
+  /* a block with a message to or from every peer runs helpers (flush_puts, get_all) */
+  guint per = (guint)run->world - 1u > PUT_BATCH ? ((guint)run->world - 1u + PUT_BATCH - 1u) / PUT_BATCH : 0u;
+  per += (guint)run->world - 1u > GET_BATCH ? ((guint)run->world - 1u + GET_BATCH - 1u) / GET_BATCH : 0u;
+  nactors += nactors * (int64_t)per;
   int guard;
   if (!sp_sim_reserve_actors(nactors, &guard, err))
     return FALSE;
@@ -663,6 +929,9 @@ static gboolean run_actors(sim_run *run, double *makespan, GError **err)
     c->transport.ctx = c;
     c->exec = sp_exec_new(c->prog, &c->transport, c->bufs, run->trace);
     c->sends = g_array_new(FALSE, FALSE, sizeof(sg_comm_t));
+    c->puts = g_array_new(FALSE, FALSE, sizeof(pending_put));
+    c->batches = g_ptr_array_new_with_free_func(batch_free);
+    c->getters = g_ptr_array_new_with_free_func(getter_free);
     c->recvs = g_array_new(FALSE, FALSE, sizeof(posted_recv));
     c->comms = g_array_new(FALSE, FALSE, sizeof(sg_comm_t));
     c->who = g_array_new(FALSE, FALSE, sizeof(gint));
@@ -719,10 +988,14 @@ static void run_free(sim_run *run, sp_sim_release_fn release, void *ud)
     if (c->exec)
       sp_exec_free(c->exec);
     if (c->sends) g_array_unref(c->sends);
+    if (c->puts) g_array_unref(c->puts);
+    if (c->batches) g_ptr_array_unref(c->batches);
+    if (c->getters) g_ptr_array_unref(c->getters);
     if (c->recvs) g_array_unref(c->recvs);
     if (c->comms) g_array_unref(c->comms);
     if (c->who) g_array_unref(c->who);
     if (c->stash) g_hash_table_unref(c->stash);
+    if (c->want) g_hash_table_unref(c->want);
     if (c->ops_seen) g_hash_table_unref(c->ops_seen);
     for (guint i = 0; i < c->nslots; i++)
       g_free(c->slots[i]);

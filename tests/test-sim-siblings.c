@@ -261,17 +261,25 @@ static void test_large_groups_probed(void)
 /* FLOW prices a direct all-to-all by rail (one message per node and member, lowered in
  * lower_direct.c), STEP with a message per pair: both for groups of all GPUs, two nodes,
  * one GPU per node and two per node, every pair of times within *@p ud (relative). */
+typedef struct { int32_t n, stride; } a2a_group;
+
+typedef struct {
+  double tol;
+  const a2a_group *groups;
+  guint ngroups;
+} a2a_case;
+
 static void a2a_rail_body(void *ud)
 {
-  double tol = *(const double *)ud;
+  const a2a_case *k = ud;
+  double tol = k->tol;
   GError *err = NULL;
   int32_t world = sp_sim_num_hosts();
-  static const struct { int32_t n, stride; } groups_[] = { { 32, 1 }, { 16, 1 }, { 4, 8 }, { 8, 2 } };
-  for (guint i = 0; i < G_N_ELEMENTS(groups_); i++) {
-    int32_t n = groups_[i].n;
+  for (guint i = 0; i < k->ngroups; i++) {
+    int32_t n = k->groups[i].n;
     int32_t *ranks = g_new(int32_t, n);
     for (int32_t j = 0; j < n; j++)
-      ranks[j] = j * groups_[i].stride;
+      ranks[j] = j * k->groups[i].stride;
     sp_coll_spec spec = { .coll = SP_COLL_ALL_TO_ALL, .algo = SP_ALGO_DIRECT, .dtype = SP_BF16,
                           .redop = SP_RED_SUM, .ranks = ranks, .n = n, .count = (64u << 20) / (uint64_t)n };
     double tf = 0, ts = 0;
@@ -279,14 +287,17 @@ static void a2a_rail_body(void *ud)
         !sp_sim_coll_time(&spec, world, SP_FIDELITY_STEP, &ts, &err))
       FAIL("%s", err->message);
     if (!(ts > 0) || fabs(tf - ts) > tol * ts)
-      FAIL("all-to-all of %d members %d apart: %.17g s by rail, %.17g s per pair", n, groups_[i].stride, tf, ts);
+      FAIL("all-to-all of %d members %d apart: %.17g s by rail, %.17g s per pair", n, k->groups[i].stride, tf, ts);
     g_free(ranks);
   }
 }
 
+static const a2a_group four_node_groups[] = { { 32, 1 }, { 16, 1 }, { 4, 8 }, { 8, 2 } };
+
 static int a2a_rail_child(const sp_platform_opts *o, double tol)
 {
-  return in_child(o, a2a_rail_body, &tol);
+  a2a_case k = { tol, four_node_groups, G_N_ELEMENTS(four_node_groups) };
+  return in_child(o, a2a_rail_body, &k);
 }
 
 /* Full bisection: the same time (each NIC and NVLink port carries the same bytes, every
@@ -310,6 +321,20 @@ static void test_a2a_by_rail_oversubscribed(void)
   g_assert_cmpint(a2a_rail_child(&o, 1e-6), ==, 0);
 }
 
+/* Groups of 160 and 136 GPUs on 20 nodes: STEP's member sends to and gets from 159 (135)
+ * peers, more than one SimGrid actor posts (sim.c posts them through helper actors on
+ * the member's host), while FLOW by rail sends one message per node; the times agree as
+ * on four nodes, so the helpers' messages start and end when the member's would. */
+static void test_a2a_by_rail_many_peers(void)
+{
+  sp_platform_opts o = four_nodes();
+  o.nodes = 20;
+  o.su_nodes = 4;
+  static const a2a_group many[] = { { 160, 1 }, { 136, 1 } };
+  a2a_case k = { 1e-6, many, G_N_ELEMENTS(many) };
+  g_assert_cmpint(in_child(&o, a2a_rail_body, &k), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -319,5 +344,6 @@ int main(int argc, char **argv)
   g_test_add_func("/sim-siblings/large-groups-probed", test_large_groups_probed);
   g_test_add_func("/sim-siblings/a2a-by-rail", test_a2a_by_rail);
   g_test_add_func("/sim-siblings/a2a-by-rail-oversubscribed", test_a2a_by_rail_oversubscribed);
+  g_test_add_func("/sim-siblings/a2a-by-rail-many-peers", test_a2a_by_rail_many_peers);
   return g_test_run();
 }

@@ -898,6 +898,29 @@ static void rank_main(int argc, char **argv)
   }
 }
 
+/* Helper actors @p p's rank may run at once: the most any block (steps up to a WAIT)
+ * needs, its sends in flushes of more than PUT_BATCH (at most 2 S / PUT_BATCH helpers)
+ * and its receives beyond GET_BATCH. */
+static int64_t helpers_of(const sp_program *p)
+{
+  int64_t most = 0, sends = 0, recvs = 0;
+  guint len = sp_program_len(p);
+  for (guint i = 0; i <= len; i++) {
+    sp_step_kind k = i < len ? sp_program_step(p, i)->kind : SP_STEP_WAIT;
+    if (k == SP_STEP_SEND) {
+      sends++;
+    } else if (k == SP_STEP_RECV) {
+      recvs++;
+    } else if (k == SP_STEP_WAIT) {
+      int64_t h = (sends > PUT_BATCH ? 2 * ((sends + PUT_BATCH - 1) / PUT_BATCH) : 0) +
+                  (recvs > GET_BATCH ? (recvs + GET_BATCH - 1) / GET_BATCH : 0);
+      most = MAX(most, h);
+      sends = recvs = 0;
+    }
+  }
+  return most;
+}
+
 /* Does rank @p c run an actor (a program with steps)? */
 static gboolean has_work(const rank_ctx *c)
 {
@@ -911,11 +934,8 @@ static gboolean run_actors(sim_run *run, double *makespan, GError **err)
   run->t0 = simgrid_get_clock();
   int64_t nactors = 0;
   for (int32_t r = 0; r < run->world; r++)
-    nactors += has_work(&run->ranks[r]);
-  /* a block with a message to or from every peer runs helpers (flush_puts, get_all) */
-  guint per = (guint)run->world - 1u > PUT_BATCH ? ((guint)run->world - 1u + PUT_BATCH - 1u) / PUT_BATCH : 0u;
-  per += (guint)run->world - 1u > GET_BATCH ? ((guint)run->world - 1u + GET_BATCH - 1u) / GET_BATCH : 0u;
-  nactors += nactors * (int64_t)per;
+    if (has_work(&run->ranks[r]))
+      nactors += 1 + helpers_of(run->ranks[r].prog);
   int guard;
   if (!sp_sim_reserve_actors(nactors, &guard, err))
     return FALSE;

@@ -52,16 +52,9 @@ S="$build/spsim"
 small="$src/platforms/small.xml"
 check "spsim verify all-reduce (real bytes, 4 ranks)" "$S" verify "$small" --op all-reduce --ranks 4 --dtype bf16 --count 3001 --checksum
 check "spsim verify all-to-all, step fidelity" "$S" verify "$small" --op all-to-all --ranks 8 --fidelity step
-# 136 ranks on a star: a block of 135 sends and 135 receives, posted by helper actors
-cat > "$tmp/star136.xml" <<'XML'
-<?xml version='1.0'?>
-<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
-<platform version="4.1">
-  <cluster id="star" prefix="h" suffix="" radical="0-135" speed="1Gf" bw="1GBps" lat="1us"
-           sharing_policy="SPLITDUPLEX"/>
-</platform>
-XML
-check "spsim verify all-to-all, 136 ranks (helper actors)" "$S" verify "$tmp/star136.xml" --op all-to-all --ranks 136 --count 100
+# 136 ranks: a block of 135 sends and 135 receives, posted by helper actors
+"$S" platform dgx --nodes 17 --gpu toy -o "$tmp/toy136.xml"
+check "spsim verify all-to-all, 136 ranks (helper actors)" "$S" verify "$tmp/toy136.xml" --op all-to-all --ranks 136 --count 100
 check "spsim verify ulysses-attention (graph operation)" "$S" verify "$small" --op ulysses-attention --ranks 4
 check "spsim verify ring-attention-bwd (graph operation)" "$S" verify "$small" --op ring-attention-bwd --ranks 4
 check "spsim verify moe-layer-bwd (graph operation, --moe)" "$S" verify "$small" --op moe-layer-bwd --ranks 8 \

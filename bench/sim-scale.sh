@@ -4,6 +4,8 @@
 #   2. cost-mode 1 GiB ring all-reduce on 1,024 ranks, step fidelity (target < 60 s),
 #      one ring (--channels 1; the default 8 channels simulate 8x the messages)
 #   3. data-mode all-to-all verification on 1,024 ranks          (target < 120 s)
+#   4. cost-mode 1 GiB all-to-all on 512 and 1,024 ranks, step fidelity (a message per
+#      pair, every peer in flight) and flow fidelity (by rail): the same predicted time
 # on generated DGX H100 platforms (spsim platform dgx). Use a build WITHOUT
 # sanitizers (ASan builds run the thread context factory and are far slower).
 # Usage: bench/sim-scale.sh [path/to/spsim]   (default: ./spsim, then spsim on PATH)
@@ -39,3 +41,11 @@ run "verify all-to-all, 1,024 ranks, 4 B/msg" 1024 \
   "$bin" verify "$tmp/dgx1k.xml" --op all-to-all --ranks 1024
 run "verify all-to-all, 1,024 ranks, 256 B/msg" 1024 \
   "$bin" verify "$tmp/dgx1k.xml" --op all-to-all --ranks 1024 --count 64
+run "verify all-to-all, 512 ranks, 4 B/msg" 512 \
+  "$bin" verify "$tmp/dgx1k.xml" --op all-to-all --ranks 512
+run "all-to-all 1 GiB, 512 ranks, step" 512 \
+  "$bin" bench "$tmp/dgx1k.xml" --coll all-to-all --ranks 512 --sizes 1G --fidelity step
+run "all-to-all 1 GiB, 1,024 ranks, step, one channel" 1024 \
+  "$bin" bench "$tmp/dgx1k.xml" --coll all-to-all --ranks 1024 --proto simple --channels 1 --sizes 1G --fidelity step
+run "all-to-all 1 GiB, 1,024 ranks, flow by rail, one channel" 1024 \
+  "$bin" bench "$tmp/dgx1k.xml" --coll all-to-all --ranks 1024 --proto simple --channels 1 --sizes 1G

@@ -713,21 +713,25 @@ static gboolean get_loop(get_worker *w, GError **err)
   return TRUE;
 }
 
+/* Stop @p c's get helpers but @p except: after one failed they may wait for messages
+ * that will not come, and the rank, joining them, reports that helper's error. */
+static void kill_getters(rank_ctx *c, const get_worker *except)
+{
+  for (guint k = 0; k < c->getters->len; k++) {
+    get_worker *o = g_ptr_array_index(c->getters, k);
+    if (o != except)
+      sg_actor_kill(o->actor);
+  }
+}
+
 static void get_helper(int argc, char **argv)
 {
   (void)argc; (void)argv;
   get_worker *w = sg_actor_self_get_data();
   if (get_loop(w, &w->error))
     return;
-  /* the rank's other helpers may wait for messages that will not come: stop them, so
-   * that the rank, joining them, reports this error */
-  rank_ctx *c = w->c;
-  c->getter_failed = TRUE;
-  for (guint k = 0; k < c->getters->len; k++) {
-    get_worker *o = g_ptr_array_index(c->getters, k);
-    if (o != w)
-      sg_actor_kill(o->actor);
-  }
+  w->c->getter_failed = TRUE;
+  kill_getters(w->c, w);
 }
 
 static void getter_free(gpointer p)
@@ -770,8 +774,7 @@ static gboolean get_all(rank_ctx *c, GError **err)
     g_ptr_array_add(c->getters, w);
   }
   if (c->getter_failed) /* a helper failed before the last was made */
-    for (guint k = 0; k < c->getters->len; k++)
-      sg_actor_kill(((get_worker *)g_ptr_array_index(c->getters, k))->actor);
+    kill_getters(c, NULL);
   for (guint k = 0; k < c->getters->len; k++)
     sg_actor_join(((get_worker *)g_ptr_array_index(c->getters, k))->actor, -1);
   for (guint k = 0; k < c->getters->len; k++) {

@@ -12,15 +12,20 @@
 
 static const char *const kind_title[SP_COMM_KIND_COUNT] = { "TP", "SP a2a", "ISP", "ring", "PP", "DP" };
 
-/* The all-to-all kind carries Ulysses' head exchanges and the experts' dispatch and
- * combine: named after what @p l runs (@p full: the explanation's words, else the
- * comparison's short title). */
-static const char *a2a_name(const sp_layout *l, gboolean full)
+/* The explanation's words for each kind (kind_title: the comparison's short titles). */
+static const char *const kind_words[SP_COMM_KIND_COUNT] = { "TP", "Ulysses all-to-all", "ISP", "ring attention",
+                                                            "pipeline send", "DP" };
+
+/* Kind @p k named after what @p l runs (@p full: the explanation's words, else the short
+ * title): the all-to-all kind carries Ulysses' head exchanges and the experts' dispatch
+ * and combine. */
+static const char *kind_label(int k, const sp_layout *l, gboolean full)
 {
-  gboolean uly = l->sp > 1, moe = l->ep > 1;
-  if (uly && moe) return full ? "Ulysses and expert all-to-alls" : "SP+EP a2a";
-  if (moe) return full ? "expert all-to-all" : "EP a2a";
-  return full ? "Ulysses all-to-all" : "SP a2a";
+  if (k == SP_COMM_SP && l->ep > 1) {
+    if (l->sp > 1) return full ? "Ulysses and expert all-to-alls" : "SP+EP a2a";
+    return full ? "expert all-to-all" : "EP a2a";
+  }
+  return full ? kind_words[k] : kind_title[k];
 }
 
 char *sp_whatif_header_text(const sp_whatif_result *r, gboolean explain)
@@ -164,19 +169,18 @@ char *sp_whatif_explain_terms_text(const sp_whatif_result *res)
   const sp_whatif_row *w = sp_whatif_winner(res);
   if (w == NULL) return g_strdup("");
   const sp_step_result *r = &w->r;
-  static const char *const names[SP_COMM_KIND_COUNT] = { "TP", "Ulysses all-to-all", "ISP", "ring attention", "pipeline send", "DP" };
   const char *what = "compute";
   double most = r->compute;
   if (r->bubble > most) { what = "pipeline bubble"; most = r->bubble; }
   for (int k = 0; k < SP_COMM_KIND_COUNT; k++)
-    if (r->exposed[k] > most) { what = k == SP_COMM_SP ? a2a_name(&r->layout, TRUE) : names[k]; most = r->exposed[k]; }
+    if (r->exposed[k] > most) { what = kind_label(k, &r->layout, TRUE); most = r->exposed[k]; }
   double serial = r->compute + r->bubble, hidden = 0;
   const char *swhat = "compute";
   double smost = r->compute;
   for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
     serial += r->comm[k];
     hidden += r->comm[k] - r->exposed[k];
-    if (r->comm[k] > smost) { swhat = k == SP_COMM_SP ? a2a_name(&r->layout, TRUE) : names[k]; smost = r->comm[k]; }
+    if (r->comm[k] > smost) { swhat = kind_label(k, &r->layout, TRUE); smost = r->comm[k]; }
   }
   GString *s = g_string_new("");
   g_string_append_printf(s, "Dominant term of %s: %s, %.3f s of its %.3f s step (%.1f%%)%s. ", w->label, what, most,
@@ -201,7 +205,7 @@ static void runner_up(GString *s, const sp_whatif_row *w, const sp_whatif_row *q
   if (db > best) { best = db; what = "pipeline bubble"; }
   for (int k = 0; k < SP_COMM_KIND_COUNT; k++) {
     double d = qr->exposed[k] - r->exposed[k];
-    if (d > best) { best = d; what = k == SP_COMM_SP ? a2a_name(&qr->layout, FALSE) : kind_title[k]; }
+    if (d > best) { best = d; what = kind_label(k, &qr->layout, FALSE); }
   }
   g_string_append_printf(s, " The runner-up, %s, is %.1f%% slower, mostly in %s (+%.3f s).", q->label,
                          100.0 * (qr->step_time / r->step_time - 1.0), what, best);

@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..76"
+echo "1..77"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -285,7 +285,7 @@ done
 if "$bin" bench "$tmp/toy16.xml" --coll all-gather --ranks 16 --sizes 64K >"$tmp/pat.txt" 2>"$tmp/err" \
    && grep -Eq "^ +65536 .* pat +Simple " "$tmp/pat.txt"
 then ok "auto picks pat at one GPU per node"; else nok "auto pat: $(cat "$tmp/err" "$tmp/pat.txt")"; fi
-# 66-72: NVLS-tree and CollNet all-reduces on 2 DGX H100 nodes (16 GPUs; NVLink 450 GB/s,
+# 66-73: NVLS-tree and CollNet all-reduces on 2 DGX H100 nodes (16 GPUs; NVLink 450 GB/s,
 # 1.3 us per port; NIC 48 GB/s, a node pair 4.2 us apart; coll_latency 8.4 us). One chunk
 # per part (--chunk = the part), so the phases run one after the other:
 # NVLS-tree, 1 GiB: 25 us (NVLS-tree's latency) + reduce-scatter and all-gather inside
@@ -296,6 +296,17 @@ then ok "auto picks pat at one GPU per node"; else nok "auto pat: $(cat "$tmp/er
 if "$bin" bench "$tmp/dgx2.xml" --ranks 16 --algo nvls-tree --sizes 1G --chunk 67108864 --json >"$tmp/nt.json" 2>"$tmp/err" \
    && grep -q '"algo":"nvls-tree","proto":"Simple"' "$tmp/nt.json" && closed "$tmp/nt.json" 6739.32
 then ok "nvls-tree on 2 H100 nodes, one chunk = closed form"; else nok "nvls-tree: $(cat "$tmp/err") $(rows "$tmp/nt.json")"; fi
+# NCCL's chunks (the default --chunk) pipeline the phases: no faster than the node's
+# NVLink carrying both intra-node phases (25 + 2 x 1952.2579 us = 3929.52), no slower
+# than one chunk; FLOW prices the pipeline's links as one group plus its fill and
+# drain (src/sim/flow.c), within 5 % of STEP, which runs every chunk step by step
+if "$bin" bench "$tmp/dgx2.xml" --ranks 16 --algo nvls-tree --sizes 1G --json >"$tmp/ntf.json" 2>"$tmp/err" \
+   && "$bin" bench "$tmp/dgx2.xml" --ranks 16 --algo nvls-tree --sizes 1G --fidelity step --json >"$tmp/nts.json" 2>>"$tmp/err" \
+   && f=$(rows "$tmp/ntf.json" | awk '{ print $2 }') && s=$(rows "$tmp/nts.json" | awk '{ print $2 }') \
+   && awk -v f="$f" -v s="$s" 'BEGIN { d = (f - s) / s; if (d < 0) d = -d
+        exit !(f >= 3929.52 && f < 6739.32 && s >= 3929.52 && s < 6739.32 && d <= 0.05) }'
+then ok "nvls-tree pipelined: FLOW within 5 % of STEP, both within the closed-form bounds"
+else nok "nvls-tree pipelined: $(cat "$tmp/err") flow $(rows "$tmp/ntf.json") step $(rows "$tmp/nts.json")"; fi
 # NCCL's model picks NVLS-tree for 1 GiB across 2 H100 nodes (tests/test-tuning.c: 2874
 # us against tree Simple's 6171 and ring Simple's 5427)
 if "$bin" bench "$tmp/dgx2.xml" --ranks 16 --sizes 1G --json >"$tmp/nta.json" 2>"$tmp/err" \
@@ -323,7 +334,7 @@ expect_fail "nvls-tree on one node is refused" "nvls-tree needs NVLink SHARP" \
   bench "$tmp/dgx2.xml" --ranks 8 --algo nvls-tree --sizes 1M
 expect_fail "--sharp-bw needs --sharp" "needs --sharp" platform dgx --nodes 2 --sharp-bw 24
 
-# 73-74: NCCL's channels for few bytes (enqueue.cc topoGetAlgoInfo): a ring LL all-reduce
+# 74-75: NCCL's channels for few bytes (enqueue.cc topoGetAlgoInfo): a ring LL all-reduce
 # runs one channel per 512 threads x 8 B x 16 ranks = 64 KiB, so 64 KiB .. 1 MiB on 2
 # DGX nodes run 1, 2, 4, 8 and 8 channels (no more than the 8 GPUs of a node), each size
 # in the time of 8 channels (NCCL's model gives the protocol's rate to the whole collective)
@@ -337,7 +348,7 @@ if rows "$tmp/lc.json" >"$tmp/lc.rows" && rows "$tmp/l8.json" >"$tmp/l8.rows" &&
    && paste "$tmp/lc.rows" "$tmp/l8.rows" | awk '{ d = $2 - $6; if (d < 0) d = -d; if (d > 1e-9 * $6) bad++ } END { exit bad > 0 }'
 then ok "fewer channels, same time as 8"; else nok "LL channel time: $(paste "$tmp/lc.rows" "$tmp/l8.rows")"; fi
 
-# 75-76: in place. Where the hosts charge local steps (--charge-local: HBM copies), the
+# 76-77: in place. Where the hosts charge local steps (--charge-local: HBM copies), the
 # in-place run pays the snapshot of its input, so its column is slower than out of
 # place; where they charge nothing the two programs differ in local copies only and one
 # simulation gives both columns, equal

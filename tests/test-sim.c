@@ -681,6 +681,78 @@ static void test_flow_transform_channels(void)
   g_free(ranks);
 }
 
+/* NVLS-tree on 2 nodes of 8 (B = 8, N = 2: K = 2 tree instances of depth 1), 8 chunks
+ * of 256 floats per part: a lock-step pipeline of X = 8 chunks through 4 stages (the
+ * reduce-scatter in the node, up and down the tree, the all-gather in the node), X + 3
+ * = 11 blocks. FLOW keeps ONE group per rank (the union of the blocks' links): each
+ * (peer, dir) once with all its bytes, then one marker for the 10 merged steps'
+ * latencies and the 3 fill and drain hops of one 1,024-byte chunk over the link across
+ * nodes (the pacing hop). */
+static void test_flow_transform_pipeline(void)
+{
+  int32_t n = 16;
+  int32_t *ranks = group(n);
+  uint64_t count = 16 * 8 * 256;
+  sp_coll_spec spec = { .coll = SP_COLL_ALL_REDUCE, .algo = SP_ALGO_NVLS_TREE, .dtype = SP_F32,
+                        .ranks = ranks, .n = n, .count = count, .channel_block = 8,
+                        .chunk_bytes = 1024 };
+  GError *err = NULL;
+  sp_case *k = sp_case_new_coll(&spec, n, FALSE, &err);
+  g_assert_no_error(err);
+  sp_program *const *in = sp_case_programs(k);
+  sp_program **out = NULL;
+  g_assert_true(sp_flow_transform(in, n, NULL, NULL, &out, &err));
+  g_assert_no_error(err);
+  for (int32_t r = 0; r < n; r++) {
+    /* the original's bytes per (dir, peer), and its blocks */
+    uint64_t want[2][16] = { { 0 } }, got[2][16] = { { 0 } };
+    guint blocks = 0, posts[2][16] = { { 0 } };
+    for (guint i = 0; i < sp_program_len(in[r]); i++) {
+      const sp_step *s = sp_program_step(in[r], i);
+      if (s->kind == SP_STEP_WAIT)
+        blocks++;
+      if (s->kind == SP_STEP_SEND || s->kind == SP_STEP_RECV) {
+        g_assert_true(s->flags & SP_STEP_PIPELINED);
+        g_assert_cmpuint(s->count, ==, 8);
+        /* the pacing posts are the tree's, to the other node's GPU of my index */
+        g_assert_true(!(s->flags & SP_STEP_PIPE_PACE) == (s->peer / 8 == r / 8));
+        want[s->kind == SP_STEP_RECV][s->peer] += s->bytes;
+      }
+    }
+    g_assert_cmpuint(blocks, ==, 11);
+    guint waits = 0, markers = 0;
+    for (guint i = 0; i < sp_program_len(out[r]); i++) {
+      const sp_step *s = sp_program_step(out[r], i);
+      if (s->kind == SP_STEP_WAIT)
+        waits++;
+      if (s->kind == SP_STEP_SEND || s->kind == SP_STEP_RECV) {
+        int d = s->kind == SP_STEP_RECV;
+        posts[d][s->peer]++;
+        got[d][s->peer] += s->bytes;
+      }
+      if (s->kind == SP_STEP_COMPUTE && s->tag == SP_SIM_FLOW_TAG) {
+        markers++;
+        g_assert_cmpuint(s->count, ==, 10);
+        g_assert_cmpuint(s->rows, ==, 3);
+        g_assert_cmpuint(s->row_bytes, ==, 1024);
+        g_assert_cmpint(s->peer, ==, (r + 8) % 16);
+      }
+    }
+    g_assert_cmpuint(waits, ==, 1);
+    g_assert_cmpuint(markers, ==, 1);
+    for (int d = 0; d < 2; d++)
+      for (int32_t q = 0; q < n; q++) {
+        g_assert_cmpuint(got[d][q], ==, want[d][q]);
+        g_assert_cmpuint(posts[d][q], ==, want[d][q] > 0 ? 1 : 0);
+      }
+  }
+  for (int32_t r = 0; r < n; r++)
+    sp_program_free(out[r]);
+  g_free(out);
+  sp_case_free(k);
+  g_free(ranks);
+}
+
 /* Rank 0 posts two messages to rank 1 in one block, rank 1 receives them in two
  * blocks of two ops: coalescing rank 0's pair cannot match rank 1's cut, so the
  * transform falls back to merging without coalescing, and the result still runs. */
@@ -766,6 +838,7 @@ int main(int argc, char **argv)
   g_test_add_func("/sim/flow-chain", test_flow_transform_chain);
   g_test_add_func("/sim/data-mode-channels", test_data_mode_channels);
   g_test_add_func("/sim/flow-channels", test_flow_transform_channels);
+  g_test_add_func("/sim/flow-pipeline", test_flow_transform_pipeline);
   g_test_add_func("/sim/flow-split-pair", test_flow_transform_split_pair);
   g_test_add_func("/sim/flow-mismatch", test_flow_transform_mismatch);
   int rc = g_test_run();

@@ -11,6 +11,8 @@ typedef struct {
   int32_t peer;
   int32_t tag;
   uint32_t mult; /* messages of the block coalesced into this entry (>= 1) */
+  uint32_t msgs; /* messages of this entry over its whole group (= nblocks x mult if uniform) */
+  gboolean pace; /* a pipeline's post that paces its fill and drain (SP_STEP_PIPE_PACE) */
   uint8_t dir;   /* 0 send, 1 recv */
 } fent;
 
@@ -20,6 +22,9 @@ typedef struct {
   gboolean mergeable;      /* each peer at most once per direction */
   double local_s;          /* local-step seconds after its blocks */
   uint32_t op, phase;      /* of the first block */
+  gboolean uniform;        /* every block posts the group's entries (else a pipeline's union) */
+  gboolean pipelined;      /* its posts are SP_STEP_PIPELINED */
+  uint64_t chunks;         /* ... of a pipeline of this many chunks */
 } fgroup;
 
 typedef struct {
@@ -89,6 +94,8 @@ typedef struct {
   uint64_t *bytes; /* parallel to ents */
   guint len, cap;
   uint32_t op, phase;
+  gboolean pipelined; /* every post is SP_STEP_PIPELINED */
+  uint64_t chunks;    /* their pipeline's chunks (largest count) */
   /* the previous block as posted (before coalescing) and, per post, its entry in
    * the rank's last group: a block posting the same sequence merges directly */
   GArray *prev;  /* fent */
@@ -205,8 +212,11 @@ static void close_block(frank *r, cur_block *b, gboolean force_start, gboolean c
       const guint *M = (const guint *)(void *)b->map->data;
       const uint64_t *Y = b->bytes;
       uint64_t *R = &g_array_index(r->bytes, uint64_t, last->ent0);
-      for (i = 0; i < np; i++)
+      fent *Ee = &g_array_index(r->ents, fent, last->ent0);
+      for (i = 0; i < np; i++) {
         R[M[i]] += Y[i];
+        Ee[M[i]].msgs++;
+      }
       last->nblocks++;
       r->nblocks++;
       b->len = 0;
@@ -228,12 +238,50 @@ static void close_block(frank *r, cur_block *b, gboolean force_start, gboolean c
   gboolean merge = !force_start && last != NULL && last->mergeable && last->op == b->op &&
                    same_signature(r, last, b) && mergeable;
   if (merge) {
-    for (guint i = 0; i < b->len; i++)
+    for (guint i = 0; i < b->len; i++) {
       g_array_index(r->bytes, uint64_t, last->ent0 + i) += b->bytes[i];
+      g_array_index(r->ents, fent, last->ent0 + i).msgs += b->ents[i].mult;
+    }
+    last->nblocks++;
+  } else if (!force_start && last != NULL && last->pipelined && b->pipelined && last->mergeable &&
+             mergeable && last->op == b->op && last->ent0 + last->nent == r->ents->len) {
+    /* a pipeline's blocks (warm-up, steady state, drain) post to subsets of its links:
+     * their union, each link once with all its messages, is one group; the map then
+     * sends each post to its link, so a next block posting alike takes the fast path */
+    guint jbuf[64], *J = b->len <= G_N_ELEMENTS(jbuf) ? jbuf : g_new(guint, b->len);
+    for (guint i = 0; i < b->len; i++) {
+      guint j = 0;
+      while (j < last->nent) {
+        fent *e = &g_array_index(r->ents, fent, last->ent0 + j);
+        if (e->peer == b->ents[i].peer && e->dir == b->ents[i].dir) break;
+        j++;
+      }
+      if (j < last->nent) {
+        g_array_index(r->bytes, uint64_t, last->ent0 + j) += b->bytes[i];
+        g_array_index(r->ents, fent, last->ent0 + j).msgs += b->ents[i].mult;
+      } else {
+        fent e = b->ents[i];
+        e.msgs = e.mult;
+        g_array_append_val(r->ents, e);
+        g_array_append_val(r->bytes, b->bytes[i]);
+        last->nent++;
+      }
+      J[i] = j;
+    }
+    guint *M = (guint *)(void *)b->map->data;
+    for (guint i = 0; i < np; i++)
+      M[i] = J[M[i]];
+    if (J != jbuf)
+      g_free(J);
+    last->uniform = FALSE;
+    last->chunks = MAX(last->chunks, b->chunks);
     last->nblocks++;
   } else {
     fgroup g = { .start = r->nblocks, .nblocks = 1, .ent0 = r->ents->len, .nent = b->len,
-                 .mergeable = mergeable, .local_s = 0.0, .op = b->op, .phase = b->phase };
+                 .mergeable = mergeable, .local_s = 0.0, .op = b->op, .phase = b->phase, .uniform = TRUE,
+                 .pipelined = b->pipelined, .chunks = b->chunks };
+    for (guint i = 0; i < b->len; i++)
+      b->ents[i].msgs = b->ents[i].mult;
     g_array_append_vals(r->ents, b->ents, b->len);
     g_array_append_vals(r->bytes, b->bytes, b->len);
     g_array_append_val(r->groups, g);
@@ -267,9 +315,9 @@ static sp_flow_sum *sum_begin(const sp_flow_plan *fp, frank *r, int32_t rank, GA
   su->r = r;
   su->rank = rank;
   su->forced = forced;
-  su->b = (cur_block){ g_new(fent, 16), g_new(uint64_t, 16), 0, 16, 0, 0,
-                       g_array_new(FALSE, FALSE, sizeof(fent)),
-                       g_array_new(FALSE, FALSE, sizeof(guint)), FALSE };
+  su->b = (cur_block){ .ents = g_new(fent, 16), .bytes = g_new(uint64_t, 16), .cap = 16,
+                       .prev = g_array_new(FALSE, FALSE, sizeof(fent)),
+                       .map = g_array_new(FALSE, FALSE, sizeof(guint)) };
   return su;
 }
 
@@ -287,13 +335,19 @@ void sp_flow_sum_feed(sp_flow_sum *su, const sp_step *steps, guint n)
       if (b->len == 0) {
         b->op = s->op;
         b->phase = s->phase;
+        b->pipelined = TRUE;
+        b->chunks = 0;
       }
+      b->pipelined = b->pipelined && (s->flags & SP_STEP_PIPELINED);
+      if (s->flags & SP_STEP_PIPELINED)
+        b->chunks = MAX(b->chunks, s->count);
       if (b->len == b->cap) {
         b->cap *= 2;
         b->ents = g_renew(fent, b->ents, b->cap);
         b->bytes = g_renew(uint64_t, b->bytes, b->cap);
       }
-      b->ents[b->len] = (fent){ .peer = s->peer, .tag = s->tag, .mult = 1, .dir = s->kind == SP_STEP_RECV };
+      b->ents[b->len] = (fent){ .peer = s->peer, .tag = s->tag, .mult = 1, .dir = s->kind == SP_STEP_RECV,
+                                .pace = (s->flags & SP_STEP_PIPE_PACE) != 0 };
       b->bytes[b->len] = s->bytes;
       b->len++;
       break;
@@ -349,8 +403,11 @@ gboolean sp_flow_sum_feed_repeat(sp_flow_sum *su, const sp_step *posts, guint n,
     fgroup *last = &g_array_index(r->groups, fgroup, r->groups->len - 1);
     const guint *M = (const guint *)(void *)b->map->data;
     uint64_t *R = &g_array_index(r->bytes, uint64_t, last->ent0);
-    for (guint i = 0; i < n; i++)
+    fent *Ee = &g_array_index(r->ents, fent, last->ent0);
+    for (guint i = 0; i < n; i++) {
       R[M[i]] += totals[i] - posts[i].bytes;
+      Ee[M[i]].msgs += (uint32_t)(nblocks - 1);
+    }
     last->nblocks += (uint32_t)(nblocks - 1);
     r->nblocks += (uint32_t)(nblocks - 1);
   }
@@ -482,7 +539,7 @@ static void collect_cuts(const frank *r, int32_t rank, GArray *recs)
       cutrec c = { .src = e->dir ? e->peer : rank, .dst = e->dir ? rank : e->peer, .off = o,
                    .end = 0, .side = e->dir };
       g_array_append_val(recs, c);
-      off_set(h, k, o + g->nblocks * e->mult);
+      off_set(h, k, o + (g->uniform ? g->nblocks * e->mult : e->msgs));
     }
   }
   GHashTableIter it;
@@ -547,8 +604,8 @@ static gboolean apply_splits(frank *r, const splitreq *reqs, guint n, gboolean *
       if (a)
         for (guint j = 0; j < a->len; j++) {
           uint32_t w = g_array_index(a, uint32_t, j);
-          if (w > o && w < o + g->nblocks * e->mult) {
-            if ((w - o) % e->mult != 0) {
+          if (w > o && w < o + (g->uniform ? g->nblocks * e->mult : e->msgs)) {
+            if (!g->uniform || (w - o) % e->mult != 0) {
               *unaligned = TRUE;
               continue;
             }
@@ -556,7 +613,7 @@ static gboolean apply_splits(frank *r, const splitreq *reqs, guint n, gboolean *
             g_array_append_val(cuts, blk);
           }
         }
-      off_set(h, k, o + g->nblocks * e->mult);
+      off_set(h, k, o + (g->uniform ? g->nblocks * e->mult : e->msgs));
     }
   }
   g_hash_table_unref(h);
@@ -719,7 +776,13 @@ sp_program *sp_flow_plan_emit(const sp_flow_plan *fp, int32_t rank)
   }
   for (guint gi = 0; r->groups && gi < r->groups->len; gi++) {
     const fgroup *g = &g_array_index(r->groups, fgroup, gi);
-    int32_t lat_peer = -1;
+    int32_t lat_peer = -1, pace_peer = -1;
+    /* a pipeline's union: `chunks` of its blocks are the steps of the steady state, one
+     * per chunk, while its links are all busy; the others are its fill and drain, each a
+     * hop of one chunk over the link of its largest pacing message (SP_STEP_PIPE_PACE),
+     * whose latency is also that of its merged steps */
+    gboolean fill = !g->uniform && g->chunks > 0 && g->chunks < g->nblocks;
+    uint64_t big = 0;
     for (guint i = 0; i < g->nent; i++) {
       const fent *e = &g_array_index(r->ents, fent, g->ent0 + i);
       sp_step s = { .kind = e->dir ? SP_STEP_RECV : SP_STEP_SEND, .op = g->op, .phase = g->phase,
@@ -733,7 +796,14 @@ sp_program *sp_flow_plan_emit(const sp_flow_plan *fp, int32_t rank)
       sp_program_append(p, &s);
       if (lat_peer < 0 && !e->dir)
         lat_peer = e->peer;
+      if (fill && e->pace && s.bytes / MAX(e->msgs, 1u) > big) {
+        big = s.bytes / MAX(e->msgs, 1u);
+        pace_peer = e->peer;
+      }
     }
+    fill = fill && pace_peer >= 0;
+    if (fill)
+      lat_peer = pace_peer;
     if (lat_peer < 0 && g->nent > 0)
       lat_peer = g_array_index(r->ents, fent, g->ent0).peer;
     sp_step w = { .kind = SP_STEP_WAIT, .op = g->op, .phase = g->phase };
@@ -741,6 +811,10 @@ sp_program *sp_flow_plan_emit(const sp_flow_plan *fp, int32_t rank)
     if (g->nblocks > 1 || g->local_s > 0.0) {
       sp_step m = { .kind = SP_STEP_COMPUTE, .op = g->op, .phase = g->phase, .tag = SP_SIM_FLOW_TAG,
                     .peer = lat_peer, .count = g->nblocks - 1, .scale = g->local_s };
+      if (fill) {
+        m.rows = g->nblocks - (uint32_t)g->chunks;
+        m.row_bytes = big;
+      }
       sp_program_append(p, &m);
     }
   }

@@ -250,6 +250,13 @@ static double route_latency(int32_t a, int32_t b)
   return *val;
 }
 
+/* Bottleneck bandwidth (bytes/s) of the route from host @p a to host @p b. */
+static double route_bandwidth(int32_t a, int32_t b)
+{
+  double bw = sg_host_get_route_bandwidth(g_sim.hosts[a], g_sim.hosts[b]);
+  return bw > 0 ? bw : G_MAXDOUBLE;
+}
+
 /* ---- one run ---------------------------------------------------------------- */
 
 typedef struct sim_msg {
@@ -850,6 +857,8 @@ static gboolean sim_local(void *vctx, const sp_step *s, void *const *bufs, GErro
     double t = s->scale;
     if (s->count > 0 && s->peer >= 0 && s->peer < c->run->world)
       t += (double)s->count * route_latency(c->host, sp_sim_host_of(s->peer));
+    if (s->rows > 0 && s->row_bytes > 0 && s->peer >= 0 && s->peer < c->run->world)
+      t += (double)s->rows * (double)s->row_bytes / route_bandwidth(c->host, sp_sim_host_of(s->peer));
     if (t > 0)
       sg_actor_sleep_for(t);
     return TRUE;

@@ -320,7 +320,9 @@ void sp_trace_print_op_summary(const sp_trace *t, FILE *out);
  * Marker used by FLOW fidelity inside transformed programs: a COMPUTE step whose
  * tag is SP_SIM_FLOW_TAG charges @c scale seconds plus @c count times the route
  * latency from the rank's host to @c peer's host (the latency terms of merged
- * steps). Lowerings never emit it.
+ * steps), plus, for a pipeline's merged blocks (SP_STEP_PIPELINED), @c rows times
+ * @c row_bytes over the route's bottleneck bandwidth to @c peer: its fill and drain
+ * steps, each one hop of its largest message. Lowerings never emit it.
  */
 #define SP_SIM_FLOW_TAG INT32_MIN
 

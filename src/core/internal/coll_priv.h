@@ -90,6 +90,9 @@ typedef struct {
   void *sink_ud;
   guint base;        /* sp_lower_coll_stream: steps of prog before the lowering */
   gboolean comm_only; /* sp_lower_coll_stream: emit no local steps (sp_l_copy ...) */
+  gboolean pipelined; /* posts carry SP_STEP_PIPELINED (a lock-step pipeline's lowering) */
+  uint64_t pipe_chunks; /* ... and, as their count, the pipeline's number of chunks */
+  gboolean pipe_pace;   /* posts being emitted also carry SP_STEP_PIPE_PACE */
 } sp_lctx;
 
 /* Step emitters (lower_emit.c): the algorithms build a member's program with

@@ -70,6 +70,10 @@ static void comm(sp_lctx *c, sp_step_kind kind, int32_t member, uint32_t phase, 
   s->bytes = bytes;
   s->rows = 1;
   s->row_bytes = bytes;
+  if (c->pipelined) {
+    s->flags = SP_STEP_PIPELINED | (c->pipe_pace ? SP_STEP_PIPE_PACE : 0u);
+    s->count = c->pipe_chunks;
+  }
   if (kind == SP_STEP_SEND)
     s->src = (sp_ref){ buf, off };
   else

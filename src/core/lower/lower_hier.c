@@ -367,10 +367,16 @@ gboolean sp_lower_hier(sp_lctx *c, GError **err)
   if (h.B == 1) /* my node partial is my input */
     sp_l_copy(c, 0, c->out, 0, c->in, 0, cnt * es);
   int64_t T = X + h.R + h.D + h.E;
+  /* chunk x enters phase 1 at step x: a lock-step pipeline of X chunks, priced as one
+   * (flow.h) where its steady state is at least as long as its fill and drain */
+  c->pipelined = X >= (int64_t)h.R + h.D + h.E;
+  c->pipe_chunks = (uint64_t)X;
   for (int64_t t = 0; t < T; t++) {
     uint32_t ph = (uint32_t)t;
     intra_reduce_posts(&h, t, ph);
+    c->pipe_pace = TRUE; /* the network's hops pace the fill and drain */
     inter_posts(&h, t, ph);
+    c->pipe_pace = FALSE;
     intra_expand_posts(&h, t, ph);
     sp_l_wait(c, ph);
     int64_t xd;

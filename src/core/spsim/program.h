@@ -55,14 +55,27 @@ typedef struct {
   uint64_t row_bytes;   /**< strided regions: bytes per row */
   uint64_t src_stride;  /**< byte stride between rows on the src side (SEND, COPY) */
   uint64_t dst_stride;  /**< byte stride between rows on the dst side (RECV, COPY) */
-  uint64_t count;       /**< elements (REDUCE, SCALE) */
+  uint64_t count;       /**< elements (REDUCE, SCALE); SEND/RECV with #SP_STEP_PIPELINED: the pipeline's chunks */
   sp_dtype dtype;       /**< element type (REDUCE, SCALE) */
   sp_redop redop;       /**< REDUCE operator */
   gboolean divide;      /**< SCALE: divide by @c scale instead of multiplying */
   double scale;         /**< SCALE factor or divisor */
   uint8_t fill_byte;    /**< FILL value */
+  uint8_t flags;        /**< SEND/RECV: #SP_STEP_PIPELINED, #SP_STEP_PIPE_PACE or 0 */
   double flops;         /**< COMPUTE: floating point operations */
 } sp_step;
+
+/**
+ * A SEND/RECV of a lock-step pipeline (TREE, NVLS-tree and CollNet all-reduces):
+ * chunk after chunk moves along fixed links, so a cost-mode engine may price the
+ * op's blocks as the links' concurrent flows plus the pipeline's fill and drain
+ * (src/sim/flow.h); the post's @c count is the number of chunks (the steps of the
+ * steady state). Data mode ignores both.
+ */
+#define SP_STEP_PIPELINED 1u
+/** With #SP_STEP_PIPELINED: a post on the pipeline's slowest hop (across nodes), whose
+ *  chunk time paces the fill and drain. */
+#define SP_STEP_PIPE_PACE 2u
 
 /** A buffer of a rank program. */
 typedef struct {

@@ -17,6 +17,12 @@
  * reconciliation fails with sp_flow_plan_unaligned() TRUE, and the caller retries
  * with coalescing off (sp_flow_transform does). A group never spans two op ids.
  *
+ * A lock-step pipeline's blocks (posts marked SP_STEP_PIPELINED: NVLS-tree)
+ * post to changing subsets of the same links while it fills and drains; consecutive
+ * such blocks of one op form one group whose entries are the union of their (dir,
+ * peer) links. Its marker also charges the fill and drain: (blocks - chunks) hops of
+ * the largest message posted with SP_STEP_PIPE_PACE, over its route's bottleneck.
+ *
  * Groups must cut every pair's message sequence at the same places on both ends
  * (rank A merges its messages 3..7 to B into one iff B merges its messages 3..7
  * from A into one). Groups chosen per rank are therefore reconciled globally:

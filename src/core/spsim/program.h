@@ -66,7 +66,7 @@ typedef struct {
 } sp_step;
 
 /**
- * A SEND/RECV of a lock-step pipeline (TREE, NVLS-tree and CollNet all-reduces):
+ * A SEND/RECV of a lock-step pipeline (the NVLS-tree all-reduce):
  * chunk after chunk moves along fixed links, so a cost-mode engine may price the
  * op's blocks as the links' concurrent flows plus the pipeline's fill and drain
  * (src/sim/flow.h); the post's @c count is the number of chunks (the steps of the

@@ -119,11 +119,11 @@ gboolean sp_whatif_engine_simulate_as(const sp_comm *c, int32_t gpus_per_node, g
   int32_t *members, *hosts;
   group_calls(c, gpus_per_node, bytes, algo, proto, n, nb, &specs, &members, &hosts);
   /* NCCL's NVLS-tree and CollNet all-reduces are priced by `spsim bench` but not yet by
-   * the what-if (no_hier in group_calls): their lowering, pipelined in chunks of at most the
-   * ring's, puts so many flows into a gradient all-reduce that the default sweep's closed
-   * forms took 71 s instead of 10.7 s (`spsim platforms/dgx.xml --simulate 0`, release
-   * build), and the default run 86.3 s instead of 31.2 s (`spsim platforms/dgx.xml`, same
-   * machine, 2 shared cores) for the same answer (its --json byte-identical) */
+   * the what-if (no_hier in group_calls). With NVLS-tree's pipeline one FLOW group per rank
+   * the default run takes 9.0 s with them instead of 6.7 s (`spsim platforms/dgx.xml`, its
+   * --json and bench/validate.sh byte-identical), but the llama3-405b sweep on 16,384 GPUs
+   * 392.8 s instead of 20.9 s for the same answer (release build, 2 cores; before that
+   * change the default sweep's closed forms alone took 71 s instead of 10.7 s) */
   gboolean ok = sp_sim_coll_groups_time(specs, nb, hosts, step_fidelity ? SP_FIDELITY_STEP : SP_FIDELITY_FLOW,
                                         seconds, err);
   g_free(specs);

@@ -11,7 +11,7 @@ typedef struct {
   int32_t peer;
   int32_t tag;
   uint32_t mult; /* messages of the block coalesced into this entry (>= 1) */
-  uint32_t msgs; /* messages of this entry over its whole group (= nblocks x mult if uniform) */
+  uint32_t msgs; /* messages of this entry added to its group (read through ent_msgs) */
   gboolean pace; /* a pipeline's post that paces its fill and drain (SP_STEP_PIPE_PACE) */
   uint8_t dir;   /* 0 send, 1 recv */
 } fent;
@@ -26,6 +26,14 @@ typedef struct {
   gboolean pipelined;      /* its posts are SP_STEP_PIPELINED */
   uint64_t chunks;         /* ... of a pipeline of this many chunks */
 } fgroup;
+
+/* Messages of entry @p e of group @p g. A uniform group's halves after a split share
+ * its entries, so theirs follow from the blocks; a pipeline's union, which is never
+ * split (a cut inside it is unaligned), keeps its count. */
+static uint32_t ent_msgs(const fgroup *g, const fent *e)
+{
+  return g->uniform ? g->nblocks * e->mult : e->msgs;
+}
 
 typedef struct {
   GArray *groups;   /* fgroup */
@@ -539,7 +547,7 @@ static void collect_cuts(const frank *r, int32_t rank, GArray *recs)
       cutrec c = { .src = e->dir ? e->peer : rank, .dst = e->dir ? rank : e->peer, .off = o,
                    .end = 0, .side = e->dir };
       g_array_append_val(recs, c);
-      off_set(h, k, o + (g->uniform ? g->nblocks * e->mult : e->msgs));
+      off_set(h, k, o + ent_msgs(g, e));
     }
   }
   GHashTableIter it;
@@ -604,7 +612,7 @@ static gboolean apply_splits(frank *r, const splitreq *reqs, guint n, gboolean *
       if (a)
         for (guint j = 0; j < a->len; j++) {
           uint32_t w = g_array_index(a, uint32_t, j);
-          if (w > o && w < o + (g->uniform ? g->nblocks * e->mult : e->msgs)) {
+          if (w > o && w < o + ent_msgs(g, e)) {
             if (!g->uniform || (w - o) % e->mult != 0) {
               *unaligned = TRUE;
               continue;
@@ -613,7 +621,7 @@ static gboolean apply_splits(frank *r, const splitreq *reqs, guint n, gboolean *
             g_array_append_val(cuts, blk);
           }
         }
-      off_set(h, k, o + (g->uniform ? g->nblocks * e->mult : e->msgs));
+      off_set(h, k, o + ent_msgs(g, e));
     }
   }
   g_hash_table_unref(h);
@@ -796,8 +804,9 @@ sp_program *sp_flow_plan_emit(const sp_flow_plan *fp, int32_t rank)
       sp_program_append(p, &s);
       if (lat_peer < 0 && !e->dir)
         lat_peer = e->peer;
-      if (fill && e->pace && s.bytes / MAX(e->msgs, 1u) > big) {
-        big = s.bytes / MAX(e->msgs, 1u);
+      uint64_t each = s.bytes / MAX(e->msgs, 1u);
+      if (fill && e->pace && each > big) {
+        big = each;
         pace_peer = e->peer;
       }
     }

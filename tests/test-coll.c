@@ -635,6 +635,129 @@ static void test_a2a_by_rail(void)
   }
 }
 
+/* The hierarchical all-reduces' exchanges inside the node, cost only: one message per
+ * member, phase and part, by rail (lower_hier.c), carrying per step exactly the bytes
+ * the pairwise messages of the data-carrying lowering put on each member's NVLink port
+ * (out and in), every send met by a receive of its bytes at its peer; the posts across
+ * nodes are those of the data-carrying lowering, one for one. */
+typedef struct {
+  int32_t me, B;
+  GHashTable *intra_out, *intra_in; /* phase -> bytes */
+  GArray *inter;                    /* (me << 1 | recv, peer, bytes, phase) */
+  GArray *intra;                    /* (me << 1 | recv, peer, bytes, phase) */
+} hier_sink;
+
+static void hier_add(GHashTable *h, uint32_t phase, uint64_t b)
+{
+  gpointer k = GUINT_TO_POINTER(phase + 1);
+  uint64_t *v = g_hash_table_lookup(h, k);
+  if (v == NULL) {
+    v = g_new0(uint64_t, 1);
+    g_hash_table_insert(h, k, v);
+  }
+  *v += b;
+}
+
+static void hier_collect(void *ud, const sp_program *prog, const sp_step *steps, guint n)
+{
+  (void)prog;
+  hier_sink *hs = ud;
+  for (guint i = 0; i < n; i++) {
+    const sp_step *st = &steps[i];
+    if (st->kind != SP_STEP_SEND && st->kind != SP_STEP_RECV)
+      continue;
+    gboolean recv = st->kind == SP_STEP_RECV, same = st->peer / hs->B == hs->me / hs->B;
+    if (st->bytes == 0)
+      continue;
+    int64_t t[4] = { (int64_t)hs->me << 1 | recv, st->peer, (int64_t)st->bytes, st->phase };
+    g_array_append_vals(same ? hs->intra : hs->inter, t, 1);
+    if (same)
+      hier_add(recv ? hs->intra_in : hs->intra_out, st->phase, st->bytes);
+  }
+}
+
+static int cmp_post(gconstpointer a, gconstpointer b)
+{
+  const int64_t *x = a, *y = b;
+  for (int i = 0; i < 4; i++)
+    if (x[i] != y[i])
+      return x[i] < y[i] ? -1 : 1;
+  return 0;
+}
+
+static hier_sink hier_lower(sp_coll_spec *s, int32_t B, gboolean comm_only)
+{
+  hier_sink hs = { .B = B, .intra_out = g_hash_table_new_full(NULL, NULL, NULL, g_free),
+                   .intra_in = g_hash_table_new_full(NULL, NULL, NULL, g_free),
+                   .inter = g_array_new(FALSE, FALSE, sizeof(int64_t) * 4),
+                   .intra = g_array_new(FALSE, FALSE, sizeof(int64_t) * 4) };
+  for (int32_t me = 0; me < s->n; me++) {
+    sp_program *p = sp_program_new(me);
+    uint32_t in = sp_program_add_buffer(p, s->count * 4, "in");
+    uint32_t out = sp_program_add_buffer(p, s->count * 4, "out");
+    hs.me = me;
+    GError *err = NULL;
+    g_assert_true(sp_lower_coll_stream(p, s, in, out, comm_only, hier_collect, &hs, &err));
+    g_assert_no_error(err);
+    sp_program_free(p);
+  }
+  g_array_sort(hs.inter, cmp_post);
+  g_array_sort(hs.intra, cmp_post);
+  return hs;
+}
+
+static void hier_sink_clear(hier_sink *hs)
+{
+  g_hash_table_unref(hs->intra_out);
+  g_hash_table_unref(hs->intra_in);
+  g_array_unref(hs->inter);
+  g_array_unref(hs->intra);
+}
+
+static void test_hier_by_rail(void)
+{
+  const int32_t shapes[][2] = { { 2, 8 }, { 4, 4 }, { 3, 2 }, { 5, 3 } }; /* N nodes x B */
+  const sp_algo hier_algos[] = { SP_ALGO_NVLS_TREE, SP_ALGO_COLLNET_DIRECT };
+  for (gsize a = 0; a < G_N_ELEMENTS(hier_algos); a++)
+    for (gsize k = 0; k < G_N_ELEMENTS(shapes); k++) {
+      int32_t N = shapes[k][0], B = shapes[k][1], n = N * B;
+      int32_t *ranks = sp_group_range(0, 1, n);
+      /* 5 chunks of 16 elements per part, and a short last one */
+      sp_coll_spec s = { .coll = SP_COLL_ALL_REDUCE, .algo = hier_algos[a], .dtype = SP_F32,
+                         .redop = SP_RED_SUM, .ranks = ranks, .n = n,
+                         .count = (uint64_t)B * 2 * (4 * 16 + 9), .channel_block = B,
+                         .chunk_bytes = 16 * 4 };
+      hier_sink pair = hier_lower(&s, B, FALSE), rail = hier_lower(&s, B, TRUE);
+      /* across nodes: the same posts */
+      g_assert_cmpuint(rail.inter->len, ==, pair.inter->len);
+      g_assert_cmpint(memcmp(rail.inter->data, pair.inter->data, pair.inter->len * 4 * sizeof(int64_t)), ==, 0);
+      /* inside: one send and one receive per member and phase where the pairs have B - 1 */
+      g_assert_cmpuint(rail.intra->len * (guint)(B - 1), ==, pair.intra->len);
+      /* every member's port, per phase: the same bytes out and in */
+      for (int pass = 0; pass < 2; pass++) {
+        GHashTable *hr = pass ? rail.intra_in : rail.intra_out, *hp = pass ? pair.intra_in : pair.intra_out;
+        g_assert_cmpuint(g_hash_table_size(hr), ==, g_hash_table_size(hp));
+        GHashTableIter it;
+        gpointer key, val;
+        g_hash_table_iter_init(&it, hp);
+        while (g_hash_table_iter_next(&it, &key, &val)) {
+          uint64_t *v = g_hash_table_lookup(hr, key);
+          g_assert_nonnull(v);
+          g_assert_cmpuint(*v, ==, *(uint64_t *)val);
+        }
+      }
+      /* each send has its receive of the same bytes at its peer, in the same phase */
+      const int64_t *t = (const int64_t *)(const void *)rail.intra->data;
+      for (guint i = 0; i < rail.intra->len; i++) {
+        int64_t want[4] = { t[4 * i + 1] << 1 | !(t[4 * i] & 1), t[4 * i] >> 1, t[4 * i + 2], t[4 * i + 3] };
+        g_assert_nonnull(bsearch(want, rail.intra->data, rail.intra->len, sizeof(int64_t) * 4, cmp_post));
+      }
+      hier_sink_clear(&pair);
+      hier_sink_clear(&rail);
+      g_free(ranks);
+    }
+}
+
 static void test_ring_shape(void)
 {
   for (int32_t n = 2; n <= 16; n++) {
@@ -1303,6 +1426,7 @@ int main(int argc, char **argv)
   g_test_add_func("/coll/hier-matrix", test_hier_matrix);
   g_test_add_func("/coll/ring-shape", test_ring_shape);
   g_test_add_func("/coll/a2a-by-rail", test_a2a_by_rail);
+  g_test_add_func("/coll/hier-by-rail", test_hier_by_rail);
   g_test_add_func("/coll/dbtree-shape", test_dbtree_shape);
   g_test_add_func("/coll/pat-schedule", test_pat_schedule);
   g_test_add_func("/coll/pat-data", test_pat_data);

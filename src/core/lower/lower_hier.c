@@ -98,6 +98,33 @@ static int32_t chain_member(const hier *h, int32_t l, int32_t pos)
   return member_of(h, h->nu, (l + 1 + pos) % h->B);
 }
 
+/* ---- the direct phases by rail (cost only) ----
+ * Without bytes to deliver, the direct exchanges inside the node go as one message per
+ * member and phase, by rail as the all-to-all's (lower_direct.c): member j sends to
+ * j + 1 mod B, in one message, the bytes it would send to its B - 1 peers, and gets
+ * from j - 1 mod B. Every NVLink port carries, each way, the bytes of the B - 1 pairwise
+ * messages (up to a chunk's rounding between segments), in 1 message instead of B - 1. */
+
+/* Bytes of chunk x of part k over the segments other than @skip. */
+static uint64_t others_bytes(const hier *h, int32_t skip, int32_t k, int64_t x)
+{
+  uint64_t off, len, sum = 0;
+  for (int32_t l = 0; l < h->B; l++)
+    if (l != skip) {
+      region(h, l, k, x, &off, &len);
+      sum += len;
+    }
+  return sum * h->c->es;
+}
+
+static void intra_by_rail(hier *h, uint32_t ph, uint64_t sent, uint32_t sbuf, uint64_t got,
+                          uint32_t rbuf, uint64_t roff)
+{
+  sp_lctx *c = h->c;
+  sp_l_send(c, member_of(h, h->nu, (h->j + 1) % h->B), ph, sbuf, 0, sent);
+  sp_l_recv(c, member_of(h, h->nu, (h->j + h->B - 1) % h->B), ph, rbuf, roff, got);
+}
+
 /* ---- phase 1: inside the node, to local member l ---- */
 
 static void intra_reduce_posts(hier *h, int64_t t, uint32_t ph)
@@ -108,6 +135,12 @@ static void intra_reduce_posts(hier *h, int64_t t, uint32_t ph)
   if (h->B == 1)
     return;
   for (int32_t k = 0; k < h->K; k++) {
+    if (!h->chain && !sp_l_local(c)) {
+      intra_by_rail(h, ph, others_bytes(h, h->j, k, t), c->in,
+                    others_bytes(h, (h->j + h->B - 1) % h->B, k, t), h->islot,
+                    (uint64_t)(k * h->B) * h->cb);
+      continue;
+    }
     if (!h->chain) {
       for (int32_t l = 0; l < h->B; l++) {
         if (l == h->j)
@@ -185,6 +218,14 @@ static void intra_expand_posts(hier *h, int64_t t, uint32_t ph)
   if (h->B == 1)
     return;
   for (int32_t k = 0; k < h->K; k++) {
+    if (!h->chain && !sp_l_local(c)) {
+      uint64_t mine, prev;
+      region(h, h->j, k, x0, &off, &mine);
+      region(h, (h->j + h->B - 1) % h->B, k, x0, &off, &prev);
+      intra_by_rail(h, ph, (uint64_t)(h->B - 1) * mine * es, c->out,
+                    (uint64_t)(h->B - 1) * prev * es, c->out, 0);
+      continue;
+    }
     if (!h->chain) {
       region(h, h->j, k, x0, &off, &len);
       for (int32_t i = 0; i < h->B; i++)

@@ -123,7 +123,8 @@ gboolean sp_whatif_engine_simulate_as(const sp_comm *c, int32_t gpus_per_node, g
    * the default run takes 9.0 s with them instead of 6.7 s (`spsim platforms/dgx.xml`, its
    * --json and bench/validate.sh byte-identical), but the llama3-405b sweep on 16,384 GPUs
    * 392.8 s instead of 20.9 s for the same answer (release build, 2 cores; before that
-   * change the default sweep's closed forms alone took 71 s instead of 10.7 s) */
+   * change the default sweep's closed forms alone took 71 s instead of 10.7 s; with the
+   * node's exchanges by rail, 423.8 s against 31.7 s: bench/RESULTS.md) */
   gboolean ok = sp_sim_coll_groups_time(specs, nb, hosts, step_fidelity ? SP_FIDELITY_STEP : SP_FIDELITY_FLOW,
                                         seconds, err);
   g_free(specs);

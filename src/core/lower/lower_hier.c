@@ -105,16 +105,23 @@ static int32_t chain_member(const hier *h, int32_t l, int32_t pos)
  * from j - 1 mod B. Every NVLink port carries, each way, the bytes of the B - 1 pairwise
  * messages (up to a chunk's rounding between segments), in 1 message instead of B - 1. */
 
-/* Bytes of chunk x of part k over the segments other than @skip. */
-static uint64_t others_bytes(const hier *h, int32_t skip, int32_t k, int64_t x)
+/* Elements of chunk x of part k over every segment. */
+static uint64_t all_elems(const hier *h, int32_t k, int64_t x)
 {
   uint64_t off, len, sum = 0;
-  for (int32_t l = 0; l < h->B; l++)
-    if (l != skip) {
-      region(h, l, k, x, &off, &len);
-      sum += len;
-    }
-  return sum * h->c->es;
+  for (int32_t l = 0; l < h->B; l++) {
+    region(h, l, k, x, &off, &len);
+    sum += len;
+  }
+  return sum;
+}
+
+/* Bytes of chunk x of part k over the segments other than @skip, of @all elements. */
+static uint64_t others_bytes(const hier *h, uint64_t all, int32_t skip, int32_t k, int64_t x)
+{
+  uint64_t off, len;
+  region(h, skip, k, x, &off, &len);
+  return (all - len) * h->c->es;
 }
 
 static void intra_by_rail(hier *h, uint32_t ph, uint64_t sent, uint32_t sbuf, uint64_t got,
@@ -136,8 +143,9 @@ static void intra_reduce_posts(hier *h, int64_t t, uint32_t ph)
     return;
   for (int32_t k = 0; k < h->K; k++) {
     if (!h->chain && !sp_l_local(c)) {
-      intra_by_rail(h, ph, others_bytes(h, h->j, k, t), c->in,
-                    others_bytes(h, (h->j + h->B - 1) % h->B, k, t), h->islot,
+      uint64_t all = all_elems(h, k, t);
+      intra_by_rail(h, ph, others_bytes(h, all, h->j, k, t), c->in,
+                    others_bytes(h, all, (h->j + h->B - 1) % h->B, k, t), h->islot,
                     (uint64_t)(k * h->B) * h->cb);
       continue;
     }
@@ -423,6 +431,8 @@ gboolean sp_lower_hier(sp_lctx *c, GError **err)
     c->pipe_pace = FALSE;
     intra_expand_posts(&h, t, ph);
     sp_l_wait(c, ph);
+    if (!sp_l_local(c)) /* the reductions and copies below: local steps only */
+      continue;
     int64_t xd;
     intra_reduce_local(&h, t, ph, &xd);
     if (h.N == 1 && xd >= 0) /* one node: the partial is the total */

@@ -96,6 +96,10 @@ row "4xB200 (GB200) all-reduce ring time, 8 KiB (busbw 0.76: 16.2 us) [Azure ND 
 gen nvl72 --nodes 18 --gpu gb200
 row "72xGB200 NVL72 all-reduce auto (NVLS) busbw, 8 GiB, calibration point [coreweave nccl-tests #43]" 834.57 busbw 0.10 "$T/nvl72.xml" --coll all-reduce --ranks 72 --sizes 8G
 row "72xGB200 NVL72 all-reduce auto (NVLS) busbw, 1 GiB [coreweave nccl-tests #43]" 681.17 busbw 0.10 "$T/nvl72.xml" --coll all-reduce --ranks 72 --sizes 1G
+# coreweave/nccl-tests pull request #48: 20 GB200 NVL72 racks (1,440 GPUs), all_reduce_perf up
+# to 4 GiB, out-of-place busbw 346.38 GB/s there (still rising); NVLS-tree by NCCL's model
+gen nvl72x20 --nodes 360 --gpu gb200
+row "20 x 72 GB200 NVL72 all-reduce auto busbw, 4 GiB [coreweave nccl-tests #48]" 346.38 busbw 0.10 "$T/nvl72x20.xml" --coll all-reduce --ranks 1440 --sizes 4G
 # coreweave/nccl-tests pull request #92 ("Add B200, B300, and GB300-IB NCCL test examples",
 # May 2026), its test plan: 2 nodes of 8 GPUs, all_reduce_perf, "690.07 GB/s busbw @ 8G
 # allreduce" on B200 and "440.58 GB/s busbw @ 8G allreduce" on H100 (one ConnectX-7 NDR per GPU)

@@ -804,8 +804,8 @@ sp_program *sp_flow_plan_emit(const sp_flow_plan *fp, int32_t rank)
       sp_program_append(p, &s);
       if (lat_peer < 0 && !e->dir)
         lat_peer = e->peer;
-      uint64_t each = s.bytes / MAX(e->msgs, 1u);
-      if (fill && e->pace && each > big) {
+      uint64_t each = fill && e->pace ? s.bytes / MAX(ent_msgs(g, e), 1u) : 0;
+      if (each > big) {
         big = each;
         pace_peer = e->peer;
       }

@@ -48,6 +48,7 @@
 typedef struct {
   sp_lctx *c;
   gboolean chain, tree; /* intra chain (CollNet Chain); inter tree (NVLS-tree) */
+  gboolean rail;        /* cost only, direct inside the node: its exchanges by rail */
   int32_t B, N, nu, j;  /* members per node, nodes, my node, my local index */
   int32_t K;            /* parts of a segment: tree instances (2) or 1 */
   int32_t R, D, E;      /* steps of phases 1, 2, 3 */
@@ -142,7 +143,7 @@ static void intra_reduce_posts(hier *h, int64_t t, uint32_t ph)
   if (h->B == 1)
     return;
   for (int32_t k = 0; k < h->K; k++) {
-    if (!h->chain && !sp_l_local(c)) {
+    if (h->rail) {
       uint64_t all = all_elems(h, k, t);
       intra_by_rail(h, ph, others_bytes(h, all, h->j, k, t), c->in,
                     others_bytes(h, all, (h->j + h->B - 1) % h->B, k, t), h->islot,
@@ -226,7 +227,7 @@ static void intra_expand_posts(hier *h, int64_t t, uint32_t ph)
   if (h->B == 1)
     return;
   for (int32_t k = 0; k < h->K; k++) {
-    if (!h->chain && !sp_l_local(c)) {
+    if (h->rail) {
       uint64_t mine, prev;
       region(h, h->j, k, x0, &off, &mine);
       region(h, (h->j + h->B - 1) % h->B, k, x0, &off, &prev);
@@ -373,6 +374,7 @@ gboolean sp_lower_hier(sp_lctx *c, GError **err)
   h.N = c->n / h.B;
   h.nu = c->me / h.B;
   h.j = c->me % h.B;
+  h.rail = !h.chain && !sp_l_local(c);
   h.K = h.tree && h.N > 1 ? sp_dbtree_instances(h.N, 1) : 1;
   h.R = h.B == 1 ? 0 : h.chain ? h.B - 1 : 1;
   h.E = h.R;

@@ -80,6 +80,13 @@ row "8xH100 all-reduce ring (NVLS off) busbw, 8 GiB [nccl-tests #309]" 368.76 bu
 gen b200x4 --nodes 1 --gpu b200 --gpus-per-node 4
 row "8xH100 all-reduce auto busbw, 8 GiB [Azure ND H100 v5]" 478.87 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 8G
 row "8xH100 all-reduce auto busbw, 64 MiB (67M row) [Azure ND H100 v5]" 361.78 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 64M
+# the same tables' rows between 64 MiB and 1 GiB: NVLS's rise to its asymptote (its fill
+# and drain, sp_tune_nvls_fill_s), added with it on 2026-12-07
+row "8xH100 all-reduce auto busbw, 128 MiB (134M row) [Azure ND H100 v5]" 400.61 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 128M
+row "8xH100 all-reduce auto busbw, 256 MiB (268M row) [Azure ND H100 v5]" 423.38 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 256M
+row "8xH100 all-reduce auto busbw, 512 MiB (536M row) [Azure ND H100 v5]" 438.46 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 512M
+row "8xH200 all-reduce auto busbw, 64 MiB (67M row) [Azure ND H200 v5]" 368.11 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 64M
+row "8xH200 all-reduce auto busbw, 256 MiB (268M row) [Azure ND H200 v5]" 432.24 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 256M
 row "8xH100 all-reduce auto time, 8 KiB (busbw 0.53: 27.1 us) [Azure ND H100 v5]" 27.05 time_us 2 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 8K
 row "8xH100 all-reduce auto time, 32 KiB (busbw 1.71: 33.5 us) [Azure ND H100 v5]" 33.54 time_us 2 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 32K
 row "8xH200 all-reduce auto busbw, 8 GiB [Azure ND H200 v5]" 479.98 busbw 0.10 "$P/dgx.xml" --coll all-reduce --ranks 8 --sizes 8G
@@ -90,12 +97,15 @@ row "4xB200 (GB200) all-reduce ring busbw, 8 GiB [Azure ND GB200 v6]" 679.61 bus
 row "4xB200 (GB200) all-reduce ring time, 8 KiB (busbw 0.76: 16.2 us) [Azure ND GB200 v6]" 16.17 time_us 2 "$T/b200x4.xml" --coll all-reduce --ranks 4 --algo ring --sizes 8K
 # coreweave/nccl-tests pull request #43 ("Add a GB200 NVL72 example", February 2025):
 # all_reduce_perf -b 512M -e 8G on a full GB200 NVL72 rack (72 GPUs in one NVLink domain),
-# out-of-place busbw (834.57 at 8 GiB is above any ring on NVLink 5: NVLS). The 8 GiB row is
-# the calibration point of Blackwell's NVLS rate (SP_NVLS_EFFICIENCY_BLACKWELL, 425 / 900);
-# the 1 GiB row checks the size dependence.
+# out-of-place busbw (834.57 at 8 GiB is above any ring on NVLink 5: NVLS). The 4 and 8 GiB
+# rows are the calibration points of Blackwell's NVLS rate (SP_NVLS_EFFICIENCY_BLACKWELL,
+# 435 / 900, with the pipeline's fill and drain); the 512 MiB to 2 GiB rows check the size
+# dependence.
 gen nvl72 --nodes 18 --gpu gb200
 row "72xGB200 NVL72 all-reduce auto (NVLS) busbw, 8 GiB, calibration point [coreweave nccl-tests #43]" 834.57 busbw 0.10 "$T/nvl72.xml" --coll all-reduce --ranks 72 --sizes 8G
 row "72xGB200 NVL72 all-reduce auto (NVLS) busbw, 1 GiB [coreweave nccl-tests #43]" 681.17 busbw 0.10 "$T/nvl72.xml" --coll all-reduce --ranks 72 --sizes 1G
+row "72xGB200 NVL72 all-reduce auto (NVLS) busbw, 512 MiB [coreweave nccl-tests #43]" 586.06 busbw 0.10 "$T/nvl72.xml" --coll all-reduce --ranks 72 --sizes 512M
+row "72xGB200 NVL72 all-reduce auto (NVLS) busbw, 2 GiB [coreweave nccl-tests #43]" 757.78 busbw 0.10 "$T/nvl72.xml" --coll all-reduce --ranks 72 --sizes 2G
 # coreweave/nccl-tests pull request #48: 20 GB200 NVL72 racks (1,440 GPUs), all_reduce_perf up
 # to 4 GiB, out-of-place busbw 346.38 GB/s there (still rising); NVLS-tree by NCCL's model
 gen nvl72x20 --nodes 360 --gpu gb200

@@ -246,6 +246,41 @@ static void test_errors(void)
   g_assert_cmpint(sp_tune_arch_of_model("toy-gpu"), ==, SP_TUNE_HOPPER);
 }
 
+/* NVLS's fill and drain on one node, by hand from NCCL's calcCollChunking
+ * (src/enqueue.cc) and nvls.cc: on 8 x H100, 16 channels x 8 heads = 128 chunks per
+ * loop, 128 KiB from 1 GiB on, 64 KiB from 64 MiB (< 64 x 128 x 128 KiB), 32 KiB from
+ * 8 MiB (< 8 x 128 x 64 KiB), 16 KiB below (< 2 x 128 x 32 KiB); all-reduce: two loops
+ * at the NVLS rate 275 GB/s of input (450 x 275/450). */
+static void test_nvls_fill(void)
+{
+  sp_tune_topo t = h100x8();
+  const double r = 275e9;
+  assert_rel(sp_tune_nvls_fill_s(&t, SP_COLL_ALL_REDUCE, (uint64_t)1 << 33), 2 * 128 * 131072 / r, 1e-12);
+  assert_rel(sp_tune_nvls_fill_s(&t, SP_COLL_ALL_REDUCE, (uint64_t)1 << 30), 2 * 128 * 131072 / r, 1e-12);
+  assert_rel(sp_tune_nvls_fill_s(&t, SP_COLL_ALL_REDUCE, ((uint64_t)1 << 30) - 1024), 2 * 128 * 65536 / r, 1e-12);
+  assert_rel(sp_tune_nvls_fill_s(&t, SP_COLL_ALL_REDUCE, (uint64_t)1 << 26), 2 * 128 * 65536 / r, 1e-12);
+  assert_rel(sp_tune_nvls_fill_s(&t, SP_COLL_ALL_REDUCE, (uint64_t)1 << 25), 2 * 128 * 32768 / r, 1e-12);
+  assert_rel(sp_tune_nvls_fill_s(&t, SP_COLL_ALL_REDUCE, (uint64_t)1 << 23), 2 * 128 * 32768 / r, 1e-12);
+  assert_rel(sp_tune_nvls_fill_s(&t, SP_COLL_ALL_REDUCE, (uint64_t)1 << 22), 2 * 128 * 16384 / r, 1e-12);
+  /* a message under one loop: the loop is the message */
+  assert_rel(sp_tune_nvls_fill_s(&t, SP_COLL_ALL_REDUCE, 1 << 20), 2.0 * (1 << 20) / r, 1e-12);
+  /* all-gather and reduce-scatter: two stages, one loop, (n-1)/n of the bytes per GPU */
+  assert_rel(sp_tune_nvls_fill_s(&t, SP_COLL_ALL_GATHER, (uint64_t)1 << 30), 128 * 131072 / r * 7 / 8, 1e-12);
+  assert_rel(sp_tune_nvls_fill_s(&t, SP_COLL_REDUCE_SCATTER, (uint64_t)1 << 30), 128 * 131072 / r * 7 / 8, 1e-12);
+  /* Blackwell in one NVLink domain of 72: 24 channels x 32 heads (NCCL_MAX_NVLS_ARITY) */
+  sp_tune_topo b = { .nranks = 72, .nnodes = 1, .arch = SP_TUNE_BLACKWELL, .bw_nvl = 900, .nvls = TRUE };
+  assert_rel(sp_tune_nvls_fill_s(&b, SP_COLL_ALL_REDUCE, (uint64_t)1 << 30), 2 * 768 * 65536 / 435e9, 1e-12);
+  assert_rel(sp_tune_nvls_fill_s(&b, SP_COLL_ALL_REDUCE, (uint64_t)1 << 33), 2 * 768 * 131072 / 435e9, 1e-12);
+  /* none across nodes, for a broadcast, or without an NVLink bandwidth */
+  sp_tune_topo two = t;
+  two.nnodes = 2;
+  g_assert_cmpfloat(sp_tune_nvls_fill_s(&two, SP_COLL_ALL_REDUCE, (uint64_t)1 << 30), ==, 0.0);
+  g_assert_cmpfloat(sp_tune_nvls_fill_s(&t, SP_COLL_BROADCAST, (uint64_t)1 << 30), ==, 0.0);
+  sp_tune_topo none = t;
+  none.bw_nvl = 0;
+  g_assert_cmpfloat(sp_tune_nvls_fill_s(&none, SP_COLL_ALL_REDUCE, (uint64_t)1 << 30), ==, 0.0);
+}
+
 /* What the engine charges: NCCL's ratios of the protocol to Simple. */
 static void test_cost(void)
 {
@@ -310,13 +345,14 @@ static void test_cost(void)
   g_assert_cmpfloat(c.lat_intra, ==, 1.0);
   sp_tune_cost_of(&t, SP_COLL_ALL_GATHER, SP_ALGO_NVLS, SP_PROTO_SIMPLE, &c);
   assert_rel(c.wire, 450.0 / 275.0, 1e-12);
-  /* Blackwell: 425/900 of NVLink 5 (a GB200 NVL72 rack's all_reduce_perf: algbw 423-429 GB/s
-   * at 4-8 GiB), on 72 GPUs: wire = 72 / (142 x 425/900) */
+  /* Blackwell: 435/900 of NVLink 5 (a GB200 NVL72 rack's all_reduce_perf at 4 and 8 GiB,
+   * 10,094 and 20,299 us, less the NVLS latency and two loops of fill: 436.8 and 433.7
+   * GB/s), on 72 GPUs: wire = 72 / (142 x 435/900) */
   sp_tune_topo bw = { .nranks = 72, .nnodes = 1, .arch = SP_TUNE_BLACKWELL, .bw_nvl = 900 };
   sp_tune_cost_of(&bw, SP_COLL_ALL_REDUCE, SP_ALGO_NVLS, SP_PROTO_SIMPLE, &c);
-  assert_rel(c.wire, 72.0 / (142.0 * 425.0 / 900.0), 1e-12);
+  assert_rel(c.wire, 72.0 / (142.0 * 435.0 / 900.0), 1e-12);
   sp_tune_cost_of(&bw, SP_COLL_REDUCE_SCATTER, SP_ALGO_NVLS, SP_PROTO_SIMPLE, &c);
-  assert_rel(c.wire, 900.0 / 425.0, 1e-12);
+  assert_rel(c.wire, 900.0 / 435.0, 1e-12);
   /* one GPU per node: the network latency ratio is the tree's (NCCL) */
   sp_tune_topo u = { .nranks = 4, .nnodes = 4, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48 };
   sp_tune_cost_of(&u, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL, &c);
@@ -536,6 +572,7 @@ int main(int argc, char **argv)
   g_test_add_func("/tuning/p2p", test_p2p);
   g_test_add_func("/tuning/errors", test_errors);
   g_test_add_func("/tuning/cost", test_cost);
+  g_test_add_func("/tuning/nvls-fill", test_nvls_fill);
   g_test_add_func("/tuning/pat", test_pat);
   g_test_add_func("/tuning/hier", test_hier);
   g_test_add_func("/tuning/channels", test_channels);

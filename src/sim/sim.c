@@ -463,10 +463,11 @@ static void flush_puts(rank_ctx *c)
 
 /* coll_latency: the executor posts the program's SEND/RECV steps in order, so
  * comm_pc finds the step being posted; the first post of every op id waits for
- * the host's per-collective latency before it is made. */
+ * the host's per-collective latency, and the fill and drain its steady state does not
+ * cover (sp_tune_cost.fill_s), before it is made. */
 static void charge_coll_latency(rank_ctx *c)
 {
-  double lat = g_sim.coll_lat[c->host] * g_sim.cost.coll_lat;
+  double lat = g_sim.coll_lat[c->host] * g_sim.cost.coll_lat + g_sim.cost.fill_s;
   if (lat <= 0.0 || c->prog == NULL)
     return;
   guint len = sp_program_len(c->prog);

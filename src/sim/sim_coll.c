@@ -304,7 +304,7 @@ static void links_classify(void)
 
 void sp_sim_set_cost(const sp_tune_cost *c)
 {
-  static const sp_tune_cost neutral = { 1.0, 1.0, 1.0, 1.0, 1.0, 1.0 };
+  static const sp_tune_cost neutral = { 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0 };
   if (c == NULL)
     c = &neutral;
   g_sim.cost = *c;
@@ -439,7 +439,7 @@ gboolean sp_sim_coll_resolve(const sp_coll_spec *spec, sp_coll_spec *out, sp_tun
                              double *model_us, GError **err)
 {
   *out = *spec;
-  *cost = (sp_tune_cost){ 1.0, 1.0, 1.0, 1.0, 1.0, 1.0 };
+  *cost = SP_TUNE_COST_NEUTRAL;
   if (model_us)
     *model_us = -1;
   if (!sp_coll_spec_validate(spec, err))
@@ -455,6 +455,8 @@ gboolean sp_sim_coll_resolve(const sp_coll_spec *spec, sp_coll_spec *out, sp_tun
   out->algo = a;
   out->proto = p;
   sp_tune_cost_of(&t, spec->coll, a, p, cost);
+  if (a == SP_ALGO_NVLS)
+    cost->fill_s = sp_tune_nvls_fill_s(&t, spec->coll, nccl_bytes(spec));
   /* broadcast and reduce chains: the chunk of least time (unless given) */
   if ((spec->coll == SP_COLL_BROADCAST || spec->coll == SP_COLL_REDUCE) && a == SP_ALGO_RING &&
       spec->chunk_bytes == 0 && spec->n > 1)

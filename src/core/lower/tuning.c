@@ -107,6 +107,15 @@ static const double nccl_nvlink_gpu_bw[SP_TUNE_ARCH_COUNT] = { 6 * 20.0, 12 * 20
  * need at most this many GPUs of a node. */
 #define NVLS_MAX_ARITY 32
 
+/* NCCL's NVLS pipeline on one node (src/transport/nvls.cc: NVLS_NCHANNELS_SM90 16,
+ * NVLS_NCHANNELS_SM100_NVL 24, NCCL_NVLS_CHUNKSIZE 128 KiB; src/enqueue.cc,
+ * calcCollChunking: the Simple step of 4 MiB / NCCL_STEPS = 512 KiB caps the chunk
+ * first), and the warp groups its kernels pipeline (src/device/all_reduce.h: scatter,
+ * reduce and multicast, gather; all_gather.h and reduce_scatter.h: two). */
+static const int nvls_channels[SP_TUNE_ARCH_COUNT] = { 16, 16, 16, 24 };
+#define NVLS_CHUNK_BYTES (128u << 10)
+#define NVLS_STEP_BYTES (512u << 10)
+
 static const char *const arch_names[SP_TUNE_ARCH_COUNT] = { "volta", "ampere", "hopper",
                                                             "blackwell" };
 
@@ -383,6 +392,33 @@ int32_t sp_tune_channels(const sp_tune_topo *t, sp_algo a, sp_proto p, uint64_t 
   return nc;
 }
 
+double sp_tune_nvls_fill_s(const sp_tune_topo *t, sp_coll coll, uint64_t bytes)
+{
+  int32_t n = t->nranks;
+  if (n < 2 || t->nnodes > 1 || t->bw_nvl <= 0 || (unsigned)t->arch >= SP_TUNE_ARCH_COUNT)
+    return 0.0;
+  int stages = coll == SP_COLL_ALL_REDUCE ? 3 : coll == SP_COLL_ALL_GATHER || coll == SP_COLL_REDUCE_SCATTER ? 2 : 0;
+  if (stages == 0)
+    return 0.0;
+  /* calcCollChunking for NVLS: each threshold is tested with the chunk as the one before
+   * left it */
+  uint64_t ops = (uint64_t)nvls_channels[t->arch] * (uint64_t)MIN(n, NVLS_MAX_ARITY);
+  uint64_t chunk = MIN(NVLS_CHUNK_BYTES, NVLS_STEP_BYTES);
+  if (bytes < 64 * ops * chunk && chunk > 65536)
+    chunk = 65536;
+  if (bytes < 8 * ops * chunk && chunk > 32768)
+    chunk = 32768;
+  if (bytes < 2 * ops * chunk && chunk > 16384)
+    chunk = 16384;
+  uint64_t loop = MIN(bytes, ops * chunk);
+  /* the NVLS rate per byte of NCCL's nBytes: all-reduce S / (e B) (see sp_tune_cost_of);
+   * all-gather and reduce-scatter move (n-1)/n of it */
+  double per_byte = 1.0 / (sp_tune_nvls_efficiency(t->arch) * t->bw_nvl * 1e9);
+  if (coll != SP_COLL_ALL_REDUCE)
+    per_byte *= (double)(n - 1) / n;
+  return (stages - 1) * (double)loop * per_byte;
+}
+
 gboolean sp_tune_nvls_supported(sp_coll coll, sp_redop op, sp_dtype dtype)
 {
   if (coll == SP_COLL_ALL_GATHER)
@@ -529,7 +565,7 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
 
 void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p, sp_tune_cost *out)
 {
-  *out = (sp_tune_cost){ 1.0, 1.0, 1.0, 1.0, 1.0, 1.0 };
+  *out = SP_TUNE_COST_NEUTRAL;
   int32_t n = t->nranks;
   if (n <= 1)
     return;

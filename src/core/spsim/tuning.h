@@ -125,12 +125,15 @@ typedef enum {
 #define SP_NVLS_EFFICIENCY (275.0 / 450.0)
 /**
  * Blackwell: all_reduce_perf on a full GB200 NVL72 rack (72 GPUs in one NVLink domain,
- * NVLink 5 at 900 GB/s per direction) reaches algbw 423.2 to 429.4 GB/s at 4 and 8 GiB,
- * busbw 835 to 847 GB/s, above any ring on that NVLink (coreweave/nccl-tests pull request
- * #43, "Add a GB200 NVL72 example", February 2025); 425 / 900. NCCL's own tuning model
- * also rates Blackwell's NVLS lower than Hopper's (nvlsEfficiency 0.74 against 0.85).
+ * NVLink 5 at 900 GB/s per direction) takes 10,094 us at 4 GiB and 20,299 us at 8 GiB
+ * (out of place; busbw 839 and 835 GB/s, above any ring on that NVLink; coreweave/
+ * nccl-tests pull request #43, "Add a GB200 NVL72 example", February 2025). Less the
+ * NVLS latency (30.2 us) and the pipeline's fill and drain (sp_tune_nvls_fill_s: two
+ * loops of 48 and 96 MiB), the steady state moves 436.8 and 433.7 GB/s of input; 435 /
+ * 900. NCCL's own tuning model also rates Blackwell's NVLS lower than Hopper's
+ * (nvlsEfficiency 0.74 against 0.85).
  */
-#define SP_NVLS_EFFICIENCY_BLACKWELL (425.0 / 900.0)
+#define SP_NVLS_EFFICIENCY_BLACKWELL (435.0 / 900.0)
 
 /** #SP_NVLS_EFFICIENCY or #SP_NVLS_EFFICIENCY_BLACKWELL, by GPU generation. */
 double sp_tune_nvls_efficiency(sp_tune_arch arch);
@@ -170,10 +173,13 @@ typedef struct {
   double coll_lat;   /**< factor on the platform's coll_latency */
   double wire_intra; /**< further factor on the wire bytes of messages inside a node */
   double wire_inter; /**< further factor on the wire bytes of messages between nodes */
+  double fill_s;     /**< seconds of the pipeline's fill and drain that its steady state
+                          does not cover, charged once per collective beside coll_latency
+                          (NVLS on one node: sp_tune_nvls_fill_s) */
 } sp_tune_cost;
 
 /** The neutral cost (Simple on RING, TREE, DIRECT). */
-#define SP_TUNE_COST_NEUTRAL ((sp_tune_cost){ 1.0, 1.0, 1.0, 1.0, 1.0, 1.0 })
+#define SP_TUNE_COST_NEUTRAL ((sp_tune_cost){ 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0 })
 
 /** @return "volta", "ampere", "hopper", "blackwell". */
 const char *sp_tune_arch_name(sp_tune_arch a);
@@ -225,10 +231,25 @@ gboolean sp_tune_nvls_supported(sp_coll coll, sp_redop op, sp_dtype dtype);
 
 /**
  * The cost attributes of running @p coll with (@p a, @p p) resolved (not AUTO),
- * for the engine's pricing. Neutral ({1, 1, 1, 1}) for Simple on RING, TREE and
+ * for the engine's pricing. Neutral (#SP_TUNE_COST_NEUTRAL) for Simple on RING, TREE and
  * DIRECT.
  */
 void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p, sp_tune_cost *out);
+
+/**
+ * The fill and drain of NCCL's NVLS collective on one node, in seconds, for @p bytes
+ * (NCCL's nBytes). Each channel runs it as a pipeline of warp groups over loops of
+ * nHeads chunks: all-reduce scatters its input to the heads' buffers, reduces and
+ * multicasts through the switch and gathers the result (three stages); all-gather and
+ * reduce-scatter have two. The steady state moves one loop per stage time; the first
+ * loop's way in and the last one's way out add (stages - 1) loops beyond it. A loop is
+ * nvlsChannels x nHeads x chunk bytes (nvlsChannels 16 on Hopper, 24 on Blackwell
+ * inside one NVLink domain; nHeads = min(32, GPUs); the chunk from 128 KiB down to
+ * 16 KiB as the message shrinks, NCCL's calcCollChunking), moved at the NVLS rate
+ * (sp_tune_nvls_efficiency of t->bw_nvl). 0 where @p t has no NVLink bandwidth or
+ * spans nodes.
+ */
+double sp_tune_nvls_fill_s(const sp_tune_topo *t, sp_coll coll, uint64_t bytes);
 
 G_END_DECLS
 

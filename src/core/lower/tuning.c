@@ -107,7 +107,8 @@ static const double nccl_nvlink_gpu_bw[SP_TUNE_ARCH_COUNT] = { 6 * 20.0, 12 * 20
  * need at most this many GPUs of a node. */
 #define NVLS_MAX_ARITY 32
 
-/* NCCL's NVLS pipeline on one node (src/transport/nvls.cc: NVLS_NCHANNELS_SM90 16,
+/* NCCL's NVLS pipeline on one node (NVIDIA/nccl master of June 2026;
+ * src/transport/nvls.cc: NVLS_NCHANNELS_SM90 16,
  * NVLS_NCHANNELS_SM100_NVL 24, NCCL_NVLS_CHUNKSIZE 128 KiB; src/enqueue.cc,
  * calcCollChunking: the Simple step of 4 MiB / NCCL_STEPS = 512 KiB caps the chunk
  * first), and the warp groups its kernels pipeline (src/device/all_reduce.h: scatter,
@@ -397,8 +398,12 @@ double sp_tune_nvls_fill_s(const sp_tune_topo *t, sp_coll coll, uint64_t bytes)
   int32_t n = t->nranks;
   if (n < 2 || t->nnodes > 1 || t->bw_nvl <= 0 || (unsigned)t->arch >= SP_TUNE_ARCH_COUNT)
     return 0.0;
-  int stages = coll == SP_COLL_ALL_REDUCE ? 3 : coll == SP_COLL_ALL_GATHER || coll == SP_COLL_REDUCE_SCATTER ? 2 : 0;
-  if (stages == 0)
+  int stages = 0;
+  if (coll == SP_COLL_ALL_REDUCE)
+    stages = 3;
+  else if (coll == SP_COLL_ALL_GATHER || coll == SP_COLL_REDUCE_SCATTER)
+    stages = 2;
+  else
     return 0.0;
   /* calcCollChunking for NVLS: each threshold is tested with the chunk as the one before
    * left it */

@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..77"
+echo "1..80"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -362,3 +362,21 @@ then ok "in place pays its input's copy where local steps cost"; else nok "in pl
 if tr '{' '\n' <"$tmp/l8.json" | sed -n 's/.*"time_us":\([0-9.e+-]*\).*/\1/p' | paste - - \
       | awk '{ k++; if ($2 != $1) bad++ } END { exit (bad > 0 || k != 5) }'
 then ok "in place = out of place where local steps are free"; else nok "in place, free: $(rows "$tmp/l8.json")"; fi
+
+# 78-80: a ring inside one node as NCCL runs it: the bytes at NCCL's effective NVLink
+# bandwidth (18 x 20.6 = 370.8 GB/s on H100, 18 x 40.1 = 721.8 on B200: src/graph/topo.h)
+# and the steps' latency (2 x 1.3 us each) once, as the pipeline's fill:
+#   8 x H100 all-reduce, 1 GiB: 8.4 + 14 x 2.6 + 1.75 x 2^30 / 370.8e9 s = 5112.351 us
+#   8 x H100 all-gather, 1 GiB gathered: 8.4 + 7 x 2.6 + 0.875 x 2^30 / 370.8e9 s = 2560.376 us
+#   4 x B200 all-reduce, 8 GiB: 8.4 + 6 x 2.6 + 1.5 x 2^33 / 721.8e9 s = 17875.069 us
+#   (busbw 720.8 GB/s; Azure's ND GB200 v6 tray measured 679.6)
+if "$bin" bench "$tmp/dgx1.xml" -g 8 --algo ring --proto simple --sizes 1G --json >"$tmp/rp.json" 2>"$tmp/err" \
+   && closed "$tmp/rp.json" 5112.351
+then ok "ring all-reduce on 8 H100: pipelined at NCCL's NVLink bandwidth"; else nok "ring AR: $(cat "$tmp/err") $(rows "$tmp/rp.json")"; fi
+if "$bin" bench "$tmp/dgx1.xml" --coll all-gather -g 8 --algo ring --proto simple --sizes 1G --json >"$tmp/rg.json" 2>"$tmp/err" \
+   && closed "$tmp/rg.json" 2560.376
+then ok "ring all-gather on 8 H100: pipelined at NCCL's NVLink bandwidth"; else nok "ring AG: $(cat "$tmp/err") $(rows "$tmp/rg.json")"; fi
+"$bin" platform dgx --nodes 1 --gpu b200 --gpus-per-node 4 -o "$tmp/b4.xml" 2>"$tmp/err"
+if "$bin" bench "$tmp/b4.xml" -g 4 --algo ring --proto simple --sizes 8G --json >"$tmp/rb.json" 2>>"$tmp/err" \
+   && closed "$tmp/rb.json" 17875.069
+then ok "ring all-reduce on 4 B200: pipelined at NVLink 5's effective bandwidth"; else nok "ring B200: $(cat "$tmp/err") $(rows "$tmp/rb.json")"; fi

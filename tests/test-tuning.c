@@ -305,14 +305,38 @@ static void test_cost(void)
   sp_tune_cost_of(&t, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL, &c);
   assert_rel(c.lat_inter, 2.7 / 14, 1e-12);
   assert_rel(c.coll_lat, 6.6 / 8.4, 1e-12);
+  g_assert_cmpint(c.fill_steps, ==, 14); /* a ring on one node: 2(n-1) steps' latency once */
+  /* LL128 on one node: 0.92 of NCCL's effective NVLink bandwidth 18 x 20.6 = 370.8 GB/s
+   * (under the per-channel cap 16 x 36.7), against the platform's 450 */
   sp_tune_cost_of(&t, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL128, &c);
-  assert_rel(c.wire, 1 / 0.92, 1e-12);
+  assert_rel(c.wire, 450.0 / (0.92 * 370.8), 1e-12);
   assert_rel(c.lat_intra, 1.9 / 3.4, 1e-12);
   assert_rel(c.coll_lat, 14.0 / 8.4, 1e-12);
+  /* Simple on one node: the effective bandwidth, the steps' latency paid once */
   sp_tune_cost_of(&t, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_SIMPLE, &c);
-  g_assert_cmpfloat(c.wire, ==, 1.0);
+  assert_rel(c.wire, 450.0 / 370.8, 1e-12);
   g_assert_cmpfloat(c.lat_intra, ==, 1.0);
   g_assert_cmpfloat(c.coll_lat, ==, 1.0);
+  g_assert_cmpint(c.fill_steps, ==, 14);
+  sp_tune_cost_of(&t, SP_COLL_ALL_GATHER, SP_ALGO_RING, SP_PROTO_SIMPLE, &c);
+  g_assert_cmpint(c.fill_steps, ==, 7);
+  sp_tune_cost_of(&t, SP_COLL_REDUCE_SCATTER, SP_ALGO_RING, SP_PROTO_SIMPLE, &c);
+  g_assert_cmpint(c.fill_steps, ==, 7);
+  assert_rel(c.wire, 450.0 / 370.8, 1e-12);
+  /* B200, 4 GPUs of a tray: 18 x 40.1 = 721.8 GB/s of NVLink 5's 900 */
+  sp_tune_topo b4 = { .nranks = 4, .nnodes = 1, .arch = SP_TUNE_BLACKWELL, .bw_nvl = 900 };
+  sp_tune_cost_of(&b4, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_SIMPLE, &c);
+  assert_rel(c.wire, 900.0 / 721.8, 1e-12);
+  g_assert_cmpint(c.fill_steps, ==, 6);
+  /* across nodes the ring keeps its rounds and the line rate (neutral) */
+  sp_tune_topo x2 = { .nranks = 16, .nnodes = 2, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48 };
+  sp_tune_cost_of(&x2, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_SIMPLE, &c);
+  g_assert_cmpfloat(c.wire, ==, 1.0);
+  g_assert_cmpint(c.fill_steps, ==, 0);
+  /* broadcast is a chain, not a ring round: untouched */
+  sp_tune_cost_of(&t, SP_COLL_BROADCAST, SP_ALGO_RING, SP_PROTO_SIMPLE, &c);
+  g_assert_cmpfloat(c.wire, ==, 1.0);
+  g_assert_cmpint(c.fill_steps, ==, 0);
   /* tree LL128 on one node: 7/9 of Simple's bandwidth, tree latency ratios */
   sp_tune_cost_of(&t, SP_COLL_ALL_REDUCE, SP_ALGO_TREE, SP_PROTO_LL128, &c);
   assert_rel(c.wire, 9.0 / 7.0, 1e-12);
@@ -331,9 +355,14 @@ static void test_cost(void)
   sp_tune_topo a100 = { .nranks = 8, .nnodes = 1, .arch = SP_TUNE_AMPERE, .bw_nvl = 270 };
   sp_tune_cost_of(&a100, SP_COLL_ALL_TO_ALL, SP_ALGO_DIRECT, SP_PROTO_SIMPLE, &c);
   assert_rel(c.wire, 270.0 / 240.0, 1e-12);
+  sp_tune_cost_of(&a100, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_SIMPLE, &c);
+  assert_rel(c.wire, 270.0 / 240.0, 1e-12);
   sp_tune_topo slow = { .nranks = 2, .nnodes = 1, .arch = SP_TUNE_HOPPER, .bw_nvl = 100 };
   sp_tune_cost_of(&slow, SP_COLL_SEND_RECV, SP_ALGO_DIRECT, SP_PROTO_SIMPLE, &c);
   g_assert_cmpfloat(c.wire, ==, 1.0);
+  sp_tune_cost_of(&slow, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_SIMPLE, &c);
+  g_assert_cmpfloat(c.wire, ==, 1.0);
+  g_assert_cmpint(c.fill_steps, ==, 2); /* the rounds still pipelined */
   sp_tune_topo two = { .nranks = 2, .nnodes = 2, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48 };
   sp_tune_cost_of(&two, SP_COLL_SEND_RECV, SP_ALGO_DIRECT, SP_PROTO_SIMPLE, &c);
   g_assert_cmpfloat(c.wire, ==, 1.0);

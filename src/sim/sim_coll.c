@@ -304,7 +304,7 @@ static void links_classify(void)
 
 void sp_sim_set_cost(const sp_tune_cost *c)
 {
-  static const sp_tune_cost neutral = { 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0 };
+  static const sp_tune_cost neutral = { 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0 };
   if (c == NULL)
     c = &neutral;
   g_sim.cost = *c;
@@ -435,6 +435,24 @@ static uint64_t chain_chunk_bytes(const sp_coll_spec *sp, const sp_tune_cost *c)
   return chunk < es ? es : chunk;
 }
 
+/* A ring whose chunk rounds NCCL pipelines (sp_tune_cost.fill_steps): the hop latency of
+ * its steps, the slowest hop of the ring at the protocol's factor, is paid once as the
+ * pipeline's fill; the rounds then run without link latency inside the node. */
+static void pipeline_ring(const sp_coll_spec *sp, sp_tune_cost *c)
+{
+  double L = 0;
+  for (int32_t i = 0; g_sim.ready && i < sp->n; i++) {
+    int32_t a = sp_sim_host_of(sp->ranks[i]), b = sp_sim_host_of(sp->ranks[(i + 1) % sp->n]);
+    if (a < 0 || b < 0 || a >= g_sim.nhosts || b >= g_sim.nhosts || a == b)
+      continue;
+    double bw, lat;
+    route_bw_lat(a, b, &bw, &lat);
+    L = MAX(L, lat);
+  }
+  c->fill_s += c->fill_steps * L * c->lat_intra;
+  c->lat_intra = 0.0;
+}
+
 gboolean sp_sim_coll_resolve(const sp_coll_spec *spec, sp_coll_spec *out, sp_tune_cost *cost,
                              double *model_us, GError **err)
 {
@@ -457,6 +475,8 @@ gboolean sp_sim_coll_resolve(const sp_coll_spec *spec, sp_coll_spec *out, sp_tun
   sp_tune_cost_of(&t, spec->coll, a, p, cost);
   if (a == SP_ALGO_NVLS)
     cost->fill_s = sp_tune_nvls_fill_s(&t, spec->coll, nccl_bytes(spec));
+  if (cost->fill_steps > 0)
+    pipeline_ring(spec, cost);
   /* broadcast and reduce chains: the chunk of least time (unless given) */
   if ((spec->coll == SP_COLL_BROADCAST || spec->coll == SP_COLL_REDUCE) && a == SP_ALGO_RING &&
       spec->chunk_bytes == 0 && spec->n > 1)

@@ -568,6 +568,40 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
   return TRUE;
 }
 
+/* A ring all-reduce, all-gather or reduce-scatter inside one NVLink domain, as NCCL runs
+ * it there. Its bytes move at the rate NCCL's model gives its protocol on the effective
+ * NVLink bandwidth, the platform's being the line rate (NCCL's maintainer: "450GB/s is
+ * the line rate. With the protocol overhead (~20%) NCCL can get an effective NVLink
+ * bandwidth of 370GB/s", nvidia/nccl-tests issue #212). Its chunks are
+ * pipelined: each channel keeps NCCL_STEPS = 8 slots in flight (src/include/device.h), so
+ * a step's hop latency overlaps the transfers of the slots before it and the ring pays
+ * its steps' latency once, as NCCL's model charges it (ncclTopoTuneModel: nsteps x
+ * hwLat per collective, 2(n-1) steps for all-reduce, n-1 for the others), where spsim's
+ * lock-step chunk rounds would pay it once per round. Across nodes the calibrated rings
+ * keep their rounds (docs/calibration.md). */
+static void ring_on_nvlink(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p, sp_tune_cost *out)
+{
+  if (a != SP_ALGO_RING || t->nnodes > 1 || t->bw_nvl <= 0 || t->nranks < 2 ||
+      (coll != SP_COLL_ALL_REDUCE && coll != SP_COLL_ALL_GATHER && coll != SP_COLL_REDUCE_SCATTER))
+    return;
+  out->fill_steps = nsteps_of(coll, t->nranks);
+  double eff = nccl_nvlink_gpu_bw[t->arch];
+  if (t->bw_nvl <= eff)
+    return; /* a platform already below NCCL's figure is left as it is */
+  /* the protocol's rate in NCCL's model on the effective bandwidth (Simple: eff; LL:
+   * min(llMaxBw, eff / 2); LL128: 0.92 eff under its per-channel cap), against the
+   * line rate the platform's links carry */
+  sp_tune_topo te = *t;
+  te.bw_nvl = eff;
+  sp_tune_table line, nccl_eff;
+  sp_tune_model(t, coll, &line);
+  sp_tune_model(&te, coll, &nccl_eff);
+  sp_proto q = p == SP_PROTO_AUTO ? SP_PROTO_SIMPLE : p;
+  double s = line.bw[SP_ALGO_RING][SP_PROTO_SIMPLE], r = nccl_eff.bw[SP_ALGO_RING][q];
+  if (s > 0 && r > 0)
+    out->wire = s / r;
+}
+
 void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p, sp_tune_cost *out)
 {
   *out = SP_TUNE_COST_NEUTRAL;
@@ -611,6 +645,7 @@ void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p,
       out->wire = MAX(1.0, t->bw_nvl / nccl_nvlink_gpu_bw[t->arch]);
     if (coll == SP_COLL_ALL_TO_ALL && t->nnodes > 1)
       out->wire_inter = 1.0 / A2A_NET_EFFICIENCY;
+    ring_on_nvlink(t, coll, a, p, out);
     return;
   }
   int np = np_of(p);
@@ -638,6 +673,7 @@ void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p,
   }
   if (f > 0)
     out->wire = 1.0 / f;
+  ring_on_nvlink(t, coll, a, p, out);
   /* point-to-point on one node: NCCL moves it at its effective NVLink bandwidth (NCCL's
    * maintainer: "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can
    * get an effective NVLink bandwidth of 370GB/s", nvidia/nccl-tests issue #212), not

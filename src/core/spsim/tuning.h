@@ -176,10 +176,14 @@ typedef struct {
   double fill_s;     /**< seconds of the pipeline's fill and drain that its steady state
                           does not cover, charged once per collective beside coll_latency
                           (NVLS on one node: sp_tune_nvls_fill_s) */
+  int32_t fill_steps; /**< ring steps whose hop latency (times lat_intra) is paid once, as
+                           the fill of NCCL's pipelined ring, instead of once per chunk
+                           round (a ring on one NVLink domain: sp_tune_cost_of); the engine
+                           moves it into fill_s and sets lat_intra to 0. 0: per round */
 } sp_tune_cost;
 
-/** The neutral cost (Simple on RING, TREE, DIRECT). */
-#define SP_TUNE_COST_NEUTRAL ((sp_tune_cost){ 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0 })
+/** The neutral cost (Simple on RING, TREE, DIRECT across nodes). */
+#define SP_TUNE_COST_NEUTRAL ((sp_tune_cost){ 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0 })
 
 /** @return "volta", "ampere", "hopper", "blackwell". */
 const char *sp_tune_arch_name(sp_tune_arch a);
@@ -231,8 +235,12 @@ gboolean sp_tune_nvls_supported(sp_coll coll, sp_redop op, sp_dtype dtype);
 
 /**
  * The cost attributes of running @p coll with (@p a, @p p) resolved (not AUTO),
- * for the engine's pricing. Neutral (#SP_TUNE_COST_NEUTRAL) for Simple on RING, TREE and
- * DIRECT.
+ * for the engine's pricing. Neutral (#SP_TUNE_COST_NEUTRAL) for Simple on TREE and
+ * DIRECT, and on RING across nodes. A ring all-reduce, all-gather or reduce-scatter
+ * inside one NVLink domain runs as NCCL runs it there: its bytes at NCCL's effective
+ * NVLink bandwidth (wire x B_nvl / its per-link figure x links, where the platform is
+ * faster) and its chunk rounds pipelined, so that the hop latency of its 2(n-1) or n-1
+ * steps is paid once (fill_steps), as in NCCL's own ring latency (nsteps x hwLat).
  */
 void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p, sp_tune_cost *out);
 

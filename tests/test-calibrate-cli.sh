@@ -26,7 +26,7 @@ near() { awk -v v="$1" -v w="$2" -v t="$3" 'BEGIN { d = v / w - 1; if (d < 0) d 
 # link_attr FILE LINK ATTR: the number in ATTR of LINK (GBps / us as written)
 link_attr() { grep "<link id=\"$2\"" "$1" | sed "s/.* $3=\"\\([0-9.e+-]*\\)[A-Za-z]*\".*/\\1/"; }
 coll_lat() { grep -m1 -o '"coll_latency" value="[0-9.e+-]*us"' "$1" | sed 's/.*value="\([0-9.e+-]*\)us"/\1/'; }
-echo "1..19"
+echo "1..20"
 
 "$bin" platform dgx --nodes 2 --gpu h100 >"$tmp/start.xml"
 sed -E 's/(nvl[0-9]+" bandwidth=")450GBps" latency="1.3us"/\1380GBps" latency="2us"/;
@@ -126,3 +126,10 @@ then ok "collnet-direct runs on the calibrated sharp platform"; else nok "collne
 expect_fail "--sharp with --platform" "--platform and generator options" \
   calibrate "$tmp/ar8.log" --platform "$tmp/sharp.xml" --sharp
 expect_fail "--sharp-bw without --sharp" "--sharp-bw '40' needs --sharp" calibrate "$tmp/ar8.log" --sharp-bw 40
+# 20: an all-gather of 8 ranks on one node of the preset (NVLink 450 GB/s): NCCL's ring
+# there moves at its effective NVLink bandwidth (18 x 20.6 = 370.8 GB/s), below the
+# line rate, so no row is bound by the platform's NVLink: not determined, and said why
+$bin bench "$tmp/start.xml" --format nccl-tests --coll all-gather -b 1M -e 1G -f 4 -g 8 >"$tmp/ag8.log"
+if "$bin" calibrate "$tmp/ag8.log" --platform "$tmp/start.xml" >/dev/null 2>"$tmp/errag" \
+   && grep -q "warning: nvlink-bw is not determined by these logs (no collective of these logs inside a node is bound by it: NCCL's effective NVLink bandwidth" "$tmp/errag"
+then ok "one-node ring logs: NVLink bandwidth not determined, and why"; else nok "one-node ring: $(cat "$tmp/errag")"; fi

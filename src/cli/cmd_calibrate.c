@@ -286,10 +286,18 @@ int sp_cmd_calibrate(int argc, char **argv)
                        : res.held[j] ? "not separable from coll-lat by these logs: kept" : "fitted";
     printf("  %-11s %14s %14s  %s\n", sp_cal_param_name((sp_cal_param)j), a, b, note);
   }
+  /* whether some log puts two ranks on one node (then NVLink's bandwidth is undetermined
+   * because nothing of those logs is bound by it: NCCL's effective NVLink bandwidth or a
+   * protocol's cap is below the platform's line rate) */
+  gboolean shared_node = FALSE;
+  for (int32_t li = 0; li < nlogs; li++) shared_node |= pl[li].n > pl[li].nodes;
   for (int j = 0; j < SP_CAL_NPARAMS; j++) {
     if (res.determined[j] && !res.held[j]) continue;
     g_autofree char *v = fmt_param((sp_cal_param)j, sp_cal_get(&res.spec, (sp_cal_param)j));
     const char *why = j == SP_CAL_NIC_BW || j == SP_CAL_NIC_LAT ? " (no log spans two nodes)"
+                      : j == SP_CAL_NVL_BW && shared_node
+                        ? " (no collective of these logs inside a node is bound by it: NCCL's effective NVLink "
+                          "bandwidth or a protocol's cap is lower)"
                       : j == SP_CAL_NVL_BW || j == SP_CAL_NVL_LAT ? " (no log has two ranks in one node)" : "";
     fprintf(stderr, "spsim: warning: %s is %s%s; kept at %s\n", sp_cal_param_name((sp_cal_param)j),
             res.held[j] ? "not separable from coll-lat by these logs" : "not determined by these logs", why, v);

@@ -437,7 +437,9 @@ static uint64_t chain_chunk_bytes(const sp_coll_spec *sp, const sp_tune_cost *c)
 
 /* A ring whose chunk rounds NCCL pipelines (sp_tune_cost.fill_steps): the hop latency of
  * its steps, the slowest hop of the ring at the protocol's factor, is paid once as the
- * pipeline's fill; the rounds then run without link latency inside the node. */
+ * pipeline's fill; the rounds then run without link latency inside the node. The routes'
+ * latencies are read unscaled, as in chain_chunk_bytes: every run that scales them
+ * (sp_sim_set_cost) resets them before the next collective is resolved. */
 static void pipeline_ring(const sp_coll_spec *sp, sp_tune_cost *c)
 {
   double L = 0;

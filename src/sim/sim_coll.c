@@ -399,6 +399,30 @@ static uint64_t nccl_bytes(const sp_coll_spec *spec)
   return b;
 }
 
+/* The slowest hop of the ring sp->ranks (each member to the next), priced with @p c's
+ * latency factors and wire: its largest latency *L (s) and least bandwidth *B (B/s).
+ * FALSE where the platform is not loaded or a member has no host. The routes' latencies
+ * are read unscaled: every run that scales them (sp_sim_set_cost) resets them before the
+ * next collective is resolved. */
+static gboolean ring_slowest_hop(const sp_coll_spec *sp, const sp_tune_cost *c, double *L, double *B)
+{
+  *L = *B = 0;
+  if (!g_sim.ready)
+    return FALSE;
+  for (int32_t i = 0; i < sp->n; i++) {
+    int32_t a = sp_sim_host_of(sp->ranks[i]), b = sp_sim_host_of(sp->ranks[(i + 1) % sp->n]);
+    if (a < 0 || b < 0 || a >= g_sim.nhosts || b >= g_sim.nhosts)
+      return FALSE;
+    double bw, lat;
+    route_bw_lat(a, b, &bw, &lat);
+    lat *= g_sim.node[a] == g_sim.node[b] ? c->lat_intra : c->lat_inter;
+    bw /= c->wire;
+    *L = MAX(*L, lat);
+    *B = *B == 0 || bw < *B ? bw : *B;
+  }
+  return TRUE;
+}
+
 /* The chunk of a pipelined chain (ring broadcast and reduce) that minimises its time:
  * with C chunks of S / C bytes, the n-1 hops of the chain take C + n - 2 steps, each
  * step one chunk over the slowest hop (latency L, bandwidth B, both priced with the
@@ -411,21 +435,8 @@ static uint64_t chain_chunk_bytes(const sp_coll_spec *sp, const sp_tune_cost *c)
   int32_t n = sp->n;
   size_t es = sp_dtype_size(sp->dtype);
   uint64_t S = sp->count * es;
-  if (n < 2 || S == 0 || !g_sim.ready)
-    return 0;
-  double L = 0, B = 0;
-  for (int32_t i = 0; i < n; i++) {
-    int32_t a = sp_sim_host_of(sp->ranks[i]), b = sp_sim_host_of(sp->ranks[(i + 1) % n]);
-    if (a < 0 || b < 0 || a >= g_sim.nhosts || b >= g_sim.nhosts)
-      return 0;
-    double bw, lat;
-    route_bw_lat(a, b, &bw, &lat);
-    lat *= g_sim.node[a] == g_sim.node[b] ? c->lat_intra : c->lat_inter;
-    bw /= c->wire;
-    L = MAX(L, lat);
-    B = B == 0 || bw < B ? bw : B;
-  }
-  if (B <= 0)
+  double L, B;
+  if (n < 2 || S == 0 || !ring_slowest_hop(sp, c, &L, &B) || B <= 0)
     return 0;
   double C = L > 0 ? floor(sqrt((double)(n - 2) * (double)S / (B * L)) + 0.5) : (double)S;
   if (C < 1)
@@ -437,21 +448,13 @@ static uint64_t chain_chunk_bytes(const sp_coll_spec *sp, const sp_tune_cost *c)
 
 /* A ring whose chunk rounds NCCL pipelines (sp_tune_cost.fill_steps): the hop latency of
  * its steps, the slowest hop of the ring at the protocol's factor, is paid once as the
- * pipeline's fill; the rounds then run without link latency inside the node. The routes'
- * latencies are read unscaled, as in chain_chunk_bytes: every run that scales them
- * (sp_sim_set_cost) resets them before the next collective is resolved. */
+ * pipeline's fill; the rounds then run without link latency inside the node. */
 static void pipeline_ring(const sp_coll_spec *sp, sp_tune_cost *c)
 {
-  double L = 0;
-  for (int32_t i = 0; g_sim.ready && i < sp->n; i++) {
-    int32_t a = sp_sim_host_of(sp->ranks[i]), b = sp_sim_host_of(sp->ranks[(i + 1) % sp->n]);
-    if (a < 0 || b < 0 || a >= g_sim.nhosts || b >= g_sim.nhosts || a == b)
-      continue;
-    double bw, lat;
-    route_bw_lat(a, b, &bw, &lat);
-    L = MAX(L, lat);
-  }
-  c->fill_s += c->fill_steps * L * c->lat_intra;
+  double L, B;
+  if (!ring_slowest_hop(sp, c, &L, &B))
+    L = 0;
+  c->fill_s += c->fill_steps * L;
   c->lat_intra = 0.0;
 }
 

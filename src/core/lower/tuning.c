@@ -568,38 +568,36 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
   return TRUE;
 }
 
-/* A ring all-reduce, all-gather or reduce-scatter inside one NVLink domain, as NCCL runs
- * it there. Its bytes move at the rate NCCL's model gives its protocol on the effective
- * NVLink bandwidth, the platform's being the line rate (NCCL's maintainer: "450GB/s is
- * the line rate. With the protocol overhead (~20%) NCCL can get an effective NVLink
- * bandwidth of 370GB/s", nvidia/nccl-tests issue #212). Its chunks are
- * pipelined: each channel keeps NCCL_STEPS = 8 slots in flight (src/include/device.h), so
- * a step's hop latency overlaps the transfers of the slots before it and the ring pays
- * its steps' latency once, as NCCL's model charges it (ncclTopoTuneModel: nsteps x
- * hwLat per collective, 2(n-1) steps for all-reduce, n-1 for the others), where spsim's
- * lock-step chunk rounds would pay it once per round. Across nodes the calibrated rings
- * keep their rounds (docs/calibration.md). */
-static void ring_on_nvlink(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p, sp_tune_cost *out)
+/* NCCL's collectives inside one NVLink domain move at its effective NVLink bandwidth, its
+ * per-link figure times the links, not at a platform's line rate (NCCL's maintainer:
+ * "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an effective
+ * NVLink bandwidth of 370GB/s", nvidia/nccl-tests issue #212): the factor on their wire
+ * bytes, 1 where the platform is already below that figure or spans nodes. */
+static double nvlink_wire(const sp_tune_topo *t)
 {
-  if (a != SP_ALGO_RING || t->nnodes > 1 || t->bw_nvl <= 0 || t->nranks < 2 ||
-      (coll != SP_COLL_ALL_REDUCE && coll != SP_COLL_ALL_GATHER && coll != SP_COLL_REDUCE_SCATTER))
+  return t->nnodes <= 1 && t->bw_nvl > 0 ? MAX(1.0, t->bw_nvl / nccl_nvlink_gpu_bw[t->arch]) : 1.0;
+}
+
+/* A ring all-reduce, all-gather or reduce-scatter inside one NVLink domain runs as NCCL
+ * runs it there: at the rate NCCL's model gives its protocol on the effective NVLink
+ * bandwidth (nvlink_wire), and with its chunks pipelined: each channel keeps NCCL_STEPS
+ * = 8 slots in flight (src/include/device.h), so a step's hop latency overlaps the
+ * transfers of the slots before it and the ring pays its steps' latency once, as NCCL's
+ * model charges it (ncclTopoTuneModel: nsteps x hwLat per collective, 2(n-1) steps for
+ * all-reduce, n-1 for the others), where spsim's lock-step chunk rounds would pay it once
+ * per round. Across nodes the calibrated rings keep their rounds (docs/calibration.md). */
+static gboolean ring_in_domain(const sp_tune_topo *t, sp_coll coll, sp_algo a)
+{
+  return a == SP_ALGO_RING && t->nnodes <= 1 && t->bw_nvl > 0 && t->nranks >= 2 &&
+         (coll == SP_COLL_ALL_REDUCE || coll == SP_COLL_ALL_GATHER || coll == SP_COLL_REDUCE_SCATTER);
+}
+
+static void ring_on_nvlink(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_tune_cost *out)
+{
+  if (!ring_in_domain(t, coll, a))
     return;
+  out->wire *= nvlink_wire(t);
   out->fill_steps = nsteps_of(coll, t->nranks);
-  double eff = nccl_nvlink_gpu_bw[t->arch];
-  if (t->bw_nvl <= eff)
-    return; /* a platform already below NCCL's figure is left as it is */
-  /* the protocol's rate in NCCL's model on the effective bandwidth (Simple: eff; LL:
-   * min(llMaxBw, eff / 2); LL128: 0.92 eff under its per-channel cap), against the
-   * line rate the platform's links carry */
-  sp_tune_topo te = *t;
-  te.bw_nvl = eff;
-  sp_tune_table line, nccl_eff;
-  sp_tune_model(t, coll, &line);
-  sp_tune_model(&te, coll, &nccl_eff);
-  sp_proto q = p == SP_PROTO_AUTO ? SP_PROTO_SIMPLE : p;
-  double s = line.bw[SP_ALGO_RING][SP_PROTO_SIMPLE], r = nccl_eff.bw[SP_ALGO_RING][q];
-  if (s > 0 && r > 0)
-    out->wire = s / r;
 }
 
 void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p, sp_tune_cost *out)
@@ -642,10 +640,10 @@ void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p,
   }
   if (p == SP_PROTO_SIMPLE || p == SP_PROTO_AUTO) {
     if ((coll == SP_COLL_ALL_TO_ALL || coll == SP_COLL_SEND_RECV) && t->nnodes <= 1 && t->bw_nvl > 0)
-      out->wire = MAX(1.0, t->bw_nvl / nccl_nvlink_gpu_bw[t->arch]);
+      out->wire = nvlink_wire(t);
     if (coll == SP_COLL_ALL_TO_ALL && t->nnodes > 1)
       out->wire_inter = 1.0 / A2A_NET_EFFICIENCY;
-    ring_on_nvlink(t, coll, a, p, out);
+    ring_on_nvlink(t, coll, a, out);
     return;
   }
   int np = np_of(p);
@@ -666,18 +664,20 @@ void sp_tune_cost_of(const sp_tune_topo *t, sp_coll coll, sp_algo a, sp_proto p,
              a == SP_ALGO_TREE) {
     f = np == NP_LL ? 0.5 : 0.92; /* the protocols' own fractions, without ring caps */
   } else {
+    /* a ring in one NVLink domain: the fraction NCCL's model gives the protocol on the
+     * effective NVLink bandwidth (LL's cap is absolute), on top of nvlink_wire */
+    sp_tune_topo tm = *t;
+    if (ring_in_domain(t, coll, a))
+      tm.bw_nvl = MIN(t->bw_nvl, nccl_nvlink_gpu_bw[t->arch]);
     sp_tune_table tab;
-    sp_tune_model(t, coll, &tab);
+    sp_tune_model(&tm, coll, &tab);
     double s = tab.bw[SP_ALGO_RING][SP_PROTO_SIMPLE];
     f = s > 0 ? tab.bw[SP_ALGO_RING][p] / s : (np == NP_LL ? 0.5 : 0.92);
   }
   if (f > 0)
     out->wire = 1.0 / f;
-  ring_on_nvlink(t, coll, a, p, out);
-  /* point-to-point on one node: NCCL moves it at its effective NVLink bandwidth (NCCL's
-   * maintainer: "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can
-   * get an effective NVLink bandwidth of 370GB/s", nvidia/nccl-tests issue #212), not
-   * at a platform's line rate; platforms already below it are left alone */
-  if ((coll == SP_COLL_ALL_TO_ALL || coll == SP_COLL_SEND_RECV) && t->nnodes <= 1 && t->bw_nvl > 0)
-    out->wire *= MAX(1.0, t->bw_nvl / nccl_nvlink_gpu_bw[t->arch]);
+  ring_on_nvlink(t, coll, a, out);
+  /* point-to-point on one node: at NCCL's effective NVLink bandwidth too */
+  if (coll == SP_COLL_ALL_TO_ALL || coll == SP_COLL_SEND_RECV)
+    out->wire *= nvlink_wire(t);
 }

@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..80"
+echo "1..83"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -380,3 +380,23 @@ then ok "ring all-gather on 8 H100: pipelined at NCCL's NVLink bandwidth"; else 
 if "$bin" bench "$tmp/b4.xml" -g 4 --algo ring --proto simple --sizes 8G --json >"$tmp/rb.json" 2>>"$tmp/err" \
    && closed "$tmp/rb.json" 17875.069
 then ok "ring all-reduce on 4 B200: pipelined at NVLink 5's effective bandwidth"; else nok "ring B200: $(cat "$tmp/err") $(rows "$tmp/rb.json")"; fi
+
+# 81-83: a cluster's NCCL tuner plugin. aws-ofi-nccl v1.16.3's region tuner for p5
+# (src/tuner/nccl_ofi_regions.cpp) on 4 nodes of 8 (32 ranks): Tree LL128 up to its edge
+# (31457280, 16)-(37748736, 32), so at 16 MiB; Ring LL128 between that edge and
+# (1073741824, 17)-(2147483648, 64), so at 64 MiB and 1 GiB; Ring Simple from
+# (1610612736, 32), so at 4 GiB. Without the plugin NCCL's model runs NVLS-tree at 64 MiB.
+algos() { tr '{' '\n' <"$1" | sed -n 's/.*"algo":"\([a-z-]*\)","proto":"\([A-Za-z0-9]*\)".*"time_us".*/\1\/\2/p' | tr '\n' ' '; }
+"$bin" platform dgx --nodes 4 --nccl-tuner aws-p5 -o "$tmp/p5t.xml" 2>"$tmp/err"
+"$bin" platform dgx --nodes 4 -o "$tmp/p5.xml" 2>>"$tmp/err"
+if "$bin" bench "$tmp/p5t.xml" -g 32 -b 16M -e 4G -f 4 --json >"$tmp/t.json" 2>>"$tmp/err" \
+   && [ "$(algos "$tmp/t.json")" = "tree/LL128 ring/LL128 ring/LL128 ring/LL128 ring/Simple " ] \
+   && "$bin" bench "$tmp/p5.xml" -g 32 --sizes 64M --json >"$tmp/n.json" 2>>"$tmp/err" \
+   && [ "$(algos "$tmp/n.json")" = "nvls-tree/Simple " ]
+then ok "--nccl-tuner aws-p5: the plugin's algorithm and protocol per size"
+else nok "aws-p5 tuner: $(cat "$tmp/err") [$(algos "$tmp/t.json")] [$(algos "$tmp/n.json")]"; fi
+expect_fail "--nccl-tuner with an unknown plugin" "nccl-tuner must be aws-p5 or none" \
+  platform dgx --nodes 4 --nccl-tuner nccl
+sed 's/"nccl_tuner" value="aws-p5"/"nccl_tuner" value="azure"/' "$tmp/p5t.xml" >"$tmp/bad.xml"
+expect_fail "a platform naming an unknown tuner plugin" "property nccl_tuner 'azure' is not a tuner plugin" \
+  bench "$tmp/bad.xml" -g 32 --sizes 64M

@@ -591,6 +591,86 @@ static void test_channels(void)
   g_assert_cmpint(sp_tune_channels(&t, SP_ALGO_RING, SP_PROTO_SIMPLE, 1 * MIB), ==, 24);
 }
 
+/* aws-ofi-nccl v1.16.3's region tuner for p5 (src/tuner/nccl_ofi_regions.cpp), its
+ * polygons in the (message bytes, ranks) plane worked by hand at the points below. */
+static void test_aws_p5(void)
+{
+  sp_algo a[8];
+  sp_proto p[8];
+  sp_tuner tu = SP_TUNER_NONE;
+  g_assert_true(sp_tuner_parse("AWS-P5", &tu));
+  g_assert_cmpint(tu, ==, SP_TUNER_AWS_P5);
+  g_assert_cmpstr(sp_tuner_name(tu), ==, "aws-p5");
+  g_assert_false(sp_tuner_parse("aws", &tu));
+  g_assert_false(sp_tuner_parse(NULL, &tu));
+  /* 4 nodes of 8 (y = 32): Tree LL128 left of its edge (31457280, 16)-(37748736, 32), so up
+   * to 36 MiB; Ring LL128 from there to its edge (1073741824, 17)-(2147483648, 64), at y = 32
+   * x = 2^30 (1 + 15/47) = 1416425384.9; Ring Simple from its vertex (1610612736, 32) */
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_REDUCE, 16 * MIB, 32, 4, a, p, 8), ==, 1);
+  g_assert_true(a[0] == SP_ALGO_TREE && p[0] == SP_PROTO_LL128);
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_REDUCE, 36 * MIB, 32, 4, a, p, 8), >=, 1);
+  g_assert_true(a[0] == SP_ALGO_TREE && p[0] == SP_PROTO_LL128); /* on the shared edge: Tree first */
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_REDUCE, 36 * MIB + 1, 32, 4, a, p, 8), ==, 1);
+  g_assert_true(a[0] == SP_ALGO_RING && p[0] == SP_PROTO_LL128); /* one byte past it */
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_REDUCE, 1024 * MIB, 32, 4, a, p, 8), ==, 1);
+  g_assert_true(a[0] == SP_ALGO_RING && p[0] == SP_PROTO_LL128);
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_REDUCE, 1416425384, 32, 4, a, p, 8), ==, 1);
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_REDUCE, 1416425385, 32, 4, a, p, 8), ==, 0);
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_REDUCE, 1536 * MIB, 32, 4, a, p, 8), ==, 1);
+  g_assert_true(a[0] == SP_ALGO_RING && p[0] == SP_PROTO_SIMPLE);
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_REDUCE, 8192 * MIB, 32, 4, a, p, 8), ==, 1);
+  g_assert_true(a[0] == SP_ALGO_RING && p[0] == SP_PROTO_SIMPLE);
+  /* 8 nodes, 2 GiB: the Ring LL128 vertex (2147483648, 64) */
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_REDUCE, 2048 * MIB, 64, 8, a, p, 8), >=, 1);
+  g_assert_true(a[0] == SP_ALGO_RING && p[0] == SP_PROTO_LL128);
+  /* 128 nodes (y = 1024), 1 GiB: right of Tree LL128's vertex (536870912, 1024), in NVLS-tree */
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_REDUCE, 1024 * MIB, 1024, 128, a, p, 8), ==, 1);
+  g_assert_true(a[0] == SP_ALGO_NVLS_TREE && p[0] == SP_PROTO_SIMPLE);
+  /* 2 nodes or fewer, and a collective without regions: NCCL's model */
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_REDUCE, 64 * MIB, 16, 2, a, p, 8), ==, 0);
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_GATHER, 64 * MIB, 32, 4, a, p, 8), ==, 0);
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_NONE, SP_COLL_ALL_REDUCE, 64 * MIB, 32, 4, a, p, 8), ==, 0);
+  /* one GPU per node, 8 nodes, all-gather: Ring Simple right of (4194304, 2)-(8589934592,
+   * 2048), at y = 8 x = 4194304 + 6/2046 (8589934592 - 4194304) = 29372428.01 */
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_GATHER, 29372428, 8, 8, a, p, 8), ==, 0);
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_GATHER, 29372429, 8, 8, a, p, 8), ==, 1);
+  g_assert_true(a[0] == SP_ALGO_RING && p[0] == SP_PROTO_SIMPLE);
+  /* two GPUs per node, 4 nodes (y = 8), 1 MiB: Tree LL128 left of (1314816, 4)-(1051648, 8) */
+  g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5, SP_COLL_ALL_REDUCE, MIB, 8, 4, a, p, 8), ==, 1);
+  g_assert_true(a[0] == SP_ALGO_TREE && p[0] == SP_PROTO_LL128);
+
+  /* sp_tune_choose takes the plugin's pair with both AUTO, NCCL's model otherwise */
+  sp_tune_topo t = { .nranks = 32, .nnodes = 4, .arch = SP_TUNE_HOPPER, .bw_nvl = 450, .bw_nic = 48,
+                     .nvls = TRUE, .tuner = SP_TUNER_AWS_P5 };
+  sp_algo ca;
+  sp_proto cp;
+  double us;
+  g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 64 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO,
+                               &ca, &cp, &us, NULL));
+  g_assert_true(ca == SP_ALGO_RING && cp == SP_PROTO_LL128);
+  sp_tune_table tab;
+  sp_tune_model(&t, SP_COLL_ALL_REDUCE, &tab);
+  assert_rel(us, sp_tune_time_us(&t, &tab, SP_COLL_ALL_REDUCE, SP_ALGO_RING, SP_PROTO_LL128, 64 * MIB), 1e-12);
+  g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 64 * MIB, TRUE, SP_ALGO_TREE, SP_PROTO_AUTO,
+                               &ca, &cp, NULL, NULL));
+  g_assert_true(ca == SP_ALGO_TREE); /* a forced algorithm: the plugin stays out */
+  sp_tune_topo plain = t;
+  plain.tuner = SP_TUNER_NONE;
+  g_assert_true(sp_tune_choose(&plain, SP_COLL_ALL_REDUCE, 64 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO,
+                               &ca, &cp, NULL, NULL));
+  g_assert_false(ca == SP_ALGO_RING && cp == SP_PROTO_LL128);
+  /* 128 nodes, 1 GiB: NVLS-tree, unless the switch cannot reduce the type (nvls_ok FALSE),
+   * where NCCL's model chooses among the rest */
+  t.nranks = 1024;
+  t.nnodes = 128;
+  g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 1024 * MIB, TRUE, SP_ALGO_AUTO, SP_PROTO_AUTO,
+                               &ca, &cp, NULL, NULL));
+  g_assert_true(ca == SP_ALGO_NVLS_TREE && cp == SP_PROTO_SIMPLE);
+  g_assert_true(sp_tune_choose(&t, SP_COLL_ALL_REDUCE, 1024 * MIB, FALSE, SP_ALGO_AUTO, SP_PROTO_AUTO,
+                               &ca, &cp, NULL, NULL));
+  g_assert_true(ca != SP_ALGO_NVLS_TREE);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -605,5 +685,6 @@ int main(int argc, char **argv)
   g_test_add_func("/tuning/pat", test_pat);
   g_test_add_func("/tuning/hier", test_hier);
   g_test_add_func("/tuning/channels", test_channels);
+  g_test_add_func("/tuning/aws-p5", test_aws_p5);
   return g_test_run();
 }

@@ -50,12 +50,13 @@ libspsim_la_SOURCES += src/core/ops/ops_common.c src/core/ops/ops_ulysses.c src/
 spsiminclude_HEADERS += src/core/spsim/ops.h
 
 # lower: graph and collectives to per-rank programs (dispatcher, one file per algorithm);
-# NCCL's tuning model (algorithm and protocol per call, what a protocol costs)
+# NCCL's tuning model (algorithm and protocol per call, what a protocol costs) and the
+# tuner plugins that override it on some clusters
 libspsim_la_SOURCES += src/core/lower/graph_lower.c src/core/lower/lower.c \
 	src/core/lower/lower_emit.c src/core/lower/lower_direct.c src/core/lower/lower_ring.c \
 	src/core/lower/lower_tree.c src/core/lower/lower_pat.c src/core/lower/lower_dbtree.c src/core/lower/lower_hier.c \
-	src/core/lower/tuning.c
-spsiminclude_HEADERS += src/core/spsim/tuning.h
+	src/core/lower/tuning.c src/core/lower/tuner_plugin.c
+spsiminclude_HEADERS += src/core/spsim/tuning.h src/core/spsim/tuner_plugin.h
 
 # exec: per-rank programs, the executor, the loopback transport, timelines
 libspsim_la_SOURCES += src/core/exec/program.c src/core/exec/exec.c src/core/exec/loopback.c \

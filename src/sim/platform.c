@@ -13,7 +13,7 @@
 
 const char *const sp_plat_known_props[] = { "gpu", "gpu_mem", "hbm_bw", "mem_bw", "node", "local_rank",
                                             "coll_latency", "local_latency", "comm_slowdown", "nvls", "sharp",
-                                            "sharp_bw", NULL };
+                                            "sharp_bw", "nccl_tuner", NULL };
 
 typedef struct {
   sp_plat_desc *d;
@@ -25,6 +25,8 @@ typedef struct {
   gboolean nvls_seen;    /* the first nvls property was read */
   gboolean sharp_seen;   /* the first sharp property was read */
   char *gpn_bad;         /* the malformed value */
+  gboolean tuner_seen;   /* the first nccl_tuner property was read */
+  char *tuner_bad;       /* an nccl_tuner value spsim does not know */
   gboolean saw_platform;
   gboolean in_first_host;
   int32_t zone_depth;
@@ -176,6 +178,10 @@ static void gpu_fact(reader *r, const char *id, const char *val)
     r->sharp_seen = TRUE;
     r->d->sharp = strcmp(val, "1") == 0 || g_ascii_strcasecmp(val, "true") == 0 ||
                   g_ascii_strcasecmp(val, "yes") == 0;
+  } else if (strcmp(id, "nccl_tuner") == 0 && !r->tuner_seen) {
+    r->tuner_seen = TRUE;
+    if (!sp_tuner_parse(val, &r->d->tuner))
+      r->tuner_bad = g_strdup(val);
   } else if (strcmp(id, "sharp_bw") == 0 && r->d->sharp_bw == 0) {
     gboolean ok;
     double v = value_with_suffix(val, FALSE, &ok);
@@ -413,6 +419,12 @@ sp_plat_desc *sp_plat_read(const char *path, GError **err)
                 "platform '%s': property gpus_per_node must be a whole number >= 1 (got '%s')", path, r.gpn_bad);
     ok = FALSE;
   }
+  if (ok && r.tuner_bad != NULL) {
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE,
+                "platform '%s': property nccl_tuner '%s' is not a tuner plugin spsim knows (aws-p5, "
+                "or none for NCCL's own model)", path, r.tuner_bad);
+    ok = FALSE;
+  }
   if (ok) {
     d->gpus_per_node = r.gpn_prop > 0 ? r.gpn_prop : node_size(&r, (int32_t)d->names->len);
     d->nodes = (int32_t)g_hash_table_size(r.node_ids);
@@ -426,6 +438,7 @@ sp_plat_desc *sp_plat_read(const char *path, GError **err)
     }
   }
   g_free(r.gpn_bad);
+  g_free(r.tuner_bad);
   g_markup_parse_context_free(ctx);
   g_ptr_array_unref(r.stack);
   g_array_unref(r.groups);

@@ -13,13 +13,16 @@
  * else is refused), `nvls` (1, true or yes: the nodes' NVSwitches reduce,
  * NVLink SHARP; on the top zone or the first host), `sharp` (1, true or yes: the
  * network's switches reduce, SHARP) and `sharp_bw` (their reduction bandwidth per
- * port, bytes/s or with a suffix such as 50GBps). See sim.h for what the engine does with them.
+ * port, bytes/s or with a suffix such as 50GBps) and `nccl_tuner` (the NCCL tuner plugin the
+ * cluster runs: aws-p5 or none, spsim/tuner_plugin.h; another name is refused). See sim.h for
+ * what the engine does with them.
  */
 #ifndef SPSIM_SIM_PLATFORM_H
 #define SPSIM_SIM_PLATFORM_H
 
 #include <glib.h>
 #include <stdint.h>
+#include "spsim/tuner_plugin.h"
 
 /** A `<link>` as written: its bandwidth and latency attributes (NULL when absent). */
 typedef struct {
@@ -53,6 +56,8 @@ typedef struct {
                                 reduce (SHARP, NCCL's CollNet) */
   double sharp_bw;         /**< `sharp_bw`: their reduction bandwidth per port, bytes/s (0: the
                                 NIC's line rate) */
+  sp_tuner tuner;          /**< `nccl_tuner` (top zone or first host): the cluster's NCCL tuner
+                                plugin (SP_TUNER_NONE: none) */
   int32_t gpus_per_node;   /**< `gpus_per_node` property, else the most common number of hosts per
                                 innermost zone (0: unknown) */
   GPtrArray *unknown;      /**< "'id' (first in <host> 'name')" for each host property name spsim does not know */

@@ -330,6 +330,7 @@ static void put_header(GString *s, const sp_platform_opts *o, const sp_gpu_spec 
     g_string_append(ex, o->zones == SP_PLATFORM_ZONES_SU ? " --zones su" : " --zones node");
   if (o->sharp) g_string_append(ex, " --sharp");
   if (o->sharp && o->sharp_bw > 0) g_string_append_printf(ex, " --sharp-bw %s", num(v, o->sharp_bw / 1e9));
+  if (o->tuner != SP_TUNER_NONE) g_string_append_printf(ex, " --nccl-tuner %s", sp_tuner_name(o->tuner));
   if (o->core_oversubscription > 1.0)
     g_string_append_printf(ex, " --oversubscription %s,%s", num(v, o->oversubscription),
                            g_ascii_formatd(v2, sizeof v2, "%.6g", o->core_oversubscription));
@@ -876,6 +877,8 @@ char *sp_platform_dgx_emit(const sp_platform_opts *o, const sp_gpu_spec *custom,
   put_zone_prop(s, &m, "gpus_per_node", gpz);
   if (g->nvls)
     put_zone_prop(s, &m, "nvls", "1");
+  if (o->tuner != SP_TUNER_NONE) /* the cluster's NCCL tuner plugin (spsim/tuner_plugin.h) */
+    put_zone_prop(s, &m, "nccl_tuner", sp_tuner_name(o->tuner));
   if (o->sharp) { /* the switches reduce: NVIDIA Quantum-2 (SHARPv3), NCCL's CollNet */
     char v[G_ASCII_DTOSTR_BUF_SIZE];
     put_zone_prop(s, &m, "sharp", "1");

@@ -61,6 +61,7 @@
 
 #include <glib.h>
 #include <stdint.h>
+#include "spsim/tuner_plugin.h"
 
 G_BEGIN_DECLS
 
@@ -159,6 +160,8 @@ typedef struct {
   gboolean sharp;         /**< the network's switches reduce (SHARP): top-zone property sharp = 1 */
   double sharp_bw;        /**< with sharp: their reduction bandwidth per port in bytes/s, top-zone
                                property sharp_bw (0: none written, the NIC's line rate) */
+  sp_tuner tuner;         /**< the cluster's NCCL tuner plugin: top-zone property nccl_tuner
+                               (SP_TUNER_NONE: none written) */
   sp_gpu_kind mix_gpu[SP_GPU_COUNT]; /**< mixed cluster: the presets, in node order */
   int32_t mix_nodes[SP_GPU_COUNT];   /**< mixed cluster: nodes of each preset (their sum = nodes) */
 } sp_platform_opts;

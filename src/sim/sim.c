@@ -195,6 +195,7 @@ gboolean sp_sim_init(const char *platform_xml, GError **err)
     g_sim.nvls = pp->nvls;
     g_sim.sharp = pp->sharp;
     g_sim.sharp_bw = pp->sharp_bw;
+    g_sim.tuner = pp->tuner;
     g_sim.path = g_strdup(platform_xml);
     g_sim.gpu_model = g_strdup(pp->gpu_model);
     g_sim.ready = TRUE;

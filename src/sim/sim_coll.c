@@ -348,6 +348,7 @@ void sp_sim_tune_topo(const sp_coll_spec *spec, sp_tune_topo *t)
   t->sharp = g_sim.sharp;
   t->no_hier = spec->no_hier && spec->algo == SP_ALGO_AUTO; /* an explicit algorithm is kept */
   t->bw_sharp = g_sim.sharp_bw / 1e9;
+  t->tuner = g_sim.tuner;
   if (!g_sim.ready || spec->n < 1 || spec->ranks == NULL)
     return;
   int32_t h0 = sp_sim_host_of(spec->ranks[0]);

@@ -38,6 +38,7 @@ typedef struct {
   gboolean nvls;       /* platform property nvls: the NVSwitches reduce */
   gboolean sharp;      /* platform property sharp: the network switches reduce */
   double sharp_bw;     /* platform property sharp_bw, B/s (0: the NICs' line rate) */
+  sp_tuner tuner;      /* platform property nccl_tuner: the cluster's NCCL tuner plugin */
   sp_tune_cost cost;   /* cost attributes of the collective being priced (neutral: 1s) */
   /* link latencies scaled by the protocol (sp_sim_set_cost): every link on a route
    * between GPUs, its latency as loaded, and whether it lies inside a node */

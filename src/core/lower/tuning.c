@@ -532,6 +532,27 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
                 "f32 only (NCCL's ncclNvlsSupported): use ring, tree or auto", cn);
     return FALSE;
   }
+  if (algo == SP_ALGO_AUTO && proto == SP_PROTO_AUTO && t->tuner != SP_TUNER_NONE) {
+    /* the plugin marks its pair in NCCL's cost table; NCCL skips the pairs it does not
+     * offer (region_get_coll_info_internal_v3), so the first offered one runs */
+    sp_algo pa[8];
+    sp_proto pp[8];
+    int32_t k = sp_tuner_pairs(t->tuner, coll, bytes, t->nranks, t->nnodes, pa, pp, 8);
+    for (int32_t i = 0; i < k; i++) {
+      gboolean switch_reduces = pa[i] == SP_ALGO_NVLS || pa[i] == SP_ALGO_NVLS_TREE ||
+                                pa[i] == SP_ALGO_COLLNET_DIRECT || pa[i] == SP_ALGO_COLLNET_CHAIN;
+      if (switch_reduces && !nvls_ok)
+        continue;
+      double tt = sp_tune_time_us(t, &tab, coll, pa[i], pp[i], bytes);
+      if (tt < 0)
+        continue;
+      *algo_out = pa[i];
+      *proto_out = pp[i];
+      if (time_us)
+        *time_us = tt;
+      return TRUE;
+    }
+  }
   double best = -1;
   sp_algo ba = SP_ALGO_AUTO;
   sp_proto bp = SP_PROTO_AUTO;

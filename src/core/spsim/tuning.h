@@ -100,6 +100,7 @@
 #include <glib.h>
 #include <stdint.h>
 #include "spsim/coll.h"
+#include "spsim/tuner_plugin.h"
 
 G_BEGIN_DECLS
 
@@ -157,6 +158,8 @@ typedef struct {
                             (platform property sharp_bw; 0: the NIC's line rate) */
   gboolean no_hier;    /**< leave NVLS-tree and CollNet out of the choice (the engine
                             copies sp_coll_spec.no_hier) */
+  sp_tuner tuner;      /**< the cluster's NCCL tuner plugin (platform property nccl_tuner;
+                            SP_TUNER_NONE: NCCL's model alone) */
 } sp_tune_topo;
 
 /** The model's table for one collective: NCCL's comm->latencies / bandwidths. */
@@ -206,7 +209,9 @@ double sp_tune_time_us(const sp_tune_topo *t, const sp_tune_table *tab, sp_coll 
  * The (algorithm, protocol) of least predicted time, as NCCL's topoGetAlgoInfo
  * picks it (ties: the first of tree, ring, NVLS and of LL, LL128, Simple).
  * @p algo / @p proto other than AUTO are kept (NCCL_ALGO / NCCL_PROTO), the other
- * is chosen for them. @p nvls_ok: the reduction may run on the switch (operator
+ * is chosen for them. With both AUTO and a tuner plugin (sp_tune_topo.tuner), the
+ * plugin's pair is taken where it names one that the table offers
+ * (spsim/tuner_plugin.h), as NCCL runs the pair a plugin marks. @p nvls_ok: the reduction may run on the switch (operator
  * and type, sp_tune_nvls_supported). all-to-all and send-recv: DIRECT, LL up to
  * #SP_TUNE_P2P_LL_BYTES per peer (@p bytes is one peer's message), else Simple.
  * @p time_us (may be NULL) receives the prediction (-1 for point-to-point and for

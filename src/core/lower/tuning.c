@@ -201,6 +201,15 @@ static int32_t nsteps_of(sp_coll c, int32_t n)
          : c == SP_COLL_ALL_GATHER || c == SP_COLL_REDUCE_SCATTER ? n - 1 : n;
 }
 
+/* The channels of a ring: across nodes spsim's ring runs one per GPU of a node, each
+ * leaving through that GPU's NIC (sp_sim_ring_channels), so NCCL's per-channel caps apply
+ * to that many; inside a node the communicator's. */
+static int32_t ring_channels(const sp_tune_topo *t)
+{
+  int32_t nc = channels_of(t), ppn = t->nnodes > 1 ? t->nranks / t->nnodes : 0;
+  return ppn >= 2 ? MIN(nc, ppn) : nc;
+}
+
 /* NCCL's tree bus bandwidth of protocol @np for an all-reduce (before the 0.5 of
  * algorithm bandwidth): the refinements of ncclTopoTuneModel. */
 static double nccl_tree_busbw(const sp_tune_topo *t, int np)
@@ -307,7 +316,7 @@ void sp_tune_model(const sp_tune_topo *t, sp_coll coll, sp_tune_table *out)
         if (p == NP_LL)
           bus = MIN(ll_max, bus * 0.5);
         else if (p == NP_LL128)
-          bus = MIN(bus * 0.92, nc * nccl.ring_ll128_bw[t->arch][i2]);
+          bus = MIN(bus * 0.92, ring_channels(t) * nccl.ring_ll128_bw[t->arch][i2]);
       }
       if (bus <= 0)
         continue;

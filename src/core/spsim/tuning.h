@@ -21,7 +21,10 @@
  * leaves every node through all its NICs), with nChannels = #SP_TUNE_CHANNELS.
  * For each algorithm a and protocol p (NCCL's ncclTopoTuneModel, line by line):
  * - busBw = nChannels x bw; ring LL: min(llMaxBw, busBw / 2); ring LL128:
- *   min(0.92 busBw, nChannels x perChMaxRingLL128Bw); tree all-reduce: min(0.92
+ *   min(0.92 busBw, nChannels x perChMaxRingLL128Bw), where across nodes nChannels is
+ *   the ring graph's, one channel per NIC of a node (NCCL's graph search: "nChannels 4"
+ *   on nodes of 4 NICs, nvidia/nccl issue #601), so one per GPU of spsim's nodes, as
+ *   spsim's ring runs them (8 x 36.7 = 293.6 GB/s on 8 x H100 nodes); tree all-reduce: min(0.92
  *   busBw, nChannels x perChMaxTreeBw), then LL: min(busBw / 3.8, llMaxBw), LL128:
  *   min(busBw x (7/9 on one node, else 120/128), nChannels x perChMaxTreeLL128Bw);
  *   NVLS: per channel min(bw x nvlsEfficiency x (nChannels-1)/nChannels x (2 for

@@ -121,8 +121,10 @@ row "2x8 H100 all-reduce auto busbw, 8 GiB [coreweave nccl-tests #92]" 440.58 bu
 row "8xH100 all-gather auto busbw, 16 GiB [nccl-tests #326]" 360 busbw 0.10 "$P/dgx.xml" --coll all-gather --ranks 8 --sizes 16G
 # AWS p5.48xlarge (8 x H100, 32 x 100 Gb/s EFA per node = 400 Gb/s per GPU), SageMaker
 # HyperPod, nccl-tests out-of-place busbw: github.com/crazyguitar/aws-gpu-communication-benchmark,
-# data/nccl_all_reduce.csv and data/nccl_alltoall.csv (NCCL's default algorithm)
-for n in 2 4 8 16 32; do gen "p5x$n" --nodes "$n"; done
+# data/nccl_all_reduce.csv and data/nccl_alltoall.csv. The runs load aws-ofi-nccl's tuner
+# plugin (NCCL_TUNER_PLUGIN, v1.16.3: k8s/nccl_all_reduce_perf.yaml, Dockerfile), so the
+# platforms name it (--nccl-tuner aws-p5); it leaves 2 nodes and point-to-point to NCCL
+for n in 2 4 8 16 32; do gen "p5x$n" --nodes "$n" --nccl-tuner aws-p5; done
 gen p5x2sharp --nodes 2 --sharp
 gen p5x32sharp --nodes 32 --sharp
 row "2x8 H100 (AWS p5) all-reduce auto busbw, 8 GiB [aws-gpu-communication-benchmark]" 477.71 busbw 0.10 "$T/p5x2.xml" --coll all-reduce --ranks 16 --sizes 8G

@@ -26,7 +26,7 @@ near() { awk -v v="$1" -v w="$2" -v t="$3" 'BEGIN { d = v / w - 1; if (d < 0) d 
 # link_attr FILE LINK ATTR: the number in ATTR of LINK (GBps / us as written)
 link_attr() { grep "<link id=\"$2\"" "$1" | sed "s/.* $3=\"\\([0-9.e+-]*\\)[A-Za-z]*\".*/\\1/"; }
 coll_lat() { grep -m1 -o '"coll_latency" value="[0-9.e+-]*us"' "$1" | sed 's/.*value="\([0-9.e+-]*\)us"/\1/'; }
-echo "1..20"
+echo "1..23"
 
 "$bin" platform dgx --nodes 2 --gpu h100 >"$tmp/start.xml"
 sed -E 's/(nvl[0-9]+" bandwidth=")450GBps" latency="1.3us"/\1380GBps" latency="2us"/;
@@ -133,3 +133,25 @@ $bin bench "$tmp/start.xml" --format nccl-tests --coll all-gather -b 1M -e 1G -f
 if "$bin" calibrate "$tmp/ag8.log" --platform "$tmp/start.xml" >/dev/null 2>"$tmp/errag" \
    && grep -q "warning: nvlink-bw is not determined by these logs (no collective of these logs inside a node is bound by it: NCCL's effective NVLink bandwidth" "$tmp/errag"
 then ok "one-node ring logs: NVLink bandwidth not determined, and why"; else nok "one-node ring: $(cat "$tmp/errag")"; fi
+# 21-23: the tuner plugin the logs ran under. A log of 4 p5 nodes written under aws-ofi-nccl's
+# plugin (ring LL128 at 1 GiB, ring Simple from 2 GiB: spsim/tuner_plugin.h) is that
+# platform's own output, so with the platform kept the fit starts exactly on it (every
+# "before" equals "measured"); without the plugin NCCL's model runs NVLS-tree at 1 GiB, a
+# different time
+"$bin" platform dgx --nodes 4 --nccl-tuner aws-p5 -o "$tmp/p5t.xml"
+"$bin" platform dgx --nodes 4 -o "$tmp/p5.xml"
+"$bin" bench "$tmp/p5t.xml" --format nccl-tests -g 32 -b 1G -e 4G -f 2 >"$tmp/p5.log"
+# before_equal FILE: every point's "before" equals its "measured" within 1e-5 (the log's
+# times are rounded to 0.1 us)
+before_equal() { awk '$1 == "p5.log" { k++; d = $5 - $6; if (d < 0) d = -d; if (d > 1e-5 * $5) bad++ }
+  END { exit (k != 3 || bad > 0) }' "$1"; }
+if "$bin" calibrate "$tmp/p5.log" --platform "$tmp/p5t.xml" -o "$tmp/calp5.xml" >"$tmp/o1" 2>"$tmp/errs" \
+   && before_equal "$tmp/o1" && grep -q '<prop id="nccl_tuner" value="aws-p5"/>' "$tmp/calp5.xml" \
+   && "$bin" calibrate "$tmp/p5.log" --nccl-tuner aws-p5 -o "$tmp/genp5.xml" >"$tmp/o2" 2>>"$tmp/errs" \
+   && before_equal "$tmp/o2" && grep -q '<prop id="nccl_tuner" value="aws-p5"/>' "$tmp/genp5.xml"
+then ok "the tuner plugin kept from --platform or given: the fit prices its choices"
+else nok "tuner kept: $(cat "$tmp/errs") $(cat "$tmp/o1")"; fi
+if "$bin" calibrate "$tmp/p5.log" --platform "$tmp/p5.xml" >"$tmp/o3" 2>"$tmp/errs" && ! before_equal "$tmp/o3"
+then ok "without the plugin the same log starts off its times"; else nok "no tuner: $(cat "$tmp/errs")"; fi
+expect_fail "--nccl-tuner unknown" "--nccl-tuner must be aws-p5 or none (got 'ofi')" \
+  calibrate "$tmp/p5.log" --nccl-tuner ofi

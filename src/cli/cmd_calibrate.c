@@ -62,14 +62,16 @@ static gboolean parse_gbps(const char *s, double *out)
   return TRUE;
 }
 
-/* The `sharp` and `sharp_bw` properties of the platform at @p path (the written
- * platform keeps them: the fit changes no switch). */
-static gboolean platform_sharp(const char *path, gboolean *sharp, double *sharp_bw, GError **err)
+/* The `sharp`, `sharp_bw` and `nccl_tuner` properties of the platform at @p path (the
+ * written platform keeps them: the fit changes no switch and no plugin). */
+static gboolean platform_sharp(const char *path, gboolean *sharp, double *sharp_bw, sp_tuner *tuner,
+                               GError **err)
 {
   sp_plat_desc *d = sp_plat_read(path, err);
   if (d == NULL) return FALSE;
   *sharp = d->sharp;
   *sharp_bw = d->sharp ? d->sharp_bw : 0;
+  *tuner = d->tuner;
   sp_plat_desc_free(d);
   return TRUE;
 }
@@ -83,7 +85,8 @@ static char *fmt_param(sp_cal_param p, double v)
 int sp_cmd_calibrate(int argc, char **argv)
 {
   g_autofree char *platform = NULL, *out = NULL, *coll_s = NULL, *gpu_s = NULL;
-  g_autofree char *sharp_s = NULL;
+  g_autofree char *sharp_s = NULL, *tuner_s = NULL;
+  sp_tuner tuner = SP_TUNER_NONE;
   gint nodes_opt = 0, gpn_opt = 0, ranks_opt = 0, per_node = 0, max_iters = 0;
   gboolean sharp = FALSE;
   double sharp_bw = 0;
@@ -98,6 +101,9 @@ int sp_cmd_calibrate(int argc, char **argv)
       "its sharp properties are kept)", NULL },
     { "sharp-bw", 0, 0, G_OPTION_ARG_STRING, &sharp_s,
       "without --platform, with --sharp: the switches' reduction bandwidth per port and direction in GB/s", "GBPS" },
+    { "nccl-tuner", 0, 0, G_OPTION_ARG_STRING, &tuner_s,
+      "without --platform: the NCCL tuner plugin the logs ran under, as `spsim platform dgx --nccl-tuner` "
+      "(aws-p5 or none; with --platform: its nccl_tuner property is kept)", "NAME" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "write the calibrated platform here", "OUT.xml" },
     { "coll", 0, 0, G_OPTION_ARG_STRING, &coll_s, "collective of logs that do not name theirs", "C" },
     { "ranks", 0, 0, G_OPTION_ARG_INT, &ranks_opt, "GPUs of logs without '#  Rank' lines", "N" },
@@ -124,10 +130,13 @@ int sp_cmd_calibrate(int argc, char **argv)
   if (ranks_opt < 0 || per_node < 0 || nodes_opt < 0 || gpn_opt < 0 || max_iters < 0)
     return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "calibrate: --ranks, --per-node, --nodes, --gpus-per-node "
                                                          "and --max-iters must be >= 1"));
-  if (platform && (gpu_s || nodes_opt || gpn_opt || sharp || sharp_s))
+  if (platform && (gpu_s || nodes_opt || gpn_opt || sharp || sharp_s || tuner_s))
     return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
                             "calibrate: --platform and generator options (--gpu, --nodes, --gpus-per-node, --sharp, "
-                            "--sharp-bw) both given"));
+                            "--sharp-bw, --nccl-tuner) both given"));
+  if (tuner_s != NULL && !sp_tuner_parse(tuner_s, &tuner))
+    return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
+                            "calibrate: --nccl-tuner must be aws-p5 or none (got '%s')", tuner_s));
   if (sharp_s != NULL && (!sharp || !parse_gbps(sharp_s, &sharp_bw)))
     return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID,
                             sharp ? "calibrate: --sharp-bw must be a bandwidth in GB/s above 0 (got '%s')"
@@ -147,7 +156,7 @@ int sp_cmd_calibrate(int argc, char **argv)
   sp_gpu_kind kind = SP_GPU_H100;
   if (platform) {
     if (!sp_cal_platform_spec(platform, &spec, &pnodes, &gpn, &charge_local, &err) ||
-        !platform_sharp(platform, &sharp, &sharp_bw, &err)) {
+        !platform_sharp(platform, &sharp, &sharp_bw, &tuner, &err)) {
       g_prefix_error(&err, "calibrate: ");
       return fail(err);
     }
@@ -267,6 +276,7 @@ int sp_cmd_calibrate(int argc, char **argv)
   if (pnodes == 0) pnodes = need_nodes;
 
   sp_cal_problem pb = { .spec = spec, .nodes = need_nodes, .gpus_per_node = gpn, .charge_local = charge_local,
+                        .tuner = tuner,
                         .points = (const sp_cal_point *)points->data, .npoints = (int32_t)points->len,
                         .max_iters = max_iters };
   sp_cal_result res;
@@ -326,6 +336,7 @@ int sp_cmd_calibrate(int argc, char **argv)
     o.charge_local = charge_local;
     o.sharp = sharp;
     o.sharp_bw = sharp_bw;
+    o.tuner = tuner;
     g_autoptr(GString) origin = g_string_new("Calibrated by spsim calibrate from");
     for (int32_t li = 0; li < nlogs; li++) {
       g_autofree char *b = g_path_get_basename(argv[li + 1]);

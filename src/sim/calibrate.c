@@ -165,6 +165,7 @@ static gboolean start_child(const sp_cal_problem *pb, const sp_gpu_spec *g, chil
   o.nodes = pb->nodes;
   o.gpus_per_node = pb->gpus_per_node;
   o.charge_local = pb->charge_local;
+  o.tuner = pb->tuner; /* the logs' algorithms are those the cluster's plugin picked */
   g_autofree char *xml = sp_platform_dgx_xml_spec(&o, g, NULL, err);
   if (xml == NULL) return FALSE;
   GError *e = NULL;

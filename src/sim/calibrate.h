@@ -83,6 +83,7 @@ typedef struct {
   int32_t nodes;        /**< nodes of the simulated platform (>= every point's) */
   int32_t gpus_per_node;
   gboolean charge_local;
+  sp_tuner tuner;       /**< the cluster's NCCL tuner plugin, which the logs ran under */
   const sp_cal_point *points;
   int32_t npoints;
   int32_t max_iters;    /**< Levenberg-Marquardt iterations (0: 30) */

@@ -26,7 +26,7 @@ near() { awk -v v="$1" -v w="$2" -v t="$3" 'BEGIN { d = v / w - 1; if (d < 0) d 
 # link_attr FILE LINK ATTR: the number in ATTR of LINK (GBps / us as written)
 link_attr() { grep "<link id=\"$2\"" "$1" | sed "s/.* $3=\"\\([0-9.e+-]*\\)[A-Za-z]*\".*/\\1/"; }
 coll_lat() { grep -m1 -o '"coll_latency" value="[0-9.e+-]*us"' "$1" | sed 's/.*value="\([0-9.e+-]*\)us"/\1/'; }
-echo "1..23"
+echo "1..24"
 
 "$bin" platform dgx --nodes 2 --gpu h100 >"$tmp/start.xml"
 sed -E 's/(nvl[0-9]+" bandwidth=")450GBps" latency="1.3us"/\1380GBps" latency="2us"/;
@@ -155,3 +155,10 @@ if "$bin" calibrate "$tmp/p5.log" --platform "$tmp/p5.xml" >"$tmp/o3" 2>"$tmp/er
 then ok "without the plugin the same log starts off its times"; else nok "no tuner: $(cat "$tmp/errs")"; fi
 expect_fail "--nccl-tuner unknown" "--nccl-tuner must be aws-p5 or none (got 'ofi')" \
   calibrate "$tmp/p5.log" --nccl-tuner ofi
+# 24: the same for the switches' reduction: on 2 nodes with sharp NCCL's model runs CollNet
+# Direct at 1 to 4 MiB (docs/nccl-tests.md), so a log of them starts exactly on the platform
+# it came from only if the fit's platforms keep sharp
+"$bin" platform dgx --nodes 2 --sharp -o "$tmp/s2.xml"
+"$bin" bench "$tmp/s2.xml" --format nccl-tests -g 16 -b 1M -e 4M -f 2 >"$tmp/p5.log"
+if "$bin" calibrate "$tmp/p5.log" --platform "$tmp/s2.xml" >"$tmp/o4" 2>"$tmp/errs" && before_equal "$tmp/o4"
+then ok "sharp kept in the fit: CollNet's times where the logs ran it"; else nok "sharp fit: $(cat "$tmp/errs") $(cat "$tmp/o4")"; fi

@@ -276,7 +276,7 @@ int sp_cmd_calibrate(int argc, char **argv)
   if (pnodes == 0) pnodes = need_nodes;
 
   sp_cal_problem pb = { .spec = spec, .nodes = need_nodes, .gpus_per_node = gpn, .charge_local = charge_local,
-                        .tuner = tuner,
+                        .tuner = tuner, .sharp = sharp, .sharp_bw = sharp_bw,
                         .points = (const sp_cal_point *)points->data, .npoints = (int32_t)points->len,
                         .max_iters = max_iters };
   sp_cal_result res;

@@ -166,6 +166,8 @@ static gboolean start_child(const sp_cal_problem *pb, const sp_gpu_spec *g, chil
   o.gpus_per_node = pb->gpus_per_node;
   o.charge_local = pb->charge_local;
   o.tuner = pb->tuner; /* the logs' algorithms are those the cluster's plugin picked */
+  o.sharp = pb->sharp; /* and CollNet where the switches reduce */
+  o.sharp_bw = pb->sharp_bw;
   g_autofree char *xml = sp_platform_dgx_xml_spec(&o, g, NULL, err);
   if (xml == NULL) return FALSE;
   GError *e = NULL;

@@ -84,6 +84,8 @@ typedef struct {
   int32_t gpus_per_node;
   gboolean charge_local;
   sp_tuner tuner;       /**< the cluster's NCCL tuner plugin, which the logs ran under */
+  gboolean sharp;       /**< the network's switches reduce (the logs' CollNet) */
+  double sharp_bw;      /**< their reduction bandwidth per port, bytes/s (0: the NIC's) */
   const sp_cal_point *points;
   int32_t npoints;
   int32_t max_iters;    /**< Levenberg-Marquardt iterations (0: 30) */

@@ -26,7 +26,7 @@ near() { awk -v v="$1" -v w="$2" -v t="$3" 'BEGIN { d = v / w - 1; if (d < 0) d 
 # link_attr FILE LINK ATTR: the number in ATTR of LINK (GBps / us as written)
 link_attr() { grep "<link id=\"$2\"" "$1" | sed "s/.* $3=\"\\([0-9.e+-]*\\)[A-Za-z]*\".*/\\1/"; }
 coll_lat() { grep -m1 -o '"coll_latency" value="[0-9.e+-]*us"' "$1" | sed 's/.*value="\([0-9.e+-]*\)us"/\1/'; }
-echo "1..24"
+echo "1..26"
 
 "$bin" platform dgx --nodes 2 --gpu h100 >"$tmp/start.xml"
 sed -E 's/(nvl[0-9]+" bandwidth=")450GBps" latency="1.3us"/\1380GBps" latency="2us"/;
@@ -162,3 +162,17 @@ expect_fail "--nccl-tuner unknown" "--nccl-tuner must be aws-p5 or none (got 'of
 "$bin" bench "$tmp/s2.xml" --format nccl-tests -g 16 -b 1M -e 4M -f 2 >"$tmp/p5.log"
 if "$bin" calibrate "$tmp/p5.log" --platform "$tmp/s2.xml" >"$tmp/o4" 2>"$tmp/errs" && before_equal "$tmp/o4"
 then ok "sharp kept in the fit: CollNet's times where the logs ran it"; else nok "sharp fit: $(cat "$tmp/errs") $(cat "$tmp/o4")"; fi
+# 25-26: a log whose NCCL_DEBUG=INFO lines say NCCL loaded aws-ofi-nccl's tuner plugin
+# ("TUNER/Plugin: Using nccl_ofi_tuner (v3)"): calibrating it without the plugin says so,
+# with it says nothing of it; a plugin spsim does not model is named
+"$bin" bench "$tmp/p5t.xml" --format nccl-tests -g 32 -b 1G -e 4G -f 2 >"$tmp/p5b.log"
+{ echo "p5-1:4012:4100 [0] NCCL INFO TUNER/Plugin: Using nccl_ofi_tuner (v3)"; cat "$tmp/p5b.log"; } >"$tmp/p5i.log"
+if "$bin" calibrate "$tmp/p5i.log" --platform "$tmp/p5.xml" >/dev/null 2>"$tmp/e1" \
+   && grep -q "warning: .*p5i.log ran under aws-ofi-nccl's tuner plugin (nccl_ofi_tuner).*give --nccl-tuner aws-p5" "$tmp/e1" \
+   && "$bin" calibrate "$tmp/p5i.log" --platform "$tmp/p5t.xml" >/dev/null 2>"$tmp/e2" \
+   && ! grep -q "tuner plugin" "$tmp/e2"
+then ok "a log run under aws-ofi-nccl's plugin: calibrating without it warns"; else nok "plugin warning: $(cat "$tmp/e1" "$tmp/e2")"; fi
+sed 's/nccl_ofi_tuner/site_tuner/' "$tmp/p5i.log" >"$tmp/p5s.log"
+if "$bin" calibrate "$tmp/p5s.log" --platform "$tmp/p5t.xml" >/dev/null 2>"$tmp/e3" \
+   && grep -q "warning: .*p5s.log ran under the tuner plugin 'site_tuner', which spsim does not model" "$tmp/e3"
+then ok "a plugin spsim does not model is named"; else nok "unknown plugin: $(cat "$tmp/e3")"; fi

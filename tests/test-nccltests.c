@@ -163,6 +163,16 @@ static void test_parse_variants(void)
   g_autoptr(sp_nt_log) d = sp_nt_log_parse(old, -1, "all_reduce_perf.out", &err);
   g_assert_no_error(err);
   g_assert_cmpint(d->coll, ==, SP_COLL_ALL_REDUCE);
+  g_assert_null(d->tuner_plugin);
+  /* NCCL_DEBUG=INFO lines: the tuner plugin NCCL loaded (src/plugin/tuner/tuner_v3.cc:
+   * "TUNER/Plugin: Using %s (v3)"), the first one */
+  const char *info = "p5-1:4012:4100 [0] NCCL INFO TUNER/Plugin: Using nccl_ofi_tuner (v3)\n"
+                     "p5-1:4012:4101 [1] NCCL INFO TUNER/Plugin: Using other (v2)\n"
+                     "        1024           256     float     sum      -1    11.10    0.09    0.17      0    10.90    0.09    0.18      0\n";
+  g_autoptr(sp_nt_log) t = sp_nt_log_parse(info, -1, "all_reduce_perf.log", &err);
+  g_assert_no_error(err);
+  g_assert_cmpstr(t->tuner_plugin, ==, "nccl_ofi_tuner");
+  g_assert_cmpuint(t->rows->len, ==, 1);
 }
 
 static void test_parse_errors(void)

@@ -76,6 +76,23 @@ static gboolean platform_sharp(const char *path, gboolean *sharp, double *sharp_
   return TRUE;
 }
 
+/* A log whose NCCL said it loaded a tuner plugin (NCCL_DEBUG=INFO) ran that plugin's
+ * choices: say so where the fit would price other ones. aws-ofi-nccl's plugin calls
+ * itself "nccl_ofi_tuner" (aws/aws-ofi-nccl src/tuner/nccl_ofi_tuner.cpp). */
+static void warn_tuner(const char *log, const char *plugin, sp_tuner tuner)
+{
+  if (plugin == NULL) return;
+  gboolean aws = strcmp(plugin, "nccl_ofi_tuner") == 0;
+  if (aws && tuner == SP_TUNER_NONE)
+    fprintf(stderr, "spsim: warning: %s ran under aws-ofi-nccl's tuner plugin (nccl_ofi_tuner), which picks "
+                    "NCCL's algorithm and protocol on AWS p5: give --nccl-tuner aws-p5 (or a --platform written "
+                    "with it), or the fit prices NCCL's own choices where the plugin made others\n", log);
+  else if (!aws)
+    fprintf(stderr, "spsim: warning: %s ran under the tuner plugin '%s', which spsim does not model: the fit "
+                    "prices %s's choices, which may not be the ones it measured\n", log, plugin,
+            tuner == SP_TUNER_NONE ? "NCCL's model" : sp_tuner_name(tuner));
+}
+
 static char *fmt_param(sp_cal_param p, double v)
 {
   if (p == SP_CAL_NVL_BW || p == SP_CAL_NIC_BW) return g_strdup_printf("%.4g GB/s", v / 1e9);
@@ -184,6 +201,7 @@ int sp_cmd_calibrate(int argc, char **argv)
     p->log = sp_nt_log_read(argv[li + 1], &err);
     if (p->log == NULL) goto error;
     const char *name = argv[li + 1];
+    warn_tuner(name, p->log->tuner_plugin, tuner);
     if (p->log->has_coll) {
       p->coll = p->log->coll;
       if (coll_s && p->coll != coll_opt) {

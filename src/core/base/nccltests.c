@@ -383,6 +383,7 @@ void sp_nt_log_free(sp_nt_log *log)
 {
   if (log == NULL) return;
   g_free(log->name);
+  g_free(log->tuner_plugin);
   if (log->hosts) g_ptr_array_unref(log->hosts);
   if (log->rows) g_array_unref(log->rows);
   g_free(log);
@@ -465,8 +466,17 @@ sp_nt_log *sp_nt_log_parse(const char *text, gssize len, const char *name, GErro
         ok = parse_row(tok, &c, &r);
       }
     }
-    if (ok) g_array_append_val(log->rows, r);
-    else if (!named && program_in(body, &named_coll)) named = TRUE;
+    const char *tp = ok ? NULL : strstr(body, "TUNER/Plugin: Using ");
+    if (ok) {
+      g_array_append_val(log->rows, r);
+    } else if (tp != NULL && log->tuner_plugin == NULL) {
+      /* NCCL_DEBUG=INFO: "... NCCL INFO TUNER/Plugin: Using nccl_ofi_tuner (v3)" */
+      tp += strlen("TUNER/Plugin: Using ");
+      size_t n = strcspn(tp, " \t(");
+      if (n > 0 && n < 128) log->tuner_plugin = g_utf8_make_valid(tp, (gssize)n);
+    } else if (!named && program_in(body, &named_coll)) {
+      named = TRUE;
+    }
     g_strfreev(tok);
   }
   g_strfreev(lines);

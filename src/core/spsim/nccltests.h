@@ -76,6 +76,8 @@ typedef struct {
   int32_t nranks;      /**< number of "#  Rank" lines (0: none) */
   GPtrArray *hosts;    /**< host name of rank r (nranks entries; empty without Rank lines) */
   GArray *rows;        /**< sp_nt_row, in log order */
+  char *tuner_plugin;  /**< the NCCL tuner plugin its NCCL_DEBUG=INFO lines say it loaded
+                            ("TUNER/Plugin: Using NAME (vN)", NCCL's src/plugin/tuner/), or NULL */
 } sp_nt_log;
 
 /** @return the binary of @p c ("all_reduce_perf", ..., "sendrecv_perf"), NULL when out of range. */

@@ -421,8 +421,8 @@ sp_plat_desc *sp_plat_read(const char *path, GError **err)
   }
   if (ok && r.tuner_bad != NULL) {
     g_set_error(err, SP_ERROR, SP_ERROR_PARSE,
-                "platform '%s': property nccl_tuner '%s' is not a tuner plugin spsim knows (aws-p5, "
-                "or none for NCCL's own model)", path, r.tuner_bad);
+                "platform '%s': property nccl_tuner '%s' is not a tuner plugin spsim knows (%s; none is "
+                "NCCL's own model)", path, r.tuner_bad, sp_tuner_list());
     ok = FALSE;
   }
   if (ok) {

@@ -4,7 +4,12 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const tuner_names[SP_TUNER_COUNT] = { "none", "aws-p5" };
+static const char *const tuner_names[SP_TUNER_COUNT] = { "none", "aws-p5", "aws-p5en" };
+
+const char *sp_tuner_list(void)
+{
+  return "aws-p5, aws-p5en or none";
+}
 
 const char *sp_tuner_name(sp_tuner t)
 {
@@ -179,17 +184,107 @@ static int32_t p5_one(sp_coll coll, region *r)
   return 0;
 }
 
+/* P5en, 8 GPUs per node (region_init_internal_p5en, nRanks == 8 nNodes): all-reduce;
+ * all-gather and reduce-scatter share one set. */
+static int32_t p5en_8(sp_coll coll, region *r)
+{
+  if (coll == SP_COLL_ALL_REDUCE) {
+    pt tree_ll = extend((pt){ 262144, 192 }, (pt){ 262144, 1024 });
+    pt tree_ll128 = extend((pt){ 150994944, 128 }, (pt){ 251658240, 1024 });
+    pt nvlstree = extend((pt){ 6442450944, 256 }, (pt){ 17179869184, 768 });
+    const region t[] = {
+      { R(TREE, LL), 4, { { 0, 16 }, { 262144, 16 }, { 262144, 1024 }, tree_ll } },
+      { R(TREE, LL128), 7,
+        { tree_ll, { 262144, 1024 }, { 262144, 16 }, { 14680064, 16 }, { 150994944, 128 },
+          { 251658240, 1024 }, tree_ll128 } },
+      { R(RING, LL128), 5,
+        { { 150994944, 128 }, { 14680064, 16 }, { 33554432, 16 }, { 536870912, 32 }, { 536870912, 128 } } },
+      { R(NVLS_TREE, SIMPLE), 8,
+        { tree_ll128, { 251658240, 1024 }, { 150994944, 128 }, { 536870912, 128 }, { 536870912, 32 },
+          { 6442450944, 256 }, { 17179869184, 768 }, nvlstree } },
+      { R(RING, SIMPLE), 7,
+        { nvlstree, { 17179869184, 768 }, { 6442450944, 256 }, { 536870912, 32 }, { 33554432, 16 },
+          { 1073741824, 16 }, { MAX_BYTES, 16 } } },
+    };
+    memcpy(r, t, sizeof t);
+    return G_N_ELEMENTS(t);
+  }
+  if (coll == SP_COLL_ALL_GATHER || coll == SP_COLL_REDUCE_SCATTER) {
+    pt ring_ll = extend((pt){ 8388608, 256 }, (pt){ 33554432, 1024 });
+    pt ring_ll128 = extend((pt){ 8589934592, 512 }, (pt){ 17179869184, 1024 });
+    const region t[] = {
+      { R(RING, LL), 7,
+        { { 0, 16 }, { 131072, 16 }, { 262144, 32 }, { 8388608, 256 }, { 33554432, 1024 }, ring_ll,
+          { 0, MAX_RANKS } } },
+      { R(RING, LL128), 10,
+        { ring_ll, { 33554432, 1024 }, { 8388608, 256 }, { 262144, 32 }, { 131072, 16 }, { 268435456, 16 },
+          { 2147483648, 128 }, { 8589934592, 512 }, { 17179869184, 1024 }, ring_ll128 } },
+      { R(RING, SIMPLE), 6,
+        { ring_ll128, { 17179869184, 1024 }, { 8589934592, 512 }, { 268435456, 16 }, { 17179869184, 16 },
+          { MAX_BYTES, 16 } } },
+    };
+    memcpy(r, t, sizeof t);
+    return G_N_ELEMENTS(t);
+  }
+  return 0;
+}
+
+/* P5en, 1 GPU per node (nRanks == nNodes): all-reduce; all-gather and reduce-scatter
+ * share one set. */
+static int32_t p5en_one(sp_coll coll, region *r)
+{
+  pt ring_ll128 = extend((pt){ 50331648, 16 }, (pt){ 301989888, 128 });
+  if (coll == SP_COLL_ALL_REDUCE) {
+    pt tree_ll128 = extend((pt){ 524288, 8 }, (pt){ 1048576, 96 });
+    pt tree_simple = extend((pt){ 8388608, 32 }, (pt){ 33554432, 128 });
+    const region t[] = {
+      { R(TREE, LL), 4, { { 0, 2 }, { 65536, 2 }, { 65536, 64 }, { 65536, MAX_RANKS } } },
+      { R(TREE, LL128), 7,
+        { { 65536, MAX_RANKS }, { 65536, 64 }, { 65536, 2 }, { 262144, 2 }, { 524288, 8 }, { 1048576, 96 },
+          tree_ll128 } },
+      { R(TREE, SIMPLE), 7,
+        { tree_ll128, { 1048576, 96 }, { 524288, 8 }, { 262144, 2 }, { 8388608, 32 }, { 33554432, 128 },
+          tree_simple } },
+      { R(RING, LL128), 8,
+        { tree_simple, { 33554432, 128 }, { 8388608, 32 }, { 262144, 2 }, { 6291456, 2 }, { 50331648, 16 },
+          { 301989888, 128 }, ring_ll128 } },
+      { R(RING, SIMPLE), 5,
+        { ring_ll128, { 301989888, 128 }, { 50331648, 16 }, { 6291456, 2 }, { MAX_BYTES, 2 } } },
+    };
+    memcpy(r, t, sizeof t);
+    return G_N_ELEMENTS(t);
+  }
+  if (coll == SP_COLL_ALL_GATHER || coll == SP_COLL_REDUCE_SCATTER) {
+    pt pat = extend((pt){ 50331648, 64 }, (pt){ 117440512, 128 });
+    const region t[] = {
+      { R(PAT, SIMPLE), 10,
+        { { 0, 2 }, { 65536, 2 }, { 1048576, 2 }, { 16777216, 32 }, { 50331648, 64 }, { 117440512, 128 }, pat,
+          { MAX_BYTES, MAX_RANKS }, { 65536, MAX_RANKS }, { 0, MAX_RANKS } } },
+      { R(RING, LL128), 9,
+        { pat, { 117440512, 128 }, { 50331648, 64 }, { 16777216, 32 }, { 1048576, 2 }, { 4194304, 2 },
+          { 50331648, 16 }, { 301989888, 128 }, ring_ll128 } },
+      { R(RING, SIMPLE), 5,
+        { ring_ll128, { 301989888, 128 }, { 50331648, 16 }, { 4194304, 2 }, { MAX_BYTES, 2 } } },
+    };
+    memcpy(r, t, sizeof t);
+    return G_N_ELEMENTS(t);
+  }
+  return 0;
+}
+
 #undef R
 
 int32_t sp_tuner_pairs(sp_tuner t, sp_coll coll, uint64_t bytes, int32_t nranks, int32_t nnodes,
                        sp_algo *algo, sp_proto *proto, int32_t max)
 {
   /* the plugin leaves groups on 2 nodes or fewer to NCCL: its regions are not defined there */
-  if (t != SP_TUNER_AWS_P5 || nnodes <= 2 || nranks < 1 || max < 1)
+  if ((t != SP_TUNER_AWS_P5 && t != SP_TUNER_AWS_P5EN) || nnodes <= 2 || nranks < 1 || max < 1)
     return 0;
   region r[8];
   int32_t nr = 0;
-  if (nranks == 8 * nnodes && coll == SP_COLL_ALL_REDUCE)
+  if (t == SP_TUNER_AWS_P5EN)
+    nr = nranks == 8 * nnodes ? p5en_8(coll, r) : nranks == nnodes ? p5en_one(coll, r) : 0;
+  else if (nranks == 8 * nnodes && coll == SP_COLL_ALL_REDUCE)
     nr = p5_ar8(r);
   else if (nranks == 2 * nnodes && coll == SP_COLL_ALL_REDUCE)
     nr = p5_ar2(r);

@@ -16,6 +16,9 @@
  *   in the plugin's order, if NCCL offers that pair (NVLS-tree needs NVLink SHARP); the
  *   plugin leaves groups on 2 nodes or fewer, and points outside every polygon, to
  *   NCCL's model.
+ * - #SP_TUNER_AWS_P5EN: the same plugin's regions for p5en.48xlarge (8 x H200, 16 x 200
+ *   Gb/s EFA; region_init_internal_p5en): all-reduce, all-gather and reduce-scatter with 8
+ *   GPUs per node or 1.
  *
  * A platform names its plugin with the top-zone property `nccl_tuner` (`spsim platform
  * dgx --nccl-tuner aws-p5`); sp_tune_choose applies it when neither the algorithm nor
@@ -34,11 +37,15 @@ G_BEGIN_DECLS
 typedef enum {
   SP_TUNER_NONE = 0, /**< NCCL's own model only */
   SP_TUNER_AWS_P5,   /**< aws-ofi-nccl v1.16.3's region tuner, platform P5/P5e */
+  SP_TUNER_AWS_P5EN, /**< the same, platform P5en */
   SP_TUNER_COUNT
 } sp_tuner;
 
-/** @return "none", "aws-p5". */
+/** @return "none", "aws-p5", "aws-p5en". */
 const char *sp_tuner_name(sp_tuner t);
+
+/** @return the names spsim knows, for messages: "aws-p5, aws-p5en or none". */
+const char *sp_tuner_list(void);
 
 /** Parse a plugin name (as sp_tuner_name, case-insensitive); FALSE when unknown. */
 gboolean sp_tuner_parse(const char *s, sp_tuner *out);

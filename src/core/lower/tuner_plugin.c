@@ -1,4 +1,4 @@
-/* NCCL tuner plugins: aws-ofi-nccl's region tuner for p5 (see spsim/tuner_plugin.h). */
+/* NCCL tuner plugins: aws-ofi-nccl's region tuner for p5 and p5en (see spsim/tuner_plugin.h). */
 #include "spsim/tuner_plugin.h"
 
 #include <math.h>

@@ -395,7 +395,7 @@ if "$bin" bench "$tmp/p5t.xml" -g 32 -b 16M -e 4G -f 4 --json >"$tmp/t.json" 2>>
    && [ "$(algos "$tmp/n.json")" = "nvls-tree/Simple " ]
 then ok "--nccl-tuner aws-p5: the plugin's algorithm and protocol per size"
 else nok "aws-p5 tuner: $(cat "$tmp/err") [$(algos "$tmp/t.json")] [$(algos "$tmp/n.json")]"; fi
-expect_fail "--nccl-tuner with an unknown plugin" "nccl-tuner must be aws-p5, aws-p5en or none" \
+expect_fail "--nccl-tuner with an unknown plugin" "nccl-tuner must be aws-p5, aws-p5en, aws-p6 or none" \
   platform dgx --nodes 4 --nccl-tuner nccl
 sed 's/"nccl_tuner" value="aws-p5"/"nccl_tuner" value="azure"/' "$tmp/p5t.xml" >"$tmp/bad.xml"
 expect_fail "a platform naming an unknown tuner plugin" "property nccl_tuner 'azure' is not a tuner plugin" \

@@ -153,7 +153,7 @@ then ok "the tuner plugin kept from --platform or given: the fit prices its choi
 else nok "tuner kept: $(cat "$tmp/errs") $(cat "$tmp/o1")"; fi
 if "$bin" calibrate "$tmp/p5.log" --platform "$tmp/p5.xml" >"$tmp/o3" 2>"$tmp/errs" && ! before_equal "$tmp/o3"
 then ok "without the plugin the same log starts off its times"; else nok "no tuner: $(cat "$tmp/errs")"; fi
-expect_fail "--nccl-tuner unknown" "--nccl-tuner must be aws-p5, aws-p5en or none (got 'ofi')" \
+expect_fail "--nccl-tuner unknown" "--nccl-tuner must be aws-p5, aws-p5en, aws-p6 or none (got 'ofi')" \
   calibrate "$tmp/p5.log" --nccl-tuner ofi
 # 24: the same for the switches' reduction: on 2 nodes with sharp NCCL's model runs CollNet
 # Direct at 1 to 4 MiB (docs/nccl-tests.md), so a log of them starts exactly on the platform

@@ -722,6 +722,51 @@ static void test_aws_p5en(void)
   g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5EN, SP_COLL_ALL_REDUCE, 64 * MIB, 16, 2, a, p, 8), ==, 0);
 }
 
+/* The same plugin's regions for p6-b200 (region_init_internal_p6), worked by hand. */
+static void test_aws_p6(void)
+{
+  sp_algo a[8];
+  sp_proto p[8];
+  sp_tuner tu = SP_TUNER_NONE;
+  g_assert_true(sp_tuner_parse("aws-p6", &tu));
+  g_assert_cmpint(tu, ==, SP_TUNER_AWS_P6);
+#define PICK(coll, bytes, ranks, nodes, al, pr)                                                   \
+  do {                                                                                            \
+    g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P6, coll, bytes, ranks, nodes, a, p, 8), >=, 1); \
+    g_assert_cmpint(a[0], ==, SP_ALGO_##al);                                                      \
+    g_assert_cmpint(p[0], ==, SP_PROTO_##pr);                                                     \
+  } while (0)
+  /* 4 nodes of 8 (y = 32), all-reduce: Tree LL up to 256 KiB, Tree LL128 up to its vertex
+   * (67108864, 32), Ring LL128 to its vertex (562036736, 32), Ring Simple beyond */
+  PICK(SP_COLL_ALL_REDUCE, 65536, 32, 4, TREE, LL);
+  PICK(SP_COLL_ALL_REDUCE, 16 * MIB, 32, 4, TREE, LL128);
+  PICK(SP_COLL_ALL_REDUCE, 64 * MIB, 32, 4, TREE, LL128);
+  PICK(SP_COLL_ALL_REDUCE, 256 * MIB, 32, 4, RING, LL128);
+  PICK(SP_COLL_ALL_REDUCE, 1024 * MIB, 32, 4, RING, SIMPLE);
+  /* 128 nodes (y = 1024): NVLS-tree between (2684354560, 1024) and (3758096384, 1024), Ring
+   * LL128 from there to (17179869184, 1024) */
+  PICK(SP_COLL_ALL_REDUCE, 3072 * MIB, 1024, 128, NVLS_TREE, SIMPLE);
+  PICK(SP_COLL_ALL_REDUCE, 8192 * MIB, 1024, 128, RING, LL128);
+  /* all-gather and reduce-scatter, y = 32: Ring LL left of (1048576, 16)-(106954752, 1024),
+   * at y = 32 x = 2729626.4; Ring LL128 left of (268435456, 16)-(21474836480, 1024), at
+   * y = 32 x = 605044996.1; Ring Simple beyond */
+  PICK(SP_COLL_ALL_GATHER, 2 * MIB, 32, 4, RING, LL);
+  PICK(SP_COLL_REDUCE_SCATTER, 4 * MIB, 32, 4, RING, LL128);
+  PICK(SP_COLL_ALL_GATHER, 1024 * MIB, 32, 4, RING, SIMPLE);
+  /* one GPU per node, 8 nodes (y = 8): all-reduce Tree LL128 from 32 KiB to (131072, 2)-
+   * (8388608, 128), at y = 8 x = 524288; Ring LL128 from there to (3145728, 2)-(297795584,
+   * 128), at y = 8 x = 17176673.5; all-gather PAT up to (1048576, 4)-(12582912, 48), at
+   * y = 8 x = 2097152, reduce-scatter up to (1048576, 4)-(67108864, 48), x = 7054056.7 */
+  PICK(SP_COLL_ALL_REDUCE, 256 * 1024, 8, 8, TREE, LL128);
+  PICK(SP_COLL_ALL_REDUCE, MIB, 8, 8, RING, LL128);
+  PICK(SP_COLL_ALL_REDUCE, 64 * MIB, 8, 8, RING, SIMPLE);
+  PICK(SP_COLL_ALL_GATHER, MIB, 8, 8, PAT, SIMPLE);
+  PICK(SP_COLL_ALL_GATHER, 4 * MIB, 8, 8, RING, LL128);
+  PICK(SP_COLL_REDUCE_SCATTER, 4 * MIB, 8, 8, PAT, SIMPLE);
+  PICK(SP_COLL_ALL_GATHER, 64 * MIB, 8, 8, RING, SIMPLE);
+#undef PICK
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -738,5 +783,6 @@ int main(int argc, char **argv)
   g_test_add_func("/tuning/channels", test_channels);
   g_test_add_func("/tuning/aws-p5", test_aws_p5);
   g_test_add_func("/tuning/aws-p5en", test_aws_p5en);
+  g_test_add_func("/tuning/aws-p6", test_aws_p6);
   return g_test_run();
 }

@@ -85,8 +85,8 @@ static void warn_tuner(const char *log, const char *plugin, sp_tuner tuner)
   gboolean aws = strcmp(plugin, "nccl_ofi_tuner") == 0;
   if (aws && tuner == SP_TUNER_NONE)
     fprintf(stderr, "spsim: warning: %s ran under aws-ofi-nccl's tuner plugin (nccl_ofi_tuner), which picks "
-                    "NCCL's algorithm and protocol on AWS p5 and p5en: give --nccl-tuner aws-p5 or aws-p5en (or a "
-                    "--platform written with it), or the fit prices NCCL's own choices where the plugin made "
+                    "NCCL's algorithm and protocol on AWS p5, p5en and p6: give --nccl-tuner aws-p5, aws-p5en or "
+                    "aws-p6 (or a --platform written with it), or the fit prices NCCL's own choices where the plugin made "
                     "others\n", log);
   else if (!aws)
     fprintf(stderr, "spsim: warning: %s ran under the tuner plugin '%s', which spsim does not model: the fit "
@@ -121,7 +121,7 @@ int sp_cmd_calibrate(int argc, char **argv)
       "without --platform, with --sharp: the switches' reduction bandwidth per port and direction in GB/s", "GBPS" },
     { "nccl-tuner", 0, 0, G_OPTION_ARG_STRING, &tuner_s,
       "without --platform: the NCCL tuner plugin the logs ran under, as `spsim platform dgx --nccl-tuner` "
-      "(aws-p5, aws-p5en or none; with --platform: its nccl_tuner property is kept)", "NAME" },
+      "(aws-p5, aws-p5en, aws-p6 or none; with --platform: its nccl_tuner property is kept)", "NAME" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "write the calibrated platform here", "OUT.xml" },
     { "coll", 0, 0, G_OPTION_ARG_STRING, &coll_s, "collective of logs that do not name theirs", "C" },
     { "ranks", 0, 0, G_OPTION_ARG_INT, &ranks_opt, "GPUs of logs without '#  Rank' lines", "N" },

@@ -14,7 +14,7 @@
  * NVLink SHARP; on the top zone or the first host), `sharp` (1, true or yes: the
  * network's switches reduce, SHARP) and `sharp_bw` (their reduction bandwidth per
  * port, bytes/s or with a suffix such as 50GBps) and `nccl_tuner` (the NCCL tuner plugin the
- * cluster runs: aws-p5, aws-p5en or none, spsim/tuner_plugin.h; another name is refused). See sim.h for
+ * cluster runs: aws-p5, aws-p5en, aws-p6 or none, spsim/tuner_plugin.h; another name is refused). See sim.h for
  * what the engine does with them.
  */
 #ifndef SPSIM_SIM_PLATFORM_H

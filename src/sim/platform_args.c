@@ -81,7 +81,7 @@ gboolean sp_platform_args_parse(int argc, char **argv, gboolean help, sp_platfor
     { "zones", 0, 0, G_OPTION_ARG_STRING, &zones, "SimGrid zones: node (one per node inside one per SU), su (one per SU holding its nodes: loads in linear time, same routes) or auto (default: node up to 2048 nodes or NVLink domains, su above)", "node|su|auto" },
     { "sharp", 0, 0, G_OPTION_ARG_NONE, &sharp, "the network's switches reduce (SHARP, as NVIDIA Quantum-2 InfiniBand's SHARPv3): top-zone property sharp = 1, for NCCL's CollNet algorithms (--algo collnet-direct, collnet-chain)", NULL },
     { "sharp-bw", 0, 0, G_OPTION_ARG_STRING, &sharp_s, "with --sharp: the switches' reduction bandwidth per port and direction in GB/s (default: the NIC's line rate)", "GBPS" },
-    { "nccl-tuner", 0, 0, G_OPTION_ARG_STRING, &tuner_s, "the NCCL tuner plugin the cluster runs, whose choice of algorithm and protocol replaces NCCL's model where it names one: aws-p5 or aws-p5en (aws-ofi-nccl v1.16.3's region tuner for p5/p5e or p5en, NCCL_TUNER_PLUGIN=libnccl-ofi-tuner.so) or none (default): top-zone property nccl_tuner", "NAME" },
+    { "nccl-tuner", 0, 0, G_OPTION_ARG_STRING, &tuner_s, "the NCCL tuner plugin the cluster runs, whose choice of algorithm and protocol replaces NCCL's model where it names one: aws-p5, aws-p5en or aws-p6 (aws-ofi-nccl v1.16.3's region tuner for p5/p5e, p5en or p6-b200, NCCL_TUNER_PLUGIN=libnccl-ofi-tuner.so) or none (default): top-zone property nccl_tuner", "NAME" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "write to FILE instead of stdout", "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL },
   };

@@ -1,14 +1,14 @@
-/* NCCL tuner plugins: aws-ofi-nccl's region tuner for p5 and p5en (see spsim/tuner_plugin.h). */
+/* NCCL tuner plugins: aws-ofi-nccl's region tuner for p5, p5en and p6 (see spsim/tuner_plugin.h). */
 #include "spsim/tuner_plugin.h"
 
 #include <math.h>
 #include <string.h>
 
-static const char *const tuner_names[SP_TUNER_COUNT] = { "none", "aws-p5", "aws-p5en" };
+static const char *const tuner_names[SP_TUNER_COUNT] = { "none", "aws-p5", "aws-p5en", "aws-p6" };
 
 const char *sp_tuner_list(void)
 {
-  return "aws-p5, aws-p5en or none";
+  return "aws-p5, aws-p5en, aws-p6 or none";
 }
 
 const char *sp_tuner_name(sp_tuner t)
@@ -272,17 +272,115 @@ static int32_t p5en_one(sp_coll coll, region *r)
   return 0;
 }
 
+/* P6 (p6-b200), 8 GPUs per node (region_init_internal_p6, nRanks == 8 nNodes): all-reduce;
+ * all-gather and reduce-scatter share one set (its "0x0" regions). */
+static int32_t p6_8(sp_coll coll, region *r)
+{
+  if (coll == SP_COLL_ALL_REDUCE) {
+    const region t[] = {
+      { R(TREE, LL), 4, { { 0, 16 }, { 262144, 16 }, { 262144, 1024 }, { 262144, 1048576 } } },
+      { R(TREE, LL128), 11,
+        { { 262144, 1048576 }, { 262144, 1024 }, { 262144, 16 }, { 55574528, 16 }, { 67108864, 32 },
+          { 465567744, 128 }, { 962592768, 256 }, { 1610612736, 512 }, { 2684354560, 1024 },
+          { 107374182400, 50944 }, { 107374182400, 1048576 } } },
+      { R(RING, LL128), 12,
+        { { 55574528, 16 }, { 87031808, 16 }, { 562036736, 32 }, { 17179869184, 1024 },
+          { 107374182400, 6408.141 }, { 107374182400, 33962.667 }, { 3758096384, 1024 },
+          { 2147483648, 512 }, { 1610612736, 512 }, { 962592768, 256 }, { 465567744, 128 },
+          { 67108864, 32 } } },
+      { R(NVLS_TREE, SIMPLE), 6,
+        { { 1610612736, 512 }, { 2147483648, 512 }, { 3758096384, 1024 }, { 107374182400, 33962.667 },
+          { 107374182400, 50944 }, { 2684354560, 1024 } } },
+      { R(NVLS_TREE, SIMPLE), 4, { { 87031808, 16 }, { 107374182400, 16 }, { 107374182400, 16 }, { 87031808, 16 } } },
+      { R(RING, SIMPLE), 5,
+        { { 562036736, 32 }, { 87031808, 16 }, { 107374182400, 16 }, { 107374182400, 6408.141 },
+          { 17179869184, 1024 } } },
+    };
+    memcpy(r, t, sizeof t);
+    return G_N_ELEMENTS(t);
+  }
+  if (coll == SP_COLL_ALL_GATHER || coll == SP_COLL_REDUCE_SCATTER) {
+    const region t[] = {
+      { R(RING, LL), 5,
+        { { 0, 16 }, { 1048576, 16 }, { 106954752, 1024 }, { 107374182400, 1021978.297 }, { 0, 1048576 } } },
+      { R(RING, LL128), 6,
+        { { 1048576, 16 }, { 268435456, 16 }, { 21474836480, 1024 }, { 107374182400, 5107.038 },
+          { 107374182400, 1021978.297 }, { 106954752, 1024 } } },
+      { R(RING, SIMPLE), 3, { { 268435456, 16 }, { 107374182400, 16 }, { 107374182400, 5107.038 } } },
+    };
+    memcpy(r, t, sizeof t);
+    return G_N_ELEMENTS(t);
+  }
+  return 0;
+}
+
+/* P6, 1 GPU per node (nRanks == nNodes). */
+static int32_t p6_one(sp_coll coll, region *r)
+{
+  if (coll == SP_COLL_ALL_REDUCE) {
+    const region t[] = {
+      { R(TREE, LL), 5, { { 0, 2 }, { 32768, 2 }, { 32768, 128 }, { 32768, 131072 }, { 0, 131072 } } },
+      { R(TREE, LL128), 6,
+        { { 32768, 2 }, { 131072, 2 }, { 8388608, 128 }, { 8589934592, 131072 }, { 32768, 131072 },
+          { 32768, 128 } } },
+      { R(RING, LL128), 8,
+        { { 131072, 2 }, { 3145728, 2 }, { 297795584, 128 }, { 107374182400, 45916 }, { 107374182400, 59831 },
+          { 164626432, 128 }, { 20971520, 48 }, { 3145728, 48 } } },
+      { R(TREE, SIMPLE), 6,
+        { { 3145728, 48 }, { 20971520, 48 }, { 164626432, 128 }, { 107374182400, 59831 },
+          { 107374182400, 131072 }, { 8589934592, 131072 } } },
+      { R(RING, SIMPLE), 4, { { 3145728, 2 }, { 107374182400, 2 }, { 107374182400, 45916 }, { 297795584, 128 } } },
+    };
+    memcpy(r, t, sizeof t);
+    return G_N_ELEMENTS(t);
+  }
+  if (coll == SP_COLL_ALL_GATHER) {
+    const region t[] = {
+      { R(RING, LL), 3, { { 0, 2 }, { 65536, 2 }, { 65536, 4 } } },
+      { R(PAT, SIMPLE), 8,
+        { { 0, 2 }, { 65536, 4 }, { 1048576, 4 }, { 12582912, 48 }, { 88080384, 48 }, { 248512512, 128 },
+          { 34359738368, 17137 }, { 0, 131072 } } },
+      { R(RING, LL128), 11,
+        { { 65536, 2 }, { 2097152, 2 }, { 16777216, 8 }, { 291504128, 128 }, { 34359738368, 15008 },
+          { 34359738368, 17137 }, { 248512512, 128 }, { 88080384, 48 }, { 12582912, 48 }, { 1048576, 4 },
+          { 65536, 4 } } },
+      { R(RING, SIMPLE), 5,
+        { { 2097152, 2 }, { 34359738368, 2 }, { 34359738368, 15008 }, { 291504128, 128 }, { 16777216, 8 } } },
+    };
+    memcpy(r, t, sizeof t);
+    return G_N_ELEMENTS(t);
+  }
+  if (coll == SP_COLL_REDUCE_SCATTER) {
+    const region t[] = {
+      { R(RING, LL), 3, { { 0, 2 }, { 65536, 2 }, { 65536, 4 } } },
+      { R(PAT, SIMPLE), 7,
+        { { 0, 2 }, { 65536, 4 }, { 1048576, 4 }, { 67108864, 48 }, { 106954752, 48 },
+          { 274877906944, 121928 }, { 0, 131072 } } },
+      { R(RING, LL128), 7,
+        { { 65536, 2 }, { 2097152, 2 }, { 16777216, 8 }, { 106954752, 48 }, { 67108864, 48 }, { 1048576, 4 },
+          { 65536, 4 } } },
+      { R(RING, SIMPLE), 5,
+        { { 2097152, 2 }, { 274877906944, 2 }, { 274877906944, 121928 }, { 106954752, 48 }, { 16777216, 8 } } },
+    };
+    memcpy(r, t, sizeof t);
+    return G_N_ELEMENTS(t);
+  }
+  return 0;
+}
+
 #undef R
 
 int32_t sp_tuner_pairs(sp_tuner t, sp_coll coll, uint64_t bytes, int32_t nranks, int32_t nnodes,
                        sp_algo *algo, sp_proto *proto, int32_t max)
 {
   /* the plugin leaves groups on 2 nodes or fewer to NCCL: its regions are not defined there */
-  if ((t != SP_TUNER_AWS_P5 && t != SP_TUNER_AWS_P5EN) || nnodes <= 2 || nranks < 1 || max < 1)
+  if (t <= SP_TUNER_NONE || t >= SP_TUNER_COUNT || nnodes <= 2 || nranks < 1 || max < 1)
     return 0;
   region r[8];
   int32_t nr = 0;
-  if (t == SP_TUNER_AWS_P5EN)
+  if (t == SP_TUNER_AWS_P6)
+    nr = nranks == 8 * nnodes ? p6_8(coll, r) : nranks == nnodes ? p6_one(coll, r) : 0;
+  else if (t == SP_TUNER_AWS_P5EN)
     nr = nranks == 8 * nnodes ? p5en_8(coll, r) : nranks == nnodes ? p5en_one(coll, r) : 0;
   else if (nranks == 8 * nnodes && coll == SP_COLL_ALL_REDUCE)
     nr = p5_ar8(r);

@@ -19,6 +19,10 @@
  * - #SP_TUNER_AWS_P5EN: the same plugin's regions for p5en.48xlarge (8 x H200, 16 x 200
  *   Gb/s EFA; region_init_internal_p5en): all-reduce, all-gather and reduce-scatter with 8
  *   GPUs per node or 1.
+ * - #SP_TUNER_AWS_P6: its regions for p6-b200.48xlarge (8 x B200, 8 x 400 Gb/s EFA;
+ *   region_init_internal_p6), the same collectives. The plugin also sets the channels of
+ *   tree LL128 all-reduces of 4 to 32 MiB on p6 (calculateBestNChannel); spsim keeps its
+ *   own there.
  *
  * A platform names its plugin with the top-zone property `nccl_tuner` (`spsim platform
  * dgx --nccl-tuner aws-p5`); sp_tune_choose applies it when neither the algorithm nor
@@ -38,13 +42,14 @@ typedef enum {
   SP_TUNER_NONE = 0, /**< NCCL's own model only */
   SP_TUNER_AWS_P5,   /**< aws-ofi-nccl v1.16.3's region tuner, platform P5/P5e */
   SP_TUNER_AWS_P5EN, /**< the same, platform P5en */
+  SP_TUNER_AWS_P6,   /**< the same, platform P6 (p6-b200) */
   SP_TUNER_COUNT
 } sp_tuner;
 
-/** @return "none", "aws-p5", "aws-p5en". */
+/** @return "none", "aws-p5", "aws-p5en", "aws-p6". */
 const char *sp_tuner_name(sp_tuner t);
 
-/** @return the names spsim knows, for messages: "aws-p5, aws-p5en or none". */
+/** @return the names spsim knows, for messages: "aws-p5, aws-p5en, aws-p6 or none". */
 const char *sp_tuner_list(void);
 
 /** Parse a plugin name (as sp_tuner_name, case-insensitive); FALSE when unknown. */

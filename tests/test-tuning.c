@@ -674,6 +674,14 @@ static void test_aws_p5(void)
   g_assert_true(ca != SP_ALGO_NVLS_TREE);
 }
 
+/* The first pair tuner plugin T names for (bytes, ranks, nodes) is (al, pr). */
+#define PICK(T, coll, bytes, ranks, nodes, al, pr)                                        \
+  do {                                                                                    \
+    g_assert_cmpint(sp_tuner_pairs(T, coll, bytes, ranks, nodes, a, p, 8), >=, 1);        \
+    g_assert_cmpint(a[0], ==, SP_ALGO_##al);                                              \
+    g_assert_cmpint(p[0], ==, SP_PROTO_##pr);                                             \
+  } while (0)
+
 /* The same plugin's regions for p5en (region_init_internal_p5en), worked by hand. */
 static void test_aws_p5en(void)
 {
@@ -683,40 +691,34 @@ static void test_aws_p5en(void)
   g_assert_true(sp_tuner_parse("aws-p5en", &tu));
   g_assert_cmpint(tu, ==, SP_TUNER_AWS_P5EN);
   g_assert_nonnull(strstr(sp_tuner_list(), "aws-p5en"));
-#define PICK(coll, bytes, ranks, nodes, al, pr)                                                     \
-  do {                                                                                              \
-    g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5EN, coll, bytes, ranks, nodes, a, p, 8), >=, 1); \
-    g_assert_cmpint(a[0], ==, SP_ALGO_##al);                                                        \
-    g_assert_cmpint(p[0], ==, SP_PROTO_##pr);                                                       \
-  } while (0)
+  const sp_tuner T = SP_TUNER_AWS_P5EN;
   /* 4 nodes of 8 (y = 32), all-reduce: Tree LL inside the triangle (0, 16), (262144, 16),
    * (262144, 2^20 ranks); Tree LL128 up to its edge (14680064, 16)-(150994944, 128), at
    * y = 32 x = 14680064 + 16/112 x 136314880 = 34153618.3; Ring LL128 from there to its
    * vertex (536870912, 32); Ring Simple beyond */
-  PICK(SP_COLL_ALL_REDUCE, 65536, 32, 4, TREE, LL);
-  PICK(SP_COLL_ALL_REDUCE, 16 * MIB, 32, 4, TREE, LL128);
-  PICK(SP_COLL_ALL_REDUCE, 34153618, 32, 4, TREE, LL128);
-  PICK(SP_COLL_ALL_REDUCE, 34153619, 32, 4, RING, LL128);
-  PICK(SP_COLL_ALL_REDUCE, 512 * MIB, 32, 4, RING, LL128);
-  PICK(SP_COLL_ALL_REDUCE, 1024 * MIB, 32, 4, RING, SIMPLE);
+  PICK(T, SP_COLL_ALL_REDUCE, 65536, 32, 4, TREE, LL);
+  PICK(T, SP_COLL_ALL_REDUCE, 16 * MIB, 32, 4, TREE, LL128);
+  PICK(T, SP_COLL_ALL_REDUCE, 34153618, 32, 4, TREE, LL128);
+  PICK(T, SP_COLL_ALL_REDUCE, 34153619, 32, 4, RING, LL128);
+  PICK(T, SP_COLL_ALL_REDUCE, 512 * MIB, 32, 4, RING, LL128);
+  PICK(T, SP_COLL_ALL_REDUCE, 1024 * MIB, 32, 4, RING, SIMPLE);
   /* 8 nodes (y = 64): NVLS-tree between x = 536870912 and its edge (536870912, 32)-
    * (6442450944, 256), at y = 64 x = 536870912 + 32/224 x 5905580032 = 1380525202.3 */
-  PICK(SP_COLL_ALL_REDUCE, 1024 * MIB, 64, 8, NVLS_TREE, SIMPLE);
-  PICK(SP_COLL_ALL_REDUCE, 1380525203, 64, 8, RING, SIMPLE);
+  PICK(T, SP_COLL_ALL_REDUCE, 1024 * MIB, 64, 8, NVLS_TREE, SIMPLE);
+  PICK(T, SP_COLL_ALL_REDUCE, 1380525203, 64, 8, RING, SIMPLE);
   /* all-gather, y = 32: Ring LL up to (262144, 32); Ring LL128 to its edge (268435456, 16)-
    * (2147483648, 128), at y = 32 x = 536870912; Ring Simple beyond */
-  PICK(SP_COLL_ALL_GATHER, 131072, 32, 4, RING, LL);
-  PICK(SP_COLL_ALL_GATHER, MIB, 32, 4, RING, LL128);
-  PICK(SP_COLL_REDUCE_SCATTER, 512 * MIB, 32, 4, RING, LL128);
-  PICK(SP_COLL_REDUCE_SCATTER, 1024 * MIB, 32, 4, RING, SIMPLE);
+  PICK(T, SP_COLL_ALL_GATHER, 131072, 32, 4, RING, LL);
+  PICK(T, SP_COLL_ALL_GATHER, MIB, 32, 4, RING, LL128);
+  PICK(T, SP_COLL_REDUCE_SCATTER, 512 * MIB, 32, 4, RING, LL128);
+  PICK(T, SP_COLL_REDUCE_SCATTER, 1024 * MIB, 32, 4, RING, SIMPLE);
   /* one GPU per node, 8 nodes (y = 8): all-reduce Tree LL128 from 65536 to its vertex
    * (524288, 8); all-gather PAT up to its edge (1048576, 2)-(16777216, 32), at y = 8 x =
    * 4194304; Ring LL128 from there to (4194304, 2)-(50331648, 16), at y = 8 x = 23967451.4 */
-  PICK(SP_COLL_ALL_REDUCE, 131072, 8, 8, TREE, LL128);
-  PICK(SP_COLL_ALL_GATHER, 4 * MIB, 8, 8, PAT, SIMPLE);
-  PICK(SP_COLL_ALL_GATHER, 8 * MIB, 8, 8, RING, LL128);
-  PICK(SP_COLL_ALL_GATHER, 64 * MIB, 8, 8, RING, SIMPLE);
-#undef PICK
+  PICK(T, SP_COLL_ALL_REDUCE, 131072, 8, 8, TREE, LL128);
+  PICK(T, SP_COLL_ALL_GATHER, 4 * MIB, 8, 8, PAT, SIMPLE);
+  PICK(T, SP_COLL_ALL_GATHER, 8 * MIB, 8, 8, RING, LL128);
+  PICK(T, SP_COLL_ALL_GATHER, 64 * MIB, 8, 8, RING, SIMPLE);
   /* no region for 2 GPUs per node on p5en, nor on 2 nodes */
   g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5EN, SP_COLL_ALL_REDUCE, 64 * MIB, 8, 4, a, p, 8), ==, 0);
   g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P5EN, SP_COLL_ALL_REDUCE, 64 * MIB, 16, 2, a, p, 8), ==, 0);
@@ -730,41 +732,35 @@ static void test_aws_p6(void)
   sp_tuner tu = SP_TUNER_NONE;
   g_assert_true(sp_tuner_parse("aws-p6", &tu));
   g_assert_cmpint(tu, ==, SP_TUNER_AWS_P6);
-#define PICK(coll, bytes, ranks, nodes, al, pr)                                                   \
-  do {                                                                                            \
-    g_assert_cmpint(sp_tuner_pairs(SP_TUNER_AWS_P6, coll, bytes, ranks, nodes, a, p, 8), >=, 1); \
-    g_assert_cmpint(a[0], ==, SP_ALGO_##al);                                                      \
-    g_assert_cmpint(p[0], ==, SP_PROTO_##pr);                                                     \
-  } while (0)
+  const sp_tuner T = SP_TUNER_AWS_P6;
   /* 4 nodes of 8 (y = 32), all-reduce: Tree LL up to 256 KiB, Tree LL128 up to its vertex
    * (67108864, 32), Ring LL128 to its vertex (562036736, 32), Ring Simple beyond */
-  PICK(SP_COLL_ALL_REDUCE, 65536, 32, 4, TREE, LL);
-  PICK(SP_COLL_ALL_REDUCE, 16 * MIB, 32, 4, TREE, LL128);
-  PICK(SP_COLL_ALL_REDUCE, 64 * MIB, 32, 4, TREE, LL128);
-  PICK(SP_COLL_ALL_REDUCE, 256 * MIB, 32, 4, RING, LL128);
-  PICK(SP_COLL_ALL_REDUCE, 1024 * MIB, 32, 4, RING, SIMPLE);
+  PICK(T, SP_COLL_ALL_REDUCE, 65536, 32, 4, TREE, LL);
+  PICK(T, SP_COLL_ALL_REDUCE, 16 * MIB, 32, 4, TREE, LL128);
+  PICK(T, SP_COLL_ALL_REDUCE, 64 * MIB, 32, 4, TREE, LL128);
+  PICK(T, SP_COLL_ALL_REDUCE, 256 * MIB, 32, 4, RING, LL128);
+  PICK(T, SP_COLL_ALL_REDUCE, 1024 * MIB, 32, 4, RING, SIMPLE);
   /* 128 nodes (y = 1024): NVLS-tree between (2684354560, 1024) and (3758096384, 1024), Ring
    * LL128 from there to (17179869184, 1024) */
-  PICK(SP_COLL_ALL_REDUCE, 3072 * MIB, 1024, 128, NVLS_TREE, SIMPLE);
-  PICK(SP_COLL_ALL_REDUCE, 8192 * MIB, 1024, 128, RING, LL128);
+  PICK(T, SP_COLL_ALL_REDUCE, 3072 * MIB, 1024, 128, NVLS_TREE, SIMPLE);
+  PICK(T, SP_COLL_ALL_REDUCE, 8192 * MIB, 1024, 128, RING, LL128);
   /* all-gather and reduce-scatter, y = 32: Ring LL left of (1048576, 16)-(106954752, 1024),
    * at y = 32 x = 2729626.4; Ring LL128 left of (268435456, 16)-(21474836480, 1024), at
    * y = 32 x = 605044996.1; Ring Simple beyond */
-  PICK(SP_COLL_ALL_GATHER, 2 * MIB, 32, 4, RING, LL);
-  PICK(SP_COLL_REDUCE_SCATTER, 4 * MIB, 32, 4, RING, LL128);
-  PICK(SP_COLL_ALL_GATHER, 1024 * MIB, 32, 4, RING, SIMPLE);
+  PICK(T, SP_COLL_ALL_GATHER, 2 * MIB, 32, 4, RING, LL);
+  PICK(T, SP_COLL_REDUCE_SCATTER, 4 * MIB, 32, 4, RING, LL128);
+  PICK(T, SP_COLL_ALL_GATHER, 1024 * MIB, 32, 4, RING, SIMPLE);
   /* one GPU per node, 8 nodes (y = 8): all-reduce Tree LL128 from 32 KiB to (131072, 2)-
    * (8388608, 128), at y = 8 x = 524288; Ring LL128 from there to (3145728, 2)-(297795584,
    * 128), at y = 8 x = 17176673.5; all-gather PAT up to (1048576, 4)-(12582912, 48), at
    * y = 8 x = 2097152, reduce-scatter up to (1048576, 4)-(67108864, 48), x = 7054056.7 */
-  PICK(SP_COLL_ALL_REDUCE, 256 * 1024, 8, 8, TREE, LL128);
-  PICK(SP_COLL_ALL_REDUCE, MIB, 8, 8, RING, LL128);
-  PICK(SP_COLL_ALL_REDUCE, 64 * MIB, 8, 8, RING, SIMPLE);
-  PICK(SP_COLL_ALL_GATHER, MIB, 8, 8, PAT, SIMPLE);
-  PICK(SP_COLL_ALL_GATHER, 4 * MIB, 8, 8, RING, LL128);
-  PICK(SP_COLL_REDUCE_SCATTER, 4 * MIB, 8, 8, PAT, SIMPLE);
-  PICK(SP_COLL_ALL_GATHER, 64 * MIB, 8, 8, RING, SIMPLE);
-#undef PICK
+  PICK(T, SP_COLL_ALL_REDUCE, 256 * 1024, 8, 8, TREE, LL128);
+  PICK(T, SP_COLL_ALL_REDUCE, MIB, 8, 8, RING, LL128);
+  PICK(T, SP_COLL_ALL_REDUCE, 64 * MIB, 8, 8, RING, SIMPLE);
+  PICK(T, SP_COLL_ALL_GATHER, MIB, 8, 8, PAT, SIMPLE);
+  PICK(T, SP_COLL_ALL_GATHER, 4 * MIB, 8, 8, RING, LL128);
+  PICK(T, SP_COLL_REDUCE_SCATTER, 4 * MIB, 8, 8, PAT, SIMPLE);
+  PICK(T, SP_COLL_ALL_GATHER, 64 * MIB, 8, 8, RING, SIMPLE);
 }
 
 int main(int argc, char **argv)

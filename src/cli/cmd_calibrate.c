@@ -64,7 +64,7 @@ static gboolean parse_gbps(const char *s, double *out)
 
 /* The `sharp`, `sharp_bw` and `nccl_tuner` properties of the platform at @p path (the
  * written platform keeps them: the fit changes no switch and no plugin). */
-static gboolean platform_sharp(const char *path, gboolean *sharp, double *sharp_bw, sp_tuner *tuner,
+static gboolean platform_kept(const char *path, gboolean *sharp, double *sharp_bw, sp_tuner *tuner,
                                GError **err)
 {
   sp_plat_desc *d = sp_plat_read(path, err);
@@ -174,7 +174,7 @@ int sp_cmd_calibrate(int argc, char **argv)
   sp_gpu_kind kind = SP_GPU_H100;
   if (platform) {
     if (!sp_cal_platform_spec(platform, &spec, &pnodes, &gpn, &charge_local, &err) ||
-        !platform_sharp(platform, &sharp, &sharp_bw, &tuner, &err)) {
+        !platform_kept(platform, &sharp, &sharp_bw, &tuner, &err)) {
       g_prefix_error(&err, "calibrate: ");
       return fail(err);
     }

@@ -452,6 +452,14 @@ static gboolean p2p(sp_coll c)
   return c == SP_COLL_ALL_TO_ALL || c == SP_COLL_SEND_RECV;
 }
 
+/* The algorithms whose reduction a switch does (NVLink SHARP, SHARP): they need an
+ * operator and type the switch reduces (nvls_ok). */
+static gboolean switch_reduces(sp_algo a)
+{
+  return a == SP_ALGO_NVLS || a == SP_ALGO_NVLS_TREE || a == SP_ALGO_COLLNET_DIRECT ||
+         a == SP_ALGO_COLLNET_CHAIN;
+}
+
 gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gboolean nvls_ok,
                         sp_algo algo, sp_proto proto, sp_algo *algo_out, sp_proto *proto_out,
                         double *time_us, GError **err)
@@ -548,9 +556,7 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
     sp_proto pp[8];
     int32_t k = sp_tuner_pairs(t->tuner, coll, bytes, t->nranks, t->nnodes, pa, pp, 8);
     for (int32_t i = 0; i < k; i++) {
-      gboolean switch_reduces = pa[i] == SP_ALGO_NVLS || pa[i] == SP_ALGO_NVLS_TREE ||
-                                pa[i] == SP_ALGO_COLLNET_DIRECT || pa[i] == SP_ALGO_COLLNET_CHAIN;
-      if (switch_reduces && !nvls_ok)
+      if (switch_reduces(pa[i]) && !nvls_ok)
         continue;
       double tt = sp_tune_time_us(t, &tab, coll, pa[i], pp[i], bytes);
       if (tt < 0)
@@ -569,8 +575,7 @@ gboolean sp_tune_choose(const sp_tune_topo *t, sp_coll coll, uint64_t bytes, gbo
     sp_algo a = algo_of(na);
     if (algo != SP_ALGO_AUTO && algo != a)
       continue;
-    if ((a == SP_ALGO_NVLS || a == SP_ALGO_NVLS_TREE || a == SP_ALGO_COLLNET_DIRECT ||
-         a == SP_ALGO_COLLNET_CHAIN) && !nvls_ok)
+    if (switch_reduces(a) && !nvls_ok)
       continue;
     for (int np = 0; np < NP_COUNT; np++) {
       sp_proto p = proto_of(np);

@@ -9,7 +9,7 @@ expect_fail() {
   if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then nok "$desc (exit 0)"; return; fi
   if grep -q "^spsim: .*$pat" "$tmp/err"; then ok "$desc"; else nok "$desc: $(cat "$tmp/err")"; fi
 }
-echo "1..84"
+echo "1..85"
 A="--fidelity analytic"
 if "$bin" "$tmp/p.xml" $A --model llama3-8b >"$tmp/out" 2>"$tmp/err" && grep -q '^  1  ' "$tmp/out" && grep -q '^Why ' "$tmp/out" \
    && grep -q 'llama3-8b' "$tmp/out"; then ok "ranked table and explanation"; else nok "ranked table: $(cat "$tmp/err")"; fi
@@ -105,6 +105,15 @@ if "$bin" "$S" $V --layout tp=2,tpsp=0,pp=2,dp=2,zero=2 >"$tmp/out" 2>"$tmp/err"
 if "$bin" "$S" $V --layout tp=4,tpoverlap=1,dp=2 >"$tmp/out" 2>"$tmp/err" \
    && grep -q "^verify: step-graph (1 layer, 2 micro-batches: $((2 * (2 * 3 + 2 * 4 + 2 * 3 + 2 * 2 + 3 + 2) + 1)) collectives and 0 pipeline sends) .*: PASS$" "$tmp/out" \
    && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then ok "--verify tp=4 with tpoverlap=1: the overlapped chunks replayed"; else nok "--verify tpoverlap: $(cat "$tmp/out" "$tmp/err" | tail -n 8)"; fi
+# A --layout that does not fit (0.1 GiB of GPU memory) is still priced, explained,
+# verified and traced: memory plays no part in its semantics; the status stays 1 and
+# standard error says why.
+if "$bin" "$S" $V --layout tp=2,pp=2,dp=2 --gpu-mem 0.1 --trace "$tmp/nf.json" >"$tmp/out" 2>"$tmp/err"; then rc=0; else rc=$?; fi
+if [ $rc = 1 ] && grep -q '^Layout tp2s pp2 dp2: compute is .*, so it does NOT fit\.' "$tmp/out" \
+   && grep -qx 'verify: pipeline-1f1b pp=2 on ranks {0,4} and 3 sibling groups (8 ranks): PASS' "$tmp/out" \
+   && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ] && grep -q '"traceEvents"' "$tmp/nf.json" \
+   && grep -q '^spsim: layout tp2s pp2 dp2 needs .* GiB per GPU, more than the 0.1 GiB usable' "$tmp/err"; then
+  ok "a --layout that does not fit is explained, verified and traced, and exits 1"; else nok "no-fit --verify: rc $rc $(tail -n 4 "$tmp/out") $(cat "$tmp/err")"; fi
 expect_fail "tpoverlap without sequence parallelism" "tpoverlap=1 .*needs tp > 1 and tpsp=1" "$S" --model "$tmp/v.json" --layout tp=4,tpsp=0,tpoverlap=1
 if "$bin" "$S" --model "$tmp/v.json" --layout tp=4,tpoverlap=1,dp=2 --export megatron >"$tmp/out" 2>"$tmp/err" \
    && grep -q -- '--tp-comm-overlap' "$tmp/out" && grep -q -- '--sequence-parallel' "$tmp/out"; then ok "Megatron export names --tp-comm-overlap"

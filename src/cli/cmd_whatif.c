@@ -132,15 +132,12 @@ static int report_result(sp_whatif_result *r, const char *json, const char *csv,
     return 1;
   }
   fprintf(text_out, "\n");
-  if (r->outcome == SP_WHATIF_LAYOUT_NO_FIT) {
-    /* the layout's figures are still worth having: its documents say fits: false */
-    print_text(sp_whatif_table_text(r, 1));
-    sp_whatif_result_ok(r, err);
-    GError *derr = NULL;
-    if (json && !write_json(r, json, &derr)) g_clear_error(&derr);
-    if (csv && !write_csv(r, csv, &derr)) g_clear_error(&derr);
-    return 1;
-  }
+  /* A --layout that does not fit is still priced: its explanation says where the memory
+   * goes, and what was asked of it (--verify, the documents) runs; it exits 1 either way,
+   * after one line on standard error that says so. */
+  gboolean no_fit = r->outcome == SP_WHATIF_LAYOUT_NO_FIT;
+  g_autoptr(GError) fit_err = NULL;
+  if (no_fit) sp_whatif_result_ok(r, &fit_err);
   if (r->outcome == SP_WHATIF_NONE_FITS) {
     fprintf(text_out, "%s does not fit in %.1f GiB per GPU%s with any layout; %s:\n", r->model->name, r->mem_cap / GIB,
             r->mixed ? " (the smallest GPU of this mixed cluster)" : "",
@@ -152,7 +149,7 @@ static int report_result(sp_whatif_result *r, const char *json, const char *csv,
     if (csv && !write_csv(r, csv, &jerr)) g_clear_error(&jerr);
     return 1;
   }
-  print_text(sp_whatif_table_text(r, sp_whatif_shown(r)));
+  print_text(sp_whatif_table_text(r, no_fit ? 1 : sp_whatif_shown(r)));
   g_autofree char *why = sp_whatif_explain_text(r);
   fprintf(text_out, "\n%s\n", why);
   if (explain) {
@@ -176,6 +173,10 @@ static int report_result(sp_whatif_result *r, const char *json, const char *csv,
   if (csv && !write_csv(r, csv, err)) return 1;
   if (svg && !write_svg(r, svg, err)) return 1;
   if (trace && !sp_whatif_write_trace(r, trace, err)) return 1;
+  if (no_fit) {
+    g_propagate_error(err, g_steal_pointer(&fit_err));
+    return 1;
+  }
   return r->verified ? 0 : SP_CLI_EXIT_MISMATCH;
 }
 
@@ -213,7 +214,8 @@ static const char help_text[] =
   "\n"
   "Exit status: 0 when at least one layout fits in memory (a --layout: when it fits), 1 when none\n"
   "fits (with or without --all), when --verify finds a mismatch, or on an error. A --layout that does\n"
-  "not fit still prints its row and writes --json/--csv (fits: false).\n";
+  "not fit still prints its row and its explanation, writes --json/--csv (fits: false), --trace and --svg, and\n"
+  "runs --verify (memory plays no part in it).\n";
 
 /* Memory one what-if process holds per GPU of the platform, with room: the default
  * sweep of llama3-405b peaks at 0.92 GiB on 16,384 GPUs (under the 2 GiB floor) and 2.2

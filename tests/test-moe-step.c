@@ -166,6 +166,15 @@ static void test_routing(void)
   g_assert_cmpfloat(fabs(sp_step_moe_imbalance(&c, &l) - 2.0 * 4.0 / 8.0), <, 1e-12); /* both halves hold 4 of 8 */
   g_assert_cmpfloat(fabs(sp_step_moe_imbalance(&c, &l8) - 8.0 * 4.0 / 8.0), <, 1e-12);
   g_free(sh);
+  /* shares of any scale, up to the largest double: read as the same proportions (their
+   * sum overflowed to infinity, which left every share 0), and given back summing to 1 */
+  g_assert_true(g_file_set_contents(path, "[1.6e308, 0, 0, 0, 0.4e308, 0.4e308, 0.4e308, 0.4e308]", -1, NULL));
+  g_assert_true(sp_moe_routing_parse(path, 8, &sh, &err));
+  c.expert_share = sh;
+  g_assert_cmpfloat(fabs(sp_step_moe_imbalance(&c, &l8) - 8.0 * 0.5), <, 1e-12);
+  g_assert_cmpfloat(fabs(sh[0] - 0.5), <, 1e-15);
+  g_assert_cmpfloat(fabs(sh[4] - 0.125), <, 1e-15);
+  g_free(sh);
   c.expert_share = NULL;
   /* refused */
   g_assert_false(sp_moe_routing_parse(path, 4, &sh, &err));

@@ -371,7 +371,7 @@ extern const char sp_tpo_what_shard[], sp_tpo_what_rs[];
  * Parse a routing model for @p experts experts: "uniform" (*shares = NULL), "zipf:S"
  * (expert i of popularity rank i takes a share proportional to 1 / (i + 1)^S, S >= 0), or
  * FILE, a JSON list of @p experts non-negative token shares (any scale, not all zero).
- * @p shares is g_malloc'ed (g_free).
+ * @p shares (g_malloc'ed: g_free) are those shares scaled to sum 1.
  */
 gboolean sp_moe_routing_parse(const char *spec, int64_t experts, double **shares, GError **err);
 

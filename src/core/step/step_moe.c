@@ -33,6 +33,16 @@ const char sp_moe_what_etp_rs[] = "MoE expert-TP reduce-scatter of expert output
 const char sp_moe_what_edp_grad[] = "expert gradient reduction (expert-dp group)";
 const char sp_moe_what_edp_gather[] = "ZeRO expert parameter all-gather (expert-dp group)";
 
+/* Scale @p n non-negative shares, the largest positive, to sum 1: by the largest first,
+ * so that shares near DBL_MAX do not sum to infinity (which left every share 0). */
+static void normalise(double *a, int64_t n)
+{
+  double most = 0, sum = 0;
+  for (int64_t i = 0; i < n; i++) most = MAX(most, a[i]);
+  for (int64_t i = 0; i < n; i++) sum += a[i] /= most;
+  for (int64_t i = 0; i < n; i++) a[i] /= sum;
+}
+
 gboolean sp_moe_routing_parse(const char *spec, int64_t experts, double **shares, GError **err)
 {
   *shares = NULL;
@@ -50,6 +60,7 @@ gboolean sp_moe_routing_parse(const char *spec, int64_t experts, double **shares
     }
     double *a = g_new(double, experts);
     for (int64_t i = 0; i < experts; i++) a[i] = pow((double)(i + 1), -sexp);
+    normalise(a, experts);
     *shares = a;
     return TRUE;
   }
@@ -68,7 +79,7 @@ gboolean sp_moe_routing_parse(const char *spec, int64_t experts, double **shares
     return FALSE;
   }
   JsonArray *arr = json_node_get_array(root);
-  double *a = g_new(double, experts), sum = 0;
+  double *a = g_new(double, experts), most = 0;
   for (int64_t i = 0; i < experts; i++) {
     JsonNode *e = json_array_get_element(arr, (guint)i);
     GType t = JSON_NODE_HOLDS_VALUE(e) ? json_node_get_value_type(e) : G_TYPE_INVALID;
@@ -79,13 +90,14 @@ gboolean sp_moe_routing_parse(const char *spec, int64_t experts, double **shares
       g_free(a);
       return FALSE;
     }
-    sum += a[i];
+    most = MAX(most, a[i]);
   }
-  if (!(sum > 0)) {
+  if (!(most > 0)) {
     g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--routing %s: every share is 0", spec);
     g_free(a);
     return FALSE;
   }
+  normalise(a, experts);
   *shares = a;
   return TRUE;
 }

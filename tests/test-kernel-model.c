@@ -404,6 +404,21 @@ static void test_table(void)
   g_assert_null(sp_gemm_table_load("/nonexistent/gemm.csv", &err));
   g_assert_error(err, SP_ERROR, SP_ERROR_IO);
   g_clear_error(&err);
+
+  /* from text: only the bytes given are read (the row after them is not), and the name
+   * given is the one messages use */
+  const char text[] = "m,n,k,tflops\n4096,4096,4096,700\n8192,8192,8192,oops\n";
+  t = sp_gemm_table_parse(text, (gssize)strlen("m,n,k,tflops\n4096,4096,4096,700\n"), "inline", &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(sp_gemm_table_len(t), ==, 1);
+  double f = 0;
+  g_assert_true(sp_gemm_table_lookup(t, FALSE, 4096, 4096, 4096, &f, &err));
+  g_assert_cmpfloat(f, ==, 700e12);
+  sp_gemm_table_free(t);
+  g_assert_null(sp_gemm_table_parse(text, -1, "inline", &err));
+  g_assert_error(err, SP_ERROR, SP_ERROR_PARSE);
+  g_assert_nonnull(strstr(err->message, "GEMM table 'inline', line 3: 'oops' is not a number"));
+  g_clear_error(&err);
 }
 
 /* The fused kernels take 16-bit activations and head dims up to 256 (FlashAttention's

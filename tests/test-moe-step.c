@@ -192,6 +192,14 @@ static void test_routing(void)
   g_clear_error(&err);
   g_assert_true(sp_moe_routing_parse("uniform", 8, &sh, &err));
   g_assert_null(sh);
+  /* a routing file's text, as the file is read: the shares scaled to sum 1 */
+  g_assert_true(sp_moe_routing_shares_parse("[3, 1]", -1, "inline", 2, &sh, &err));
+  g_assert_cmpfloat(sh[0], ==, 0.75);
+  g_assert_cmpfloat(sh[1], ==, 0.25);
+  g_free(sh);
+  g_assert_false(sp_moe_routing_shares_parse("[3, 1", -1, "inline", 2, &sh, &err));
+  g_assert_nonnull(strstr(err->message, "--routing inline: not JSON"));
+  g_clear_error(&err);
   g_unlink(path);
   sp_model_free(mix);
 }

@@ -233,6 +233,8 @@ double sp_kernel_linear_cast_bytes(sp_fp8_recipe fp8, int64_t m, int64_t n, int6
  * as one.
  */
 sp_gemm_table *sp_gemm_table_load(const char *path, GError **err);
+/** sp_gemm_table_load on @p size bytes of @p text (-1: NUL-terminated), named @p name in messages. */
+sp_gemm_table *sp_gemm_table_parse(const char *text, gssize size, const char *name, GError **err);
 void sp_gemm_table_free(sp_gemm_table *t);
 /** Rows of the table. */
 guint sp_gemm_table_len(const sp_gemm_table *t);

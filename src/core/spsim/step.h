@@ -374,6 +374,12 @@ extern const char sp_tpo_what_shard[], sp_tpo_what_rs[];
  * @p shares (g_malloc'ed: g_free) are those shares scaled to sum 1.
  */
 gboolean sp_moe_routing_parse(const char *spec, int64_t experts, double **shares, GError **err);
+/**
+ * The shares of a routing file from its text: @p len bytes of @p json (-1:
+ * NUL-terminated), named @p name in messages, read as sp_moe_routing_parse reads FILE.
+ */
+gboolean sp_moe_routing_shares_parse(const char *json, gssize len, const char *name, int64_t experts, double **shares,
+                                     GError **err);
 
 /**
  * Imbalance of @p l's MoE layers: the busiest EP rank's routed tokens over the mean

@@ -620,15 +620,26 @@ sp_gemm_table *sp_gemm_table_load(const char *path, GError **err)
     g_error_free(e);
     return NULL;
   }
+  return sp_gemm_table_parse(text, (gssize)len, path, err);
+}
+
+sp_gemm_table *sp_gemm_table_parse(const char *data, gssize size, const char *name, GError **err)
+{
+  /* a NUL-terminated copy of all @p size bytes (the CSV reader stops at a NUL, as it did on
+   * g_file_get_contents' buffer; the JSON reader sees every byte) */
+  gsize len = size < 0 ? strlen(data) : (gsize)size;
+  g_autofree char *text = g_malloc(len + 1);
+  memcpy(text, data, len);
+  text[len] = '\0';
   sp_gemm_table *t = g_new0(sp_gemm_table, 1);
   t->rows = g_array_new(FALSE, FALSE, sizeof(gemm_row));
-  t->path = g_strdup(path);
+  t->path = g_strdup(name);
   const char *p = text;
   while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
     p++;
   gboolean ok = *p == '[' ? load_json(t, text, len, err) : load_csv(t, text, err);
   if (ok && t->rows->len == 0) {
-    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "GEMM table '%s' has no rows", path);
+    g_set_error(err, SP_ERROR, SP_ERROR_PARSE, "GEMM table '%s' has no rows", name);
     ok = FALSE;
   }
   if (!ok) {

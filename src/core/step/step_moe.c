@@ -43,6 +43,39 @@ static void normalise(double *a, int64_t n)
   for (int64_t i = 0; i < n; i++) a[i] /= sum;
 }
 
+/* The shares of a routing file's JSON @p root, named @p name in messages: a list of
+ * @p experts non-negative numbers, not all zero, scaled to sum 1. */
+static gboolean shares_of(JsonNode *root, const char *name, int64_t experts, double **shares, GError **err)
+{
+  if (root == NULL || !JSON_NODE_HOLDS_ARRAY(root) || (int64_t)json_array_get_length(json_node_get_array(root)) != experts) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--routing %s: the file must hold a JSON list of %" G_GINT64_FORMAT
+                " token shares, one per expert", name, experts);
+    return FALSE;
+  }
+  JsonArray *arr = json_node_get_array(root);
+  double *a = g_new(double, experts), most = 0;
+  for (int64_t i = 0; i < experts; i++) {
+    JsonNode *e = json_array_get_element(arr, (guint)i);
+    GType t = JSON_NODE_HOLDS_VALUE(e) ? json_node_get_value_type(e) : G_TYPE_INVALID;
+    a[i] = t == G_TYPE_DOUBLE || t == G_TYPE_INT64 ? json_node_get_double(e) : -1;
+    if (!(a[i] >= 0) || !isfinite(a[i])) {
+      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--routing %s: share %" G_GINT64_FORMAT " is not a non-negative number",
+                  name, i);
+      g_free(a);
+      return FALSE;
+    }
+    most = MAX(most, a[i]);
+  }
+  if (!(most > 0)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--routing %s: every share is 0", name);
+    g_free(a);
+    return FALSE;
+  }
+  normalise(a, experts);
+  *shares = a;
+  return TRUE;
+}
+
 gboolean sp_moe_routing_parse(const char *spec, int64_t experts, double **shares, GError **err)
 {
   *shares = NULL;
@@ -72,34 +105,25 @@ gboolean sp_moe_routing_parse(const char *spec, int64_t experts, double **shares
     g_error_free(jerr);
     return FALSE;
   }
-  JsonNode *root = json_parser_get_root(p);
-  if (root == NULL || !JSON_NODE_HOLDS_ARRAY(root) || json_array_get_length(json_node_get_array(root)) != (guint)experts) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--routing %s: the file must hold a JSON list of %" G_GINT64_FORMAT
-                " token shares, one per expert", spec, experts);
+  return shares_of(json_parser_get_root(p), spec, experts, shares, err);
+}
+
+gboolean sp_moe_routing_shares_parse(const char *json, gssize len, const char *name, int64_t experts, double **shares,
+                                     GError **err)
+{
+  *shares = NULL;
+  if (experts < 1) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--routing %s needs an MoE model (the model has no experts)", name);
     return FALSE;
   }
-  JsonArray *arr = json_node_get_array(root);
-  double *a = g_new(double, experts), most = 0;
-  for (int64_t i = 0; i < experts; i++) {
-    JsonNode *e = json_array_get_element(arr, (guint)i);
-    GType t = JSON_NODE_HOLDS_VALUE(e) ? json_node_get_value_type(e) : G_TYPE_INVALID;
-    a[i] = t == G_TYPE_DOUBLE || t == G_TYPE_INT64 ? json_node_get_double(e) : -1;
-    if (!(a[i] >= 0) || !isfinite(a[i])) {
-      g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--routing %s: share %" G_GINT64_FORMAT " is not a non-negative number",
-                  spec, i);
-      g_free(a);
-      return FALSE;
-    }
-    most = MAX(most, a[i]);
-  }
-  if (!(most > 0)) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--routing %s: every share is 0", spec);
-    g_free(a);
+  g_autoptr(JsonParser) p = json_parser_new();
+  GError *jerr = NULL;
+  if (!json_parser_load_from_data(p, json, len, &jerr)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--routing %s: not JSON (%s)", name, jerr->message);
+    g_error_free(jerr);
     return FALSE;
   }
-  normalise(a, experts);
-  *shares = a;
-  return TRUE;
+  return shares_of(json_parser_get_root(p), name, experts, shares, err);
 }
 
 double sp_step_moe_imbalance(const sp_step_ctx *c, const sp_layout *l)

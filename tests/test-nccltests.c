@@ -173,6 +173,20 @@ static void test_parse_variants(void)
   g_assert_no_error(err);
   g_assert_cmpstr(t->tuner_plugin, ==, "nccl_ofi_tuner");
   g_assert_cmpuint(t->rows->len, ==, 1);
+  g_assert_cmpuint(t->skipped_rows, ==, 0);
+  /* figures nccl-tests never prints (inf, nan, a sign): those rows are left out and
+   * counted, with the line of the first; a timestamped job line is no row */
+  const char *odd = "2024-05-06 12:00:00 a b c d e f g h i j k l m n\n"
+                    "        1024           256     float     sum      -1      inf    0.09    0.17      0    10.90    0.09    0.18      0\n"
+                    "        2048           512     float     sum      -1    11.10    0.18    0.34      0    10.90    0.19    0.35      0\n"
+                    "        4096          1024     float     sum      -1    11.10     nan    0.68      0    10.90    0.38    0.69      0\n"
+                    "        8192          2048     float     sum      -1    11.10    0.74   -1.36      0    10.90    0.75    1.38      0\n";
+  g_autoptr(sp_nt_log) o = sp_nt_log_parse(odd, -1, "all_reduce_perf.log", &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(o->rows->len, ==, 1);
+  g_assert_cmpuint(g_array_index(o->rows, sp_nt_row, 0).size, ==, 2048);
+  g_assert_cmpuint(o->skipped_rows, ==, 3);
+  g_assert_cmpuint(o->first_skipped_line, ==, 2);
 }
 
 static void test_parse_errors(void)

@@ -43,8 +43,8 @@ static int32_t ranks_from_rows(const sp_nt_log *log, sp_coll c)
     const sp_nt_row *r = &g_array_index(log->rows, sp_nt_row, i);
     sp_dtype t;
     if (r->count == 0 || !sp_nt_type_parse(r->type, &t, NULL)) continue;
-    uint64_t per = r->count * sp_dtype_size(t);
-    if (r->size % per != 0) return 0;
+    uint64_t per;
+    if (!g_uint64_checked_mul(&per, r->count, sp_dtype_size(t)) || r->size % per != 0) return 0; /* a count past 2^64 bytes wrapped to 0 */
     int64_t k = (int64_t)(r->size / per);
     if (n != 0 && k != n) return 0;
     n = k;
@@ -203,6 +203,10 @@ int sp_cmd_calibrate(int argc, char **argv)
     if (p->log == NULL) goto error;
     const char *name = argv[li + 1];
     warn_tuner(name, p->log->tuner_plugin, tuner);
+    if (p->log->skipped_rows > 0)
+      fprintf(stderr, "spsim: warning: %s: %u line%s shaped like a result row could not be read, left out (the "
+                      "first: line %u; a field that is not a number, or a negative or infinite figure)\n",
+              name, p->log->skipped_rows, p->log->skipped_rows == 1 ? "" : "s", p->log->first_skipped_line);
     if (p->log->has_coll) {
       p->coll = p->log->coll;
       if (coll_s && p->coll != coll_opt) {

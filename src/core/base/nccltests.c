@@ -7,6 +7,7 @@
 #include "spsim/error.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,11 +235,13 @@ static gboolean parse_i32(const char *s, int32_t *out)
   return TRUE;
 }
 
+/* A figure of the table: finite and not negative (nccl-tests prints neither "inf", "nan"
+ * nor a sign; an "inf" time priced a link at NaN bytes per second). */
 static gboolean parse_double(const char *s, double *out)
 {
   char *end = NULL;
   double v = g_ascii_strtod(s, &end);
-  if (end == s || *end != '\0' || !(v == v)) return FALSE;
+  if (end == s || *end != '\0' || !isfinite(v) || v < 0) return FALSE;
   *out = v;
   return TRUE;
 }
@@ -344,6 +347,16 @@ static gboolean parse_row(char **tok, const columns *c, sp_nt_row *r)
     if (c->wrong[s] >= 0 && !parse_wrong(tok[c->wrong[s]], &r->wrong[s])) return FALSE;
   }
   return r->time_us[0] >= 0;
+}
+
+/* A line that has a result row's shape, its first two fields whole numbers and (under
+ * @p c, or in the default layouts) a row's field count or more, yet parse_row refused. */
+static gboolean row_like(char **tok, const columns *c)
+{
+  uint64_t size, count;
+  if (tok[0] == NULL || tok[1] == NULL || !parse_u64(tok[0], &size) || !parse_u64(tok[1], &count)) return FALSE;
+  int n = (int)g_strv_length(tok);
+  return c != NULL ? n >= c->nfields : n >= 12;
 }
 
 /* "#  Rank  3 Group  0 Pid 1234 on host-a device  3 [0000:1b:00] NVIDIA H100": the
@@ -469,6 +482,8 @@ sp_nt_log *sp_nt_log_parse(const char *text, gssize len, const char *name, GErro
     const char *tp = ok ? NULL : strstr(body, "TUNER/Plugin: Using ");
     if (ok) {
       g_array_append_val(log->rows, r);
+    } else if (row_like(tok, have_cols ? &cols : NULL)) {
+      if (log->skipped_rows++ == 0) log->first_skipped_line = li + 1;
     } else if (tp != NULL && log->tuner_plugin == NULL) {
       /* NCCL_DEBUG=INFO: "... NCCL INFO TUNER/Plugin: Using nccl_ofi_tuner (v3)" */
       tp += strlen("TUNER/Plugin: Using ");

@@ -76,6 +76,9 @@ typedef struct {
   int32_t nranks;      /**< number of "#  Rank" lines (0: none) */
   GPtrArray *hosts;    /**< host name of rank r (nranks entries; empty without Rank lines) */
   GArray *rows;        /**< sp_nt_row, in log order */
+  guint skipped_rows;  /**< lines shaped like result rows that could not be read (a field that
+                            is not a number, a negative or infinite figure), left out of rows */
+  guint first_skipped_line; /**< the first of them (1-based; 0: none) */
   char *tuner_plugin;  /**< the NCCL tuner plugin its NCCL_DEBUG=INFO lines say it loaded
                             ("TUNER/Plugin: Using NAME (vN)", NCCL's src/plugin/tuner/), or NULL */
 } sp_nt_log;

@@ -32,26 +32,6 @@ typedef struct {
   const char *ranks_from; /* "Rank lines", "--ranks", "size / count" */
 } prepared;
 
-/* Ranks implied by the rows' size / count of all-gather, reduce-scatter, all-to-all
- * (size = count x ranks x element size), 0 when the collective does not tell or
- * the rows disagree. */
-static int32_t ranks_from_rows(const sp_nt_log *log, sp_coll c)
-{
-  if (c != SP_COLL_ALL_GATHER && c != SP_COLL_REDUCE_SCATTER && c != SP_COLL_ALL_TO_ALL) return 0;
-  int64_t n = 0;
-  for (guint i = 0; i < log->rows->len; i++) {
-    const sp_nt_row *r = &g_array_index(log->rows, sp_nt_row, i);
-    sp_dtype t;
-    if (r->count == 0 || !sp_nt_type_parse(r->type, &t, NULL)) continue;
-    uint64_t per;
-    if (!g_uint64_checked_mul(&per, r->count, sp_dtype_size(t)) || r->size % per != 0) return 0; /* a count past 2^64 bytes wrapped to 0 */
-    int64_t k = (int64_t)(r->size / per);
-    if (n != 0 && k != n) return 0;
-    n = k;
-  }
-  return n > 0 && n <= G_MAXINT32 ? (int32_t)n : 0;
-}
-
 /* --sharp-bw: a bandwidth in GB/s, a finite number above 0 (as `spsim platform dgx`). */
 static gboolean parse_gbps(const char *s, double *out)
 {
@@ -227,7 +207,7 @@ int sp_cmd_calibrate(int argc, char **argv)
       p->ranks_from = "its Rank lines";
       if (!sp_nt_log_nodes(p->log, &p->nodes, &p->node_of, &p->local_of)) goto error;
     } else {
-      int32_t from_rows = ranks_from_rows(p->log, p->coll);
+      int32_t from_rows = sp_nt_log_ranks_from_rows(p->log, p->coll);
       if (ranks_opt > 0 && from_rows > 0 && from_rows != ranks_opt) {
         err = g_error_new(SP_ERROR, SP_ERROR_INVALID,
                           "%s: its sizes and counts say %d GPUs, --ranks says %d: logs of different GPU counts "

@@ -576,3 +576,20 @@ gboolean sp_nt_log_nodes(const sp_nt_log *log, int32_t *nodes, int32_t **node_of
   g_hash_table_unref(idx);
   return TRUE;
 }
+
+int32_t sp_nt_log_ranks_from_rows(const sp_nt_log *log, sp_coll c)
+{
+  if (c != SP_COLL_ALL_GATHER && c != SP_COLL_REDUCE_SCATTER && c != SP_COLL_ALL_TO_ALL) return 0;
+  int64_t n = 0;
+  for (guint i = 0; i < log->rows->len; i++) {
+    const sp_nt_row *r = &g_array_index(log->rows, sp_nt_row, i);
+    sp_dtype t;
+    if (r->count == 0 || !sp_nt_type_parse(r->type, &t, NULL)) continue;
+    uint64_t per;
+    if (!g_uint64_checked_mul(&per, r->count, sp_dtype_size(t)) || r->size % per != 0) return 0; /* a count past 2^64 bytes wrapped to 0 */
+    int64_t k = (int64_t)(r->size / per);
+    if (n != 0 && k != n) return 0;
+    n = k;
+  }
+  return n > 0 && n <= G_MAXINT32 ? (int32_t)n : 0;
+}

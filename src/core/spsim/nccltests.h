@@ -144,6 +144,14 @@ void sp_nt_log_free(sp_nt_log *log);
 gboolean sp_nt_log_nodes(const sp_nt_log *log, int32_t *nodes, int32_t **node_of,
                          int32_t **local_of);
 
+/**
+ * The ranks a log's rows imply for collective @p c: all-gather, reduce-scatter and
+ * all-to-all rows have size = count x ranks x element size. 0 when @p c is another
+ * collective, when no row tells (no count, a type nccl-tests does not name) or when the
+ * rows disagree or imply no whole number of ranks.
+ */
+int32_t sp_nt_log_ranks_from_rows(const sp_nt_log *log, sp_coll c);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(sp_nt_log, sp_nt_log_free)
 
 G_END_DECLS

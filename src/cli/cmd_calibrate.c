@@ -307,7 +307,9 @@ int sp_cmd_calibrate(int argc, char **argv)
   for (int j = 0; j < SP_CAL_NPARAMS; j++) {
     if (res.determined[j] && !res.held[j]) continue;
     g_autofree char *v = fmt_param((sp_cal_param)j, sp_cal_get(&res.spec, (sp_cal_param)j));
-    const char *why = j == SP_CAL_NIC_BW || j == SP_CAL_NIC_LAT ? " (no log spans two nodes)"
+    const char *why = res.held[j] ? " (over their points it moves every time in proportion to coll-lat, so the fit "
+                                    "cannot tell the two apart)"
+                      : j == SP_CAL_NIC_BW || j == SP_CAL_NIC_LAT ? " (no log spans two nodes)"
                       : j == SP_CAL_NVL_BW && shared_node
                         ? " (no collective of these logs inside a node is bound by it: NCCL's effective NVLink "
                           "bandwidth or a protocol's cap is lower)"

@@ -187,6 +187,16 @@ static void test_parse_variants(void)
   g_assert_cmpuint(g_array_index(o->rows, sp_nt_row, 0).size, ==, 2048);
   g_assert_cmpuint(o->skipped_rows, ==, 3);
   g_assert_cmpuint(o->first_skipped_line, ==, 2);
+  /* a header that names the in-place time but not its algbw and busbw (cut short): the
+   * rows are read out-of-place only (the in-place bandwidths were read at field -1) */
+  const char *cut = "#  size count type redop root time algbw busbw #wrong time\n"
+                    " 1024 256 float sum -1 11.10 0.09 0.17 0 10.90\n";
+  g_autoptr(sp_nt_log) h = sp_nt_log_parse(cut, -1, "all_reduce_perf.log", &err);
+  g_assert_no_error(err);
+  g_assert_cmpuint(h->rows->len, ==, 1);
+  g_assert_cmpfloat(g_array_index(h->rows, sp_nt_row, 0).time_us[0], ==, 11.10);
+  g_assert_cmpfloat(g_array_index(h->rows, sp_nt_row, 0).time_us[1], ==, 0);
+  g_assert_cmpfloat(g_array_index(h->rows, sp_nt_row, 0).busbw[0], ==, 0.17);
 }
 
 static void test_parse_errors(void)

@@ -308,11 +308,14 @@ static gboolean header_columns(char **tok, columns *c)
     else if (side >= 0 && (strcmp(t, "#wrong") == 0 || strcmp(t, "error") == 0)) c->wrong[side] = i;
   }
   if (c->size != 0 || c->count != 1 || c->time[0] < 0 || c->busbw[0] < 0 || c->algbw[0] < 0) return FALSE;
-  c->nfields = c->busbw[0] + 1;
-  for (int s = 0; s < 2; s++) {
-    if (c->wrong[s] >= c->nfields) c->nfields = c->wrong[s] + 1;
-    if (c->busbw[s] >= c->nfields) c->nfields = c->busbw[s] + 1;
-  }
+  /* a second side (in-place) is read only when its time, algbw and busbw are all named
+   * (a header cut short named its time alone, and a row was read at field -1) */
+  if (c->time[1] >= 0 && (c->algbw[1] < 0 || c->busbw[1] < 0)) c->time[1] = c->algbw[1] = c->busbw[1] = c->wrong[1] = -1;
+  /* a row has at least every field the header names */
+  const int used[] = { c->size,     c->count,    c->type,     c->redop,    c->root,  c->time[0], c->algbw[0],
+                       c->busbw[0], c->wrong[0], c->time[1],  c->algbw[1], c->busbw[1], c->wrong[1] };
+  c->nfields = 0;
+  for (size_t i = 0; i < G_N_ELEMENTS(used); i++) c->nfields = MAX(c->nfields, used[i] + 1);
   return TRUE;
 }
 

@@ -36,7 +36,7 @@ check_arith() {
     { k++; if ($2 <= 0 || rel($3, $1 / $2 / 1e3) > 1e-9 || rel($4, $3 * f) > 1e-9) bad++ }
     END { exit (bad > 0 || k != want) }'
 }
-echo "1..83"
+echo "1..84"
 
 # 1-2: all-reduce on 8 ranks, 1 KiB .. 1 MiB: 11 rows, busbw = algbw x 2(n-1)/n = 1.75
 if "$bin" bench "$small" --coll all-reduce --ranks 8 --sizes 1K:1M --json >"$tmp/ar.json" 2>"$tmp/err" \
@@ -400,3 +400,6 @@ expect_fail "--nccl-tuner with an unknown plugin" "nccl-tuner must be aws-p5, aw
 sed 's/"nccl_tuner" value="aws-p5"/"nccl_tuner" value="azure"/' "$tmp/p5t.xml" >"$tmp/bad.xml"
 expect_fail "a platform naming an unknown tuner plugin" "property nccl_tuner 'azure' is not a tuner plugin" \
   bench "$tmp/bad.xml" -g 32 --sizes 64M
+# 84: nccl-tests' counts a simulation ignores still must be counts: a negative -n was
+# taken for "not given" and printed as nccl-tests' default
+expect_fail "bench -n -5" "bench: -n must be 0 or more (got -5)" bench "$tmp/dgx1.xml" -g 8 -n -5 --sizes 8

@@ -231,7 +231,8 @@ int sp_cmd_bench(int argc, char **argv)
                   *op_s = NULL, *format_s = NULL, *minb_s = NULL, *maxb_s = NULL, *stepb_s = NULL;
   gint ranks = 0, channels = 0, nthreads = 0, ngpus = 0, nprocs = 0, per_node = 0, root = 0, check = 0, jobs = 0;
   gint64 factor = 0;
-  gint iters = -1, warmup = -1, agg = -1, average = -1, blocking = -1;
+  /* G_MININT: not given (nccl-tests' defaults are printed); a given value must be >= 0 */
+  gint iters = G_MININT, warmup = G_MININT, agg = G_MININT, average = G_MININT, blocking = G_MININT;
   gint64 chunk = 0;
   gboolean json = FALSE;
   GOptionEntry entries[] = {
@@ -299,6 +300,12 @@ int sp_cmd_bench(int argc, char **argv)
   if (argc > 2)
     return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "bench: unexpected argument '%s'", argv[2]));
   const char *platform = argv[1];
+  const struct { const char *flag; gint v; } counts[] = {
+    { "-n", iters }, { "-w", warmup }, { "-m", agg }, { "-a", average }, { "-z", blocking } };
+  for (gsize i = 0; i < G_N_ELEMENTS(counts); i++)
+    if (counts[i].v != G_MININT && counts[i].v < 0)
+      return fail(g_error_new(SP_ERROR, SP_ERROR_INVALID, "bench: %s must be 0 or more (got %d)", counts[i].flag,
+                              counts[i].v));
 
   enum { FMT_TABLE, FMT_NCCL, FMT_JSON } format = json ? FMT_JSON : FMT_TABLE;
   if (format_s != NULL) {

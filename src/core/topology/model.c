@@ -429,6 +429,15 @@ static gboolean hf_int_any(JsonObject *o, const char *const *keys, int64_t dflt,
  * Gemma 2's even layers, all but every sliding_window_pattern-th (Gemma 3) or every layer
  * (Mistral), and none when use_sliding_window is false (Qwen2, Qwen3 keep a
  * sliding_window value they do not use). */
+/* Element @p i of @p a when it is a string, else NULL (an object or a list there made
+ * json_array_get_string_element fail an assertion: found by the model fuzz harness). */
+static const char *array_string(JsonArray *a, guint i)
+{
+  JsonNode *n = json_array_get_element(a, i);
+  return n != NULL && JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_STRING ? json_node_get_string(n)
+                                                                                               : NULL;
+}
+
 static gboolean hf_window(JsonObject *o, sp_model *m, const char *what, GError **err)
 {
   int64_t w = 0;
@@ -454,7 +463,7 @@ static gboolean hf_window(JsonObject *o, sp_model *m, const char *what, GError *
     guint8 *mask = g_new0(guint8, m->layers);
     int64_t n = 0;
     for (guint i = 0; i < json_array_get_length(a); i++) {
-      const char *t = json_array_get_string_element(a, i);
+      const char *t = array_string(a, i);
       mask[i] = t != NULL && strcmp(t, "sliding_attention") == 0;
       n += mask[i];
     }
@@ -661,7 +670,7 @@ sp_model *sp_model_parse_flags(const char *json, gssize len, const char *what, s
   if (sn != NULL && JSON_NODE_HOLDS_ARRAY(sn)) {
     JsonArray *a = json_node_get_array(sn);
     for (guint i = 0; i < json_array_get_length(a); i++) {
-      const char *s = json_array_get_string_element(a, i);
+      const char *s = array_string(a, i);
       if (s == NULL) continue;
       if (src->len) g_string_append(src, "; ");
       g_string_append(src, s);

@@ -52,9 +52,12 @@ static const char *attr(const char **names, const char **values, const char *key
 }
 
 /* A speed, memory or count with a decimal suffix (k, M, G, T, P, E; Ki, Mi, Gi, Ti
- * for bytes); units after the prefix ("f", "B") are ignored. */
+ * for bytes); units after the prefix ("f", "B") are ignored. NULL is no number. */
 static double value_with_suffix(const char *s, gboolean bytes, gboolean *ok)
 {
+  *ok = FALSE;
+  if (s == NULL) /* speed="" split at its commas: no first field (found by the platform fuzz harness) */
+    return 0;
   char *end = NULL;
   double v = g_ascii_strtod(s, &end);
   *ok = end != s && v >= 0;

@@ -214,8 +214,8 @@ static const char help_text[] =
   "\n"
   "Exit status: 0 when at least one layout fits in memory (a --layout: when it fits), 1 when none\n"
   "fits (with or without --all), when --verify finds a mismatch, or on an error. A --layout that does\n"
-  "not fit still prints its row and its explanation, writes --json/--csv (fits: false), --trace and --svg, and\n"
-  "runs --verify (memory plays no part in it).\n";
+  "not fit is still reported in full: its row, its explanation, --verify (memory plays no part in it),\n"
+  "--export, --sensitivity and the files asked for (--json/--csv say fits: false).\n";
 
 /* Memory one what-if process holds per GPU of the platform, with room: the default
  * sweep of llama3-405b peaks at 0.92 GiB on 16,384 GPUs (under the 2 GiB floor) and 2.2

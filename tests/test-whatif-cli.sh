@@ -106,10 +106,14 @@ if "$bin" "$S" $V --layout tp=4,tpoverlap=1,dp=2 >"$tmp/out" 2>"$tmp/err" \
    && grep -q "^verify: step-graph (1 layer, 2 micro-batches: $((2 * (2 * 3 + 2 * 4 + 2 * 3 + 2 * 2 + 3 + 2) + 1)) collectives and 0 pipeline sends) .*: PASS$" "$tmp/out" \
    && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ]; then ok "--verify tp=4 with tpoverlap=1: the overlapped chunks replayed"; else nok "--verify tpoverlap: $(cat "$tmp/out" "$tmp/err" | tail -n 8)"; fi
 # A --layout that does not fit (0.1 GiB of GPU memory) is still priced, explained,
-# verified and traced: memory plays no part in its semantics; the status stays 1 and
+# verified, exported and traced: memory plays no part in its semantics; --sensitivity
+# (a re-ranking of layouts that fit) says it does not apply; the status stays 1 and
 # standard error says why.
-if "$bin" "$S" $V --layout tp=2,pp=2,dp=2 --gpu-mem 0.1 --trace "$tmp/nf.json" >"$tmp/out" 2>"$tmp/err"; then rc=0; else rc=$?; fi
+if "$bin" "$S" $V --layout tp=2,pp=2,dp=2 --gpu-mem 0.1 --trace "$tmp/nf.json" --export megatron --sensitivity \
+   >"$tmp/out" 2>"$tmp/err"; then rc=0; else rc=$?; fi
 if [ $rc = 1 ] && grep -q '^Layout tp2s pp2 dp2: compute is .*, so it does NOT fit\.' "$tmp/out" \
+   && grep -q -- '--tensor-model-parallel-size 2' "$tmp/out" \
+   && grep -qx -- '--sensitivity: not run, it re-ranks layouts that fit and this one does not.' "$tmp/out" \
    && grep -qx 'verify: pipeline-1f1b pp=2 on ranks {0,4} and 3 sibling groups (8 ranks): PASS' "$tmp/out" \
    && [ "$(tail -n 1 "$tmp/out")" = "verify: PASS" ] && grep -q '"traceEvents"' "$tmp/nf.json" \
    && grep -q '^spsim: layout tp2s pp2 dp2 needs .* GiB per GPU, more than the 0.1 GiB usable' "$tmp/err"; then

@@ -158,7 +158,9 @@ static int report_result(sp_whatif_result *r, const char *json, const char *csv,
   }
   g_autofree char *over = sp_whatif_over_memory_text(r); /* a faster layout that does not fit is worth knowing about */
   if (over) fprintf(text_out, "%s\n", over);
-  if (sensitivity) {
+  if (sensitivity && no_fit) {
+    fprintf(text_out, "\n--sensitivity: not run, it re-ranks layouts that fit and this one does not.\n");
+  } else if (sensitivity) {
     g_autofree char *sens = sp_whatif_sensitivity_text(r, err);
     if (sens == NULL) return 1;
     fprintf(text_out, "\n%s", sens);
@@ -214,8 +216,8 @@ static const char help_text[] =
   "\n"
   "Exit status: 0 when at least one layout fits in memory (a --layout: when it fits), 1 when none\n"
   "fits (with or without --all), when --verify finds a mismatch, or on an error. A --layout that does\n"
-  "not fit is still reported in full: its row, its explanation, --verify (memory plays no part in it),\n"
-  "--export, --sensitivity and the files asked for (--json/--csv say fits: false).\n";
+  "not fit is still reported: its row, its explanation, --verify (memory plays no part in it), --export\n"
+  "and the files asked for (--json/--csv say fits: false); --sensitivity says it does not apply.\n";
 
 /* Memory one what-if process holds per GPU of the platform, with room: the default
  * sweep of llama3-405b peaks at 0.92 GiB on 16,384 GPUs (under the 2 GiB floor) and 2.2

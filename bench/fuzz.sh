@@ -6,8 +6,8 @@
 # time, and prints per harness: executions, seconds, corpus size, crashes.
 #
 # Usage: bench/fuzz.sh [--merge] [HARNESS...]
-#   HARNESS   size layout topo misc model platform nccltests gemmtable routing (default: all,
-#             in that order)
+#   HARNESS   size layout topo misc model platform nccltests gemmtable routing step
+#             (default: all, in that order)
 #   --merge   afterwards, merge (minimised) the new inputs into tests/fuzz/corpus/HARNESS
 #             (without it the seed corpus is never written)
 # Environment:
@@ -27,12 +27,12 @@ sel=()
 for a in "$@"; do
   case $a in
     --merge) merge=1 ;;
-    size|layout|topo|misc|model|platform|nccltests|gemmtable|routing) sel+=("$a") ;;
+    size|layout|topo|misc|model|platform|nccltests|gemmtable|routing|step) sel+=("$a") ;;
     -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "fuzz.sh: unknown argument '$a' (harnesses: size layout topo misc model platform nccltests gemmtable routing; --merge)" >&2; exit 2 ;;
+    *) echo "fuzz.sh: unknown argument '$a' (harnesses: size layout topo misc model platform nccltests gemmtable routing step; --merge)" >&2; exit 2 ;;
   esac
 done
-[ ${#sel[@]} -gt 0 ] || sel=(size layout topo misc model platform nccltests gemmtable routing)
+[ ${#sel[@]} -gt 0 ] || sel=(size layout topo misc model platform nccltests gemmtable routing step)
 seconds=${FUZZ_SECONDS:-600}
 jobs=${FUZZ_JOBS:-2}
 

@@ -218,7 +218,7 @@ FUZZ_REPLAY_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h
 FUZZ_SIM_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/sim
 check_PROGRAMS += tests/fuzz/replay-model tests/fuzz/replay-layout tests/fuzz/replay-size \
 	tests/fuzz/replay-topo tests/fuzz/replay-misc tests/fuzz/replay-platform \
-	tests/fuzz/replay-nccltests tests/fuzz/replay-gemmtable tests/fuzz/replay-routing
+	tests/fuzz/replay-nccltests tests/fuzz/replay-gemmtable tests/fuzz/replay-routing tests/fuzz/replay-step
 tests_fuzz_replay_model_SOURCES = $(FUZZ_REPLAY_SOURCES) tests/fuzz/fuzz-model.c
 tests_fuzz_replay_model_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_fuzz_replay_layout_SOURCES = $(FUZZ_REPLAY_SOURCES) tests/fuzz/fuzz-layout.c
@@ -239,6 +239,8 @@ tests_fuzz_replay_gemmtable_SOURCES = $(FUZZ_REPLAY_SOURCES) tests/fuzz/fuzz-gem
 tests_fuzz_replay_gemmtable_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 tests_fuzz_replay_routing_SOURCES = $(FUZZ_REPLAY_SOURCES) tests/fuzz/fuzz-routing.c
 tests_fuzz_replay_routing_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
+tests_fuzz_replay_step_SOURCES = $(FUZZ_REPLAY_SOURCES) tests/fuzz/fuzz-step.c
+tests_fuzz_replay_step_LDADD = libspsim.la $(GLIB_LIBS) $(JSON_LIBS) $(LIBM)
 TESTS += tests/test-fuzz-replay.sh
 EXTRA_DIST += tests/test-fuzz-replay.sh tests/fuzz/corpus tests/fuzz/dict
 

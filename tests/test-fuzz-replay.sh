@@ -4,7 +4,7 @@
 # bench/fuzz.sh runs the same harnesses under libFuzzer.
 builddir="${SPSIM_BUILDDIR:-.}"
 srcdir="${SPSIM_SRCDIR:-.}"
-harnesses="model layout size topo misc platform nccltests gemmtable routing"
+harnesses="model layout size topo misc platform nccltests gemmtable routing step"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 n=0

@@ -26,7 +26,7 @@ near() { awk -v v="$1" -v w="$2" -v t="$3" 'BEGIN { d = v / w - 1; if (d < 0) d 
 # link_attr FILE LINK ATTR: the number in ATTR of LINK (GBps / us as written)
 link_attr() { grep "<link id=\"$2\"" "$1" | sed "s/.* $3=\"\\([0-9.e+-]*\\)[A-Za-z]*\".*/\\1/"; }
 coll_lat() { grep -m1 -o '"coll_latency" value="[0-9.e+-]*us"' "$1" | sed 's/.*value="\([0-9.e+-]*\)us"/\1/'; }
-echo "1..29"
+echo "1..30"
 
 "$bin" platform dgx --nodes 2 --gpu h100 >"$tmp/start.xml"
 sed -E 's/(nvl[0-9]+" bandwidth=")450GBps" latency="1.3us"/\1380GBps" latency="2us"/;
@@ -201,3 +201,9 @@ if "$bin" calibrate "$tmp/ar8.log" --platform "$tmp/start.xml" >/dev/null 2>"$tm
    && grep -q "warning: nvlink-lat is not separable from coll-lat by these logs (over their points it moves every time in proportion to coll-lat" "$tmp/e6" \
    && ! grep -q "no log has two ranks in one node" "$tmp/e6"
 then ok "a latency held with coll-lat is said to be held for that reason"; else nok "held: $(cat "$tmp/e6")"; fi
+# 30: rows whose times are all 0: nothing to fit, and the line says why (it spoke of sizes)
+{ echo "# Collective test starting: all_reduce_perf"
+  echo "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
+  echo "     1048576        262144     float     sum      -1    0.00    0.00    0.00      0    0.00   0.00   0.00      0"
+} >"$tmp/zero.log"
+expect_fail "a log whose times are 0" "no row with a count and an out-of-place time above 0" calibrate "$tmp/zero.log" --ranks 8

@@ -269,7 +269,7 @@ int sp_cmd_calibrate(int argc, char **argv)
     }
   }
   if (points->len == 0) {
-    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "calibrate: the logs hold no row with a size above 0");
+    err = g_error_new(SP_ERROR, SP_ERROR_INVALID, "calibrate: the logs hold no row with a count and an out-of-place time above 0");
     goto error;
   }
   if (pnodes > 0 && need_nodes > pnodes) {

@@ -56,7 +56,7 @@ static const char *attr(const char **names, const char **values, const char *key
 static double value_with_suffix(const char *s, gboolean bytes, gboolean *ok)
 {
   *ok = FALSE;
-  if (s == NULL) /* speed="" split at its commas: no first field (found by the platform fuzz harness) */
+  if (s == NULL) /* speed="" split at its commas has no first field */
     return 0;
   char *end = NULL;
   double v = g_ascii_strtod(s, &end);

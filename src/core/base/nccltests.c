@@ -236,7 +236,7 @@ static gboolean parse_i32(const char *s, int32_t *out)
 }
 
 /* A figure of the table: finite and not negative (nccl-tests prints neither "inf", "nan"
- * nor a sign; an "inf" time priced a link at NaN bytes per second). */
+ * nor a sign; an infinite time would price a link at NaN bytes per second). */
 static gboolean parse_double(const char *s, double *out)
 {
   char *end = NULL;
@@ -309,7 +309,7 @@ static gboolean header_columns(char **tok, columns *c)
   }
   if (c->size != 0 || c->count != 1 || c->time[0] < 0 || c->busbw[0] < 0 || c->algbw[0] < 0) return FALSE;
   /* a second side (in-place) is read only when its time, algbw and busbw are all named
-   * (a header cut short named its time alone, and a row was read at field -1) */
+   * (a header cut short may name its time alone) */
   if (c->time[1] >= 0 && (c->algbw[1] < 0 || c->busbw[1] < 0)) c->time[1] = c->algbw[1] = c->busbw[1] = c->wrong[1] = -1;
   /* a row has at least every field the header names */
   const int used[] = { c->size,     c->count,    c->type,     c->redop,    c->root,  c->time[0], c->algbw[0],
@@ -589,7 +589,8 @@ int32_t sp_nt_log_ranks_from_rows(const sp_nt_log *log, sp_coll c)
     sp_dtype t;
     if (r->count == 0 || !sp_nt_type_parse(r->type, &t, NULL)) continue;
     uint64_t per;
-    if (!g_uint64_checked_mul(&per, r->count, sp_dtype_size(t)) || r->size % per != 0) return 0; /* a count past 2^64 bytes wrapped to 0 */
+    if (!g_uint64_checked_mul(&per, r->count, sp_dtype_size(t))) return 0; /* more than 2^64 bytes */
+    if (r->size % per != 0) return 0;
     int64_t k = (int64_t)(r->size / per);
     if (n != 0 && k != n) return 0;
     n = k;

@@ -625,8 +625,8 @@ sp_gemm_table *sp_gemm_table_load(const char *path, GError **err)
 
 sp_gemm_table *sp_gemm_table_parse(const char *data, gssize size, const char *name, GError **err)
 {
-  /* a NUL-terminated copy of all @p size bytes (the CSV reader stops at a NUL, as it did on
-   * g_file_get_contents' buffer; the JSON reader sees every byte) */
+  /* a NUL-terminated copy of all @p size bytes (the CSV reader stops at a NUL; the JSON
+   * reader sees every byte) */
   gsize len = size < 0 ? strlen(data) : (gsize)size;
   g_autofree char *text = g_malloc(len + 1);
   memcpy(text, data, len);

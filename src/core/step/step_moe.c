@@ -34,7 +34,7 @@ const char sp_moe_what_edp_grad[] = "expert gradient reduction (expert-dp group)
 const char sp_moe_what_edp_gather[] = "ZeRO expert parameter all-gather (expert-dp group)";
 
 /* Scale @p n non-negative shares, the largest positive, to sum 1: by the largest first,
- * so that shares near DBL_MAX do not sum to infinity (which left every share 0). */
+ * so that shares near DBL_MAX do not sum to infinity. */
 static void normalise(double *a, int64_t n)
 {
   double most = 0, sum = 0;

@@ -424,13 +424,8 @@ static gboolean hf_int_any(JsonObject *o, const char *const *keys, int64_t dflt,
   return TRUE;
 }
 
-/* The sliding window of a Hugging Face config.json: sliding_window over the layers whose
- * layer_types entry is "sliding_attention" (gpt-oss, Gemma 3), without layer_types over
- * Gemma 2's even layers, all but every sliding_window_pattern-th (Gemma 3) or every layer
- * (Mistral), and none when use_sliding_window is false (Qwen2, Qwen3 keep a
- * sliding_window value they do not use). */
-/* Element @p i of @p a when it is a string, else NULL (an object or a list there made
- * json_array_get_string_element fail an assertion: found by the model fuzz harness). */
+/* Element @p i of @p a when it is a string, else NULL (json_array_get_string_element
+ * asserts on an object or a list). */
 static const char *array_string(JsonArray *a, guint i)
 {
   JsonNode *n = json_array_get_element(a, i);
@@ -438,6 +433,11 @@ static const char *array_string(JsonArray *a, guint i)
                                                                                                : NULL;
 }
 
+/* The sliding window of a Hugging Face config.json: sliding_window over the layers whose
+ * layer_types entry is "sliding_attention" (gpt-oss, Gemma 3), without layer_types over
+ * Gemma 2's even layers, all but every sliding_window_pattern-th (Gemma 3) or every layer
+ * (Mistral), and none when use_sliding_window is false (Qwen2, Qwen3 keep a
+ * sliding_window value they do not use). */
 static gboolean hf_window(JsonObject *o, sp_model *m, const char *what, GError **err)
 {
   int64_t w = 0;

@@ -610,27 +610,10 @@ static gboolean load_csv(sp_gemm_table *t, const char *text, GError **err)
   return TRUE;
 }
 
-sp_gemm_table *sp_gemm_table_load(const char *path, GError **err)
+/* The table in @p len bytes of @p text, which has a NUL at text[len] (the CSV reader
+ * stops at a NUL; the JSON reader sees every byte). */
+static sp_gemm_table *parse_text(const char *text, gsize len, const char *name, GError **err)
 {
-  g_autofree char *text = NULL;
-  gsize len = 0;
-  GError *e = NULL;
-  if (!g_file_get_contents(path, &text, &len, &e)) {
-    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot read GEMM table: %s", e->message);
-    g_error_free(e);
-    return NULL;
-  }
-  return sp_gemm_table_parse(text, (gssize)len, path, err);
-}
-
-sp_gemm_table *sp_gemm_table_parse(const char *data, gssize size, const char *name, GError **err)
-{
-  /* a NUL-terminated copy of all @p size bytes (the CSV reader stops at a NUL; the JSON
-   * reader sees every byte) */
-  gsize len = size < 0 ? strlen(data) : (gsize)size;
-  g_autofree char *text = g_malloc(len + 1);
-  memcpy(text, data, len);
-  text[len] = '\0';
   sp_gemm_table *t = g_new0(sp_gemm_table, 1);
   t->rows = g_array_new(FALSE, FALSE, sizeof(gemm_row));
   t->path = g_strdup(name);
@@ -647,6 +630,28 @@ sp_gemm_table *sp_gemm_table_parse(const char *data, gssize size, const char *na
     return NULL;
   }
   return t;
+}
+
+sp_gemm_table *sp_gemm_table_load(const char *path, GError **err)
+{
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  GError *e = NULL;
+  if (!g_file_get_contents(path, &text, &len, &e)) {
+    g_set_error(err, SP_ERROR, SP_ERROR_IO, "cannot read GEMM table: %s", e->message);
+    g_error_free(e);
+    return NULL;
+  }
+  return parse_text(text, len, path, err); /* g_file_get_contents ends its buffer with a NUL */
+}
+
+sp_gemm_table *sp_gemm_table_parse(const char *data, gssize size, const char *name, GError **err)
+{
+  gsize len = size < 0 ? strlen(data) : (gsize)size;
+  g_autofree char *text = g_malloc(len + 1);
+  memcpy(text, data, len);
+  text[len] = '\0';
+  return parse_text(text, len, name, err);
 }
 
 gboolean sp_gemm_table_has(const sp_gemm_table *t, gboolean fp8)

@@ -43,6 +43,14 @@ static void normalise(double *a, int64_t n)
   for (int64_t i = 0; i < n; i++) a[i] /= sum;
 }
 
+/* A routing @p name needs a model with experts. */
+static gboolean has_experts(const char *name, int64_t experts, GError **err)
+{
+  if (experts >= 1) return TRUE;
+  g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--routing %s needs an MoE model (the model has no experts)", name);
+  return FALSE;
+}
+
 /* The shares of a routing file's JSON @p root, named @p name in messages: a list of
  * @p experts non-negative numbers, not all zero, scaled to sum 1. */
 static gboolean shares_of(JsonNode *root, const char *name, int64_t experts, double **shares, GError **err)
@@ -80,10 +88,7 @@ gboolean sp_moe_routing_parse(const char *spec, int64_t experts, double **shares
 {
   *shares = NULL;
   if (spec == NULL || strcmp(spec, "uniform") == 0) return TRUE;
-  if (experts < 1) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--routing %s needs an MoE model (the model has no experts)", spec);
-    return FALSE;
-  }
+  if (!has_experts(spec, experts, err)) return FALSE;
   if (g_str_has_prefix(spec, "zipf:")) {
     char *end = NULL;
     double sexp = g_ascii_strtod(spec + 5, &end);
@@ -112,10 +117,7 @@ gboolean sp_moe_routing_shares_parse(const char *json, gssize len, const char *n
                                      GError **err)
 {
   *shares = NULL;
-  if (experts < 1) {
-    g_set_error(err, SP_ERROR, SP_ERROR_INVALID, "--routing %s needs an MoE model (the model has no experts)", name);
-    return FALSE;
-  }
+  if (!has_experts(name, experts, err)) return FALSE;
   g_autoptr(JsonParser) p = json_parser_new();
   GError *jerr = NULL;
   if (!json_parser_load_from_data(p, json, len, &jerr)) {
